@@ -1,0 +1,44 @@
+# nri-cpumanager — see README.md.
+GO      ?= go
+OUTPUT  ?= $(CURDIR)/_output
+BIN     := $(OUTPUT)/bin
+PKGS    := ./...
+FUZZTIME ?= 20s
+
+.PHONY: all build test unit fuzz e2e bench lint demo clean
+
+all: build
+
+## build: the plugin binary into _output/bin
+build:
+	$(GO) build -o $(BIN)/nri-cpumanager ./cmd/nri-cpumanager
+
+## test: everything CI runs — lint, unit + integration (race detector), fuzz, e2e
+test: lint unit fuzz e2e
+
+unit:
+	$(GO) test -race -count=1 $(PKGS)
+
+## fuzz: each fuzz target briefly (seed corpus always runs in `unit`)
+fuzz:
+	@set -e; for target in $$($(GO) test -list '^Fuzz' ./state/ | grep '^Fuzz'); do \
+		echo "fuzz $$target for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./state/; \
+	done
+
+## e2e: real containerd + runc on this machine (installs what it needs)
+e2e:
+	$(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e/...
+
+## bench: allocator and round-trip benchmarks
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## lint: gofmt and go vet
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) vet -tags e2e ./test/e2e/...
+
+clean:
+	rm -rf $(OUTPUT)

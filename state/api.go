@@ -1,0 +1,106 @@
+// Package state holds the plugin's memory of which container owns which
+// exclusive CPUs, and persists it in a crash-safe checkpoint file.
+//
+// The in-memory State is a plain value: the policy works on a Clone and the
+// plugin swaps it in once the checkpoint is on disk. The checkpoint file
+// keeps the shape of the kubelet's KEP-5554 cpu_manager_state (policyName,
+// defaultCpuSet, entries → {original, resized}, checksum) so an operator who
+// knows the kubelet's file can read it.
+//
+// This package is the only one in the project that touches the checkpoint
+// file.
+package state
+
+import (
+	"errors"
+
+	"k8s.io/utils/cpuset"
+)
+
+// PolicyName is the only policy name this plugin writes and accepts.
+const PolicyName = "static"
+
+// CheckpointFile is the checkpoint's file name inside the state directory.
+const CheckpointFile = "cpu_manager_state"
+
+// Assignment is the exclusive CPUs of one container.
+type Assignment struct {
+	// Original is the cpuset the container got when it was created. A
+	// resize never takes any of these CPUs away.
+	Original cpuset.CPUSet
+	// Resized is the cpuset after the latest successful resize, always a
+	// superset of Original; empty until the first resize.
+	Resized cpuset.CPUSet
+}
+
+// Assigned returns the CPUs the container holds now: Resized if set, else
+// Original.
+func (a Assignment) Assigned() cpuset.CPUSet {
+	if a.Resized.Size() > 0 {
+		return a.Resized
+	}
+	return a.Original
+}
+
+// ContainerRef names a container the way the checkpoint keys it.
+type ContainerRef struct {
+	PodUID string `json:"podUID"`
+	Name   string `json:"name"`
+}
+
+// Resources are the CPU and memory values of a container or pod as the
+// runtime carries them (Linux cgroup units). Zero means unset.
+type Resources struct {
+	CPUShares   uint64 `json:"cpuShares,omitempty"`
+	CPUQuota    int64  `json:"cpuQuota,omitempty"`
+	CPUPeriod   uint64 `json:"cpuPeriod,omitempty"`
+	MemoryLimit int64  `json:"memoryLimit,omitempty"`
+}
+
+// PodResources are the pod-level resources and overhead last delivered by
+// UpdatePodSandbox (the runtime's PodSandbox keeps the creation values
+// forever, so this is the only record of a resized pod's totals).
+type PodResources struct {
+	Resources Resources `json:"resources"`
+	Overhead  Resources `json:"overhead"`
+}
+
+// State is the plugin's memory. The zero value is not usable; call New.
+// Methods never share maps with another State: Clone gives an independent
+// copy.
+type State struct {
+	// DefaultCPUSet is the shared pool (checkpoint key "defaultCpuSet").
+	DefaultCPUSet cpuset.CPUSet
+	// Entries maps pod UID → container name → assignment.
+	Entries map[string]map[string]Assignment
+	// Containers maps a runtime container id to the entry it owns.
+	Containers map[string]ContainerRef
+	// Pods maps pod UID → pod-level resources last seen in UpdatePodSandbox.
+	Pods map[string]PodResources
+}
+
+// ErrNoCheckpoint is returned by Load when there is no checkpoint file.
+var ErrNoCheckpoint = errors.New("no checkpoint file")
+
+// CorruptError says why a checkpoint file was not trusted and where it was
+// moved aside. Load returns it (wrapped) for a checksum mismatch, a
+// truncated file, bad JSON, an unknown policy name or format version, and
+// cpusets that overlap each other or lie outside the machine. The caller
+// rebuilds the state from the runtime's view.
+type CorruptError struct {
+	// Path is the file that was read.
+	Path string
+	// MovedTo is where the file now is (cpu_manager_state.corrupt-<timestamp>),
+	// or "" if moving it failed.
+	MovedTo string
+	// Reason says what was wrong, with the values involved.
+	Reason string
+}
+
+func (e *CorruptError) Error() string {
+	msg := "checkpoint " + e.Path + " is not trusted: " + e.Reason
+	if e.MovedTo != "" {
+		msg += " (moved aside to " + e.MovedTo + ")"
+	}
+	return msg
+}
