@@ -1,0 +1,184 @@
+package state
+
+import (
+	"maps"
+	"slices"
+
+	"k8s.io/utils/cpuset"
+)
+
+// New returns an empty state whose shared pool is defaultCPUSet.
+func New(defaultCPUSet cpuset.CPUSet) *State {
+	return &State{
+		DefaultCPUSet: defaultCPUSet,
+		Entries:       map[string]map[string]Assignment{},
+		Containers:    map[string]ContainerRef{},
+		Pods:          map[string]PodResources{},
+	}
+}
+
+// Clone returns a deep copy.
+func (s *State) Clone() *State {
+	c := New(s.DefaultCPUSet)
+	for podUID, containers := range s.Entries {
+		if len(containers) > 0 {
+			c.Entries[podUID] = maps.Clone(containers)
+		}
+	}
+	maps.Copy(c.Containers, s.Containers)
+	maps.Copy(c.Pods, s.Pods)
+	return c
+}
+
+// Equal reports whether two states hold the same data. A nil map and an
+// empty one are the same, and so is a pod whose entry map is empty and a pod
+// without one.
+func (s *State) Equal(o *State) bool {
+	if s == nil || o == nil {
+		return s == o
+	}
+	if !sameCPUs(s.DefaultCPUSet, o.DefaultCPUSet) {
+		return false
+	}
+	if !maps.Equal(s.Containers, o.Containers) || !maps.Equal(s.Pods, o.Pods) {
+		return false
+	}
+	return s.entriesContain(o) && o.entriesContain(s)
+}
+
+// entriesContain reports whether every assignment of o is in s.
+func (s *State) entriesContain(o *State) bool {
+	for podUID, containers := range o.Entries {
+		for name, a := range containers {
+			b, ok := s.Assignment(podUID, name)
+			if !ok || !sameCPUs(a.Original, b.Original) || !sameCPUs(a.Resized, b.Resized) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sameCPUs compares two sets by content (cpuset.CPUSet.Equals tells the
+// zero CPUSet from an empty one made by cpuset.New).
+func sameCPUs(a, b cpuset.CPUSet) bool {
+	return a.Size() == b.Size() && a.IsSubsetOf(b)
+}
+
+// Assignment returns the assignment of a container.
+func (s *State) Assignment(podUID, name string) (Assignment, bool) {
+	a, ok := s.Entries[podUID][name]
+	return a, ok
+}
+
+// SetAssignment records the assignment of a container.
+func (s *State) SetAssignment(podUID, name string, a Assignment) {
+	if s.Entries == nil {
+		s.Entries = map[string]map[string]Assignment{}
+	}
+	containers, ok := s.Entries[podUID]
+	if !ok {
+		containers = map[string]Assignment{}
+		s.Entries[podUID] = containers
+	}
+	containers[name] = a
+}
+
+// DeleteAssignment forgets a container's assignment (and the pod's entry map
+// when it becomes empty). Container ids that point at the assignment are
+// forgotten with it, so the state stays consistent.
+func (s *State) DeleteAssignment(podUID, name string) {
+	containers, ok := s.Entries[podUID]
+	if !ok {
+		return
+	}
+	delete(containers, name)
+	if len(containers) == 0 {
+		delete(s.Entries, podUID)
+	}
+	ref := ContainerRef{PodUID: podUID, Name: name}
+	maps.DeleteFunc(s.Containers, func(_ string, r ContainerRef) bool { return r == ref })
+}
+
+// DeletePod forgets everything about a pod: its containers' assignments,
+// the container ids that point at them, and its pod-level resources.
+func (s *State) DeletePod(podUID string) {
+	delete(s.Entries, podUID)
+	delete(s.Pods, podUID)
+	maps.DeleteFunc(s.Containers, func(_ string, r ContainerRef) bool { return r.PodUID == podUID })
+}
+
+// ExclusiveCPUs returns the union of every assigned set.
+func (s *State) ExclusiveCPUs() cpuset.CPUSet {
+	var cpus []int
+	for _, containers := range s.Entries {
+		for _, a := range containers {
+			cpus = append(cpus, a.Assigned().UnsortedList()...)
+		}
+	}
+	return cpuset.New(cpus...)
+}
+
+// ContainersOfPod returns the names of a pod's containers that hold an
+// assignment, sorted.
+func (s *State) ContainersOfPod(podUID string) []string {
+	return slices.Sorted(maps.Keys(s.Entries[podUID]))
+}
+
+// ForEach calls fn for every assignment, ordered by pod UID and then by
+// container name.
+func (s *State) ForEach(fn func(ref ContainerRef, a Assignment)) {
+	for _, podUID := range slices.Sorted(maps.Keys(s.Entries)) {
+		containers := s.Entries[podUID]
+		for _, name := range slices.Sorted(maps.Keys(containers)) {
+			fn(ContainerRef{PodUID: podUID, Name: name}, containers[name])
+		}
+	}
+}
+
+// SetContainer records that the runtime container id owns the entry ref.
+func (s *State) SetContainer(id string, ref ContainerRef) {
+	if s.Containers == nil {
+		s.Containers = map[string]ContainerRef{}
+	}
+	s.Containers[id] = ref
+}
+
+// Container returns the entry a runtime container id owns.
+func (s *State) Container(id string) (ContainerRef, bool) {
+	ref, ok := s.Containers[id]
+	return ref, ok
+}
+
+// DeleteContainer forgets a runtime container id; the entry it owned stays.
+func (s *State) DeleteContainer(id string) {
+	delete(s.Containers, id)
+}
+
+// ContainerIDOf returns the runtime container id that owns the entry ref.
+// Should several ids point at it (a state Validate refuses), the smallest
+// one is returned.
+func (s *State) ContainerIDOf(ref ContainerRef) (string, bool) {
+	found, ok := "", false
+	for id, r := range s.Containers {
+		if r == ref && (!ok || id < found) {
+			found, ok = id, true
+		}
+	}
+	return found, ok
+}
+
+// SetPodResources records the pod-level resources last delivered by
+// UpdatePodSandbox.
+func (s *State) SetPodResources(podUID string, r PodResources) {
+	if s.Pods == nil {
+		s.Pods = map[string]PodResources{}
+	}
+	s.Pods[podUID] = r
+}
+
+// PodResources returns the pod-level resources last recorded for a pod.
+func (s *State) PodResources(podUID string) (PodResources, bool) {
+	r, ok := s.Pods[podUID]
+	return r, ok
+}

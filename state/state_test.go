@@ -1,0 +1,238 @@
+package state
+
+import (
+	"slices"
+	"testing"
+
+	"k8s.io/utils/cpuset"
+)
+
+// cpus parses a CPU list or fails the test.
+func cpus(t testing.TB, list string) cpuset.CPUSet {
+	t.Helper()
+	set, err := cpuset.Parse(list)
+	if err != nil {
+		t.Fatalf("bad CPU list %q in test: %v", list, err)
+	}
+	return set
+}
+
+func TestAssignmentAssigned(t *testing.T) {
+	tests := []struct {
+		name     string
+		a        Assignment
+		expected string
+	}{
+		{"never resized", Assignment{Original: cpuset.New(1, 2)}, "1-2"},
+		{"grown", Assignment{Original: cpuset.New(1, 2), Resized: cpuset.New(1, 2, 3, 4)}, "1-4"},
+		{"shrunk back to original", Assignment{Original: cpuset.New(1, 2), Resized: cpuset.New(1, 2)}, "1-2"},
+		{"empty", Assignment{}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.a.Assigned().String(); got != tc.expected {
+				t.Errorf("Assigned() = %q, want %q", got, tc.expected)
+			}
+		})
+	}
+}
+
+// sampleState is a consistent state of two pods on CPUs 0-15.
+func sampleState(t testing.TB) *State {
+	s := New(cpus(t, "0,8-15"))
+	s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-4")})
+	s.SetAssignment("pod-a", "sidecar", Assignment{Original: cpus(t, "5")})
+	s.SetAssignment("pod-b", "db", Assignment{Original: cpus(t, "6-7")})
+	s.SetContainer("c-app", ContainerRef{PodUID: "pod-a", Name: "app"})
+	s.SetContainer("c-sidecar", ContainerRef{PodUID: "pod-a", Name: "sidecar"})
+	s.SetContainer("c-db", ContainerRef{PodUID: "pod-b", Name: "db"})
+	s.SetPodResources("pod-a", PodResources{
+		Resources: Resources{CPUShares: 5120, CPUQuota: 500000, CPUPeriod: 100000, MemoryLimit: 1 << 30},
+		Overhead:  Resources{CPUShares: 102},
+	})
+	return s
+}
+
+func TestStateQueries(t *testing.T) {
+	s := sampleState(t)
+
+	if a, ok := s.Assignment("pod-a", "app"); !ok || a.Assigned().String() != "1-4" || a.Original.String() != "1-2" {
+		t.Errorf("Assignment(pod-a, app) = %v, %v; want original 1-2 assigned 1-4", a, ok)
+	}
+	if _, ok := s.Assignment("pod-a", "missing"); ok {
+		t.Error("Assignment of an unknown container reported ok")
+	}
+	if _, ok := s.Assignment("no-pod", "app"); ok {
+		t.Error("Assignment of an unknown pod reported ok")
+	}
+	if got := s.ExclusiveCPUs().String(); got != "1-7" {
+		t.Errorf("ExclusiveCPUs() = %q, want 1-7", got)
+	}
+	if got := s.ContainersOfPod("pod-a"); !slices.Equal(got, []string{"app", "sidecar"}) {
+		t.Errorf("ContainersOfPod(pod-a) = %v", got)
+	}
+	if got := s.ContainersOfPod("no-pod"); len(got) != 0 {
+		t.Errorf("ContainersOfPod(no-pod) = %v, want none", got)
+	}
+	if ref, ok := s.Container("c-db"); !ok || ref != (ContainerRef{PodUID: "pod-b", Name: "db"}) {
+		t.Errorf("Container(c-db) = %v, %v", ref, ok)
+	}
+	if id, ok := s.ContainerIDOf(ContainerRef{PodUID: "pod-a", Name: "sidecar"}); !ok || id != "c-sidecar" {
+		t.Errorf("ContainerIDOf(pod-a/sidecar) = %q, %v", id, ok)
+	}
+	if _, ok := s.ContainerIDOf(ContainerRef{PodUID: "pod-a", Name: "nope"}); ok {
+		t.Error("ContainerIDOf of an unknown entry reported ok")
+	}
+	if r, ok := s.PodResources("pod-a"); !ok || r.Resources.CPUQuota != 500000 || r.Overhead.CPUShares != 102 {
+		t.Errorf("PodResources(pod-a) = %+v, %v", r, ok)
+	}
+
+	var visited []string
+	s.ForEach(func(ref ContainerRef, a Assignment) {
+		visited = append(visited, ref.PodUID+"/"+ref.Name+"="+a.Assigned().String())
+	})
+	want := []string{"pod-a/app=1-4", "pod-a/sidecar=5", "pod-b/db=6-7"}
+	if !slices.Equal(visited, want) {
+		t.Errorf("ForEach visited %v, want %v", visited, want)
+	}
+}
+
+func TestContainerIDOfPicksSmallestOfDuplicates(t *testing.T) {
+	s := New(cpuset.New())
+	ref := ContainerRef{PodUID: "p", Name: "c"}
+	s.SetContainer("zz", ref)
+	s.SetContainer("aa", ref)
+	s.SetContainer("mm", ref)
+	if id, _ := s.ContainerIDOf(ref); id != "aa" {
+		t.Errorf("ContainerIDOf = %q, want aa", id)
+	}
+}
+
+func TestDeleteAssignment(t *testing.T) {
+	s := sampleState(t)
+
+	s.DeleteAssignment("pod-a", "app")
+	if _, ok := s.Assignment("pod-a", "app"); ok {
+		t.Error("assignment still there after DeleteAssignment")
+	}
+	if _, ok := s.Container("c-app"); ok {
+		t.Error("container id of a deleted assignment still there")
+	}
+	if _, ok := s.Container("c-sidecar"); !ok {
+		t.Error("DeleteAssignment removed another container's id")
+	}
+	if _, ok := s.Entries["pod-a"]; !ok {
+		t.Error("pod entry map removed while it still has a container")
+	}
+
+	s.DeleteAssignment("pod-a", "sidecar")
+	if _, ok := s.Entries["pod-a"]; ok {
+		t.Error("empty pod entry map kept")
+	}
+	if _, ok := s.PodResources("pod-a"); !ok {
+		t.Error("DeleteAssignment removed the pod's resources")
+	}
+	s.DeleteAssignment("no-pod", "x") // no panic, no change
+	if err := s.Validate(cpus(t, "0-15")); err != nil {
+		t.Errorf("state after deletions is inconsistent: %v", err)
+	}
+}
+
+func TestDeletePod(t *testing.T) {
+	s := sampleState(t)
+	s.DeletePod("pod-a")
+	if len(s.ContainersOfPod("pod-a")) != 0 {
+		t.Error("pod-a still has assignments")
+	}
+	if _, ok := s.PodResources("pod-a"); ok {
+		t.Error("pod-a still has pod resources")
+	}
+	for id, ref := range s.Containers {
+		if ref.PodUID == "pod-a" {
+			t.Errorf("container id %q of pod-a still there", id)
+		}
+	}
+	if _, ok := s.Assignment("pod-b", "db"); !ok {
+		t.Error("DeletePod removed another pod")
+	}
+}
+
+func TestCloneIsIndependent(t *testing.T) {
+	s := sampleState(t)
+	c := s.Clone()
+	if !c.Equal(s) {
+		t.Fatal("clone differs from original")
+	}
+	c.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2")})
+	c.SetAssignment("pod-c", "new", Assignment{Original: cpus(t, "8")})
+	c.DeleteContainer("c-db")
+	c.SetPodResources("pod-a", PodResources{})
+	c.DefaultCPUSet = cpus(t, "0")
+
+	if a, _ := s.Assignment("pod-a", "app"); a.Assigned().String() != "1-4" {
+		t.Errorf("changing the clone changed the original's assignment to %v", a.Assigned())
+	}
+	if _, ok := s.Assignment("pod-c", "new"); ok {
+		t.Error("adding to the clone added to the original")
+	}
+	if _, ok := s.Container("c-db"); !ok {
+		t.Error("deleting from the clone's containers deleted from the original")
+	}
+	if r, _ := s.PodResources("pod-a"); r.Resources.CPUQuota != 500000 {
+		t.Error("changing the clone's pod resources changed the original")
+	}
+	if s.DefaultCPUSet.String() != "0,8-15" {
+		t.Error("changing the clone's default set changed the original")
+	}
+}
+
+func TestEqual(t *testing.T) {
+	base := sampleState(t)
+	tests := []struct {
+		name   string
+		change func(s *State)
+		equal  bool
+	}{
+		{"unchanged", func(*State) {}, true},
+		{"empty pod map is no pod", func(s *State) { s.Entries["ghost"] = map[string]Assignment{} }, true},
+		{"nil maps are empty maps", nil, true},
+		{"default set", func(s *State) { s.DefaultCPUSet = cpus(t, "0,8-14") }, false},
+		{"original", func(s *State) { s.SetAssignment("pod-b", "db", Assignment{Original: cpus(t, "6")}) }, false},
+		{"resized", func(s *State) {
+			s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-3")})
+		}, false},
+		{"resized equal to original is not unset", func(s *State) {
+			s.SetAssignment("pod-b", "db", Assignment{Original: cpus(t, "6-7"), Resized: cpus(t, "6-7")})
+		}, false},
+		{"extra assignment", func(s *State) { s.SetAssignment("pod-c", "x", Assignment{Original: cpus(t, "8")}) }, false},
+		{"missing assignment", func(s *State) { s.DeleteAssignment("pod-b", "db") }, false},
+		{"container id", func(s *State) { s.SetContainer("c-db", ContainerRef{PodUID: "pod-b", Name: "other"}) }, false},
+		{"pod resources", func(s *State) { s.SetPodResources("pod-b", PodResources{}) }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := base.Clone(), base.Clone()
+			if tc.change == nil {
+				a, b = New(cpuset.New()), &State{}
+			} else {
+				tc.change(b)
+			}
+			if got := a.Equal(b); got != tc.equal {
+				t.Errorf("a.Equal(b) = %v, want %v", got, tc.equal)
+			}
+			if got := b.Equal(a); got != tc.equal {
+				t.Errorf("b.Equal(a) = %v, want %v", got, tc.equal)
+			}
+		})
+	}
+}
+
+func TestZeroStateMutators(t *testing.T) {
+	var s State
+	s.SetAssignment("p", "c", Assignment{Original: cpuset.New(1)})
+	s.SetContainer("id", ContainerRef{PodUID: "p", Name: "c"})
+	s.SetPodResources("p", PodResources{})
+	if err := s.Validate(cpuset.New(0, 1)); err != nil {
+		t.Errorf("state built from the zero value is inconsistent: %v", err)
+	}
+}
