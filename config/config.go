@@ -1,0 +1,119 @@
+package config
+
+import (
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+)
+
+// Config is a validated configuration. Values are typed; use Parse, Load or
+// Default to get one, and treat it as immutable once handed out (a changed
+// config is a new *Config).
+type Config struct {
+	// NRISocket is the path of containerd's NRI socket (nriSocket).
+	NRISocket string
+	// PluginName is the name the plugin registers with (pluginName).
+	PluginName string
+	// PluginIndex is the two-digit NRI ordering index (pluginIndex).
+	PluginIndex string
+	// StateDir is the directory of the plugin's checkpoint (stateDir).
+	StateDir string
+	// SysfsRoot is where the CPU topology is read from (sysfsRoot).
+	SysfsRoot string
+	// CgroupfsRoot is where containers' cgroup cpusets are verified
+	// (cgroupfsRoot).
+	CgroupfsRoot string
+	// ReservedSystemCPUs are the CPUs kept for the system
+	// (reservedSystemCPUs). Empty when ReservedCPUCount is used instead.
+	ReservedSystemCPUs cpuset.CPUSet
+	// ReservedCPUCount is a number of CPUs to reserve, placed by topology
+	// (reservedCPUCount). Zero when ReservedSystemCPUs is used instead.
+	ReservedCPUCount int
+	// CPUManagerPolicyOptions are the static policy options
+	// (cpuManagerPolicyOptions).
+	CPUManagerPolicyOptions StaticPolicyOptions
+	// TopologyManagerPolicy is the NUMA alignment policy
+	// (topologyManagerPolicy).
+	TopologyManagerPolicy TopologyManagerPolicy
+	// TopologyManagerPolicyOptions are the topology manager options
+	// (topologyManagerPolicyOptions).
+	TopologyManagerPolicyOptions TopologyOptions
+	// InPlaceResize allows changing the CPU count of exclusive containers
+	// (inPlaceResize). When false such changes are refused.
+	InPlaceResize bool
+	// AlignMemory also sets cpuset.mems to the NUMA nodes of a container's
+	// exclusive CPUs (alignMemory).
+	AlignMemory bool
+	// MetricsAddress is the listen address of /metrics, /healthz and
+	// /readyz; "" disables the endpoint (metricsAddress).
+	MetricsAddress string
+	// LogLevel is the logrus level (logLevel).
+	LogLevel logrus.Level
+	// KubeletCheckpoint is the kubelet's cpu_manager_state, imported once
+	// when the plugin has no checkpoint of its own; "" disables the import
+	// (kubeletCheckpoint).
+	KubeletCheckpoint string
+}
+
+// StaticPolicyOptions are the kubelet's static CPU manager policy options,
+// each false unless set to "true" in cpuManagerPolicyOptions. Which
+// combinations are forbidden is decided by the allocator, not here.
+type StaticPolicyOptions struct {
+	FullPCPUsOnly             bool // full-pcpus-only
+	DistributeCPUsAcrossNUMA  bool // distribute-cpus-across-numa
+	AlignBySocket             bool // align-by-socket
+	DistributeCPUsAcrossCores bool // distribute-cpus-across-cores
+	StrictCPUReservation      bool // strict-cpu-reservation
+	PreferAlignByUncoreCache  bool // prefer-align-cpus-by-uncorecache
+}
+
+// TopologyOptions are the topology manager policy options.
+type TopologyOptions struct {
+	// PreferClosestNUMANodes orders NUMA affinities of equal width by
+	// distance (prefer-closest-numa-nodes).
+	PreferClosestNUMANodes bool
+	// MaxAllowableNUMANodes bounds the NUMA nodes an affinity may span
+	// (max-allowable-numa-nodes, ≥ 1).
+	MaxAllowableNUMANodes int
+}
+
+// TopologyManagerPolicy is a topology manager policy name.
+type TopologyManagerPolicy string
+
+// The topology manager policies, as the kubelet names them.
+const (
+	TopologyPolicyNone           TopologyManagerPolicy = "none"
+	TopologyPolicyBestEffort     TopologyManagerPolicy = "best-effort"
+	TopologyPolicyRestricted     TopologyManagerPolicy = "restricted"
+	TopologyPolicySingleNUMANode TopologyManagerPolicy = "single-numa-node"
+)
+
+// Defaults of the keys whose default is worth naming outside Default.
+const (
+	// DefaultKubeletCheckpoint is the kubelet's CPU manager checkpoint.
+	DefaultKubeletCheckpoint = "/var/lib/kubelet/cpu_manager_state"
+	// DefaultMaxAllowableNUMANodes is the kubelet's default of
+	// max-allowable-numa-nodes.
+	DefaultMaxAllowableNUMANodes = 8
+)
+
+// Default returns the configuration used for every key the file does not
+// set.
+func Default() *Config {
+	return &Config{
+		NRISocket:             "/var/run/nri/nri.sock",
+		PluginName:            "cpumanager",
+		PluginIndex:           "90",
+		StateDir:              "/var/lib/nri-cpumanager",
+		SysfsRoot:             "/sys",
+		CgroupfsRoot:          "/sys/fs/cgroup",
+		ReservedSystemCPUs:    cpuset.New(0),
+		TopologyManagerPolicy: TopologyPolicyNone,
+		TopologyManagerPolicyOptions: TopologyOptions{
+			MaxAllowableNUMANodes: DefaultMaxAllowableNUMANodes,
+		},
+		InPlaceResize:     true,
+		MetricsAddress:    ":9101",
+		LogLevel:          logrus.InfoLevel,
+		KubeletCheckpoint: DefaultKubeletCheckpoint,
+	}
+}

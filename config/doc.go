@@ -1,0 +1,15 @@
+// Package config is the plugin's configuration: the YAML schema an operator
+// mounts from a ConfigMap, its defaults and validation, command-line flags
+// that override single keys, a watcher that reloads the file when it
+// changes, and Diff, which says which changes may be applied to a running
+// plugin.
+//
+// Keys are named as the kubelet names them where one exists
+// (reservedSystemCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, ...).
+// Decoding is strict: an unknown key, a key spelled with the wrong case or a
+// duplicate key is an error. Validation reports every problem at once, one
+// line per problem, each naming the key, the bad value and what is allowed.
+//
+// The package does no logging and holds no global state; the caller decides
+// what to do with a reloaded config (see Diff).
+package config

@@ -1,0 +1,183 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Load reads and parses the config file at path (symlinks are followed, as
+// a ConfigMap mount needs).
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s is invalid:\n%w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes and validates a YAML config document. Keys it does not
+// write take their Default values; an empty document gives Default(). The
+// error joins one line per problem (see errors.Join).
+func Parse(data []byte) (*Config, error) {
+	f, err := decode(data)
+	if err != nil {
+		return nil, err
+	}
+	return f.build()
+}
+
+// decode reads the document over the defaults, strictly: duplicate keys,
+// keys the schema does not know (also when only their case differs, which
+// encoding/json would otherwise accept) and values of the wrong type are
+// errors.
+func decode(data []byte) (*file, error) {
+	doc, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &top); err != nil {
+		return nil, fmt.Errorf("the document must be a mapping of config keys to values, not %s", jsonKind(doc))
+	}
+	if err := checkKeys(slices.Sorted(maps.Keys(top))); err != nil {
+		return nil, err
+	}
+	f := defaultFile()
+	if err := yaml.UnmarshalStrict(data, f); err != nil {
+		return nil, explainDecodeError(err)
+	}
+	return f, nil
+}
+
+// schemaKeys returns the keys of the schema, in the order of the file
+// struct.
+func schemaKeys() []string {
+	t := reflect.TypeFor[file]()
+	keys := make([]string, t.NumField())
+	for i := range keys {
+		keys[i], _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
+	}
+	return keys
+}
+
+// checkKeys reports every key the schema does not know, suggesting the
+// closest known key.
+func checkKeys(keys []string) error {
+	known := schemaKeys()
+	var errs []error
+	for _, k := range keys {
+		if slices.Contains(known, k) {
+			continue
+		}
+		if s := closest(k, known); s != "" {
+			errs = append(errs, fmt.Errorf("unknown key %q (did you mean %q?)", k, s))
+		} else {
+			errs = append(errs, fmt.Errorf("unknown key %q; known keys are %s", k, strings.Join(known, ", ")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// closest returns the candidate that differs from s only in case or by at
+// most two edits, or "".
+func closest(s string, candidates []string) string {
+	best, bestDist := "", 3
+	for _, c := range candidates {
+		if strings.EqualFold(s, c) {
+			return c
+		}
+		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestDist {
+			best, bestDist = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// explainDecodeError rewrites a type mismatch into "key: got X, want Y";
+// other errors are returned wrapped.
+func explainDecodeError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if !errors.As(err, &typeErr) || typeErr.Field == "" {
+		return fmt.Errorf("decoding config: %w", err)
+	}
+	got := withArticle(typeErr.Value)
+	optionMap := typeErr.Field == "cpuManagerPolicyOptions" || typeErr.Field == "topologyManagerPolicyOptions"
+	if optionMap && typeErr.Type.Kind() == reflect.String {
+		return fmt.Errorf("%s: an option's value is %s, want a string such as \"true\"", typeErr.Field, got)
+	}
+	return fmt.Errorf("%s: got %s, want %s", typeErr.Field, got, describeType(typeErr.Type))
+}
+
+func describeType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int:
+		return "an integer"
+	case reflect.Map:
+		return "a mapping of option names to values"
+	default:
+		return t.String()
+	}
+}
+
+func withArticle(jsonKind string) string {
+	switch {
+	case jsonKind == "":
+		return "a value"
+	case strings.HasPrefix(jsonKind, "array"), strings.HasPrefix(jsonKind, "object"):
+		return "an " + jsonKind
+	default:
+		return "a " + jsonKind
+	}
+}
+
+// jsonKind names the kind of a JSON document for an error message.
+func jsonKind(doc []byte) string {
+	switch b := bytes.TrimSpace(doc); {
+	case len(b) == 0:
+		return "nothing"
+	case b[0] == '[':
+		return "a list"
+	case b[0] == '"':
+		return "a string"
+	default:
+		return "a scalar (" + string(b) + ")"
+	}
+}

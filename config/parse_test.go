@@ -1,0 +1,368 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+)
+
+// errorLines splits a joined error into its lines ("" for nil).
+func errorLines(err error) []string {
+	if err == nil {
+		return nil
+	}
+	return strings.Split(err.Error(), "\n")
+}
+
+// requireSame fails when got and want differ in any key.
+func requireSame(t *testing.T, got, want *Config) {
+	t.Helper()
+	if ch := Diff(want, got); !ch.Empty() {
+		t.Fatalf("configs differ in %s\ngot:  %+v\nwant: %+v", ch, got, want)
+	}
+}
+
+func TestDefaultValues(t *testing.T) {
+	want := map[string]string{
+		"nriSocket":                    "/var/run/nri/nri.sock",
+		"pluginName":                   "cpumanager",
+		"pluginIndex":                  "90",
+		"stateDir":                     "/var/lib/nri-cpumanager",
+		"sysfsRoot":                    "/sys",
+		"cgroupfsRoot":                 "/sys/fs/cgroup",
+		"reservedSystemCPUs":           "0",
+		"reservedCPUCount":             "0",
+		"cpuManagerPolicyOptions":      "align-by-socket=false;distribute-cpus-across-cores=false;distribute-cpus-across-numa=false;full-pcpus-only=false;prefer-align-cpus-by-uncorecache=false;strict-cpu-reservation=false;",
+		"topologyManagerPolicy":        "none",
+		"topologyManagerPolicyOptions": "max-allowable-numa-nodes=8;prefer-closest-numa-nodes=false;",
+		"inPlaceResize":                "true",
+		"alignMemory":                  "false",
+		"metricsAddress":               ":9101",
+		"logLevel":                     "info",
+		"kubeletCheckpoint":            "/var/lib/kubelet/cpu_manager_state",
+	}
+	d := Default()
+	for _, k := range keyRules {
+		if got := k.value(d); got != want[k.name] {
+			t.Errorf("default %s = %q, want %q", k.name, got, want[k.name])
+		}
+	}
+	if len(want) != len(keyRules) {
+		t.Errorf("test lists %d keys, schema has %d", len(want), len(keyRules))
+	}
+}
+
+func TestParseEmptyDocumentGivesDefaults(t *testing.T) {
+	for _, doc := range []string{"", "\n", "# only a comment\n", "null", "{}", "---\n"} {
+		c, err := Parse([]byte(doc))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", doc, err)
+		}
+		requireSame(t, c, Default())
+	}
+}
+
+func TestParseValidValues(t *testing.T) {
+	tests := []struct {
+		name  string
+		doc   string
+		check func(*Config) bool
+	}{
+		{"socket", "nriSocket: /run/nri.sock", func(c *Config) bool { return c.NRISocket == "/run/nri.sock" }},
+		{"plugin name", "pluginName: cpu.manager_2+x-y", func(c *Config) bool { return c.PluginName == "cpu.manager_2+x-y" }},
+		{"plugin index quoted", `pluginIndex: "05"`, func(c *Config) bool { return c.PluginIndex == "05" }},
+		{"plugin index unquoted number", `pluginIndex: 42`, func(c *Config) bool { return c.PluginIndex == "42" }},
+		{"state dir", "stateDir: /tmp/s", func(c *Config) bool { return c.StateDir == "/tmp/s" }},
+		{"relative sysfs root", "sysfsRoot: testdata/sys", func(c *Config) bool { return c.SysfsRoot == "testdata/sys" }},
+		{"cgroupfs root", "cgroupfsRoot: /cg", func(c *Config) bool { return c.CgroupfsRoot == "/cg" }},
+		{"reserved list", `reservedSystemCPUs: "0,2-3"`, func(c *Config) bool {
+			return c.ReservedSystemCPUs.Equals(cpuset.New(0, 2, 3)) && c.ReservedCPUCount == 0
+		}},
+		{"reserved list unquoted number", `reservedSystemCPUs: 1`, func(c *Config) bool { return c.ReservedSystemCPUs.Equals(cpuset.New(1)) }},
+		{"no reserved CPUs", `reservedSystemCPUs: ""`, func(c *Config) bool { return c.ReservedSystemCPUs.IsEmpty() && c.ReservedCPUCount == 0 }},
+		{"count replaces default list", `reservedCPUCount: 2`, func(c *Config) bool {
+			return c.ReservedSystemCPUs.IsEmpty() && c.ReservedCPUCount == 2
+		}},
+		{"count with empty list", "reservedSystemCPUs: \"\"\nreservedCPUCount: 3", func(c *Config) bool {
+			return c.ReservedSystemCPUs.IsEmpty() && c.ReservedCPUCount == 3
+		}},
+		{"list with zero count", "reservedSystemCPUs: \"4\"\nreservedCPUCount: 0", func(c *Config) bool {
+			return c.ReservedSystemCPUs.Equals(cpuset.New(4)) && c.ReservedCPUCount == 0
+		}},
+		{"every static option", `cpuManagerPolicyOptions: {full-pcpus-only: "true", distribute-cpus-across-numa: "true", align-by-socket: "true", distribute-cpus-across-cores: "true", strict-cpu-reservation: "true", prefer-align-cpus-by-uncorecache: "true"}`,
+			func(c *Config) bool {
+				return c.CPUManagerPolicyOptions == StaticPolicyOptions{true, true, true, true, true, true}
+			}},
+		{"one static option, others false", `cpuManagerPolicyOptions: {strict-cpu-reservation: "true"}`, func(c *Config) bool {
+			return c.CPUManagerPolicyOptions == StaticPolicyOptions{StrictCPUReservation: true}
+		}},
+		{"unquoted boolean option", "cpuManagerPolicyOptions:\n  full-pcpus-only: true", func(c *Config) bool {
+			return c.CPUManagerPolicyOptions == StaticPolicyOptions{FullPCPUsOnly: true}
+		}},
+		{"kubelet-style boolean spelling", `cpuManagerPolicyOptions: {align-by-socket: "True"}`, func(c *Config) bool {
+			return c.CPUManagerPolicyOptions == StaticPolicyOptions{AlignBySocket: true}
+		}},
+		{"empty option map", "cpuManagerPolicyOptions: {}", func(c *Config) bool {
+			return c.CPUManagerPolicyOptions == StaticPolicyOptions{}
+		}},
+		{"policy best-effort", "topologyManagerPolicy: best-effort", func(c *Config) bool { return c.TopologyManagerPolicy == TopologyPolicyBestEffort }},
+		{"policy restricted", "topologyManagerPolicy: restricted", func(c *Config) bool { return c.TopologyManagerPolicy == TopologyPolicyRestricted }},
+		{"policy single-numa-node", "topologyManagerPolicy: single-numa-node", func(c *Config) bool {
+			return c.TopologyManagerPolicy == TopologyPolicySingleNUMANode
+		}},
+		{"topology options", `topologyManagerPolicyOptions: {prefer-closest-numa-nodes: "true", max-allowable-numa-nodes: "2"}`, func(c *Config) bool {
+			return c.TopologyManagerPolicyOptions == TopologyOptions{PreferClosestNUMANodes: true, MaxAllowableNUMANodes: 2}
+		}},
+		{"topology options keep the node limit default", `topologyManagerPolicyOptions: {prefer-closest-numa-nodes: "true"}`, func(c *Config) bool {
+			return c.TopologyManagerPolicyOptions == TopologyOptions{PreferClosestNUMANodes: true, MaxAllowableNUMANodes: 8}
+		}},
+		{"unquoted node limit", "topologyManagerPolicyOptions:\n  max-allowable-numa-nodes: 1", func(c *Config) bool {
+			return c.TopologyManagerPolicyOptions.MaxAllowableNUMANodes == 1
+		}},
+		{"resize off", "inPlaceResize: false", func(c *Config) bool { return !c.InPlaceResize }},
+		{"align memory", "alignMemory: true", func(c *Config) bool { return c.AlignMemory }},
+		{"metrics on loopback", `metricsAddress: "127.0.0.1:9000"`, func(c *Config) bool { return c.MetricsAddress == "127.0.0.1:9000" }},
+		{"metrics on IPv6", `metricsAddress: "[::1]:9000"`, func(c *Config) bool { return c.MetricsAddress == "[::1]:9000" }},
+		{"metrics disabled", `metricsAddress: ""`, func(c *Config) bool { return c.MetricsAddress == "" }},
+		{"log trace", "logLevel: trace", func(c *Config) bool { return c.LogLevel == logrus.TraceLevel }},
+		{"log debug", "logLevel: debug", func(c *Config) bool { return c.LogLevel == logrus.DebugLevel }},
+		{"log warn", "logLevel: warn", func(c *Config) bool { return c.LogLevel == logrus.WarnLevel }},
+		{"log error", "logLevel: error", func(c *Config) bool { return c.LogLevel == logrus.ErrorLevel }},
+		{"import disabled", `kubeletCheckpoint: ""`, func(c *Config) bool { return c.KubeletCheckpoint == "" }},
+		{"import elsewhere", `kubeletCheckpoint: /k/cpu_manager_state`, func(c *Config) bool { return c.KubeletCheckpoint == "/k/cpu_manager_state" }},
+		{"state dir next to kubelet, import disabled", "stateDir: /var/lib/kubelet\nkubeletCheckpoint: \"\"", func(c *Config) bool {
+			return c.StateDir == "/var/lib/kubelet"
+		}},
+		{"null value keeps the default", "logLevel:\nnriSocket: ~", func(c *Config) bool {
+			return c.LogLevel == logrus.InfoLevel && c.NRISocket == "/var/run/nri/nri.sock"
+		}},
+		{"JSON document", `{"logLevel": "debug", "reservedCPUCount": 1}`, func(c *Config) bool {
+			return c.LogLevel == logrus.DebugLevel && c.ReservedCPUCount == 1
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.doc))
+			if err != nil {
+				t.Fatalf("Parse(%q): %v", tt.doc, err)
+			}
+			if !tt.check(c) {
+				t.Errorf("Parse(%q) = %+v", tt.doc, c)
+			}
+		})
+	}
+}
+
+func TestParseValidationMessages(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		want []string
+	}{
+		{"empty socket", `nriSocket: ""`, []string{`nriSocket: "" is not a path`}},
+		{"empty plugin name", `pluginName: ""`, []string{`pluginName: "" is not a plugin name; use letters, digits and _.+-`}},
+		{"plugin name with a slash", `pluginName: cpu/manager`, []string{`pluginName: "cpu/manager" has the character '/'; a plugin name has only letters, digits and _.+-`}},
+		{"one-digit index", `pluginIndex: "9"`, []string{`pluginIndex: "9" is not two digits 00-99; write it quoted, e.g. "09"`}},
+		{"index read as octal", `pluginIndex: 05`, []string{`pluginIndex: "5" is not two digits 00-99; write it quoted, e.g. "09"`}},
+		{"three-digit index", `pluginIndex: "100"`, []string{`pluginIndex: "100" is not two digits 00-99; write it quoted, e.g. "09"`}},
+		{"letters in index", `pluginIndex: "a1"`, []string{`pluginIndex: "a1" is not two digits 00-99; write it quoted, e.g. "09"`}},
+		{"empty state dir", `stateDir: ""`, []string{`stateDir: "" is not a path`}},
+		{"empty sysfs root", `sysfsRoot: ""`, []string{`sysfsRoot: "" is not a path`}},
+		{"empty cgroupfs root", `cgroupfsRoot: ""`, []string{`cgroupfsRoot: "" is not a path`}},
+		{"bad CPU list", `reservedSystemCPUs: "0-"`, []string{`reservedSystemCPUs: "0-" is not a CPU list such as "0,2-3": strconv.Atoi: parsing "": invalid syntax`}},
+		{"reversed CPU range", `reservedSystemCPUs: "3-1"`, []string{`reservedSystemCPUs: "3-1" is not a CPU list such as "0,2-3": invalid range "3-1" (3 > 1)`}},
+		{"negative count", `reservedCPUCount: -1`, []string{`reservedCPUCount: -1 is not a CPU count ≥ 0`}},
+		{"list and count", "reservedSystemCPUs: \"0-1\"\nreservedCPUCount: 2", []string{
+			`reservedSystemCPUs and reservedCPUCount are both set ("0-1" and 2): remove reservedCPUCount to reserve exactly CPUs 0-1, or remove reservedSystemCPUs to reserve 2 CPUs placed by topology`}},
+		{"default list written out and count", "reservedSystemCPUs: \"0\"\nreservedCPUCount: 1", []string{
+			`reservedSystemCPUs and reservedCPUCount are both set ("0" and 1): remove reservedCPUCount to reserve exactly CPUs 0, or remove reservedSystemCPUs to reserve 1 CPUs placed by topology`}},
+		{"unknown static option", `cpuManagerPolicyOptions: {full-pcpu-only: "true"}`, []string{
+			`cpuManagerPolicyOptions: "full-pcpu-only" is not one of full-pcpus-only, distribute-cpus-across-numa, align-by-socket, distribute-cpus-across-cores, strict-cpu-reservation, prefer-align-cpus-by-uncorecache`}},
+		{"non-boolean static option", `cpuManagerPolicyOptions: {full-pcpus-only: "maybe"}`, []string{
+			`cpuManagerPolicyOptions.full-pcpus-only: "maybe" is not one of true, false`}},
+		{"bad policy", `topologyManagerPolicy: single-numa`, []string{
+			`topologyManagerPolicy: "single-numa" is not one of none, best-effort, restricted, single-numa-node`}},
+		{"policy in wrong case", `topologyManagerPolicy: None`, []string{
+			`topologyManagerPolicy: "None" is not one of none, best-effort, restricted, single-numa-node`}},
+		{"unknown topology option", `topologyManagerPolicyOptions: {prefer-closest-numa-node: "true"}`, []string{
+			`topologyManagerPolicyOptions: "prefer-closest-numa-node" is not one of prefer-closest-numa-nodes, max-allowable-numa-nodes`}},
+		{"non-boolean topology option", `topologyManagerPolicyOptions: {prefer-closest-numa-nodes: "yes please"}`, []string{
+			`topologyManagerPolicyOptions.prefer-closest-numa-nodes: "yes please" is not one of true, false`}},
+		{"zero node limit", `topologyManagerPolicyOptions: {max-allowable-numa-nodes: "0"}`, []string{
+			`topologyManagerPolicyOptions.max-allowable-numa-nodes: "0" is not an integer ≥ 1`}},
+		{"non-integer node limit", `topologyManagerPolicyOptions: {max-allowable-numa-nodes: "eight"}`, []string{
+			`topologyManagerPolicyOptions.max-allowable-numa-nodes: "eight" is not an integer ≥ 1`}},
+		{"port missing", `metricsAddress: "9101"`, []string{
+			`metricsAddress: "9101" is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable metrics`}},
+		{"named port", `metricsAddress: ":http"`, []string{
+			`metricsAddress: ":http" is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable metrics`}},
+		{"port out of range", `metricsAddress: ":70000"`, []string{
+			`metricsAddress: ":70000" is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable metrics`}},
+		{"bad log level", `logLevel: verbose`, []string{`logLevel: "verbose" is not one of trace, debug, info, warn, error`}},
+		{"logrus-only log level", `logLevel: warning`, []string{`logLevel: "warning" is not one of trace, debug, info, warn, error`}},
+		{"checkpoint clash", `stateDir: /var/lib/kubelet/`, []string{
+			`stateDir: "/var/lib/kubelet/" would put the plugin's checkpoint at kubeletCheckpoint "/var/lib/kubelet/cpu_manager_state"; give the plugin a directory of its own`}},
+		{"all problems at once", "pluginIndex: \"9\"\nlogLevel: verbose\ntopologyManagerPolicy: single-numa\ncpuManagerPolicyOptions: {b: \"1\", a: \"1\"}", []string{
+			`pluginIndex: "9" is not two digits 00-99; write it quoted, e.g. "09"`,
+			`topologyManagerPolicy: "single-numa" is not one of none, best-effort, restricted, single-numa-node`,
+			`logLevel: "verbose" is not one of trace, debug, info, warn, error`,
+			`cpuManagerPolicyOptions: "a" is not one of full-pcpus-only, distribute-cpus-across-numa, align-by-socket, distribute-cpus-across-cores, strict-cpu-reservation, prefer-align-cpus-by-uncorecache`,
+			`cpuManagerPolicyOptions: "b" is not one of full-pcpus-only, distribute-cpus-across-numa, align-by-socket, distribute-cpus-across-cores, strict-cpu-reservation, prefer-align-cpus-by-uncorecache`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.doc))
+			if err == nil {
+				t.Fatalf("Parse(%q) = %+v, want an error", tt.doc, c)
+			}
+			if got := errorLines(err); !slices.Equal(got, tt.want) {
+				t.Errorf("Parse(%q) error:\n%s\nwant:\n%s", tt.doc, strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestParseRejectsUnknownKeys(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		want []string
+	}{
+		{"wrong case", `reservedSystemCpus: "1"`, []string{`unknown key "reservedSystemCpus" (did you mean "reservedSystemCPUs"?)`}},
+		{"typo", `logLvel: debug`, []string{`unknown key "logLvel" (did you mean "logLevel"?)`}},
+		{"kubelet key this plugin has no use for", `cpuManagerPolicy: static`, []string{
+			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, logLevel, kubeletCheckpoint`}},
+		{"every unknown key reported", "zz: 1\nlogLevel: debug\naa: 2", []string{
+			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, logLevel, kubeletCheckpoint`,
+			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, logLevel, kubeletCheckpoint`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc))
+			if got := errorLines(err); !slices.Equal(got, tt.want) {
+				t.Errorf("Parse(%q) error:\n%s\nwant:\n%s", tt.doc, strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestParseRejectsMalformedDocuments(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+		want string
+	}{
+		{"duplicate key", "logLevel: info\nlogLevel: debug", `line 2: key "logLevel" already set in map`},
+		{"syntax error", "logLevel: [", "not valid YAML: yaml: line 1: did not find expected node content"},
+		{"list document", "- logLevel", "the document must be a mapping of config keys to values, not a list"},
+		{"scalar document", "debug", "the document must be a mapping of config keys to values, not a string"},
+		{"string for integer", "reservedCPUCount: two", "reservedCPUCount: got a string, want an integer"},
+		{"fraction for integer", "reservedCPUCount: 1.5", "reservedCPUCount: got a number 1.5, want an integer"},
+		{"quoted boolean", `inPlaceResize: "false"`, "inPlaceResize: got a string, want true or false"},
+		{"list for options", "cpuManagerPolicyOptions: [full-pcpus-only]", "cpuManagerPolicyOptions: got an array, want a mapping of option names to values"},
+		{"list as option value", "cpuManagerPolicyOptions: {full-pcpus-only: [true]}", `cpuManagerPolicyOptions: an option's value is an array, want a string such as "true"`},
+		{"mapping for a string", "logLevel: {level: debug}", "logLevel: got an object, want a string"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Parse(%q) error = %v, want it to contain %q", tt.doc, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte("logLevel: debug\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("logLevel: loud\npluginIndex: \"1\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	c, err := Load(good)
+	if err != nil || c.LogLevel != logrus.DebugLevel {
+		t.Errorf("Load(good) = %+v, %v; want logLevel debug", c, err)
+	}
+
+	_, err = Load(bad)
+	wantBad := []string{
+		"config file " + bad + " is invalid:",
+		`pluginIndex: "1" is not two digits 00-99; write it quoted, e.g. "09"`,
+		`logLevel: "loud" is not one of trace, debug, info, warn, error`,
+	}
+	if got := errorLines(err); !slices.Equal(got, wantBad) {
+		t.Errorf("Load(bad) error:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantBad, "\n"))
+	}
+
+	missing := filepath.Join(dir, "missing.yaml")
+	if _, err := Load(missing); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Errorf("Load(missing) error = %v, want a not-exist error naming the file", err)
+	}
+}
+
+func TestYAMLRoundTrip(t *testing.T) {
+	configs := []*Config{Default()}
+	for _, doc := range []string{
+		"reservedCPUCount: 3",
+		`reservedSystemCPUs: ""`,
+		`reservedSystemCPUs: "0,4-7"`,
+		`cpuManagerPolicyOptions: {full-pcpus-only: "true", strict-cpu-reservation: "true"}`,
+		`topologyManagerPolicyOptions: {prefer-closest-numa-nodes: "true", max-allowable-numa-nodes: "3"}`,
+		"topologyManagerPolicy: single-numa-node\nlogLevel: warn\nmetricsAddress: \"\"\nkubeletCheckpoint: \"\"\npluginIndex: \"07\"",
+		"inPlaceResize: false\nalignMemory: true",
+	} {
+		c, err := Parse([]byte(doc))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", doc, err)
+		}
+		configs = append(configs, c)
+	}
+	for _, c := range configs {
+		out, err := c.YAML()
+		if err != nil {
+			t.Fatalf("YAML(%+v): %v", c, err)
+		}
+		back, err := Parse(out)
+		if err != nil {
+			t.Fatalf("Parse(YAML(%+v)): %v\n%s", c, err, out)
+		}
+		requireSame(t, back, c)
+		if !reflect.DeepEqual(back.ReservedSystemCPUs.List(), c.ReservedSystemCPUs.List()) {
+			t.Errorf("reserved CPUs %v came back as %v", c.ReservedSystemCPUs, back.ReservedSystemCPUs)
+		}
+	}
+}
+
+func TestYAMLWritesEveryKey(t *testing.T) {
+	out, err := Default().YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := decode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.ReservedSystemCPUs == nil || len(f.CPUManagerPolicyOptions) != len(staticPolicyOptions) || len(f.TopologyManagerPolicyOptions) != 2 {
+		t.Errorf("YAML() leaves keys or options out:\n%s", out)
+	}
+	for _, k := range schemaKeys() {
+		if !strings.Contains(string(out), "\n"+k+":") && !strings.HasPrefix(string(out), k+":") {
+			t.Errorf("YAML() does not write %s:\n%s", k, out)
+		}
+	}
+}

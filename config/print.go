@@ -1,0 +1,18 @@
+package config
+
+import (
+	"fmt"
+
+	"sigs.k8s.io/yaml"
+)
+
+// YAML returns c as a config document with every key written, options
+// included (keys sorted by name). Parse of the result gives back a Config
+// equal to c.
+func (c *Config) YAML() ([]byte, error) {
+	out, err := yaml.Marshal(toFile(c))
+	if err != nil {
+		return nil, fmt.Errorf("encoding config as YAML: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,152 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"k8s.io/utils/cpuset"
+)
+
+// file is the YAML schema: what an operator writes. Values are raw; build
+// validates them into a Config. Every key the schema knows is a field with a
+// json tag (sigs.k8s.io/yaml decodes through encoding/json).
+type file struct {
+	NRISocket    string `json:"nriSocket"`
+	PluginName   string `json:"pluginName"`
+	PluginIndex  string `json:"pluginIndex"`
+	StateDir     string `json:"stateDir"`
+	SysfsRoot    string `json:"sysfsRoot"`
+	CgroupfsRoot string `json:"cgroupfsRoot"`
+	// ReservedSystemCPUs is a pointer to tell "not written" (nil: the
+	// default "0" unless reservedCPUCount is set) from "" (no CPUs).
+	ReservedSystemCPUs           *string           `json:"reservedSystemCPUs"`
+	ReservedCPUCount             int               `json:"reservedCPUCount"`
+	CPUManagerPolicyOptions      map[string]string `json:"cpuManagerPolicyOptions"`
+	TopologyManagerPolicy        string            `json:"topologyManagerPolicy"`
+	TopologyManagerPolicyOptions map[string]string `json:"topologyManagerPolicyOptions"`
+	InPlaceResize                bool              `json:"inPlaceResize"`
+	AlignMemory                  bool              `json:"alignMemory"`
+	MetricsAddress               string            `json:"metricsAddress"`
+	LogLevel                     string            `json:"logLevel"`
+	KubeletCheckpoint            string            `json:"kubeletCheckpoint"`
+}
+
+// defaultFile is the schema holding every default, ready to be decoded
+// over: keys the document does not write keep these values.
+func defaultFile() *file {
+	f := toFile(Default())
+	f.ReservedSystemCPUs = nil
+	f.CPUManagerPolicyOptions = nil
+	f.TopologyManagerPolicyOptions = nil
+	return f
+}
+
+// toFile writes every value of c in the schema's notation.
+func toFile(c *Config) *file {
+	reserved := c.ReservedSystemCPUs.String()
+	return &file{
+		NRISocket:                    c.NRISocket,
+		PluginName:                   c.PluginName,
+		PluginIndex:                  c.PluginIndex,
+		StateDir:                     c.StateDir,
+		SysfsRoot:                    c.SysfsRoot,
+		CgroupfsRoot:                 c.CgroupfsRoot,
+		ReservedSystemCPUs:           &reserved,
+		ReservedCPUCount:             c.ReservedCPUCount,
+		CPUManagerPolicyOptions:      c.CPUManagerPolicyOptions.asMap(),
+		TopologyManagerPolicy:        string(c.TopologyManagerPolicy),
+		TopologyManagerPolicyOptions: c.TopologyManagerPolicyOptions.asMap(),
+		InPlaceResize:                c.InPlaceResize,
+		AlignMemory:                  c.AlignMemory,
+		MetricsAddress:               c.MetricsAddress,
+		LogLevel:                     logLevelName(c.LogLevel),
+		KubeletCheckpoint:            c.KubeletCheckpoint,
+	}
+}
+
+// build validates f into a Config, reporting every problem (one error per
+// problem, each starting with the key) joined into one error.
+func (f *file) build() (*Config, error) {
+	var errs []error
+	check := func(key string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		}
+	}
+	c := &Config{
+		InPlaceResize:     f.InPlaceResize,
+		AlignMemory:       f.AlignMemory,
+		KubeletCheckpoint: f.KubeletCheckpoint,
+	}
+	var err error
+	c.NRISocket, err = parsePath(f.NRISocket)
+	check("nriSocket", err)
+	c.PluginName, err = parsePluginName(f.PluginName)
+	check("pluginName", err)
+	c.PluginIndex, err = parsePluginIndex(f.PluginIndex)
+	check("pluginIndex", err)
+	c.StateDir, err = parsePath(f.StateDir)
+	check("stateDir", err)
+	c.SysfsRoot, err = parsePath(f.SysfsRoot)
+	check("sysfsRoot", err)
+	c.CgroupfsRoot, err = parsePath(f.CgroupfsRoot)
+	check("cgroupfsRoot", err)
+	c.ReservedCPUCount, err = parseCPUCount(f.ReservedCPUCount)
+	check("reservedCPUCount", err)
+	c.ReservedSystemCPUs, err = f.reservedCPUs()
+	check("reservedSystemCPUs", err)
+	c.TopologyManagerPolicy, err = parseTopologyPolicy(f.TopologyManagerPolicy)
+	check("topologyManagerPolicy", err)
+	c.MetricsAddress, err = parseMetricsAddress(f.MetricsAddress)
+	check("metricsAddress", err)
+	c.LogLevel, err = parseLogLevel(f.LogLevel)
+	check("logLevel", err)
+
+	var optErrs []error
+	c.CPUManagerPolicyOptions, optErrs = parseStaticPolicyOptions("cpuManagerPolicyOptions", f.CPUManagerPolicyOptions)
+	errs = append(errs, optErrs...)
+	c.TopologyManagerPolicyOptions, optErrs = parseTopologyOptions("topologyManagerPolicyOptions", f.TopologyManagerPolicyOptions)
+	errs = append(errs, optErrs...)
+
+	if c.ReservedSystemCPUs.Size() > 0 && c.ReservedCPUCount > 0 {
+		errs = append(errs, fmt.Errorf("reservedSystemCPUs and reservedCPUCount are both set (%q and %d): "+
+			"remove reservedCPUCount to reserve exactly CPUs %s, or remove reservedSystemCPUs to reserve %d CPUs placed by topology",
+			c.ReservedSystemCPUs.String(), c.ReservedCPUCount, c.ReservedSystemCPUs.String(), c.ReservedCPUCount))
+	}
+	if err := checkCheckpointsApart(c.StateDir, c.KubeletCheckpoint); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// reservedCPUs resolves reservedSystemCPUs: when the document does not
+// write it, the default list applies unless reservedCPUCount asks for a
+// count, which then replaces the default list.
+func (f *file) reservedCPUs() (cpuset.CPUSet, error) {
+	if f.ReservedSystemCPUs == nil {
+		if f.ReservedCPUCount > 0 {
+			return parseCPUList("")
+		}
+		return Default().ReservedSystemCPUs, nil
+	}
+	return parseCPUList(*f.ReservedSystemCPUs)
+}
+
+// checkCheckpointsApart refuses a stateDir whose checkpoint would be the
+// kubelet's own file: the plugin would overwrite what it means to import.
+func checkCheckpointsApart(stateDir, kubeletCheckpoint string) error {
+	if stateDir == "" || kubeletCheckpoint == "" {
+		return nil
+	}
+	own := filepath.Join(stateDir, state.CheckpointFile)
+	if own != filepath.Clean(kubeletCheckpoint) {
+		return nil
+	}
+	return fmt.Errorf("stateDir: %q would put the plugin's checkpoint at kubeletCheckpoint %q; "+
+		"give the plugin a directory of its own", stateDir, kubeletCheckpoint)
+}
