@@ -1,0 +1,99 @@
+package config
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+)
+
+func TestDiffClassifiesEveryKey(t *testing.T) {
+	tests := []struct {
+		key    string
+		change func(*Config)
+		want   Changes
+	}{
+		{"nriSocket", func(c *Config) { c.NRISocket = "/x.sock" }, Changes{Restart: []string{"nriSocket"}}},
+		{"pluginName", func(c *Config) { c.PluginName = "other" }, Changes{Restart: []string{"pluginName"}}},
+		{"pluginIndex", func(c *Config) { c.PluginIndex = "10" }, Changes{Restart: []string{"pluginIndex"}}},
+		{"stateDir", func(c *Config) { c.StateDir = "/s" }, Changes{Restart: []string{"stateDir"}}},
+		{"sysfsRoot", func(c *Config) { c.SysfsRoot = "/fixture" }, Changes{Restart: []string{"sysfsRoot"}}},
+		{"cgroupfsRoot", func(c *Config) { c.CgroupfsRoot = "/cg" }, Changes{Restart: []string{"cgroupfsRoot"}}},
+		{"reservedSystemCPUs", func(c *Config) { c.ReservedSystemCPUs = cpuset.New(0, 1) }, Changes{WithoutExclusive: []string{"reservedSystemCPUs"}}},
+		{"reservedCPUCount", func(c *Config) { c.ReservedCPUCount = 2 }, Changes{WithoutExclusive: []string{"reservedCPUCount"}}},
+		{"cpuManagerPolicyOptions", func(c *Config) { c.CPUManagerPolicyOptions.StrictCPUReservation = true }, Changes{WithoutExclusive: []string{"cpuManagerPolicyOptions"}}},
+		{"topologyManagerPolicy", func(c *Config) { c.TopologyManagerPolicy = TopologyPolicyRestricted }, Changes{WithoutExclusive: []string{"topologyManagerPolicy"}}},
+		{"topologyManagerPolicyOptions", func(c *Config) { c.TopologyManagerPolicyOptions.MaxAllowableNUMANodes = 2 }, Changes{WithoutExclusive: []string{"topologyManagerPolicyOptions"}}},
+		{"inPlaceResize", func(c *Config) { c.InPlaceResize = false }, Changes{Live: []string{"inPlaceResize"}}},
+		{"alignMemory", func(c *Config) { c.AlignMemory = true }, Changes{Live: []string{"alignMemory"}}},
+		{"metricsAddress", func(c *Config) { c.MetricsAddress = "" }, Changes{Restart: []string{"metricsAddress"}}},
+		{"logLevel", func(c *Config) { c.LogLevel = logrus.DebugLevel }, Changes{Live: []string{"logLevel"}}},
+		{"kubeletCheckpoint", func(c *Config) { c.KubeletCheckpoint = "" }, Changes{Restart: []string{"kubeletCheckpoint"}}},
+	}
+	var covered []string
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			changed := Default()
+			tt.change(changed)
+			if got := Diff(Default(), changed); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Diff after changing %s = %#v, want %#v", tt.key, got, tt.want)
+			}
+			if got := Diff(changed, Default()); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("Diff back from changed %s = %#v, want %#v", tt.key, got, tt.want)
+			}
+		})
+		covered = append(covered, tt.key)
+	}
+	if !slices.Equal(covered, schemaKeys()) {
+		t.Errorf("test covers %v, schema keys are %v", covered, schemaKeys())
+	}
+}
+
+func TestDiffRulesMatchSchema(t *testing.T) {
+	var names []string
+	for _, k := range keyRules {
+		names = append(names, k.name)
+	}
+	if !slices.Equal(names, schemaKeys()) {
+		t.Errorf("Diff knows keys %v, schema has %v", names, schemaKeys())
+	}
+	if n := reflect.TypeFor[Config]().NumField(); n != len(schemaKeys()) {
+		t.Errorf("Config has %d fields, schema has %d keys: a field has no key (or a key no field)", n, len(schemaKeys()))
+	}
+}
+
+func TestDiffOfEqualConfigsIsEmpty(t *testing.T) {
+	a, b := Default(), Default()
+	// Equal sets built differently are the same value.
+	b.ReservedSystemCPUs = cpuset.New(0).Union(cpuset.New())
+	if ch := Diff(a, b); !ch.Empty() || ch.String() != "no change" {
+		t.Errorf("Diff of equal configs = %#v (%s)", ch, ch)
+	}
+}
+
+func TestChangesGroupsSeveralKeys(t *testing.T) {
+	changed := Default()
+	changed.LogLevel = logrus.TraceLevel
+	changed.AlignMemory = true
+	changed.ReservedSystemCPUs = cpuset.New(1)
+	changed.StateDir = "/elsewhere"
+	changed.MetricsAddress = ":1"
+	ch := Diff(Default(), changed)
+	want := Changes{
+		Live:             []string{"alignMemory", "logLevel"},
+		WithoutExclusive: []string{"reservedSystemCPUs"},
+		Restart:          []string{"stateDir", "metricsAddress"},
+	}
+	if !reflect.DeepEqual(ch, want) {
+		t.Fatalf("Diff = %#v, want %#v", ch, want)
+	}
+	wantText := "live: alignMemory, logLevel; without exclusive containers: reservedSystemCPUs; at restart: stateDir, metricsAddress"
+	if ch.String() != wantText {
+		t.Errorf("String() = %q, want %q", ch.String(), wantText)
+	}
+	if ch.Empty() {
+		t.Error("Empty() = true for a non-empty change")
+	}
+}

@@ -1,0 +1,47 @@
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The example states every default; it deliberately changes no value.
+func TestExampleIsTheDefaults(t *testing.T) {
+	c, err := Parse(Example())
+	if err != nil {
+		t.Fatalf("example.yaml does not parse: %v", err)
+	}
+	requireSame(t, c, Default())
+}
+
+func TestExampleWritesEveryKeyAndOptionWithAComment(t *testing.T) {
+	var keys []string
+	var prev string
+	sc := bufio.NewScanner(bytes.NewReader(Example()))
+	for sc.Scan() {
+		line := sc.Text()
+		if key, _, ok := strings.Cut(line, ":"); ok && line[0] != ' ' && line[0] != '#' {
+			keys = append(keys, key)
+			// A key is documented by the comment block right above it or
+			// by being part of a group whose first key is.
+			if prev == "" {
+				t.Errorf("example.yaml: key %s has no comment above it", key)
+			}
+		}
+		prev = strings.TrimSpace(line)
+	}
+	if !slices.Equal(keys, schemaKeys()) {
+		t.Errorf("example.yaml writes keys %v, want every key in schema order %v", keys, schemaKeys())
+	}
+
+	f, err := decode(Example())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.CPUManagerPolicyOptions) != len(staticPolicyOptions) || len(f.TopologyManagerPolicyOptions) != 2 {
+		t.Errorf("example.yaml leaves options out: %v %v", f.CPUManagerPolicyOptions, f.TopologyManagerPolicyOptions)
+	}
+}
