@@ -1,0 +1,275 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"k8s.io/utils/cpuset"
+)
+
+// kepOnline is the 16-CPU node of KEP-5554's checkpoint example.
+var kepOnline = cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+
+// kepView is the part of a checkpoint the KEP's example shows.
+type kepView struct {
+	PolicyName    string                                `json:"policyName"`
+	DefaultCPUSet string                                `json:"defaultCpuSet"`
+	Entries       map[string]map[string]containerCPUsV1 `json:"entries"`
+}
+
+// TestKEP5554WalkThrough applies the six steps of KEP-5554's "Checkpoint
+// file example during resize" to one state, saves and loads it after each
+// step, and compares the file with the KEP's file entry by entry (the
+// checksums differ by design: see README.md).
+func TestKEP5554WalkThrough(t *testing.T) {
+	const pod1, pod2, c1, c2 = "gu-pod-1-uid", "gu-pod-2-uid", "gu-container-1", "gu-container-2"
+	steps := []struct {
+		name   string
+		apply  func(s *State)
+		kepDoc string // the KEP's file without its checksum
+	}{
+		{
+			name:   "empty node",
+			apply:  func(*State) {},
+			kepDoc: `{"policyName":"static","defaultCpuSet":"0-15"}`,
+		},
+		{
+			name: "gu-pod-1 created with 2 CPUs",
+			apply: func(s *State) {
+				s.SetAssignment(pod1, c1, Assignment{Original: cpus(t, "1-2")})
+				s.DefaultCPUSet = cpus(t, "0,3-15")
+			},
+			kepDoc: `{"policyName":"static","defaultCpuSet":"0,3-15",
+				"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":""}}}}`,
+		},
+		{
+			name: "gu-pod-1 grown by 2 CPUs",
+			apply: func(s *State) {
+				s.SetAssignment(pod1, c1, Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-4")})
+				s.DefaultCPUSet = cpus(t, "0,5-15")
+			},
+			kepDoc: `{"policyName":"static","defaultCpuSet":"0,5-15",
+				"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-4"}}}}`,
+		},
+		{
+			name: "gu-pod-1 shrunk by 2 CPUs",
+			apply: func(s *State) {
+				s.SetAssignment(pod1, c1, Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-2")})
+				s.DefaultCPUSet = cpus(t, "0,3-15")
+			},
+			kepDoc: `{"policyName":"static","defaultCpuSet":"0,3-15",
+				"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-2"}}}}`,
+		},
+		{
+			name: "gu-pod-2 created with two 2-CPU containers",
+			apply: func(s *State) {
+				s.SetAssignment(pod2, c1, Assignment{Original: cpus(t, "3-4")})
+				s.SetAssignment(pod2, c2, Assignment{Original: cpus(t, "5-6")})
+				s.DefaultCPUSet = cpus(t, "0,7-15")
+			},
+			kepDoc: `{"policyName":"static","defaultCpuSet":"0,7-15","entries":{
+				"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-2"}},
+				"gu-pod-2-uid":{"gu-container-1":{"original":"3-4","resized":""},
+				                "gu-container-2":{"original":"5-6","resized":""}}}}`,
+		},
+		{
+			name: "gu-pod-1 deleted, gu-pod-2's first container grown by 2 CPUs",
+			apply: func(s *State) {
+				s.DeleteAssignment(pod1, c1)
+				s.SetAssignment(pod2, c1, Assignment{Original: cpus(t, "3-4"), Resized: cpus(t, "1,3-4,7")})
+				s.SetAssignment(pod2, c2, Assignment{Original: cpus(t, "5-6"), Resized: cpus(t, "5-6")})
+				s.DefaultCPUSet = cpus(t, "0,2,8-15")
+			},
+			kepDoc: `{"policyName":"static","defaultCpuSet":"0,2,8-15","entries":{
+				"gu-pod-2-uid":{"gu-container-1":{"original":"3-4","resized":"1,3-4,7"},
+				                "gu-container-2":{"original":"5-6","resized":"5-6"}}}}`,
+		},
+		{
+			name: "first container shrunk by 2, second grown by 2",
+			apply: func(s *State) {
+				s.SetAssignment(pod2, c1, Assignment{Original: cpus(t, "3-4"), Resized: cpus(t, "3-4")})
+				s.SetAssignment(pod2, c2, Assignment{Original: cpus(t, "5-6"), Resized: cpus(t, "1,5-7")})
+			},
+			kepDoc: `{"policyName":"static","defaultCpuSet":"0,2,8-15","entries":{
+				"gu-pod-2-uid":{"gu-container-1":{"original":"3-4","resized":"3-4"},
+				                "gu-container-2":{"original":"5-6","resized":"1,5-7"}}}}`,
+		},
+	}
+
+	store := newTestStore(t)
+	s := New(kepOnline)
+	for i, step := range steps {
+		step.apply(s)
+		if err := store.Save(s); err != nil {
+			t.Fatalf("step %d (%s): Save: %v", i, step.name, err)
+		}
+		data, err := os.ReadFile(store.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, want kepView
+		if err := json.Unmarshal(data, &got); err != nil {
+			t.Fatalf("step %d (%s): file is not JSON: %v", i, step.name, err)
+		}
+		if err := json.Unmarshal([]byte(step.kepDoc), &want); err != nil {
+			t.Fatalf("step %d: bad KEP document in test: %v", i, err)
+		}
+		if got.PolicyName != want.PolicyName || got.DefaultCPUSet != want.DefaultCPUSet {
+			t.Errorf("step %d (%s): policyName %q defaultCpuSet %q, KEP has %q %q",
+				i, step.name, got.PolicyName, got.DefaultCPUSet, want.PolicyName, want.DefaultCPUSet)
+		}
+		if !entriesEqual(got.Entries, want.Entries) {
+			t.Errorf("step %d (%s): entries\n got %v\nwant %v", i, step.name, got.Entries, want.Entries)
+		}
+		loaded, err := store.Load(kepOnline)
+		if err != nil {
+			t.Fatalf("step %d (%s): Load: %v", i, step.name, err)
+		}
+		if !loaded.Equal(s) {
+			t.Errorf("step %d (%s): loaded state differs from saved state", i, step.name)
+		}
+	}
+}
+
+func entriesEqual(a, b map[string]map[string]containerCPUsV1) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for pod, containers := range a {
+		if len(containers) != len(b[pod]) {
+			return false
+		}
+		for name, e := range containers {
+			if other, ok := b[pod][name]; !ok || other != e {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func TestRoundTrip(t *testing.T) {
+	tests := []struct {
+		name  string
+		state func(t *testing.T) *State
+	}{
+		{"empty", func(*testing.T) *State { return New(cpuset.New()) }},
+		{"shared pool only", func(t *testing.T) *State { return New(cpus(t, "0-15")) }},
+		{"assignments, ids and pod resources", func(t *testing.T) *State { return sampleState(t) }},
+		{"pod resources without assignments", func(t *testing.T) *State {
+			s := New(cpus(t, "0-15"))
+			s.SetPodResources("burstable", PodResources{Resources: Resources{CPUShares: 2, MemoryLimit: -1}})
+			return s
+		}},
+		{"names that need escaping", func(t *testing.T) *State {
+			s := New(cpus(t, "0"))
+			s.SetAssignment(`p"<&>\u00e9`, "c\n\t", Assignment{Original: cpus(t, "1")})
+			s.SetContainer("id é", ContainerRef{PodUID: `p"<&>\u00e9`, Name: "c\n\t"})
+			return s
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.state(t)
+			data, err := Marshal(s)
+			if err != nil {
+				t.Fatalf("Marshal: %v", err)
+			}
+			got, err := Unmarshal(data, kepOnline)
+			if err != nil {
+				t.Fatalf("Unmarshal: %v\n%s", err, data)
+			}
+			if !got.Equal(s) {
+				t.Errorf("round trip changed the state\n%s", data)
+			}
+			again, err := Marshal(got)
+			if err != nil || !bytes.Equal(again, data) {
+				t.Errorf("encoding is not stable: %v\n%s\n%s", err, data, again)
+			}
+		})
+	}
+}
+
+// TestChecksumIsCRC32COfCanonicalEncoding checks the documented algorithm
+// independently of the code that writes it: CRC-32C of the file with the
+// checksum's value replaced by 0.
+func TestChecksumIsCRC32COfCanonicalEncoding(t *testing.T) {
+	data, err := Marshal(sampleState(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`,"checksum":(\d+)}$`).FindSubmatchIndex(data)
+	if m == nil {
+		t.Fatalf("checksum is not the last field:\n%s", data)
+	}
+	claimed, err := strconv.ParseUint(string(data[m[2]:m[3]]), 10, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical := append(append([]byte{}, data[:m[0]]...), `,"checksum":0}`...)
+	if sum := crc32.Checksum(canonical, crc32.MakeTable(crc32.Castagnoli)); uint64(sum) != claimed {
+		t.Errorf("file says checksum %d, CRC-32C of the canonical encoding is %d", claimed, sum)
+	}
+	if !bytes.HasPrefix(data, []byte(`{"policyName":"static","formatVersion":1,"defaultCpuSet":`)) {
+		t.Errorf("file does not start with the documented fields:\n%s", data)
+	}
+}
+
+// TestGoldenV1 pins format version 1: the checked-in file must keep
+// loading in every later build, and this build must write exactly it.
+func TestGoldenV1(t *testing.T) {
+	golden, err := os.ReadFile(filepath.Join("testdata", "checkpoint-v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden = bytes.TrimSuffix(golden, []byte("\n"))
+	s, err := Unmarshal(golden, kepOnline)
+	if err != nil {
+		t.Fatalf("golden version-1 checkpoint no longer loads: %v", err)
+	}
+	if !s.Equal(sampleState(t)) {
+		t.Error("golden version-1 checkpoint decodes to a different state")
+	}
+	data, err := Marshal(sampleState(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(data, golden) {
+		t.Errorf("version-1 encoding changed:\n got %s\nwant %s", data, golden)
+	}
+}
+
+func TestMarshalRefusesInconsistentState(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(s *State)
+		reason string
+	}{
+		{"overlap", func(s *State) { s.SetAssignment("pod-c", "x", Assignment{Original: cpus(t, "7")}) }, "overlap on CPUs"},
+		{"shared", func(s *State) { s.DefaultCPUSet = cpus(t, "0,5") }, "overlaps defaultCpuSet"},
+		{"shrunk below original", func(s *State) {
+			s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "2-3")})
+		}, "does not contain original"},
+		{"dangling id", func(s *State) { s.SetContainer("c-x", ContainerRef{PodUID: "pod-x", Name: "x"}) }, "has no entry"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := sampleState(t)
+			tc.change(s)
+			_, err := Marshal(s)
+			if err == nil || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("Marshal error = %v, want one containing %q", err, tc.reason)
+			}
+		})
+	}
+	if _, err := Marshal(nil); err == nil {
+		t.Error("Marshal(nil) succeeded")
+	}
+}

@@ -1,0 +1,364 @@
+package state
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
+	"k8s.io/utils/cpuset"
+)
+
+// newTestStore returns a store in a fresh directory whose log goes nowhere.
+func newTestStore(t testing.TB) *Store {
+	t.Helper()
+	st, err := NewStore(filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatalf("NewStore: %v", err)
+	}
+	quiet := logrus.New()
+	quiet.SetOutput(io.Discard)
+	st.SetLogger(quiet)
+	return st
+}
+
+func TestNewStoreCreatesPrivateDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	st, err := NewStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := info.Mode().Perm(); perm != 0o700 {
+		t.Errorf("state directory mode %o, want 700", perm)
+	}
+	if st.Path() != filepath.Join(dir, "cpu_manager_state") {
+		t.Errorf("Path() = %q", st.Path())
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	st := newTestStore(t)
+	_, err := st.Load(kepOnline)
+	if !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatalf("Load of a missing file: %v, want ErrNoCheckpoint", err)
+	}
+	var cerr *CorruptError
+	if errors.As(err, &cerr) {
+		t.Error("a missing file is reported as corrupt")
+	}
+}
+
+func TestSaveWritesPrivateFileAtomically(t *testing.T) {
+	st := newTestStore(t)
+	if err := st.Save(sampleState(t)); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(st.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := info.Mode().Perm(); perm != 0o600 {
+		t.Errorf("checkpoint mode %o, want 600", perm)
+	}
+	entries, err := os.ReadDir(filepath.Dir(st.Path()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Errorf("state directory holds %d files after Save, want only the checkpoint", len(entries))
+	}
+	got, err := st.Load(kepOnline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Equal(sampleState(t)) {
+		t.Error("loaded state differs from saved state")
+	}
+}
+
+func TestSaveFailureKeepsPreviousCheckpoint(t *testing.T) {
+	st := newTestStore(t)
+	if err := st.Save(sampleState(t)); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(st.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	bad := sampleState(t)
+	bad.SetAssignment("pod-x", "x", Assignment{Original: cpus(t, "1")}) // overlaps pod-a/app
+	if err := st.Save(bad); err == nil || !strings.Contains(err.Error(), "overlap") {
+		t.Errorf("Save of an inconsistent state: %v, want an overlap error", err)
+	}
+
+	if os.Getuid() != 0 { // root writes into a read-only directory anyway
+		dir := filepath.Dir(st.Path())
+		if err := os.Chmod(dir, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = os.Chmod(dir, 0o700) })
+		if err := st.Save(New(kepOnline)); err == nil {
+			t.Error("Save into a read-only directory succeeded")
+		}
+	}
+
+	after, err := os.ReadFile(st.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Error("a failed Save changed the checkpoint")
+	}
+}
+
+func TestLeftoverTempFilesAreRemoved(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	leftover := filepath.Join(dir, "cpu_manager_state.tmp-123456")
+	unrelated := filepath.Join(dir, "notes.txt")
+	for _, p := range []string{leftover, unrelated} {
+		if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := NewStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("NewStore left %s behind (stat: %v)", leftover, err)
+	}
+	if _, err := os.Stat(unrelated); err != nil {
+		t.Errorf("NewStore removed an unrelated file: %v", err)
+	}
+
+	// A crash between NewStore and Load leaves another one.
+	if err := os.WriteFile(leftover, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Load(kepOnline); !errors.Is(err, ErrNoCheckpoint) {
+		t.Fatalf("Load: %v", err)
+	}
+	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load left %s behind (stat: %v)", leftover, err)
+	}
+}
+
+// validV1 returns a consistent version-1 checkpoint to spoil.
+func validV1(t testing.TB) checkpointV1 {
+	return encodeV1(sampleState(t))
+}
+
+// sealed encodes cp with a checksum that matches, whatever it holds.
+func sealed(t testing.TB, cp checkpointV1) []byte {
+	t.Helper()
+	data, err := sealV1(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// corruptionCases are checkpoints that must never be trusted, each with
+// the part of the reason that says what was wrong. online is 0-15.
+func corruptionCases(t *testing.T) []struct {
+	name   string
+	file   []byte
+	reason string
+} {
+	good := sealed(t, validV1(t))
+	spoil := func(f func(cp *checkpointV1)) []byte {
+		cp := validV1(t)
+		f(&cp)
+		return sealed(t, cp)
+	}
+	return []struct {
+		name   string
+		file   []byte
+		reason string
+	}{
+		{"empty file", []byte{}, "empty file"},
+		{"whitespace only", []byte(" \n"), "only whitespace"},
+		{"truncated", good[:len(good)/2], "truncated file: the JSON stops after"},
+		{"truncated before the last brace", good[:len(good)-1], "truncated file"},
+		{"bad JSON", []byte(`{"policyName": static}`), "bad JSON at byte 16"},
+		{"trailing garbage", append(append([]byte{}, good...), "xyz"...), "bad JSON at byte"},
+		{"not an object", []byte(`[1,2]`), "top level is a JSON array, not an object"},
+		{"checksum mismatch", bytes.Replace(good, []byte(`"original":"6-7"`), []byte(`"original":"6-8"`), 1),
+			"checksum mismatch: the file says"},
+		{"checksum of another file", spoilChecksum(good), "checksum mismatch"},
+		{"no formatVersion (KEP-5554 example)", []byte(`{"policyName":"static","defaultCpuSet":"0,5-15",
+			"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-4"}}},"checksum":1822250518}`),
+			"no formatVersion: not a checkpoint written by nri-cpumanager"},
+		{"newer formatVersion", spoil(func(cp *checkpointV1) { cp.FormatVersion = 2 }),
+			"formatVersion 2 was written by a newer nri-cpumanager (this build reads up to 1)"},
+		{"formatVersion 0", spoil(func(cp *checkpointV1) { cp.FormatVersion = 0 }), "unknown formatVersion 0"},
+		{"formatVersion not a number", []byte(`{"formatVersion":"1"}`), `formatVersion "1" is not an integer`},
+		{"unknown field", bytes.Replace(good, []byte(`{"policyName"`), []byte(`{"extra":1,"policyName"`), 1),
+			`unknown field "extra"`},
+		{"unknown policy name", spoil(func(cp *checkpointV1) { cp.PolicyName = "none" }),
+			`unknown policy name "none"`},
+		{"defaultCpuSet does not parse", spoil(func(cp *checkpointV1) { cp.DefaultCPUSet = "0,8-x" }),
+			`defaultCpuSet "0,8-x" does not parse: "8-x": "x" is not a CPU number`},
+		{"original does not parse", spoil(func(cp *checkpointV1) {
+			cp.Entries["pod-b"]["db"] = containerCPUsV1{Original: "7-6"}
+		}), `pod "pod-b" container "db": original "7-6" does not parse: "7-6": range runs backwards`},
+		{"resized does not parse", spoil(func(cp *checkpointV1) {
+			cp.Entries["pod-b"]["db"] = containerCPUsV1{Original: "6-7", Resized: "6-7,"}
+		}), `pod "pod-b" container "db": resized "6-7," does not parse: "": missing CPU number`},
+		{"huge CPU number", spoil(func(cp *checkpointV1) { cp.DefaultCPUSet = "0-2147483647" }),
+			"CPU 2147483647 is above the largest supported CPU 65535"},
+		{"defaultCpuSet outside online", spoil(func(cp *checkpointV1) { cp.DefaultCPUSet = "0,8-17" }),
+			`defaultCpuSet "0,8-17" lies outside the online CPUs "0-15" (CPUs "16-17")`},
+		{"assignment outside online", spoil(func(cp *checkpointV1) {
+			cp.Entries["pod-b"]["db"] = containerCPUsV1{Original: "6-7", Resized: "6-7,31"}
+		}), `pod "pod-b" container "db": resized "6-7,31" lies outside the online CPUs "0-15" (CPUs "31")`},
+		{"two containers overlap", spoil(func(cp *checkpointV1) {
+			cp.Entries["pod-b"]["db"] = containerCPUsV1{Original: "4,6-7"}
+		}), `pod "pod-a" container "app" (CPUs "1-4") and pod "pod-b" container "db" (CPUs "4,6-7") overlap on CPUs "4"`},
+		{"assignment overlaps defaultCpuSet", spoil(func(cp *checkpointV1) { cp.DefaultCPUSet = "0,7-15" }),
+			`pod "pod-b" container "db" (CPUs "6-7") overlaps defaultCpuSet "0,7-15" on CPUs "7"`},
+		{"resized not a superset of original", spoil(func(cp *checkpointV1) {
+			cp.Entries["pod-a"]["app"] = containerCPUsV1{Original: "1-2", Resized: "2-4"}
+		}), `pod "pod-a" container "app": resized "2-4" does not contain original "1-2" (missing CPUs "1")`},
+		{"empty original", spoil(func(cp *checkpointV1) {
+			cp.Entries["pod-a"]["sidecar"] = containerCPUsV1{Original: "", Resized: "5"}
+		}), `pod "pod-a" container "sidecar": empty original cpuset`},
+		{"container id without entry", spoil(func(cp *checkpointV1) {
+			cp.Containers["c-ghost"] = containerRefV1{PodUID: "pod-a", Name: "ghost"}
+		}), `containers["c-ghost"] points at pod "pod-a" container "ghost", which has no entry`},
+		{"two container ids for one entry", spoil(func(cp *checkpointV1) {
+			cp.Containers["c-db-2"] = containerRefV1{PodUID: "pod-b", Name: "db"}
+		}), `containers["c-db"] and containers["c-db-2"] both point at pod "pod-b" container "db"`},
+		{"empty pod UID", spoil(func(cp *checkpointV1) {
+			cp.Entries[""] = map[string]containerCPUsV1{"x": {Original: "9"}}
+			cp.DefaultCPUSet = "0,8,10-15"
+		}), "an entry has an empty pod UID"},
+		{"empty container name", spoil(func(cp *checkpointV1) {
+			cp.Entries["pod-b"][""] = containerCPUsV1{Original: "9"}
+			cp.DefaultCPUSet = "0,8,10-15"
+		}), `pod "pod-b" has an entry with an empty container name`},
+		{"empty container id", spoil(func(cp *checkpointV1) {
+			delete(cp.Containers, "c-db")
+			cp.Containers[""] = containerRefV1{PodUID: "pod-b", Name: "db"}
+		}), `containers has an empty container id (pointing at pod "pod-b" container "db")`},
+	}
+}
+
+// spoilChecksum changes the checksum's last digit.
+func spoilChecksum(data []byte) []byte {
+	out := append([]byte{}, data...)
+	i := len(out) - 2 // the last digit, before '}'
+	out[i] = '0' + (out[i]-'0'+1)%10
+	return out
+}
+
+func TestUnmarshalRefusesCorruptCheckpoints(t *testing.T) {
+	for _, tc := range corruptionCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Unmarshal(tc.file, kepOnline)
+			if err == nil {
+				t.Fatalf("Unmarshal accepted:\n%s", tc.file)
+			}
+			if !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("Unmarshal error\n  %v\nwant it to contain\n  %s", err, tc.reason)
+			}
+		})
+	}
+}
+
+func TestLoadMovesCorruptCheckpointAside(t *testing.T) {
+	for _, tc := range corruptionCases(t) {
+		t.Run(tc.name, func(t *testing.T) {
+			st := newTestStore(t)
+			logger, hook := test.NewNullLogger()
+			st.SetLogger(logger)
+			st.now = func() time.Time { return time.Date(2026, 11, 22, 12, 34, 56, 789, time.FixedZone("X", 3600)) }
+			if err := os.WriteFile(st.Path(), tc.file, 0o600); err != nil {
+				t.Fatal(err)
+			}
+
+			s, err := st.Load(kepOnline)
+			if s != nil {
+				t.Error("Load returned a state along with the error")
+			}
+			var cerr *CorruptError
+			if !errors.As(err, &cerr) {
+				t.Fatalf("Load error %v is not a *CorruptError", err)
+			}
+			if !strings.Contains(cerr.Reason, tc.reason) {
+				t.Errorf("reason %q does not contain %q", cerr.Reason, tc.reason)
+			}
+			wantMoved := filepath.Join(filepath.Dir(st.Path()), "cpu_manager_state.corrupt-20261122T113456.000000789Z")
+			if cerr.MovedTo != wantMoved || cerr.Path != st.Path() {
+				t.Errorf("CorruptError{Path: %q, MovedTo: %q}, want %q moved to %q", cerr.Path, cerr.MovedTo, st.Path(), wantMoved)
+			}
+			if !strings.Contains(err.Error(), tc.reason) || !strings.Contains(err.Error(), wantMoved) {
+				t.Errorf("error text %q does not say what was wrong and where the file went", err)
+			}
+			if _, err := os.Stat(st.Path()); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the corrupt checkpoint is still in place (stat: %v)", err)
+			}
+			if kept, err := os.ReadFile(wantMoved); err != nil || !bytes.Equal(kept, tc.file) {
+				t.Errorf("moved-aside file does not hold the original bytes (err %v)", err)
+			}
+			entry := hook.LastEntry()
+			if entry == nil || entry.Level != logrus.ErrorLevel || entry.Data["reason"] != cerr.Reason || entry.Data["movedTo"] != wantMoved {
+				t.Errorf("no error logged with the reason and new path: %+v", entry)
+			}
+			if _, err := st.Load(kepOnline); !errors.Is(err, ErrNoCheckpoint) {
+				t.Errorf("second Load: %v, want ErrNoCheckpoint", err)
+			}
+		})
+	}
+}
+
+func TestLoadReadErrorIsNotCorruption(t *testing.T) {
+	st := newTestStore(t)
+	if err := os.Mkdir(st.Path(), 0o700); err != nil { // a directory cannot be read as a file
+		t.Fatal(err)
+	}
+	_, err := st.Load(kepOnline)
+	var cerr *CorruptError
+	if err == nil || errors.As(err, &cerr) || errors.Is(err, ErrNoCheckpoint) {
+		t.Fatalf("Load of an unreadable checkpoint: %v, want a plain I/O error", err)
+	}
+	if _, statErr := os.Stat(st.Path()); statErr != nil {
+		t.Errorf("an unreadable checkpoint was moved: %v", statErr)
+	}
+}
+
+func TestCorruptErrorWithoutMove(t *testing.T) {
+	err := &CorruptError{Path: "/x/cpu_manager_state", Reason: "empty file"}
+	if got, want := err.Error(), "checkpoint /x/cpu_manager_state is not trusted: empty file"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}
+
+func TestValidateChecksOnline(t *testing.T) {
+	s := sampleState(t)
+	if err := s.Validate(cpus(t, "0-15")); err != nil {
+		t.Errorf("Validate on the full machine: %v", err)
+	}
+	err := s.Validate(cpus(t, "0-6,8-15"))
+	want := `pod "pod-b" container "db": original "6-7" lies outside the online CPUs "0-6,8-15" (CPUs "7")`
+	if err == nil || err.Error() != want {
+		t.Errorf("Validate with CPU 7 offline: %v, want %s", err, want)
+	}
+	if err := New(cpuset.New()).Validate(cpuset.New()); err != nil {
+		t.Errorf("empty state on an empty machine: %v", err)
+	}
+}
