@@ -1,0 +1,92 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// The seed corpora are checked in under testdata/fuzz/<target>: valid and
+// corrupt checkpoints, and the kubelet layouts. CI runs each target
+// briefly with -fuzz; `go test` runs the seeds.
+
+// FuzzUnmarshal feeds arbitrary bytes to Unmarshal, which must never
+// panic and must only accept what it can write back unchanged. Because
+// random bytes almost never carry a matching checksum, each input is also
+// decoded leniently, given a matching checksum and decoded again, so the
+// checks behind the checksum are fuzzed too.
+func FuzzUnmarshal(f *testing.F) {
+	f.Add([]byte(`{"policyName":"static","formatVersion":1,"defaultCpuSet":"0-15","checksum":0}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkUnmarshalAccepts(t, data)
+
+		var cp checkpointV1
+		if json.Unmarshal(data, &cp) != nil {
+			return
+		}
+		resealed, err := sealV1(cp)
+		if err != nil {
+			t.Fatalf("cannot seal a decoded checkpoint: %v", err)
+		}
+		checkUnmarshalAccepts(t, resealed)
+	})
+}
+
+// checkUnmarshalAccepts checks that whatever Unmarshal accepts is a valid
+// state that survives a round trip.
+func checkUnmarshalAccepts(t *testing.T, data []byte) {
+	s, err := Unmarshal(data, crashOnline)
+	if err != nil {
+		if s != nil {
+			t.Fatalf("Unmarshal returned a state with error %v", err)
+		}
+		return
+	}
+	if err := s.Validate(crashOnline); err != nil {
+		t.Fatalf("Unmarshal accepted an invalid state: %v\n%q", err, data)
+	}
+	out, err := Marshal(s)
+	if err != nil {
+		t.Fatalf("accepted state cannot be marshalled: %v\n%q", err, data)
+	}
+	again, err := Unmarshal(out, crashOnline)
+	if err != nil || !again.Equal(s) {
+		t.Fatalf("round trip of an accepted state failed (%v)\nin  %q\nout %q", err, data, out)
+	}
+	if out2, _ := Marshal(again); !bytes.Equal(out, out2) {
+		t.Fatalf("encoding is not stable:\n%q\n%q", out, out2)
+	}
+}
+
+// FuzzImportKubelet feeds arbitrary bytes to the kubelet importer, which
+// must never panic and must only return states that validate and can be
+// saved.
+func FuzzImportKubelet(f *testing.F) {
+	f.Add([]byte(`{"policyName":"static","defaultCpuSet":"0,3-15","entries":{"p":{"c":"1-2"}},"checksum":1}`))
+	resolve := func(id string) (ContainerRef, bool) {
+		if strings.HasPrefix(id, "ctr") {
+			return ContainerRef{PodUID: "pod-of-" + id, Name: "c"}, true
+		}
+		return ContainerRef{}, false
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, _, err := importKubeletData(data, crashOnline, resolve)
+		if err != nil {
+			if s != nil {
+				t.Fatalf("importer returned a state with error %v", err)
+			}
+			return
+		}
+		if err := s.Validate(crashOnline); err != nil {
+			t.Fatalf("importer returned an invalid state: %v\n%q", err, data)
+		}
+		out, err := Marshal(s)
+		if err != nil {
+			t.Fatalf("imported state cannot be saved: %v\n%q", err, data)
+		}
+		if back, err := Unmarshal(out, crashOnline); err != nil || !back.Equal(s) {
+			t.Fatalf("imported state does not survive a round trip (%v)\n%q", err, data)
+		}
+	})
+}
