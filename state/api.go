@@ -8,7 +8,8 @@
 // knows the kubelet's file can read it.
 //
 // This package is the only one in the project that touches the checkpoint
-// file.
+// file. README.md describes the file format, its checksum, what Load
+// refuses, and what ImportKubelet verifies.
 package state
 
 import (
@@ -83,10 +84,11 @@ type State struct {
 var ErrNoCheckpoint = errors.New("no checkpoint file")
 
 // CorruptError says why a checkpoint file was not trusted and where it was
-// moved aside. Load returns it (wrapped) for a checksum mismatch, a
-// truncated file, bad JSON, an unknown policy name or format version, and
-// cpusets that overlap each other or lie outside the machine. The caller
-// rebuilds the state from the runtime's view.
+// moved aside. Load returns it for an empty or truncated file, bad JSON, a
+// checksum mismatch, an unknown policy name or format version, and values
+// that fail State.Validate (cpusets that do not parse, overlap each other
+// or lie outside the machine, and the like). The caller rebuilds the state
+// from the runtime's view.
 type CorruptError struct {
 	// Path is the file that was read.
 	Path string

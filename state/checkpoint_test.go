@@ -273,3 +273,21 @@ func TestMarshalRefusesInconsistentState(t *testing.T) {
 		t.Error("Marshal(nil) succeeded")
 	}
 }
+
+func TestReformattedCheckpointStillVerifies(t *testing.T) {
+	data, err := Marshal(sampleState(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var indented bytes.Buffer
+	if err := json.Indent(&indented, data, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Unmarshal(indented.Bytes(), kepOnline)
+	if err != nil {
+		t.Fatalf("indented checkpoint refused: %v", err)
+	}
+	if !s.Equal(sampleState(t)) {
+		t.Error("indented checkpoint decodes to a different state")
+	}
+}

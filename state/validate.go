@@ -35,7 +35,13 @@ func (s *State) validate(online *cpuset.CPUSet) error {
 
 // validateEntries checks each assignment on its own and against the others.
 func (s *State) validateEntries(online *cpuset.CPUSet) error {
-	owner := map[int]ContainerRef{}
+	total := 0
+	for _, containers := range s.Entries {
+		for _, a := range containers {
+			total += a.Assigned().Size()
+		}
+	}
+	owner := make(map[int]ContainerRef, total)
 	for _, podUID := range slices.Sorted(maps.Keys(s.Entries)) {
 		if podUID == "" {
 			return fmt.Errorf("an entry has an empty pod UID")
@@ -48,11 +54,11 @@ func (s *State) validateEntries(online *cpuset.CPUSet) error {
 				return err
 			}
 			assigned := a.Assigned()
-			if shared := assigned.Intersection(s.DefaultCPUSet); !shared.IsEmpty() {
-				return fmt.Errorf("%s (CPUs %q) overlaps defaultCpuSet %q on CPUs %q",
-					ref, assigned, s.DefaultCPUSet, shared)
-			}
 			for _, cpu := range assigned.List() {
+				if s.DefaultCPUSet.Contains(cpu) {
+					return fmt.Errorf("%s (CPUs %q) overlaps defaultCpuSet %q on CPUs %q",
+						ref, assigned, s.DefaultCPUSet, assigned.Intersection(s.DefaultCPUSet))
+				}
 				if other, taken := owner[cpu]; taken {
 					otherSet := s.Entries[other.PodUID][other.Name].Assigned()
 					return fmt.Errorf("%s (CPUs %q) and %s (CPUs %q) overlap on CPUs %q",
