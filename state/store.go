@@ -48,8 +48,12 @@ func NewStore(dir string) (*Store, error) {
 }
 
 // SetLogger makes the store log through l (a corrupt checkpoint is logged
-// at error level when it is moved aside).
+// at error level when it is moved aside); nil restores logrus's standard
+// logger.
 func (st *Store) SetLogger(l logrus.FieldLogger) {
+	if l == nil {
+		l = logrus.StandardLogger()
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.log = l

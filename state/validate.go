@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -44,7 +45,7 @@ func (s *State) validateEntries(online *cpuset.CPUSet) error {
 	owner := make(map[int]ContainerRef, total)
 	for _, podUID := range slices.Sorted(maps.Keys(s.Entries)) {
 		if podUID == "" {
-			return fmt.Errorf("an entry has an empty pod UID")
+			return errors.New("an entry has an empty pod UID")
 		}
 		containers := s.Entries[podUID]
 		for _, name := range slices.Sorted(maps.Keys(containers)) {
