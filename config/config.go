@@ -24,6 +24,8 @@ type Config struct {
 	CgroupfsRoot string
 	// ReservedSystemCPUs are the CPUs kept for the system
 	// (reservedSystemCPUs). Empty when ReservedCPUCount is used instead.
+	// They are not checked against the machine here: the caller, which
+	// knows the topology, must check that they are online.
 	ReservedSystemCPUs cpuset.CPUSet
 	// ReservedCPUCount is a number of CPUs to reserve, placed by topology
 	// (reservedCPUCount). Zero when ReservedSystemCPUs is used instead.

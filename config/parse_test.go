@@ -86,6 +86,7 @@ func TestParseValidValues(t *testing.T) {
 		{"reserved list", `reservedSystemCPUs: "0,2-3"`, func(c *Config) bool {
 			return c.ReservedSystemCPUs.Equals(cpuset.New(0, 2, 3)) && c.ReservedCPUCount == 0
 		}},
+		{"largest CPU id", `reservedSystemCPUs: "16383"`, func(c *Config) bool { return c.ReservedSystemCPUs.Equals(cpuset.New(16383)) }},
 		{"reserved list unquoted number", `reservedSystemCPUs: 1`, func(c *Config) bool { return c.ReservedSystemCPUs.Equals(cpuset.New(1)) }},
 		{"no reserved CPUs", `reservedSystemCPUs: ""`, func(c *Config) bool { return c.ReservedSystemCPUs.IsEmpty() && c.ReservedCPUCount == 0 }},
 		{"count replaces default list", `reservedCPUCount: 2`, func(c *Config) bool {
@@ -179,6 +180,8 @@ func TestParseValidationMessages(t *testing.T) {
 		{"empty cgroupfs root", `cgroupfsRoot: ""`, []string{`cgroupfsRoot: "" is not a path`}},
 		{"bad CPU list", `reservedSystemCPUs: "0-"`, []string{`reservedSystemCPUs: "0-" is not a CPU list such as "0,2-3": strconv.Atoi: parsing "": invalid syntax`}},
 		{"reversed CPU range", `reservedSystemCPUs: "3-1"`, []string{`reservedSystemCPUs: "3-1" is not a CPU list such as "0,2-3": invalid range "3-1" (3 > 1)`}},
+		{"huge CPU range", `reservedSystemCPUs: "0-99999999"`, []string{`reservedSystemCPUs: "0-99999999" names CPU 99999999, above the largest CPU id 16383`}},
+		{"huge single CPU", `reservedSystemCPUs: "1,16384"`, []string{`reservedSystemCPUs: "1,16384" names CPU 16384, above the largest CPU id 16383`}},
 		{"negative count", `reservedCPUCount: -1`, []string{`reservedCPUCount: -1 is not a CPU count ≥ 0`}},
 		{"list and count", "reservedSystemCPUs: \"0-1\"\nreservedCPUCount: 2", []string{
 			`reservedSystemCPUs and reservedCPUCount are both set ("0-1" and 2): remove reservedCPUCount to reserve exactly CPUs 0-1, or remove reservedSystemCPUs to reserve 2 CPUs placed by topology`}},

@@ -48,8 +48,21 @@ func parsePluginIndex(s string) (string, error) {
 	return s, nil
 }
 
-// parseCPUList accepts a Linux CPU list such as "0,2-3" or "" (no CPUs).
+// MaxCPUID is the largest CPU id a CPU list may name. Linux supports at
+// most 8192 CPUs today; the bound keeps a typo such as "0-99999999" from
+// building a set of a hundred million CPUs.
+const MaxCPUID = 16383
+
+// parseCPUList accepts a Linux CPU list such as "0,2-3" or "" (no CPUs),
+// with ids up to MaxCPUID.
 func parseCPUList(s string) (cpuset.CPUSet, error) {
+	for _, term := range strings.Split(s, ",") {
+		for _, bound := range strings.SplitN(term, "-", 2) {
+			if id, err := strconv.Atoi(bound); err == nil && id > MaxCPUID {
+				return cpuset.New(), fmt.Errorf("%q names CPU %d, above the largest CPU id %d", s, id, MaxCPUID)
+			}
+		}
+	}
 	cpus, err := cpuset.Parse(s)
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("%q is not a CPU list such as \"0,2-3\": %w", s, err)

@@ -22,12 +22,12 @@ import (
 //	..data -> ..2026_11_22_<n>     swapped atomically on update
 //	config.yaml -> ..data/config.yaml
 type configMapDir struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	version int
 }
 
-func newConfigMapDir(t *testing.T, content string) *configMapDir {
+func newConfigMapDir(t testing.TB, content string) *configMapDir {
 	t.Helper()
 	m := &configMapDir{t: t, dir: t.TempDir()}
 	m.publish(content)
