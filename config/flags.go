@@ -110,11 +110,14 @@ func flagRules() []flagRule {
 	}
 }
 
-// pathFlag is a flag whose value is a string key checked by parse.
+// stringFlag is a flag overriding a string key, checked by parse.
 func stringFlag(name, key, usage string, parse func(string) (string, error), field func(*Config) *string) flagRule {
 	return flagRule{flag: name, key: key, usage: usage, set: func(v string) (func(*Config), error) {
 		value, err := parse(v)
-		return func(c *Config) { *field(c) = value }, err
+		if err != nil {
+			return nil, err
+		}
+		return func(c *Config) { *field(c) = value }, nil
 	}}
 }
 

@@ -64,11 +64,12 @@ func NewWatcher(path string, current *Config, opts WatchOptions) (*Watcher, erro
 }
 
 // Run checks the file at once and then every interval until ctx is done.
-// Callbacks run on Run's goroutine, one at a time.
+// Callbacks run on Run's goroutine, one at a time. Run is not meant to be
+// called twice.
 func (w *Watcher) Run(ctx context.Context) {
 	ticker := time.NewTicker(w.opts.Interval)
 	defer ticker.Stop()
-	for {
+	for ctx.Err() == nil {
 		w.check()
 		select {
 		case <-ctx.Done():

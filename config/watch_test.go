@@ -341,6 +341,21 @@ func TestWatcherStopsWithItsContext(t *testing.T) {
 	}
 }
 
+func TestWatcherWithACancelledContextDoesNothing(t *testing.T) {
+	m := newConfigMapDir(t, "logLevel: debug\n")
+	r := newRecorder()
+	w, err := NewWatcher(m.path(), Default(), r.options(time.Hour, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w.Run(ctx) // returns at once; with an hour's interval a loop would hang the test
+	if changes, errs := r.counts(); changes != 0 || errs != 0 {
+		t.Errorf("Run with a cancelled context: %d changes, %d errors; want none", changes, errs)
+	}
+}
+
 func TestNewWatcherRequiresCallbackAndConfig(t *testing.T) {
 	if _, err := NewWatcher("x", Default(), WatchOptions{}); err == nil {
 		t.Error("NewWatcher without OnChange: no error")
