@@ -1,0 +1,8 @@
+// Package e2e holds the end-to-end suites that drive a real containerd with
+// runc on the local machine through CRI, the way the kubelet does. The tests
+// carry the build tag "e2e"; run them with
+//
+//	go test -tags e2e -count=1 -v ./test/e2e/...
+//
+// The harness they use lives in the harness sub-package.
+package e2e

@@ -1,0 +1,89 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/cpuset"
+)
+
+// defaultExecTimeout bounds Exec.
+const defaultExecTimeout = 10 * time.Second
+
+// ExecResult is the outcome of a command run in a container.
+type ExecResult struct {
+	Stdout, Stderr string
+	ExitCode       int32
+}
+
+// ExecSync runs cmd in the container through CRI ExecSync and returns its
+// output and exit code; timeout bounds the command (at least a second, the
+// CRI granularity).
+func (c *Container) ExecSync(ctx context.Context, timeout time.Duration, cmd ...string) (ExecResult, error) {
+	seconds := int64(timeout / time.Second)
+	if seconds < 1 {
+		seconds = 1
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+5*time.Second)
+	defer cancel()
+	resp, err := c.Pod.cri.Runtime.ExecSync(ctx, &runtimeapi.ExecSyncRequest{ContainerId: c.ID, Cmd: cmd, Timeout: seconds})
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("exec %q in %s: %w", cmd, c, err)
+	}
+	return ExecResult{Stdout: string(resp.GetStdout()), Stderr: string(resp.GetStderr()), ExitCode: resp.GetExitCode()}, nil
+}
+
+// Exec runs cmd in the container (10 s at most) and returns its standard
+// output; a non-zero exit status is an error quoting the standard error.
+func (c *Container) Exec(ctx context.Context, cmd ...string) (string, error) {
+	res, err := c.ExecSync(ctx, defaultExecTimeout, cmd...)
+	if err != nil {
+		return "", err
+	}
+	if res.ExitCode != 0 {
+		return res.Stdout, fmt.Errorf("exec %q in %s: exit status %d: %s", cmd, c, res.ExitCode, strings.TrimSpace(res.Stderr))
+	}
+	return res.Stdout, nil
+}
+
+// CPUsAllowed returns the CPUs a new process in the container may run on:
+// Cpus_allowed_list of a grep started inside it.
+func (c *Container) CPUsAllowed(ctx context.Context) (cpuset.CPUSet, error) {
+	return c.cpusAllowedOf(ctx, "/proc/self/status")
+}
+
+// InitCPUsAllowed returns the CPUs the container's own command (pid 1 of its
+// PID namespace) may run on, which shows whether a change reached processes
+// that were already running. With SharePIDNamespace, pid 1 is the pod's
+// pause process instead.
+func (c *Container) InitCPUsAllowed(ctx context.Context) (cpuset.CPUSet, error) {
+	return c.cpusAllowedOf(ctx, "/proc/1/status")
+}
+
+func (c *Container) cpusAllowedOf(ctx context.Context, statusFile string) (cpuset.CPUSet, error) {
+	out, err := c.Exec(ctx, "grep", "Cpus_allowed_list", statusFile)
+	if err != nil {
+		return cpuset.CPUSet{}, err
+	}
+	set, err := parseCPUsAllowed(out)
+	if err != nil {
+		return cpuset.CPUSet{}, fmt.Errorf("%s in %s: %w", statusFile, c, err)
+	}
+	return set, nil
+}
+
+// parseCPUsAllowed parses a "Cpus_allowed_list:\t0-3,6" line.
+func parseCPUsAllowed(line string) (cpuset.CPUSet, error) {
+	key, value, ok := strings.Cut(strings.TrimSpace(line), ":")
+	if !ok || key != "Cpus_allowed_list" {
+		return cpuset.CPUSet{}, fmt.Errorf("unexpected status line %q", line)
+	}
+	set, err := cpuset.Parse(strings.TrimSpace(value))
+	if err != nil {
+		return cpuset.CPUSet{}, fmt.Errorf("parse Cpus_allowed_list %q: %w", value, err)
+	}
+	return set, nil
+}
