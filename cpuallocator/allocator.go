@@ -1,0 +1,201 @@
+package cpuallocator
+
+import (
+	"fmt"
+
+	"k8s.io/utils/cpuset"
+)
+
+// Allocator decides CPU placement on one topology with one set of options.
+// It holds no allocation state: every call says which CPUs are available. It
+// is safe for concurrent use.
+type Allocator struct {
+	topo   *Topology
+	opts   StaticPolicyOptions
+	tmOpts TopologyOptions
+	// packTree is the tree Allocate and Grow fill: sockets and NUMA nodes,
+	// uncore caches under prefer-align-cpus-by-uncorecache, cores.
+	packTree *unitTree
+	// plainTree has no uncore level (ReservedCPUs).
+	plainTree *unitTree
+	// shrinkTree always has the uncore level: Shrink keeps CPUs that share
+	// a cache with the original ones.
+	shrinkTree *unitTree
+	mode       pickMode
+}
+
+// NewAllocator validates the options and returns an allocator.
+func NewAllocator(t *Topology, opts StaticPolicyOptions, tmOpts TopologyOptions) (*Allocator, error) {
+	if t == nil {
+		return nil, fmt.Errorf("no topology: %w", ErrInvalidRequest)
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if err := tmOpts.validate(); err != nil {
+		return nil, err
+	}
+	a := &Allocator{
+		topo:       t,
+		opts:       opts,
+		tmOpts:     tmOpts,
+		plainTree:  buildTree(t, packingLevels(t, false)),
+		shrinkTree: buildTree(t, packingLevels(t, true)),
+		mode:       pickMode{wholeCores: opts.FullPCPUsOnly, spread: opts.DistributeCPUsAcrossCores},
+	}
+	a.packTree = a.plainTree
+	if opts.PreferAlignByUncoreCache {
+		a.packTree = a.shrinkTree
+	}
+	return a, nil
+}
+
+// Topology returns the topology the allocator places CPUs on.
+func (a *Allocator) Topology() *Topology { return a.topo }
+
+// Options returns the static policy options of the allocator.
+func (a *Allocator) Options() StaticPolicyOptions { return a.opts }
+
+// Allocate picks n CPUs for a new container from available, in the packed
+// order (or the distributed order the options select). When affinity is not
+// zero, CPUs of those NUMA nodes are taken first and others only when the
+// affinity cannot hold n.
+func (a *Allocator) Allocate(available cpuset.CPUSet, n int, affinity NodeMask) (cpuset.CPUSet, error) {
+	if n < 0 {
+		return cpuset.New(), fmt.Errorf("allocate %d CPUs: negative size: %w", n, ErrInvalidRequest)
+	}
+	if n == 0 {
+		return cpuset.New(), nil
+	}
+	avail, err := a.availableBits(available)
+	if err != nil {
+		return cpuset.New(), fmt.Errorf("allocate %d CPUs: %w", n, err)
+	}
+	if err := a.checkAffinity(affinity); err != nil {
+		return cpuset.New(), fmt.Errorf("allocate %d CPUs: %w", n, err)
+	}
+	if err := a.checkSMT(n); err != nil {
+		return cpuset.New(), fmt.Errorf("allocate %d CPUs: %w", n, err)
+	}
+	picked, err := a.place(avail, a.topo.newBits(), n, a.stagesFor(affinity, 0))
+	if err != nil {
+		return cpuset.New(), fmt.Errorf("allocate %d CPUs: %w", n, err)
+	}
+	return picked.cpuSet(), nil
+}
+
+// availableBits converts the caller's available set, which must hold only
+// CPUs of the topology.
+func (a *Allocator) availableBits(available cpuset.CPUSet) (cpuBits, error) {
+	b, unknown := a.topo.bitsOf(available)
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("available CPUs %s are not online CPUs of this machine: %w", cpuset.New(unknown...), ErrInvalidRequest)
+	}
+	return b, nil
+}
+
+func (a *Allocator) checkAffinity(affinity NodeMask) error {
+	if unknown := affinity &^ a.topo.knownNodes(); unknown != 0 {
+		return fmt.Errorf("NUMA affinity %s names nodes %s this machine does not have: %w", affinity, unknown, ErrInvalidRequest)
+	}
+	return nil
+}
+
+// checkSMT enforces full-pcpus-only's multiple of the SMT level.
+func (a *Allocator) checkSMT(n int) error {
+	if a.opts.FullPCPUsOnly && n%a.topo.threads != 0 {
+		return fmt.Errorf("%s: %d CPUs is not a multiple of %d threads per core: %w", optFullPCPUsOnly, n, a.topo.threads, ErrSMTAlignment)
+	}
+	return nil
+}
+
+// groupSize is the number of CPUs distribution moves at a time: whole cores
+// under full-pcpus-only, single CPUs otherwise.
+func (a *Allocator) groupSize() int {
+	if a.opts.FullPCPUsOnly {
+		return a.topo.threads
+	}
+	return 1
+}
+
+// stagesFor returns the NUMA node sets to fill in order: the affinity
+// (widened to whole sockets under align-by-socket), then the nodes in
+// widen, then every node.
+func (a *Allocator) stagesFor(affinity, widen NodeMask) []NodeMask {
+	var stages []NodeMask
+	if affinity != 0 {
+		if a.opts.AlignBySocket {
+			affinity = a.topo.socketNodes(affinity)
+		}
+		stages = append(stages, affinity)
+	}
+	if widen != 0 {
+		stages = append(stages, affinity|widen)
+	}
+	return append(stages, a.topo.knownNodes())
+}
+
+// usable returns the CPUs of avail the options allow to take for a
+// container holding held: under full-pcpus-only only CPUs of cores that lie
+// entirely in avail ∪ held.
+func (a *Allocator) usable(avail, held cpuBits) cpuBits {
+	if !a.opts.FullPCPUsOnly {
+		return avail
+	}
+	out := avail.clone()
+	for _, id := range avail.ids() {
+		if !coreWithin(a.topo.coreCPUs[a.topo.info(id).Core], avail, held) {
+			out.clear(id)
+		}
+	}
+	return out
+}
+
+// place picks need CPUs of avail for a container holding held, filling the
+// stages in order (each a superset of the one before). It fails when the
+// options leave fewer than need CPUs usable.
+func (a *Allocator) place(avail, held cpuBits, need int, stages []NodeMask) (cpuBits, error) {
+	usable := a.usable(avail, held)
+	if got := usable.count(); got < need {
+		return nil, a.shortage(avail, usable, need)
+	}
+	picked := a.topo.newBits()
+	for _, stage := range stages {
+		if need == 0 {
+			break
+		}
+		stageAvail := usable.and(a.topo.bitsInNodes(stage)).andNot(picked)
+		var got cpuBits
+		if a.opts.DistributeCPUsAcrossNUMA {
+			got = a.distribute(stageAvail, held.or(picked), need)
+		} else {
+			got = a.pack(stageAvail, held.or(picked), need)
+		}
+		picked = picked.or(got)
+		need -= got.count()
+	}
+	if need > 0 {
+		return nil, a.shortage(avail, usable, need+picked.count())
+	}
+	return picked, nil
+}
+
+// pack takes up to need CPUs of avail in the packed order.
+func (a *Allocator) pack(avail, held cpuBits, need int) cpuBits {
+	p := newPicker(a.packTree, avail, held, a.mode)
+	p.take(min(need, p.available()))
+	return p.takenBits(len(avail))
+}
+
+// shortage explains why need CPUs cannot be had from avail.
+func (a *Allocator) shortage(avail, usable cpuBits, need int) error {
+	free := avail.count()
+	if free < need {
+		return fmt.Errorf("need %d CPUs, %d free (%s): %w", need, free, avail.cpuSet(), ErrNotEnoughCPUs)
+	}
+	if a.opts.FullPCPUsOnly {
+		return fmt.Errorf("need %d CPUs as whole cores of %d threads (%s), only %d free CPUs form whole free cores (%s): %w",
+			need, a.topo.threads, optFullPCPUsOnly, usable.count(), usable.cpuSet(), ErrTopology)
+	}
+	return fmt.Errorf("need %d CPUs, only %d can be placed (%s free): %w", need, usable.count(), avail.cpuSet(), ErrTopology)
+}

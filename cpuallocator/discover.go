@@ -1,0 +1,330 @@
+package cpuallocator
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+)
+
+const (
+	cpuDir  = "devices/system/cpu"
+	nodeDir = "devices/system/node"
+)
+
+// Discover reads the topology from the sysfs tree rooted at sysfsRoot ("/sys"
+// in production). It reads devices/system/cpu/{online,isolated},
+// cpuN/topology/*, cpuN/cache/index*/*, and devices/system/node/*. Offline
+// and isolated CPUs are excluded. A malformed or missing file gives an error
+// naming the file.
+func Discover(sysfsRoot string) (*Topology, error) {
+	return discover(sysfsReader{fsys: os.DirFS(sysfsRoot), root: sysfsRoot})
+}
+
+// DiscoverFS is Discover on a file system whose root is the sysfs root (an
+// in-memory fixture in tests and benchmarks). Errors name files relative to
+// that root.
+func DiscoverFS(fsys fs.FS) (*Topology, error) {
+	return discover(sysfsReader{fsys: fsys})
+}
+
+// sysfsReader reads sysfs files and names them in errors as root/rel.
+type sysfsReader struct {
+	fsys fs.FS
+	root string
+}
+
+func (r sysfsReader) name(rel string) string {
+	if r.root == "" {
+		return rel
+	}
+	return filepath.Join(r.root, filepath.FromSlash(rel))
+}
+
+func (r sysfsReader) read(rel string) (string, error) {
+	data, err := fs.ReadFile(r.fsys, rel)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", r.name(rel), pathless(err))
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+func (r sysfsReader) exists(rel string) bool {
+	_, err := fs.Stat(r.fsys, rel)
+	return err == nil
+}
+
+func (r sysfsReader) readInt(rel string) (int, error) {
+	s, err := r.read(rel)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: malformed integer %q", r.name(rel), s)
+	}
+	return v, nil
+}
+
+func (r sysfsReader) readList(rel string) (cpuset.CPUSet, error) {
+	s, err := r.read(rel)
+	if err != nil {
+		return cpuset.New(), err
+	}
+	set, err := cpuset.Parse(s)
+	if err != nil {
+		return cpuset.New(), fmt.Errorf("%s: malformed CPU list %q: %w", r.name(rel), s, err)
+	}
+	return set, nil
+}
+
+// pathless drops the path a file system error repeats: the caller names
+// the file itself, relative to the sysfs root it was given.
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// rawCPU is what sysfs says about one CPU before ids are made machine-wide.
+type rawCPU struct {
+	id, pkg, die, core int
+	siblings           cpuset.CPUSet
+	siblingsFile       string
+	// cacheKey identifies the L3 group; "" when the CPU has no L3.
+	cacheKey string
+}
+
+func discover(r sysfsReader) (*Topology, error) {
+	online, err := r.readList(cpuDir + "/online")
+	if err != nil {
+		return nil, err
+	}
+	isolated := cpuset.New()
+	if r.exists(cpuDir + "/isolated") {
+		if isolated, err = r.readList(cpuDir + "/isolated"); err != nil {
+			return nil, err
+		}
+	}
+	usable := online.Difference(isolated)
+	if usable.IsEmpty() {
+		return nil, fmt.Errorf("%s: no online CPU that is not isolated", r.name(cpuDir+"/online"))
+	}
+	raws := make([]rawCPU, 0, usable.Size())
+	for _, id := range usable.List() {
+		raw, err := readCPU(r, id)
+		if err != nil {
+			return nil, err
+		}
+		raws = append(raws, raw)
+	}
+	nodeOf, distances, err := readNodes(r, usable)
+	if err != nil {
+		return nil, err
+	}
+	cpus, err := machineWideIDs(r, raws, usable, nodeOf)
+	if err != nil {
+		return nil, err
+	}
+	return NewTopology(cpus, distances)
+}
+
+func readCPU(r sysfsReader, id int) (rawCPU, error) {
+	dir := fmt.Sprintf("%s/cpu%d/topology/", cpuDir, id)
+	raw := rawCPU{id: id}
+	var err error
+	if raw.pkg, err = r.readInt(dir + "physical_package_id"); err != nil {
+		return raw, err
+	}
+	if raw.pkg < 0 {
+		return raw, fmt.Errorf("%s: negative package id %d", r.name(dir+"physical_package_id"), raw.pkg)
+	}
+	if raw.core, err = r.readInt(dir + "core_id"); err != nil {
+		return raw, err
+	}
+	// die_id appeared in Linux 5.2 and is -1 where the platform has no
+	// dies; either way the die is the package.
+	raw.die = -1
+	if r.exists(dir + "die_id") {
+		if raw.die, err = r.readInt(dir + "die_id"); err != nil {
+			return raw, err
+		}
+	}
+	// core_cpus_list replaced thread_siblings_list in Linux 5.3.
+	raw.siblingsFile = dir + "core_cpus_list"
+	if !r.exists(raw.siblingsFile) {
+		raw.siblingsFile = dir + "thread_siblings_list"
+	}
+	if raw.siblings, err = r.readList(raw.siblingsFile); err != nil {
+		return raw, err
+	}
+	raw.cacheKey, err = readL3Key(r, id, raw.pkg)
+	return raw, err
+}
+
+var indexDir = regexp.MustCompile(`^index[0-9]+$`)
+
+// readL3Key returns a key that is equal for CPUs sharing an L3 cache: the
+// package and the cache id, or its shared_cpu_list where the kernel gives
+// no id. It is "" for a CPU without an L3.
+func readL3Key(r sysfsReader, id, pkg int) (string, error) {
+	dir := fmt.Sprintf("%s/cpu%d/cache", cpuDir, id)
+	entries, err := fs.ReadDir(r.fsys, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", r.name(dir), pathless(err))
+	}
+	for _, e := range entries {
+		if !indexDir.MatchString(e.Name()) {
+			continue
+		}
+		idx := path.Join(dir, e.Name())
+		level, err := r.readInt(idx + "/level")
+		if err != nil {
+			return "", err
+		}
+		kind, err := r.read(idx + "/type")
+		if err != nil {
+			return "", err
+		}
+		if level != 3 || kind != "Unified" {
+			continue
+		}
+		if r.exists(idx + "/id") {
+			cacheID, err := r.readInt(idx + "/id")
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("package %d id %d", pkg, cacheID), nil
+		}
+		shared, err := r.readList(idx + "/shared_cpu_list")
+		if err != nil {
+			return "", err
+		}
+		return "cpus " + shared.String(), nil
+	}
+	return "", nil
+}
+
+var nodeDirName = regexp.MustCompile(`^node([0-9]+)$`)
+
+// readNodes maps every usable CPU to its NUMA node and reads the distance
+// matrix. Without node directories the machine is one node, 0.
+func readNodes(r sysfsReader, usable cpuset.CPUSet) (map[int]int, map[int]map[int]int, error) {
+	entries, err := fs.ReadDir(r.fsys, nodeDir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, fmt.Errorf("read %s: %w", r.name(nodeDir), pathless(err))
+	}
+	var nodes []int
+	for _, e := range entries {
+		if m := nodeDirName.FindStringSubmatch(e.Name()); m != nil {
+			n, err := strconv.Atoi(m[1])
+			if err != nil || n >= maxNUMANodes {
+				return nil, nil, fmt.Errorf("%s: NUMA node ids must be below %d", r.name(nodeDir+"/"+e.Name()), maxNUMANodes)
+			}
+			nodes = append(nodes, n)
+		}
+	}
+	nodeOf := make(map[int]int, usable.Size())
+	if len(nodes) == 0 {
+		for _, id := range usable.UnsortedList() {
+			nodeOf[id] = 0
+		}
+		return nodeOf, map[int]map[int]int{0: {0: 10}}, nil
+	}
+	sort.Ints(nodes)
+	distances := make(map[int]map[int]int, len(nodes))
+	for _, n := range nodes {
+		dir := fmt.Sprintf("%s/node%d/", nodeDir, n)
+		cpus, err := r.readList(dir + "cpulist")
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, id := range cpus.Intersection(usable).UnsortedList() {
+			if other, ok := nodeOf[id]; ok {
+				return nil, nil, fmt.Errorf("%s: cpu %d is also in NUMA node %d", r.name(dir+"cpulist"), id, other)
+			}
+			nodeOf[id] = n
+		}
+		row, err := r.read(dir + "distance")
+		if err != nil {
+			return nil, nil, err
+		}
+		fields := strings.Fields(row)
+		if len(fields) != len(nodes) {
+			return nil, nil, fmt.Errorf("%s: %d distances for %d NUMA nodes in %q", r.name(dir+"distance"), len(fields), len(nodes), row)
+		}
+		distances[n] = make(map[int]int, len(nodes))
+		for i, f := range fields {
+			d, err := strconv.Atoi(f)
+			if err != nil || d <= 0 {
+				return nil, nil, fmt.Errorf("%s: malformed distance %q", r.name(dir+"distance"), f)
+			}
+			distances[n][nodes[i]] = d
+		}
+	}
+	for _, id := range usable.List() {
+		if _, ok := nodeOf[id]; !ok {
+			return nil, nil, fmt.Errorf("cpu %d is online but in no %s", id, r.name(nodeDir+"/node*/cpulist"))
+		}
+	}
+	return nodeOf, distances, nil
+}
+
+// machineWideIDs turns per-package core and die ids and cache keys into
+// machine-wide ids, numbered in the order of each group's lowest CPU, and
+// checks that the sibling lists agree with the core ids.
+func machineWideIDs(r sysfsReader, raws []rawCPU, usable cpuset.CPUSet, nodeOf map[int]int) ([]CPUInfo, error) {
+	type coreKey struct{ pkg, die, core int }
+	type dieKey struct{ pkg, die int }
+	coreIDs, dieIDs, cacheIDs := map[coreKey]int{}, map[dieKey]int{}, map[string]int{}
+	coreMembers := map[coreKey][]int{}
+	cpus := make([]CPUInfo, 0, len(raws))
+	// raws are ordered by CPU id, so first-seen order is lowest-CPU order.
+	for _, raw := range raws {
+		ck := coreKey{raw.pkg, raw.die, raw.core}
+		if _, ok := coreIDs[ck]; !ok {
+			coreIDs[ck] = len(coreIDs)
+		}
+		coreMembers[ck] = append(coreMembers[ck], raw.id)
+		dk := dieKey{raw.pkg, raw.die}
+		if _, ok := dieIDs[dk]; !ok {
+			dieIDs[dk] = len(dieIDs)
+		}
+		key := raw.cacheKey
+		if key == "" {
+			key = fmt.Sprintf("package %d without L3", raw.pkg)
+		}
+		if _, ok := cacheIDs[key]; !ok {
+			cacheIDs[key] = len(cacheIDs)
+		}
+		cpus = append(cpus, CPUInfo{
+			ID:          raw.id,
+			Core:        coreIDs[ck],
+			Socket:      raw.pkg,
+			Die:         dieIDs[dk],
+			NUMANode:    nodeOf[raw.id],
+			UncoreCache: cacheIDs[key],
+		})
+	}
+	for _, raw := range raws {
+		members := cpuset.New(coreMembers[coreKey{raw.pkg, raw.die, raw.core}]...)
+		if listed := raw.siblings.Intersection(usable); !listed.Equals(members) {
+			return nil, fmt.Errorf("%s lists CPUs %s but the CPUs with the same package, die and core_id are %s",
+				r.name(raw.siblingsFile), listed, members)
+		}
+	}
+	return cpus, nil
+}

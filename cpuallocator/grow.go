@@ -1,0 +1,65 @@
+package cpuallocator
+
+import (
+	"fmt"
+
+	"k8s.io/utils/cpuset"
+)
+
+// Grow returns a set of n CPUs that holds every CPU of current plus
+// n-|current| CPUs of available (which must not overlap current). It stays
+// inside current's NUMA nodes when they can hold n, else widens to the fewest
+// extra nodes, closest first. A non-zero affinity (which must contain
+// current's nodes) is filled first, as in Allocate.
+func (a *Allocator) Grow(available, current cpuset.CPUSet, n int, affinity NodeMask) (cpuset.CPUSet, error) {
+	fail := func(err error) (cpuset.CPUSet, error) {
+		return cpuset.New(), fmt.Errorf("grow %s to %d CPUs: %w", current, n, err)
+	}
+	avail, err := a.availableBits(available)
+	if err != nil {
+		return fail(err)
+	}
+	held, unknown := a.topo.bitsOf(current)
+	switch {
+	case len(unknown) > 0:
+		return fail(fmt.Errorf("current CPUs %s are not online CPUs of this machine: %w", cpuset.New(unknown...), ErrInvalidRequest))
+	case n < current.Size():
+		return fail(fmt.Errorf("%d CPUs is fewer than the %d it holds: %w", n, current.Size(), ErrInvalidRequest))
+	case avail.intersects(held):
+		return fail(fmt.Errorf("available CPUs %s overlap the current ones: %w", available.Intersection(current), ErrInvalidRequest))
+	}
+	if err := a.checkAffinity(affinity); err != nil {
+		return fail(err)
+	}
+	currentNodes := a.topo.nodesOfBits(held)
+	if affinity != 0 && !currentNodes.IsSubsetOf(affinity) {
+		return fail(fmt.Errorf("NUMA affinity %s does not contain the current CPUs' nodes %s: %w", affinity, currentNodes, ErrInvalidRequest))
+	}
+	if err := a.checkSMT(n); err != nil {
+		return fail(err)
+	}
+	need := n - current.Size()
+	if need == 0 {
+		return current.Clone(), nil
+	}
+	base := affinity
+	if base == 0 {
+		base = currentNodes
+	} else if a.opts.AlignBySocket {
+		base = a.topo.socketNodes(base)
+	}
+	var extra NodeMask
+	capacity := a.topo.countPerNode(a.usable(avail, held))
+	if short := need - capacity.sum(base); short > 0 && base != 0 {
+		extra = a.widen(base, &capacity, short)
+	}
+	stages := []NodeMask{a.topo.knownNodes()}
+	if base != 0 {
+		stages = []NodeMask{base, base | extra, a.topo.knownNodes()}
+	}
+	picked, err := a.place(avail, held, need, stages)
+	if err != nil {
+		return fail(err)
+	}
+	return current.Union(picked.cpuSet()), nil
+}

@@ -1,0 +1,76 @@
+package cpuallocator
+
+import (
+	"sort"
+
+	"k8s.io/utils/cpuset"
+)
+
+// NUMAHints returns the NUMA affinities that can hold n CPUs, made of the
+// free CPUs in available plus the CPUs in mustKeep (disjoint from
+// available), each containing the nodes of mustKeep, best first: preferred
+// before not preferred, narrower before wider, then (with
+// prefer-closest-numa-nodes) smaller total distance, then lower node ids.
+// Masks wider than max-allowable-numa-nodes are not returned. It does not
+// enumerate all 2^N masks: it stops at the narrowest width that fits.
+// An empty result means no affinity can hold the request.
+//
+// Details: CPUs of either set that are not in the topology are ignored, as
+// are CPUs of available that are also in mustKeep. Under full-pcpus-only a
+// free CPU counts only when its whole core is free or must-keep. Every
+// returned hint has the narrowest width w that fits; there are at most
+// max(exactSearchLimit, number of nodes + 1) of them (see visitNodeSets),
+// so the search costs O(nodes³) at worst. Under align-by-socket hints on
+// fewer sockets come first among equals.
+func (a *Allocator) NUMAHints(available, mustKeep cpuset.CPUSet, n int) []NUMAHint {
+	if n <= 0 {
+		return nil
+	}
+	keep, _ := a.topo.bitsOf(mustKeep)
+	avail, _ := a.topo.bitsOf(available)
+	avail = avail.andNot(keep)
+	if keep.count() > n {
+		return nil
+	}
+	capacity := a.topo.countPerNode(a.usable(avail, keep))
+	held := a.topo.countPerNode(keep)
+	for _, node := range a.topo.nodes {
+		capacity[node] += held[node]
+	}
+	base := a.topo.nodesOfBits(keep)
+	cands := a.topo.byCount(&capacity, base)
+	extra := fewestToReach(&capacity, cands, n-capacity.sum(base))
+	if extra < 0 || base.Count()+extra > a.tmOpts.maxNodes() {
+		return nil
+	}
+	preferredWidth := a.minWidth(n)
+	seen := map[NodeMask]bool{}
+	var hints []NUMAHint
+	a.topo.visitNodeSets(base, cands, extra, func(m NodeMask) {
+		if !seen[m] && capacity.sum(m) >= n {
+			seen[m] = true
+			hints = append(hints, NUMAHint{Nodes: m, Preferred: m.Count() == preferredWidth})
+		}
+	})
+	sort.Slice(hints, func(i, j int) bool {
+		x, y := hints[i], hints[j]
+		if x.Preferred != y.Preferred {
+			return x.Preferred
+		}
+		if cx, cy := x.Nodes.Count(), y.Nodes.Count(); cx != cy {
+			return cx < cy
+		}
+		return a.maskLess(x.Nodes, y.Nodes, a.tmOpts.PreferClosestNUMANodes)
+	})
+	return hints
+}
+
+// minWidth is the width of a preferred hint, as the kubelet defines it: the
+// fewest NUMA nodes whose CPUs, free or not, can hold n.
+func (a *Allocator) minWidth(n int) int {
+	size := a.topo.countPerNode(a.topo.allBits)
+	if w := fewestToReach(&size, a.topo.byCount(&size, 0), n); w > 0 {
+		return w
+	}
+	return len(a.topo.nodes)
+}
