@@ -1,0 +1,61 @@
+package harness
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestContainerdConfigKeepsEverythingInItsDirectory(t *testing.T) {
+	l := containerdLayout{dir: "/tmp/ctd-42"}
+	config := l.render(containerdSettings{logLevel: "debug", nriPluginRequestTimeout: 3 * time.Second})
+	quoted := regexp.MustCompile(`(?m)^\s*([A-Za-z_]+) = ("[^"]*")$`)
+	paths := map[string]string{}
+	for _, m := range quoted.FindAllStringSubmatch(config, -1) {
+		v, err := strconv.Unquote(m[2])
+		if err != nil {
+			t.Fatalf("bad string %s: %v", m[2], err)
+		}
+		if strings.HasPrefix(v, "/") {
+			paths[m[1]] = v
+		}
+	}
+	for _, key := range []string{"root", "state", "address", "path", "socket_path", "plugin_path", "plugin_config_path", "Root"} {
+		p, ok := paths[key]
+		if !ok {
+			t.Errorf("config sets no path for %s:\n%s", key, config)
+			continue
+		}
+		if !strings.HasPrefix(p, l.dir+"/") {
+			t.Errorf("%s = %s is outside %s", key, p, l.dir)
+		}
+	}
+	for _, want := range []string{
+		"version = 3",
+		`sandbox = "` + PauseImage + `"`,
+		`snapshotter = "native"`,
+		"restrict_oom_score_adj = true",
+		"disable = false",
+		`plugin_request_timeout = "3s"`,
+		`level = "debug"`,
+	} {
+		if !strings.Contains(config, want) {
+			t.Errorf("config lacks %q:\n%s", want, config)
+		}
+	}
+	if strings.Contains(config, "plugin_registration_timeout") {
+		t.Errorf("config overrides the registration timeout it was not given:\n%s", config)
+	}
+}
+
+func TestCheckSocketPaths(t *testing.T) {
+	if err := (containerdLayout{dir: "/tmp/ctd-1234567890"}).checkSocketPaths(); err != nil {
+		t.Errorf("short directory refused: %v", err)
+	}
+	long := "/tmp/" + strings.Repeat("x", 90)
+	if err := (containerdLayout{dir: long}).checkSocketPaths(); err == nil {
+		t.Errorf("directory of %d bytes accepted; its sockets cannot be bound", len(long))
+	}
+}
