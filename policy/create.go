@@ -1,0 +1,104 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// CreateContainer decides the cpuset of a container being created. A
+// shared container gets the shared pool. An exclusive container gets N CPUs
+// from the free CPUs, and every running shared container is shrunk to the
+// new shared pool (Decision.Others, applied by the runtime before the new
+// container is created). A refusal changes nothing.
+func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
+	nm := m.Clone()
+	class := Classify(c.Pod.QoS(), c.Resources)
+	display := displayName(c.Pod, c.Name)
+	t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive}
+
+	if !class.Exclusive {
+		t.CPUs = nm.SharedPool()
+		nm.Containers[c.ID] = t
+		return Decision{Model: nm, Target: &Update{ContainerID: c.ID, Display: display, CPUs: t.CPUs}}, nil
+	}
+
+	var notes []string
+	cpus, reused := p.reuseEntry(nm, c, class.CPUs)
+	if reused {
+		notes = append(notes, fmt.Sprintf("%s: re-created, keeps its exclusive CPUs %s", display, cpus))
+	} else {
+		var err error
+		if cpus, err = p.allocateNew(nm, display, class.CPUs); err != nil {
+			return Decision{}, err
+		}
+		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: cpus})
+	}
+	nm.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
+	p.recomputePool(nm)
+	t.CPUs = cpus
+	nm.Containers[c.ID] = t
+	return Decision{
+		Model:  nm,
+		Target: &Update{ContainerID: c.ID, Display: display, CPUs: cpus, Mems: p.mems(cpus)},
+		Others: p.syncShared(nm),
+		Notes:  notes,
+	}, nil
+}
+
+// reuseEntry handles a container created under a name that already holds
+// an assignment (a re-creation whose predecessor's stop was never seen): it
+// keeps the assigned CPUs when their count still matches, and forgets the
+// entry otherwise. The predecessor, if still tracked, is marked stopped.
+func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpuset.CPUSet, bool) {
+	a, ok := m.State.Assignment(c.Pod.UID, c.Name)
+	if !ok {
+		return cpuset.New(), false
+	}
+	for id, ref := range m.State.Containers {
+		if ref.PodUID == c.Pod.UID && ref.Name == c.Name {
+			delete(m.State.Containers, id)
+			if old := m.Containers[id]; old != nil {
+				old.Stopped = true
+				old.CPUs = cpuset.New()
+			}
+		}
+	}
+	if a.Assigned().Size() == n {
+		return a.Assigned(), true
+	}
+	m.State.DeleteAssignment(c.Pod.UID, c.Name)
+	return cpuset.New(), false
+}
+
+// allocateNew picks n CPUs for a new exclusive container, or refuses.
+func (p *Policy) allocateNew(m *Model, display string, n int) (cpuset.CPUSet, error) {
+	if !p.smtAligned(n) {
+		return cpuset.New(), refuse(Infeasible, ReasonSMTAlignment,
+			"container %s requests %d CPUs, not a multiple of the %d threads per core that full-pcpus-only requires",
+			display, n, p.topo.ThreadsPerCore())
+	}
+	pl := placement{keep: cpuset.New(), n: n}
+	free := p.free(m)
+	cpus, err := p.place(pl, free, m.State.ExclusiveCPUs(), m.releasing())
+	if err == nil {
+		return cpus, nil
+	}
+	reason := ReasonAllocateCPUs
+	if errors.Is(err, errTopologyPolicy) {
+		reason = ReasonTopologyAffinity
+	}
+	return cpuset.New(), refuse(p.verdictFor(pl), reason,
+		"cannot allocate %d exclusive CPUs for container %s (free: %s): %v", n, display, describe(free), err)
+}
+
+// describe prints a cpuset for messages, naming the empty set.
+func describe(cpus cpuset.CPUSet) string {
+	if cpus.IsEmpty() {
+		return "none"
+	}
+	return cpus.String()
+}

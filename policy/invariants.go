@@ -1,0 +1,126 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"k8s.io/utils/cpuset"
+)
+
+// CheckInvariants verifies a model against the rules every decision must
+// keep, and returns every violation found (nil when none):
+//   - no CPU is in two exclusive sets;
+//   - every original set is non-empty and inside its assigned set;
+//   - exclusive CPUs are online and never reserved;
+//   - the checkpointed shared pool is exactly the CPUs nobody holds
+//     exclusively (minus reserved ones under strict-cpu-reservation), and
+//     the pool shared containers run on is not empty;
+//   - every running shared container is inside the shared pool, every
+//     exclusive one on its assigned CPUs;
+//   - every container id of the state names an existing assignment;
+//   - CPUs being released belong to nobody, CPUs being lent to shared
+//     containers to no exclusive one.
+func (p *Policy) CheckInvariants(m *Model) error {
+	var errs []error
+	online := p.topo.CPUs()
+	exclusive := cpuset.New()
+	owner := map[int]string{}
+	for _, uid := range slices.Sorted(maps.Keys(m.State.Entries)) {
+		for _, name := range m.State.ContainersOfPod(uid) {
+			a, _ := m.State.Assignment(uid, name)
+			who := uid + "/" + name
+			assigned := a.Assigned()
+			if a.Original.IsEmpty() {
+				errs = append(errs, fmt.Errorf("%s: empty original CPUs", who))
+			}
+			if !a.Original.IsSubsetOf(assigned) {
+				errs = append(errs, fmt.Errorf("%s: original CPUs %s not inside assigned %s", who, a.Original, assigned))
+			}
+			if !assigned.IsSubsetOf(online) {
+				errs = append(errs, fmt.Errorf("%s: CPUs %s are not online", who, assigned.Difference(online)))
+			}
+			if r := assigned.Intersection(p.opts.Reserved); !r.IsEmpty() {
+				errs = append(errs, fmt.Errorf("%s: holds reserved CPUs %s", who, r))
+			}
+			for _, cpu := range assigned.List() {
+				if other, taken := owner[cpu]; taken {
+					errs = append(errs, fmt.Errorf("CPU %d is exclusive to both %s and %s", cpu, other, who))
+				}
+				owner[cpu] = who
+			}
+			exclusive = exclusive.Union(assigned)
+		}
+	}
+	if want := p.poolWithout(exclusive); !sameCPUs(m.State.DefaultCPUSet, want) {
+		errs = append(errs, fmt.Errorf("shared pool is %s, want %s", describe(m.State.DefaultCPUSet), describe(want)))
+	}
+	pool := m.SharedPool()
+	if pool.IsEmpty() {
+		errs = append(errs, errors.New("the shared pool is empty"))
+	}
+	for id, ref := range m.State.Containers {
+		if _, ok := m.State.Assignment(ref.PodUID, ref.Name); !ok {
+			errs = append(errs, fmt.Errorf("container %s refers to missing assignment %s/%s", id, ref.PodUID, ref.Name))
+		}
+	}
+	releasing := cpuset.New()
+	for id, cpus := range m.Releasing {
+		if r := cpus.Intersection(exclusive); !r.IsEmpty() {
+			errs = append(errs, fmt.Errorf("CPUs %s released by %s are also exclusive", r, id))
+		}
+		if r := cpus.Intersection(releasing); !r.IsEmpty() {
+			errs = append(errs, fmt.Errorf("CPUs %s are released twice", r))
+		}
+		releasing = releasing.Union(cpus)
+	}
+	if r := m.Lending.Intersection(exclusive); !r.IsEmpty() {
+		errs = append(errs, fmt.Errorf("CPUs %s are lent to shared containers and exclusive", r))
+	}
+	for _, id := range m.sortedIDs() {
+		t := m.Containers[id]
+		if t.Stopped {
+			continue
+		}
+		if a, ok := m.ownAssignment(id); ok {
+			if !sameCPUs(t.CPUs, a.Assigned()) {
+				errs = append(errs, fmt.Errorf("%s: runs on %s, assigned %s", t.Display, describe(t.CPUs), a.Assigned()))
+			}
+			continue
+		}
+		if !t.CPUs.IsSubsetOf(pool) {
+			errs = append(errs, fmt.Errorf("%s: shared container runs on %s, outside the shared pool %s", t.Display, describe(t.CPUs), describe(pool)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckApplied verifies cpusets as a runtime has applied them, at any
+// instant: no CPU is in two exclusive containers' sets, nor in an exclusive
+// and a shared container's set. exclusive tells which containers hold
+// exclusive CPUs.
+func CheckApplied(applied map[string]cpuset.CPUSet, exclusive func(id string) bool) error {
+	var errs []error
+	owner := map[int]string{}
+	shared := cpuset.New()
+	for _, id := range slices.Sorted(maps.Keys(applied)) {
+		cpus := applied[id]
+		if !exclusive(id) {
+			shared = shared.Union(cpus)
+			continue
+		}
+		for _, cpu := range cpus.List() {
+			if other, taken := owner[cpu]; taken {
+				errs = append(errs, fmt.Errorf("CPU %d is applied to exclusive containers %s and %s", cpu, other, id))
+			}
+			owner[cpu] = id
+		}
+	}
+	for _, cpu := range shared.List() {
+		if id, taken := owner[cpu]; taken {
+			errs = append(errs, fmt.Errorf("CPU %d is applied to exclusive container %s and to a shared container", cpu, id))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,158 @@
+package policy
+
+import (
+	"fmt"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// Confirm is called when the runtime confirmed that a container's last
+// update was applied (PostUpdateContainer). CPUs its shrink released join
+// the shared pool now: Decision.Others grows the shared containers into
+// them. The caller sends those as an unsolicited update.
+func (p *Policy) Confirm(m *Model, id string) Decision {
+	if _, pending := m.Releasing[id]; !pending {
+		return Decision{Model: m}
+	}
+	nm := m.Clone()
+	delete(nm.Releasing, id)
+	return Decision{Model: nm, Others: p.syncShared(nm)}
+}
+
+// StopContainer is called once a container's process is gone. Its
+// exclusive CPUs return to the shared pool and the shared containers grow
+// into them (Decision.Others: safe to apply at once, nobody runs on them).
+func (p *Policy) StopContainer(m *Model, id string) Decision {
+	t := m.Containers[id]
+	if t == nil || t.Stopped {
+		return Decision{Model: m}
+	}
+	nm := m.Clone()
+	t = nm.Containers[id]
+	t.Stopped = true
+	t.CPUs = cpuset.New()
+	notes := p.release(nm, id)
+	return Decision{Model: nm, Others: p.syncShared(nm), Notes: notes}
+}
+
+// RemoveContainer forgets a container. If its stop was never seen, its
+// CPUs are released as in StopContainer; the caller sends Decision.Others
+// as an unsolicited update (RemoveContainer replies carry none).
+func (p *Policy) RemoveContainer(m *Model, id string) Decision {
+	t := m.Containers[id]
+	_, owns := m.State.Containers[id]
+	if t == nil && !owns {
+		return Decision{Model: m}
+	}
+	nm := m.Clone()
+	notes := p.release(nm, id)
+	delete(nm.Containers, id)
+	if t != nil {
+		p.forgetPodIfGone(nm, t.PodUID)
+	}
+	return Decision{Model: nm, Others: p.syncShared(nm), Notes: notes}
+}
+
+// release drops the assignment a container owns, if any.
+func (p *Policy) release(m *Model, id string) []string {
+	delete(m.Releasing, id)
+	ref, owns := m.State.Containers[id]
+	if !owns {
+		return nil
+	}
+	delete(m.State.Containers, id)
+	a, ok := m.State.Assignment(ref.PodUID, ref.Name)
+	if !ok {
+		return nil
+	}
+	m.State.DeleteAssignment(ref.PodUID, ref.Name)
+	p.recomputePool(m)
+	return []string{fmt.Sprintf("%s/%s: releases exclusive CPUs %s", ref.PodUID, ref.Name, a.Assigned())}
+}
+
+// forgetPodIfGone drops the pod-level record of a pod none of whose
+// containers is known any more (after a runtime restart pods never get
+// StopPodSandbox/RemovePodSandbox, so this is where their state ends).
+func (p *Policy) forgetPodIfGone(m *Model, podUID string) {
+	for _, t := range m.Containers {
+		if t.PodUID == podUID {
+			return
+		}
+	}
+	if len(m.State.ContainersOfPod(podUID)) == 0 {
+		delete(m.State.Pods, podUID)
+	}
+}
+
+// UpdatePodSandbox records the pod-level resources delivered by
+// UpdatePodSandbox (the runtime keeps only the creation values), checks
+// them against the pod's exclusive CPUs and re-points any of the pod's
+// containers whose tracked cpuset drifted from its assignment
+// (Decision.Others, to send as an unsolicited update). It never refuses:
+// the kubelet ignores errors of this call. Mismatches are reported in
+// Decision.Notes.
+func (p *Policy) UpdatePodSandbox(m *Model, pod Pod, res state.PodResources) Decision {
+	nm := m.Clone()
+	nm.State.Pods[pod.UID] = res
+	var notes []string
+	exclusive := 0
+	for _, name := range nm.State.ContainersOfPod(pod.UID) {
+		a, _ := nm.State.Assignment(pod.UID, name)
+		exclusive += a.Assigned().Size()
+	}
+	if limit := MilliCPUFromQuota(res.Resources.CPUQuota, res.Resources.CPUPeriod); limit > 0 && int64(exclusive)*milliCPUPerCPU > limit {
+		notes = append(notes, fmt.Sprintf("pod %s/%s: its CPU limit %dm is below the %d exclusive CPUs its containers hold",
+			pod.Namespace, pod.Name, limit, exclusive))
+	}
+	var others []Update
+	for _, id := range nm.sortedIDs() {
+		t := nm.Containers[id]
+		if t.PodUID != pod.UID || t.Stopped {
+			continue
+		}
+		a, ok := nm.ownAssignment(id)
+		if !ok || sameCPUs(t.CPUs, a.Assigned()) {
+			continue
+		}
+		if _, pending := nm.Releasing[id]; pending {
+			continue
+		}
+		t.CPUs = a.Assigned()
+		others = append(others, *p.targetUpdate(id, t.Display, t.CPUs))
+	}
+	return Decision{Model: nm, Others: others, Notes: notes}
+}
+
+// RemovePodSandbox forgets a pod and whatever of it is still known.
+func (p *Policy) RemovePodSandbox(m *Model, podUID string) Decision {
+	nm := m.Clone()
+	var notes []string
+	for _, id := range nm.sortedIDs() {
+		if nm.Containers[id].PodUID == podUID {
+			notes = append(notes, p.release(nm, id)...)
+			delete(nm.Containers, id)
+		}
+	}
+	for _, name := range nm.State.ContainersOfPod(podUID) {
+		nm.State.DeleteAssignment(podUID, name)
+		notes = append(notes, fmt.Sprintf("%s/%s: drops an assignment without a known container", podUID, name))
+	}
+	for id, ref := range nm.State.Containers {
+		if ref.PodUID == podUID {
+			delete(nm.State.Containers, id)
+		}
+	}
+	delete(nm.State.Pods, podUID)
+	p.recomputePool(nm)
+	return Decision{Model: nm, Others: p.syncShared(nm), Notes: notes}
+}
+
+// Rebase recomputes the shared pool of m under this policy's configuration
+// (after a configuration change) and points the shared containers at it.
+func (p *Policy) Rebase(m *Model) Decision {
+	nm := m.Clone()
+	p.recomputePool(nm)
+	return Decision{Model: nm, Others: p.syncShared(nm)}
+}

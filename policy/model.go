@@ -1,0 +1,166 @@
+package policy
+
+import (
+	"maps"
+	"slices"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// Pod is what the policy needs to know of a pod sandbox.
+type Pod struct {
+	UID          string
+	Namespace    string
+	Name         string
+	CgroupParent string
+}
+
+// QoS returns the pod's QoS class from its cgroup parent.
+func (p Pod) QoS() QoSClass { return QoSFromCgroupParent(p.CgroupParent) }
+
+// Container is a container as the runtime reports it.
+type Container struct {
+	ID   string
+	Name string
+	Pod  Pod
+	// Resources are the container's CPU and memory values.
+	Resources state.Resources
+	// CPUs is the container's current cpuset as the runtime reports it
+	// (Synchronize); empty when unknown.
+	CPUs cpuset.CPUSet
+	// Exited is true for a container whose process has stopped.
+	Exited bool
+}
+
+// Tracked is the policy's record of a container the runtime runs.
+type Tracked struct {
+	ID     string
+	PodUID string
+	Name   string
+	// Display names the container for humans: namespace/pod/container.
+	Display string
+	// Exclusive tells which pool the container runs on.
+	Exclusive bool
+	// CPUs is the cpuset last handed to the runtime for this container.
+	CPUs cpuset.CPUSet
+	// Stopped is set once the container's process is gone; it holds no
+	// CPUs any more and is forgotten at RemoveContainer.
+	Stopped bool
+}
+
+// Model is everything the policy decides from: the persisted exclusive
+// assignments and shared pool (State), the containers the runtime runs, and
+// the CPUs released by shrinks the runtime has not confirmed yet. A Model is
+// never changed in place by the policy: decisions carry a new one.
+type Model struct {
+	State *state.State
+	// Containers maps container id → record, for every container known to
+	// run (shared and exclusive).
+	Containers map[string]*Tracked
+	// Releasing maps the id of a container whose shrink is not confirmed yet
+	// → the CPUs that shrink releases. Those CPUs belong to nobody until the
+	// runtime confirms: they are neither allocated nor given to the shared
+	// containers. In memory only: after a restart Synchronize sees the real
+	// cpusets.
+	Releasing map[string]cpuset.CPUSet
+	// Lending are shared CPUs that an unsolicited update in flight gives to
+	// shared containers. The runtime applies such an update whenever it gets
+	// to it, possibly after a decision taken meanwhile, so these CPUs are
+	// not handed out exclusively until the update has been delivered.
+	Lending cpuset.CPUSet
+}
+
+// NewModel returns a model over st with no known container.
+func NewModel(st *state.State) *Model {
+	return &Model{
+		State:      st,
+		Containers: map[string]*Tracked{},
+		Releasing:  map[string]cpuset.CPUSet{},
+		Lending:    cpuset.New(),
+	}
+}
+
+// Clone returns a deep copy.
+func (m *Model) Clone() *Model {
+	c := &Model{
+		State:      m.State.Clone(),
+		Containers: make(map[string]*Tracked, len(m.Containers)),
+		Releasing:  maps.Clone(m.Releasing),
+		Lending:    m.Lending.Clone(),
+	}
+	for id, t := range m.Containers {
+		tc := *t
+		c.Containers[id] = &tc
+	}
+	return c
+}
+
+// Lend returns a copy of m in which cpus are lent to an unsolicited update
+// in flight (see Lending).
+func (m *Model) Lend(cpus cpuset.CPUSet) *Model {
+	c := m.Clone()
+	c.Lending = c.Lending.Union(cpus)
+	return c
+}
+
+// Unlend returns a copy of m in which cpus are no longer lent: the update
+// that carried them has been delivered (or has failed).
+func (m *Model) Unlend(cpus cpuset.CPUSet) *Model {
+	c := m.Clone()
+	c.Lending = c.Lending.Difference(cpus)
+	return c
+}
+
+// releasing returns every CPU of an unconfirmed shrink.
+func (m *Model) releasing() cpuset.CPUSet {
+	all := cpuset.New()
+	for _, cpus := range m.Releasing {
+		all = all.Union(cpus)
+	}
+	return all
+}
+
+// SharedPool returns the cpuset shared containers run on now: the
+// checkpoint's shared pool minus CPUs whose release is not confirmed.
+func (m *Model) SharedPool() cpuset.CPUSet {
+	return m.State.DefaultCPUSet.Difference(m.releasing())
+}
+
+// sortedIDs returns the container ids in a deterministic order.
+func (m *Model) sortedIDs() []string {
+	return slices.Sorted(maps.Keys(m.Containers))
+}
+
+// ownAssignment returns the assignment container id owns, if any.
+func (m *Model) ownAssignment(id string) (state.Assignment, bool) {
+	ref, ok := m.State.Containers[id]
+	if !ok {
+		return state.Assignment{}, false
+	}
+	return m.State.Assignment(ref.PodUID, ref.Name)
+}
+
+// Desired returns the update that puts a tracked, running container on the
+// cpuset the model wants for it.
+func (p *Policy) Desired(m *Model, id string) (Update, bool) {
+	t := m.Containers[id]
+	if t == nil || t.Stopped || t.CPUs.IsEmpty() {
+		return Update{}, false
+	}
+	u := Update{ContainerID: id, Display: t.Display, CPUs: t.CPUs}
+	if _, owns := m.ownAssignment(id); owns {
+		u.Mems = p.mems(t.CPUs)
+	}
+	return u, true
+}
+
+// SortedContainerIDs returns the ids of the tracked containers, sorted.
+func (m *Model) SortedContainerIDs() []string { return m.sortedIDs() }
+
+// Owns reports whether container id owns an exclusive assignment.
+func (m *Model) Owns(id string) bool {
+	_, ok := m.ownAssignment(id)
+	return ok
+}

@@ -1,0 +1,241 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// TopologyPolicy is the topology manager policy the placement honours.
+type TopologyPolicy string
+
+// The topology manager policies, named as the kubelet names them.
+const (
+	TopologyNone           TopologyPolicy = "none"
+	TopologyBestEffort     TopologyPolicy = "best-effort"
+	TopologyRestricted     TopologyPolicy = "restricted"
+	TopologySingleNUMANode TopologyPolicy = "single-numa-node"
+)
+
+// Options configure the policy. Allocation options (static policy options,
+// topology manager options) live in the Allocator.
+type Options struct {
+	// Reserved CPUs are never given exclusively.
+	Reserved cpuset.CPUSet
+	// StrictCPUReservation (strict-cpu-reservation) also keeps the reserved
+	// CPUs out of the shared pool.
+	StrictCPUReservation bool
+	// TopologyPolicy is the topology manager policy ("" means none).
+	TopologyPolicy TopologyPolicy
+	// InPlaceResize allows changing the CPU count of exclusive containers.
+	InPlaceResize bool
+	// AlignMemory also sets cpuset.mems of exclusive containers to the NUMA
+	// nodes of their CPUs.
+	AlignMemory bool
+}
+
+// Policy is the static CPU policy. It holds configuration only and is safe
+// for concurrent use; all state is in the Model passed to each call.
+type Policy struct {
+	alloc *cpuallocator.Allocator
+	topo  *cpuallocator.Topology
+	opts  Options
+}
+
+// New validates the options against the allocator's topology.
+func New(alloc *cpuallocator.Allocator, opts Options) (*Policy, error) {
+	if alloc == nil {
+		return nil, errors.New("policy: no allocator")
+	}
+	if opts.TopologyPolicy == "" {
+		opts.TopologyPolicy = TopologyNone
+	}
+	switch opts.TopologyPolicy {
+	case TopologyNone, TopologyBestEffort, TopologyRestricted, TopologySingleNUMANode:
+	default:
+		return nil, fmt.Errorf("policy: unknown topology manager policy %q (want none, best-effort, restricted or single-numa-node)", opts.TopologyPolicy)
+	}
+	online := alloc.Topology().CPUs()
+	if !opts.Reserved.IsSubsetOf(online) {
+		return nil, fmt.Errorf("policy: reserved CPUs %s are not all online (online: %s)", opts.Reserved, online)
+	}
+	if online.Difference(opts.Reserved).IsEmpty() {
+		return nil, fmt.Errorf("policy: reserved CPUs %s leave no CPU for exclusive allocation", opts.Reserved)
+	}
+	return &Policy{alloc: alloc, topo: alloc.Topology(), opts: opts}, nil
+}
+
+// Options returns the policy's options.
+func (p *Policy) Options() Options { return p.opts }
+
+// Allocator returns the allocator the policy places CPUs with.
+func (p *Policy) Allocator() *cpuallocator.Allocator { return p.alloc }
+
+// NewState returns the state of a node without exclusive containers.
+func (p *Policy) NewState() *state.State {
+	return state.New(p.poolWithout(cpuset.New()))
+}
+
+// poolWithout returns the shared pool when exactly the given CPUs are
+// exclusive.
+func (p *Policy) poolWithout(exclusive cpuset.CPUSet) cpuset.CPUSet {
+	pool := p.topo.CPUs().Difference(exclusive)
+	if p.opts.StrictCPUReservation {
+		pool = pool.Difference(p.opts.Reserved)
+	}
+	return pool
+}
+
+// recomputePool sets the checkpointed shared pool from the assignments.
+func (p *Policy) recomputePool(m *Model) {
+	m.State.DefaultCPUSet = p.poolWithout(m.State.ExclusiveCPUs())
+}
+
+// free returns the CPUs that may be handed out exclusively now.
+func (p *Policy) free(m *Model) cpuset.CPUSet {
+	return p.topo.CPUs().
+		Difference(p.opts.Reserved).
+		Difference(m.State.ExclusiveCPUs()).
+		Difference(m.releasing()).
+		Difference(m.Lending)
+}
+
+// Free returns the CPUs that may be handed out exclusively in m.
+func (p *Policy) Free(m *Model) cpuset.CPUSet { return p.free(m) }
+
+// mems returns the memory nodes to pin a cpuset to, or an empty set when
+// memory alignment is off.
+func (p *Policy) mems(cpus cpuset.CPUSet) cpuset.CPUSet {
+	if !p.opts.AlignMemory || cpus.IsEmpty() {
+		return cpuset.New()
+	}
+	return cpuset.New(p.topo.NUMANodesOf(cpus).Nodes()...)
+}
+
+// syncShared points every running container that owns no assignment (the
+// shared containers, and exclusive ones whose CPUs are unknown) at the
+// shared pool of m, recording the change in m, and returns the updates in
+// container id order.
+func (p *Policy) syncShared(m *Model) []Update {
+	pool := m.SharedPool()
+	var updates []Update
+	for _, id := range m.sortedIDs() {
+		t := m.Containers[id]
+		if _, owns := m.ownAssignment(id); t.Stopped || owns || sameCPUs(t.CPUs, pool) {
+			continue
+		}
+		t.CPUs = pool
+		updates = append(updates, Update{ContainerID: id, Display: t.Display, CPUs: pool})
+	}
+	return updates
+}
+
+// placement is a request for n exclusive CPUs that keeps the CPUs in keep.
+type placement struct {
+	keep cpuset.CPUSet
+	n    int
+}
+
+// place finds the CPUs of a placement among free, honouring the topology
+// manager policy and leaving the shared pool non-empty. others are the
+// exclusive CPUs of every other container and releasing the CPUs whose
+// release is not confirmed: both stay out of the shared pool.
+func (p *Policy) place(pl placement, free, others, releasing cpuset.CPUSet) (cpuset.CPUSet, error) {
+	if have := free.Size() + pl.keep.Size(); have < pl.n {
+		return cpuset.New(), fmt.Errorf("need %d more CPUs, %d free: %w", pl.n-pl.keep.Size(), free.Size(), cpuallocator.ErrNotEnoughCPUs)
+	}
+	affinity, err := p.admitTopology(pl, free)
+	if err != nil {
+		return cpuset.New(), err
+	}
+	var cpus cpuset.CPUSet
+	if pl.keep.IsEmpty() {
+		cpus, err = p.alloc.Allocate(free, pl.n, affinity)
+	} else {
+		cpus, err = p.alloc.Grow(free, pl.keep, pl.n, affinity)
+	}
+	if err != nil {
+		return cpuset.New(), err
+	}
+	if p.poolWithout(others.Union(cpus)).Difference(releasing).IsEmpty() {
+		return cpuset.New(), fmt.Errorf("taking %s would leave the shared pool empty", cpus.Difference(pl.keep))
+	}
+	return cpus, nil
+}
+
+// errTopologyPolicy marks a placement the topology manager policy refuses.
+var errTopologyPolicy = errors.New("topology manager policy")
+
+// admitTopology applies the topology manager policy to a placement and
+// returns the NUMA affinity to allocate in (0: no preference).
+func (p *Policy) admitTopology(pl placement, free cpuset.CPUSet) (cpuallocator.NodeMask, error) {
+	if p.opts.TopologyPolicy == TopologyNone {
+		return 0, nil
+	}
+	hints := p.alloc.NUMAHints(free, pl.keep, pl.n)
+	if len(hints) == 0 {
+		if p.opts.TopologyPolicy == TopologyBestEffort {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("%w %s: no NUMA affinity can hold %d CPUs%s", errTopologyPolicy, p.opts.TopologyPolicy, pl.n, p.keeping(pl))
+	}
+	best := hints[0]
+	switch p.opts.TopologyPolicy {
+	case TopologySingleNUMANode:
+		if best.Nodes.Count() != 1 {
+			return 0, fmt.Errorf("%w single-numa-node: %d CPUs%s do not fit one NUMA node (narrowest affinity: NUMA nodes %s)",
+				errTopologyPolicy, pl.n, p.keeping(pl), best.Nodes)
+		}
+	case TopologyRestricted:
+		if !best.Preferred {
+			return 0, fmt.Errorf("%w restricted: the narrowest NUMA affinity for %d CPUs%s is nodes %s, wider than the machine allows for that many CPUs",
+				errTopologyPolicy, pl.n, p.keeping(pl), best.Nodes)
+		}
+	}
+	return best.Nodes, nil
+}
+
+func (p *Policy) keeping(pl placement) string {
+	if pl.keep.IsEmpty() {
+		return ""
+	}
+	return fmt.Sprintf(" keeping %s", pl.keep)
+}
+
+// verdictFor tells whether a placement that failed now could succeed once
+// every other container released its CPUs: Deferred if so, Infeasible if it
+// can never fit on this node as configured.
+func (p *Policy) verdictFor(pl placement) Verdict {
+	free := p.topo.CPUs().Difference(p.opts.Reserved).Difference(pl.keep)
+	if _, err := p.place(pl, free, cpuset.New(), cpuset.New()); err != nil {
+		return Infeasible
+	}
+	return Deferred
+}
+
+// smtAligned reports whether n CPUs can be whole cores under
+// full-pcpus-only.
+func (p *Policy) smtAligned(n int) bool {
+	if !p.alloc.Options().FullPCPUsOnly {
+		return true
+	}
+	return n%p.topo.ThreadsPerCore() == 0
+}
+
+// displayName names a container for humans.
+func displayName(pod Pod, name string) string {
+	if pod.Name == "" {
+		return pod.UID + "/" + name
+	}
+	return pod.Namespace + "/" + pod.Name + "/" + name
+}
+
+// sameCPUs compares two cpusets by content. (cpuset.CPUSet.Equals tells a
+// zero-value set from an empty one.)
+func sameCPUs(a, b cpuset.CPUSet) bool {
+	return a.Size() == b.Size() && a.IsSubsetOf(b)
+}

@@ -1,0 +1,160 @@
+package policy
+
+import (
+	"fmt"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// UpdateContainer decides a resize. c is the container as the runtime
+// reports it (its current resources), update the requested resources (zero
+// fields keep the current value). See DESIGN.md "Semantics" for the cases.
+// A refusal changes nothing.
+func (p *Policy) UpdateContainer(m *Model, c Container, update state.Resources) (Decision, error) {
+	qos := c.Pod.QoS()
+	display := displayName(c.Pod, c.Name)
+	oldClass := Classify(qos, c.Resources)
+	newClass := Classify(qos, MergeResources(c.Resources, update))
+	op := operation(oldClass, newClass)
+
+	oldExclusive := oldClass.Exclusive
+	if t := m.Containers[c.ID]; t != nil {
+		oldExclusive = t.Exclusive
+	}
+	a, hasEntry := m.State.Assignment(c.Pod.UID, c.Name)
+
+	switch {
+	case !oldExclusive && !newClass.Exclusive:
+		// Shared containers (and memory-only changes of them) pass through.
+		return Decision{Model: m, Operation: op}, nil
+	case oldExclusive && !hasEntry:
+		return Decision{}, refuse(Infeasible, ReasonGetOriginalCPUSet,
+			"the original exclusive CPUs of container %s are not known (state lost or rebuilt without them); it cannot be resized, recreate the pod",
+			display)
+	case oldExclusive && !newClass.Exclusive:
+		return Decision{}, refuse(Infeasible, ReasonInconsistentCPUAllocation,
+			"container %s would move from its exclusive CPUs %s to the shared pool because %s; a resize cannot change the CPU pool",
+			display, a.Assigned(), newClass.Why)
+	case !oldExclusive && newClass.Exclusive:
+		return Decision{}, refuse(Infeasible, ReasonInconsistentCPUAllocation,
+			"container %s would move from the shared pool to %d exclusive CPUs (a whole-CPU request in a Guaranteed pod); a resize cannot change the CPU pool",
+			display, newClass.CPUs)
+	}
+
+	assigned, n := a.Assigned(), newClass.CPUs
+	op = resizeOperation(assigned.Size(), n)
+	if n == assigned.Size() {
+		return Decision{Model: m, Target: p.targetUpdate(c.ID, display, assigned), Operation: op}, nil
+	}
+	if !p.opts.InPlaceResize {
+		return Decision{}, refuse(Infeasible, ReasonFeatureDisabled,
+			"in-place resize of exclusive CPUs is disabled (inPlaceResize: false): container %s keeps its %d CPUs %s, requested %d",
+			display, assigned.Size(), assigned, n)
+	}
+	if !p.smtAligned(n) {
+		return Decision{}, refuse(Infeasible, ReasonSMTAlignment,
+			"container %s requests %d CPUs, not a multiple of the %d threads per core that full-pcpus-only requires; it keeps %s",
+			display, n, p.topo.ThreadsPerCore(), assigned)
+	}
+	if n < a.Original.Size() {
+		return Decision{}, refuse(Infeasible, ReasonProhibitedCPUAllocation,
+			"container %s cannot shrink to %d CPUs: its original exclusive CPUs %s (%d CPUs) must be kept; it keeps %s",
+			display, n, a.Original, a.Original.Size(), assigned)
+	}
+	if n < assigned.Size() {
+		return p.shrink(m, c, display, a, n)
+	}
+	return p.grow(m, c, display, a, n)
+}
+
+// shrink keeps the original CPUs and releases the least compact rest. The
+// released CPUs join the shared pool only once the runtime confirmed the
+// shrink (Confirm): until then they belong to nobody.
+func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignment, n int) (Decision, error) {
+	assigned := a.Assigned()
+	kept, err := p.alloc.Shrink(assigned, a.Original, n)
+	if err != nil {
+		return Decision{}, fmt.Errorf("shrinking container %s from %s to %d CPUs: %w", display, assigned, n, err)
+	}
+	nm := m.Clone()
+	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: kept})
+	p.recomputePool(nm)
+	released := assigned.Difference(kept)
+	nm.Releasing[c.ID] = nm.Releasing[c.ID].Union(released)
+	p.track(nm, c, display, kept)
+
+	// What the shared containers will get once the shrink is confirmed.
+	preview := nm.Clone()
+	delete(preview.Releasing, c.ID)
+	return Decision{
+		Model:     nm,
+		Target:    p.targetUpdate(c.ID, display, kept),
+		Deferred:  p.syncShared(preview),
+		Operation: OpDecrease,
+		Notes:     []string{fmt.Sprintf("%s: shrinks %s → %s, releases %s after the runtime confirms", display, assigned, kept, released)},
+	}, nil
+}
+
+// grow keeps every assigned CPU and adds free ones; the shared containers
+// shrink first (Others), then the target grows.
+func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment, n int) (Decision, error) {
+	assigned := a.Assigned()
+	pl := placement{keep: assigned, n: n}
+	free := p.free(m)
+	others := m.State.ExclusiveCPUs().Difference(assigned)
+	cpus, err := p.place(pl, free, others, m.releasing())
+	if err != nil {
+		return Decision{}, refuse(p.verdictFor(pl), ReasonResizeAllocateCPUs,
+			"cannot grow container %s from %d to %d exclusive CPUs keeping %s (free: %s): %v",
+			display, assigned.Size(), n, assigned, describe(free), err)
+	}
+	nm := m.Clone()
+	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: cpus})
+	p.recomputePool(nm)
+	p.track(nm, c, display, cpus)
+	return Decision{
+		Model:     nm,
+		Target:    p.targetUpdate(c.ID, display, cpus),
+		Others:    p.syncShared(nm),
+		Operation: OpIncrease,
+		Notes:     []string{fmt.Sprintf("%s: grows %s → %s", display, assigned, cpus)},
+	}, nil
+}
+
+// track records an exclusive container's cpuset in the model.
+func (p *Policy) track(m *Model, c Container, display string, cpus cpuset.CPUSet) {
+	t := m.Containers[c.ID]
+	if t == nil {
+		t = &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: true}
+		m.Containers[c.ID] = t
+	}
+	t.CPUs = cpus
+	m.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
+}
+
+func (p *Policy) targetUpdate(id, display string, cpus cpuset.CPUSet) *Update {
+	return &Update{ContainerID: id, Display: display, CPUs: cpus, Mems: p.mems(cpus)}
+}
+
+// resizeOperation classifies a change of exclusive CPU count.
+func resizeOperation(from, to int) Operation {
+	switch {
+	case to > from:
+		return OpIncrease
+	case to < from:
+		return OpDecrease
+	}
+	return OpUnchanged
+}
+
+// operation classifies a change of CPU limit (in milli-CPU, falling back to
+// the request for containers without a limit).
+func operation(from, to Class) Operation {
+	f, t := from.LimitMilli, to.LimitMilli
+	if f == 0 && t == 0 {
+		f, t = from.RequestMilli, to.RequestMilli
+	}
+	return resizeOperation(int(f), int(t))
+}

@@ -1,0 +1,191 @@
+package policy
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// Synchronize reconciles the model with the runtime's full view of pods
+// and containers (NRI Synchronize, on every (re)connection), as DESIGN.md
+// "Restart and recovery" says:
+//   - assignments of containers that no longer run are dropped;
+//   - running exclusive containers without an assignment are adopted,
+//     keeping their current cpuset when it is valid (the right size, not
+//     reserved, disjoint from every other exclusive set, leaving the shared
+//     pool non-empty) and else given fresh CPUs — so a lost or corrupt
+//     checkpoint is rebuilt from the runtime's view;
+//   - every container whose cpuset differs from what it should be gets an
+//     update: the recorded cpuset for exclusive containers, the shared
+//     pool for the others.
+//
+// The updates come in an order that removes CPUs before adding any:
+// containers that only lose CPUs first, then the others.
+func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decision {
+	nm := NewModel(m.State.Clone())
+	nm.Lending = m.Lending.Clone()
+	nm.State.Containers = map[string]state.ContainerRef{}
+	var notes []string
+
+	live := liveContainers(containers)
+	byRef := map[state.ContainerRef]*Container{}
+	for _, c := range live {
+		ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
+		if prev, dup := byRef[ref]; dup {
+			notes = append(notes, fmt.Sprintf("%s: containers %s and %s share a name; %s is treated as shared",
+				displayName(c.Pod, c.Name), prev.ID, c.ID, c.ID))
+			continue
+		}
+		byRef[ref] = c
+	}
+	notes = append(notes, p.dropStaleEntries(nm, byRef)...)
+	p.dropStalePods(nm, pods, live)
+
+	var adopt []*Container
+	for _, c := range live {
+		display := displayName(c.Pod, c.Name)
+		class := Classify(c.Pod.QoS(), c.Resources)
+		t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive}
+		nm.Containers[c.ID] = t
+		ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
+		if byRef[ref] != c {
+			t.Exclusive = false
+			continue
+		}
+		a, has := nm.State.Assignment(c.Pod.UID, c.Name)
+		switch {
+		case has:
+			t.Exclusive = true
+			nm.State.Containers[c.ID] = ref
+			if !class.Exclusive {
+				notes = append(notes, fmt.Sprintf("%s: holds exclusive CPUs %s but %s; keeping them", display, a.Assigned(), class.Why))
+			} else if class.CPUs != a.Assigned().Size() {
+				notes = append(notes, fmt.Sprintf("%s: asks for %d CPUs but holds %d (%s); a resize will reconcile it",
+					display, class.CPUs, a.Assigned().Size(), a.Assigned()))
+			}
+		case class.Exclusive:
+			adopt = append(adopt, c)
+		}
+	}
+	notes = append(notes, p.adopt(nm, adopt)...)
+	p.recomputePool(nm)
+
+	current := map[string]cpuset.CPUSet{}
+	for _, c := range live {
+		current[c.ID] = c.CPUs
+	}
+	pool := nm.SharedPool()
+	var shrinking, other []Update
+	for _, id := range nm.sortedIDs() {
+		t := nm.Containers[id]
+		want, mems := pool, cpuset.New()
+		if a, ok := nm.ownAssignment(id); ok {
+			want, mems = a.Assigned(), p.mems(a.Assigned())
+		}
+		t.CPUs = want
+		if sameCPUs(current[id], want) {
+			continue
+		}
+		u := Update{ContainerID: id, Display: t.Display, CPUs: want, Mems: mems}
+		if want.IsSubsetOf(current[id]) {
+			shrinking = append(shrinking, u)
+		} else {
+			other = append(other, u)
+		}
+	}
+	return Decision{Model: nm, Others: append(shrinking, other...), Notes: notes}
+}
+
+// liveContainers returns the containers whose process may run, by id.
+func liveContainers(containers []Container) []*Container {
+	var live []*Container
+	for i := range containers {
+		if !containers[i].Exited {
+			live = append(live, &containers[i])
+		}
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i].ID < live[j].ID })
+	return live
+}
+
+// dropStaleEntries forgets assignments of containers that no longer run.
+func (p *Policy) dropStaleEntries(m *Model, live map[state.ContainerRef]*Container) []string {
+	var notes []string
+	for _, uid := range slices.Sorted(maps.Keys(m.State.Entries)) {
+		for _, name := range m.State.ContainersOfPod(uid) {
+			if live[state.ContainerRef{PodUID: uid, Name: name}] != nil {
+				continue
+			}
+			a, _ := m.State.Assignment(uid, name)
+			m.State.DeleteAssignment(uid, name)
+			notes = append(notes, fmt.Sprintf("pod %s container %s: no longer runs, releases %s", uid, name, a.Assigned()))
+		}
+	}
+	return notes
+}
+
+// dropStalePods forgets pod-level resources of pods that no longer exist.
+func (p *Policy) dropStalePods(m *Model, pods []Pod, live []*Container) {
+	exists := map[string]bool{}
+	for _, pod := range pods {
+		exists[pod.UID] = true
+	}
+	for _, c := range live {
+		exists[c.Pod.UID] = true
+	}
+	for uid := range m.State.Pods {
+		if !exists[uid] {
+			delete(m.State.Pods, uid)
+		}
+	}
+}
+
+// adopt gives assignments to running exclusive containers that have none:
+// those whose current cpuset is valid keep it (oldest ids first, so a clash
+// is resolved deterministically), the others get fresh CPUs when there are
+// any, else stay on the shared pool without known original CPUs (a resize
+// of such a container is refused with getOriginalCPUSet).
+func (p *Policy) adopt(m *Model, candidates []*Container) []string {
+	var notes, retry []string
+	var later []*Container
+	for _, c := range candidates {
+		n := Classify(c.Pod.QoS(), c.Resources).CPUs
+		if !p.adoptable(m, c.CPUs, n) {
+			later = append(later, c)
+			continue
+		}
+		m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: c.CPUs})
+		m.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
+		notes = append(notes, fmt.Sprintf("%s: adopted with its current CPUs %s as original", displayName(c.Pod, c.Name), c.CPUs))
+	}
+	for _, c := range later {
+		display := displayName(c.Pod, c.Name)
+		n := Classify(c.Pod.QoS(), c.Resources).CPUs
+		cpus, err := p.allocateNew(m, display, n)
+		if err != nil {
+			retry = append(retry, fmt.Sprintf("%s: current CPUs %s cannot be adopted and none can be allocated (%v); it runs on the shared pool",
+				display, describe(c.CPUs), err))
+			continue
+		}
+		m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: cpus})
+		m.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
+		notes = append(notes, fmt.Sprintf("%s: current CPUs %s cannot be adopted; pinned to %s", display, describe(c.CPUs), cpus))
+	}
+	return append(notes, retry...)
+}
+
+// adoptable tells whether a running container's cpuset can become its
+// original exclusive CPUs.
+func (p *Policy) adoptable(m *Model, cpus cpuset.CPUSet, n int) bool {
+	exclusive := m.State.ExclusiveCPUs()
+	return cpus.Size() == n &&
+		cpus.IsSubsetOf(p.topo.CPUs().Difference(p.opts.Reserved)) &&
+		cpus.Intersection(exclusive).IsEmpty() &&
+		p.smtAligned(n) &&
+		!p.poolWithout(exclusive.Union(cpus)).IsEmpty()
+}

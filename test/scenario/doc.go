@@ -1,0 +1,22 @@
+// Package scenario reads scenario files — a small YAML format an operator
+// can read and extend — and runs them against a Driver: the policy alone
+// (PolicyDriver, used by the policy tests and `nri-cpumanager simulate`)
+// or the plugin behind a real NRI connection (the integration suite).
+//
+// A scenario names a topology, a plugin configuration (the same keys as the
+// plugin's configuration file) and steps that create, resize, stop and
+// remove containers like the kubelet would, each with the cpusets or the
+// refusal expected:
+//
+//	name: grow then shrink back
+//	topology: {kep: checkpoint}          # or {layout: NAME} or {sockets: 2, coresPerNUMA: 4, ...}
+//	config:
+//	  reservedSystemCPUs: "0"
+//	steps:
+//	- create: {pod: gu-1, container: c1, cpu: "2"}
+//	  expect: {cpus: "1-2", shared: "0,3-15"}
+//	- resize: {pod: gu-1, container: c1, cpu: "4"}
+//	  expect: {cpus: "1-4", original: "1-2"}
+//	- resize: {pod: gu-1, container: c1, cpu: "1"}
+//	  refused: "Infeasible: prohibitedCPUAllocation"
+package scenario

@@ -1,0 +1,191 @@
+package scenario
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// File is one scenario.
+type File struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description,omitempty"`
+	Topology    Topology       `json:"topology"`
+	Config      map[string]any `json:"config,omitempty"`
+	Steps       []Step         `json:"steps"`
+}
+
+// Topology selects the machine: a KEP machine, a hand-written layout of a
+// real machine, or a regular one.
+type Topology struct {
+	// KEP is "use-cases" (KEP-5554's 12-CPU machine) or "checkpoint" (its
+	// 16-CPU walk-through machine).
+	KEP string `json:"kep,omitempty"`
+	// Layout names a layout of test/sysfs/layouts.
+	Layout string `json:"layout,omitempty"`
+	// A regular machine otherwise.
+	Sockets        int    `json:"sockets,omitempty"`
+	NUMAPerSocket  int    `json:"numaPerSocket,omitempty"`
+	CoresPerNUMA   int    `json:"coresPerNUMA,omitempty"`
+	ThreadsPerCore int    `json:"threadsPerCore,omitempty"`
+	L3PerNUMA      int    `json:"l3PerNUMA,omitempty"`
+	Numbering      string `json:"numbering,omitempty"` // adjacent (default) or offset
+}
+
+// Step is one action and what it should lead to. Exactly one action is set.
+type Step struct {
+	Create    *ContainerStep `json:"create,omitempty"`
+	Resize    *ContainerStep `json:"resize,omitempty"`
+	Stop      *ContainerRef  `json:"stop,omitempty"`
+	Remove    *ContainerRef  `json:"remove,omitempty"`
+	RemovePod string         `json:"removePod,omitempty"`
+	UpdatePod *PodStep       `json:"updatePod,omitempty"`
+	// Expect checks the outcome of a successful action.
+	Expect *Expect `json:"expect,omitempty"`
+	// Refused, when set, requires the action to be refused with an error
+	// containing this text (e.g. "Infeasible: prohibitedCPUAllocation").
+	Refused string `json:"refused,omitempty"`
+	// Note is a comment shown in reports.
+	Note string `json:"note,omitempty"`
+}
+
+// ContainerRef names a container.
+type ContainerRef struct {
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
+}
+
+// ContainerStep creates or resizes a container. CPU is a Kubernetes
+// quantity ("2", "1500m"), used for request and limit; QoS is guaranteed
+// (default), burstable or besteffort. A burstable container's limit is
+// CPULimit when set (else none).
+type ContainerStep struct {
+	ContainerRef `json:",inline"`
+	QoS          string `json:"qos,omitempty"`
+	CPU          string `json:"cpu,omitempty"`
+	CPULimit     string `json:"cpuLimit,omitempty"`
+	Memory       string `json:"memory,omitempty"`
+}
+
+// PodStep is an UpdatePodSandboxResources with the pod's new CPU total.
+type PodStep struct {
+	Pod    string `json:"pod"`
+	CPU    string `json:"cpu"`
+	Memory string `json:"memory,omitempty"`
+}
+
+// Expect is what a step must lead to. Empty fields are not checked.
+type Expect struct {
+	// CPUs, Count, Original, Resized, NUMANodes and Within are about the
+	// step's container.
+	CPUs      string `json:"cpus,omitempty"`
+	Count     int    `json:"count,omitempty"`
+	Original  string `json:"original,omitempty"`
+	Resized   string `json:"resized,omitempty"`
+	NUMANodes int    `json:"numaNodes,omitempty"`
+	Within    string `json:"within,omitempty"`
+	// Shared is the shared pool.
+	Shared string `json:"shared,omitempty"`
+	// Containers are the cpusets other containers must run on
+	// ("pod/container": "cpuset").
+	Containers map[string]string `json:"containers,omitempty"`
+}
+
+// Load reads a scenario file.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return f, nil
+}
+
+// Parse decodes a scenario strictly and checks that every step has exactly
+// one action.
+func Parse(data []byte) (*File, error) {
+	var f File
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return nil, err
+	}
+	if f.Name == "" {
+		return nil, errors.New("scenario has no name")
+	}
+	for i, s := range f.Steps {
+		n := 0
+		for _, set := range []bool{s.Create != nil, s.Resize != nil, s.Stop != nil, s.Remove != nil, s.RemovePod != "", s.UpdatePod != nil} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return nil, fmt.Errorf("step %d: want exactly one of create, resize, stop, remove, removePod, updatePod; got %d", i+1, n)
+		}
+		if s.Refused != "" && s.Expect != nil {
+			return nil, fmt.Errorf("step %d: a refused step cannot have expectations", i+1)
+		}
+	}
+	return &f, nil
+}
+
+// Action names a step's action for reports.
+func (s Step) Action() string {
+	switch {
+	case s.Create != nil:
+		return fmt.Sprintf("create %s/%s cpu=%s %s", s.Create.Pod, s.Create.Container, s.Create.CPU, s.Create.QoS)
+	case s.Resize != nil:
+		return fmt.Sprintf("resize %s/%s cpu=%s", s.Resize.Pod, s.Resize.Container, s.Resize.CPU)
+	case s.Stop != nil:
+		return fmt.Sprintf("stop %s/%s", s.Stop.Pod, s.Stop.Container)
+	case s.Remove != nil:
+		return fmt.Sprintf("remove %s/%s", s.Remove.Pod, s.Remove.Container)
+	case s.RemovePod != "":
+		return "remove pod " + s.RemovePod
+	case s.UpdatePod != nil:
+		return fmt.Sprintf("update pod %s cpu=%s", s.UpdatePod.Pod, s.UpdatePod.CPU)
+	}
+	return "nothing"
+}
+
+// MilliCPU parses a CPU quantity: "2", "0.5", "1500m".
+func MilliCPU(q string) (int64, error) {
+	if q == "" {
+		return 0, nil
+	}
+	if m, ok := strings.CutSuffix(q, "m"); ok {
+		return strconv.ParseInt(m, 10, 64)
+	}
+	f, err := strconv.ParseFloat(q, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("CPU quantity %q: want a number of CPUs or milli-CPUs like 1500m", q)
+	}
+	return int64(f*1000 + 0.5), nil
+}
+
+// Bytes parses a memory quantity: "1Gi", "512Mi", "1048576".
+func Bytes(q string) (int64, error) {
+	if q == "" {
+		return 0, nil
+	}
+	for suffix, mult := range map[string]int64{"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40} {
+		if n, ok := strings.CutSuffix(q, suffix); ok {
+			v, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("memory quantity %q: %w", q, err)
+			}
+			return v * mult, nil
+		}
+	}
+	v, err := strconv.ParseInt(q, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("memory quantity %q: want bytes or a Ki/Mi/Gi/Ti suffix", q)
+	}
+	return v, nil
+}

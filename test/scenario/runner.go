@@ -1,0 +1,227 @@
+package scenario
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// Driver is what a scenario runs against: something that behaves like the
+// plugin behind a container runtime.
+type Driver interface {
+	CreateContainer(pod policy.Pod, name string, r state.Resources) error
+	UpdateContainer(pod policy.Pod, name string, r state.Resources) error
+	StopContainer(pod policy.Pod, name string) error
+	RemoveContainer(pod policy.Pod, name string) error
+	RemovePod(pod policy.Pod) error
+	UpdatePod(pod policy.Pod, r state.PodResources) error
+	// ContainerCPUs returns the cpuset the runtime applied to a running
+	// container.
+	ContainerCPUs(pod policy.Pod, name string) (cpuset.CPUSet, bool)
+	// State returns the committed state.
+	State() *state.State
+	// NUMANodesOf counts the NUMA nodes of a cpuset.
+	NUMANodesOf(cpus cpuset.CPUSet) int
+}
+
+// Runner runs the steps of a scenario against a driver, remembering the
+// pods it created.
+type Runner struct {
+	d      Driver
+	pods   map[string]policy.Pod
+	qos    map[string]string
+	memory map[string]int64 // pod/container → memory limit
+	// Report, if set, receives one line per step.
+	Report func(string)
+}
+
+// NewRunner returns a runner over d.
+func NewRunner(d Driver) *Runner {
+	return &Runner{d: d, pods: map[string]policy.Pod{}, qos: map[string]string{}, memory: map[string]int64{}}
+}
+
+// Run runs every step and returns the first mismatch.
+func (r *Runner) Run(f *File) error {
+	for i, s := range f.Steps {
+		err := r.do(s)
+		where := fmt.Sprintf("%s: step %d (%s)", f.Name, i+1, s.Action())
+		switch {
+		case s.Refused != "" && err == nil:
+			return fmt.Errorf("%s: succeeded, want refused with %q", where, s.Refused)
+		case s.Refused != "" && !strings.Contains(err.Error(), s.Refused):
+			return fmt.Errorf("%s: refused with %q, want %q", where, err, s.Refused)
+		case s.Refused == "" && err != nil:
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		if err := r.check(s); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		if r.Report != nil {
+			outcome := "ok"
+			if err != nil {
+				outcome = "refused: " + err.Error()
+			}
+			r.Report(fmt.Sprintf("step %d: %s → %s; shared pool %s", i+1, s.Action(), outcome, r.d.State().DefaultCPUSet))
+		}
+	}
+	return nil
+}
+
+func (r *Runner) pod(name string) (policy.Pod, error) {
+	if p, ok := r.pods[name]; ok {
+		return p, nil
+	}
+	return policy.Pod{}, fmt.Errorf("unknown pod %q", name)
+}
+
+func (r *Runner) do(s Step) error {
+	switch {
+	case s.Create != nil:
+		c := s.Create
+		qos := c.QoS
+		if qos == "" {
+			qos = "guaranteed"
+		}
+		pod, ok := r.pods[c.Pod]
+		if !ok {
+			var err error
+			if pod, err = KubeletPod(c.Pod, qos); err != nil {
+				return err
+			}
+			r.pods[c.Pod], r.qos[c.Pod] = pod, qos
+		}
+		res, err := resourcesOf(c, r.qos[c.Pod], 0)
+		if err != nil {
+			return err
+		}
+		if err := r.d.CreateContainer(pod, c.Container, res); err != nil {
+			return err
+		}
+		r.memory[c.Pod+"/"+c.Container] = res.MemoryLimit
+		return nil
+	case s.Resize != nil:
+		c := s.Resize
+		pod, err := r.pod(c.Pod)
+		if err != nil {
+			return err
+		}
+		res, err := resourcesOf(c, r.qos[c.Pod], r.memory[c.Pod+"/"+c.Container])
+		if err != nil {
+			return err
+		}
+		return r.d.UpdateContainer(pod, c.Container, res)
+	case s.Stop != nil:
+		pod, err := r.pod(s.Stop.Pod)
+		if err != nil {
+			return err
+		}
+		return r.d.StopContainer(pod, s.Stop.Container)
+	case s.Remove != nil:
+		pod, err := r.pod(s.Remove.Pod)
+		if err != nil {
+			return err
+		}
+		return r.d.RemoveContainer(pod, s.Remove.Container)
+	case s.RemovePod != "":
+		pod, err := r.pod(s.RemovePod)
+		if err != nil {
+			return err
+		}
+		delete(r.pods, s.RemovePod)
+		return r.d.RemovePod(pod)
+	case s.UpdatePod != nil:
+		pod, err := r.pod(s.UpdatePod.Pod)
+		if err != nil {
+			return err
+		}
+		milli, err := MilliCPU(s.UpdatePod.CPU)
+		if err != nil {
+			return err
+		}
+		mem, err := Bytes(s.UpdatePod.Memory)
+		if err != nil {
+			return err
+		}
+		return r.d.UpdatePod(pod, state.PodResources{Resources: KubeletResources(r.qos[s.UpdatePod.Pod], milli, milli, mem)})
+	}
+	return fmt.Errorf("step without action")
+}
+
+// target returns the container a step is about, if any.
+func (s Step) target() *ContainerRef {
+	switch {
+	case s.Create != nil:
+		return &s.Create.ContainerRef
+	case s.Resize != nil:
+		return &s.Resize.ContainerRef
+	}
+	return nil
+}
+
+func (r *Runner) check(s Step) error {
+	e := s.Expect
+	if e == nil {
+		return nil
+	}
+	st := r.d.State()
+	var errs []string
+	want := func(what, wantText string, got cpuset.CPUSet) {
+		if wantText == "" {
+			return
+		}
+		w, err := cpuset.Parse(wantText)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("bad expectation %s %q: %v", what, wantText, err))
+			return
+		}
+		if !(w.Size() == got.Size() && w.IsSubsetOf(got)) {
+			errs = append(errs, fmt.Sprintf("%s is %q, want %q", what, got, w))
+		}
+	}
+	if t := s.target(); t != nil {
+		pod, err := r.pod(t.Pod)
+		if err != nil {
+			return err
+		}
+		cpus, ok := r.d.ContainerCPUs(pod, t.Container)
+		if !ok {
+			return fmt.Errorf("container %s/%s does not run", t.Pod, t.Container)
+		}
+		want("cpuset", e.CPUs, cpus)
+		if e.Count != 0 && cpus.Size() != e.Count {
+			errs = append(errs, fmt.Sprintf("cpuset %s has %d CPUs, want %d", cpus, cpus.Size(), e.Count))
+		}
+		if e.Within != "" {
+			w, _ := cpuset.Parse(e.Within)
+			if !cpus.IsSubsetOf(w) {
+				errs = append(errs, fmt.Sprintf("cpuset %s is not within %s", cpus, w))
+			}
+		}
+		if e.NUMANodes != 0 && r.d.NUMANodesOf(cpus) != e.NUMANodes {
+			errs = append(errs, fmt.Sprintf("cpuset %s spans %d NUMA nodes, want %d", cpus, r.d.NUMANodesOf(cpus), e.NUMANodes))
+		}
+		a, _ := st.Assignment(pod.UID, t.Container)
+		want("original", e.Original, a.Original)
+		want("resized", e.Resized, a.Resized)
+	}
+	want("shared pool", e.Shared, st.DefaultCPUSet)
+	for _, key := range slices.Sorted(maps.Keys(e.Containers)) {
+		podName, name, _ := strings.Cut(key, "/")
+		pod, err := r.pod(podName)
+		if err != nil {
+			return err
+		}
+		cpus, _ := r.d.ContainerCPUs(pod, name)
+		want(key, e.Containers[key], cpus)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
