@@ -19,12 +19,14 @@ test: lint unit fuzz e2e
 unit:
 	$(GO) test -race -count=1 $(PKGS)
 
-## fuzz: each fuzz target briefly (seed corpus always runs in `unit`)
+## fuzz: each fuzz target briefly (the seed corpora always run in `unit`)
+FUZZPKGS ?= ./state/ ./config/
 fuzz:
-	@set -e; for target in $$($(GO) test -list '^Fuzz' ./state/ | grep '^Fuzz'); do \
-		echo "fuzz $$target for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./state/; \
-	done
+	@set -e; for pkg in $(FUZZPKGS); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+		echo "fuzz $$pkg $$target for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; done
 
 ## e2e: real containerd + runc on this machine (installs what it needs)
 e2e:

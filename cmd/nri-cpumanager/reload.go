@@ -1,0 +1,78 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cpumanager/nri-cpumanager/config"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/internal/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/plugin"
+)
+
+// reloader applies a changed configuration file to the running plugin, as
+// far as it is safe: the log level at once; inPlaceResize and alignMemory
+// at once (they affect later decisions only); reserved CPUs, static policy
+// options and the topology manager policy only while no container holds
+// exclusive CPUs; everything else at the next restart. A change that cannot
+// be applied is logged and not retried until the file changes again.
+type reloader struct {
+	log     *logrus.Logger
+	plugin  *plugin.Plugin
+	topo    *cpuallocator.Topology
+	current *config.Config // what is applied
+}
+
+func (r *reloader) apply(next *config.Config) {
+	ch := config.Diff(r.current, next)
+	r.log.WithField("changes", ch.String()).Info("configuration file changed")
+	if len(ch.Restart) > 0 {
+		r.log.WithField("keys", ch.Restart).Warn("these keys take effect only when the plugin restarts")
+	}
+	applied := *r.current
+	applied.LogLevel = next.LogLevel
+	r.log.SetLevel(applied.LogLevel)
+
+	live := applied
+	live.InPlaceResize, live.AlignMemory = next.InPlaceResize, next.AlignMemory
+	full := live
+	full.ReservedSystemCPUs, full.ReservedCPUCount = next.ReservedSystemCPUs, next.ReservedCPUCount
+	full.CPUManagerPolicyOptions = next.CPUManagerPolicyOptions
+	full.TopologyManagerPolicy = next.TopologyManagerPolicy
+	full.TopologyManagerPolicyOptions = next.TopologyManagerPolicyOptions
+
+	switch {
+	case len(ch.WithoutExclusive) > 0:
+		err := r.reconfigure(&full, true)
+		var busy *plugin.ErrExclusiveContainers
+		if err == nil {
+			applied = full
+			break
+		}
+		if errors.As(err, &busy) {
+			r.log.WithField("keys", ch.WithoutExclusive).WithError(err).Warn("not applying these keys now")
+		} else {
+			r.log.WithError(err).Error("new configuration rejected; keeping the running one")
+		}
+		if r.reconfigure(&live, false) == nil {
+			applied = live
+		}
+	case live.InPlaceResize != r.current.InPlaceResize || live.AlignMemory != r.current.AlignMemory:
+		if err := r.reconfigure(&live, false); err != nil {
+			r.log.WithError(err).Error("new configuration rejected; keeping the running one")
+		} else {
+			applied = live
+		}
+	}
+	r.current = &applied
+}
+
+// reconfigure builds the policy of cfg and hands it to the plugin.
+func (r *reloader) reconfigure(cfg *config.Config, onlyWithoutExclusive bool) error {
+	pol, err := assemble.Policy(cfg, r.topo)
+	if err != nil {
+		return err
+	}
+	return r.plugin.Reconfigure(pol, onlyWithoutExclusive)
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cpumanager/nri-cpumanager/config"
+	"github.com/nri-cpumanager/nri-cpumanager/internal/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/plugin"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// runPlugin runs the plugin until SIGTERM or SIGINT.
+func runPlugin(args []string, _, stderr io.Writer) error {
+	f := newFlags("run", stderr)
+	cfg, err := f.load(args)
+	if err != nil {
+		return err
+	}
+	log := logrus.New()
+	log.SetOutput(stderr)
+	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: time.RFC3339Nano})
+	log.SetLevel(cfg.LogLevel)
+
+	pol, err := assemble.FromSysfs(cfg)
+	if err != nil {
+		return err
+	}
+	store, err := state.NewStore(cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("stateDir: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := plugin.NewMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	p, err := plugin.New(pol, store, plugin.Options{
+		Name:              cfg.PluginName,
+		Index:             cfg.PluginIndex,
+		Socket:            cfg.NRISocket,
+		CgroupfsRoot:      cfg.CgroupfsRoot,
+		VerifyInterval:    30 * time.Second,
+		KubeletCheckpoint: cfg.KubeletCheckpoint,
+		Log:               log,
+		Metrics:           metrics,
+	})
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	if cfg.MetricsAddress != "" {
+		ln, err := net.Listen("tcp", cfg.MetricsAddress)
+		if err != nil {
+			return fmt.Errorf("metricsAddress: %w", err)
+		}
+		srv := &http.Server{Handler: p.Handler(reg), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.WithError(err).Error("metrics server stopped")
+			}
+		}()
+		defer func() {
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(shutdownCtx)
+		}()
+		log.WithField("address", ln.Addr().String()).Info("serving /metrics, /healthz, /readyz, /debug/state")
+	}
+
+	if f.configPath != "" {
+		r := &reloader{log: log, plugin: p, current: cfg, topo: pol.Allocator().Topology()}
+		w, err := config.NewWatcher(f.configPath, cfg, config.WatchOptions{
+			Flags:    f.overrides,
+			OnChange: r.apply,
+			OnError: func(err error) {
+				log.WithError(err).Error("new configuration rejected; keeping the running one")
+			},
+		})
+		if err != nil {
+			return err
+		}
+		go w.Run(ctx)
+	}
+
+	log.WithFields(logrus.Fields{
+		"socket": cfg.NRISocket, "stateDir": cfg.StateDir, "online": pol.Allocator().Topology().CPUs().String(),
+		"reserved": pol.Options().Reserved.String(), "topologyPolicy": pol.Options().TopologyPolicy,
+	}).Info("nri-cpumanager starting")
+	err = p.Run(ctx)
+	log.Info("nri-cpumanager stopped")
+	return err
+}

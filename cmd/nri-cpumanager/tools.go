@@ -1,0 +1,81 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/internal/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// showTopology prints the topology the plugin would see.
+func showTopology(args []string, stdout, stderr io.Writer) error {
+	cfg, err := newFlags("topology", stderr).load(args)
+	if err != nil {
+		return err
+	}
+	topo, err := cpuallocator.Discover(cfg.SysfsRoot)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(stdout, topo.String())
+	return err
+}
+
+// showState verifies and prints the checkpoint, the way the plugin would
+// load it (an untrusted file is moved aside, exactly as at start).
+func showState(args []string, stdout, stderr io.Writer) error {
+	cfg, err := newFlags("state", stderr).load(args)
+	if err != nil {
+		return err
+	}
+	topo, err := cpuallocator.Discover(cfg.SysfsRoot)
+	if err != nil {
+		return err
+	}
+	store, err := state.NewStore(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	st, err := store.Load(topo.CPUs())
+	if errors.Is(err, state.ErrNoCheckpoint) {
+		_, err = fmt.Fprintf(stdout, "no checkpoint at %s\n", store.Path())
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	data, err := state.Marshal(st)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s: valid\n%s\n", store.Path(), data)
+	return err
+}
+
+// validateConfig checks a configuration file, and that it makes sense on
+// this machine's topology (reserved CPUs online, option combinations), and
+// prints the effective configuration.
+func validateConfig(args []string, stdout, stderr io.Writer) error {
+	f := newFlags("validate-config", stderr)
+	cfg, err := f.load(args)
+	if err != nil {
+		return err
+	}
+	if f.configPath == "" {
+		return errors.New("--config FILE is required")
+	}
+	pol, err := assemble.FromSysfs(cfg)
+	if err != nil {
+		return err
+	}
+	text, err := cfg.YAML()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s is valid on this machine (online CPUs %s, reserved %s).\nEffective configuration:\n%s",
+		f.configPath, pol.Allocator().Topology().CPUs(), pol.Options().Reserved, text)
+	return err
+}

@@ -1,0 +1,103 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// podFromNRI extracts what the policy needs of a pod sandbox. Every field of
+// an NRI payload may be missing: the getters are nil-safe.
+func podFromNRI(pod *api.PodSandbox) policy.Pod {
+	return policy.Pod{
+		UID:          pod.GetUid(),
+		Namespace:    pod.GetNamespace(),
+		Name:         pod.GetName(),
+		CgroupParent: pod.GetLinux().GetCgroupParent(),
+	}
+}
+
+// resourcesFromNRI extracts the CPU and memory values of NRI resources.
+func resourcesFromNRI(r *api.LinuxResources) state.Resources {
+	cpu := r.GetCpu()
+	return state.Resources{
+		CPUShares:   cpu.GetShares().GetValue(),
+		CPUQuota:    cpu.GetQuota().GetValue(),
+		CPUPeriod:   cpu.GetPeriod().GetValue(),
+		MemoryLimit: r.GetMemory().GetLimit().GetValue(),
+	}
+}
+
+// containerFromNRI turns an NRI container into the policy's view. A cpuset
+// that does not parse is reported and treated as unknown.
+func containerFromNRI(pod policy.Pod, ctr *api.Container, log *logrus.Entry) policy.Container {
+	res := ctr.GetLinux().GetResources()
+	cpus, err := cpuset.Parse(res.GetCpu().GetCpus())
+	if err != nil {
+		log.WithError(err).WithField("container", ctr.GetId()).Warn("container reports an invalid cpuset; treating it as unknown")
+		cpus = cpuset.New()
+	}
+	return policy.Container{
+		ID:        ctr.GetId(),
+		Name:      ctr.GetName(),
+		Pod:       pod,
+		Resources: resourcesFromNRI(res),
+		CPUs:      cpus,
+		Exited:    ctr.GetState() == api.ContainerState_CONTAINER_STOPPED,
+	}
+}
+
+// podResourcesFromNRI turns UpdatePodSandbox's values into the state's.
+func podResourcesFromNRI(overhead, resources *api.LinuxResources) state.PodResources {
+	return state.PodResources{Resources: resourcesFromNRI(resources), Overhead: resourcesFromNRI(overhead)}
+}
+
+// updateToNRI turns a policy update into an NRI container update.
+func updateToNRI(u policy.Update) *api.ContainerUpdate {
+	nu := &api.ContainerUpdate{ContainerId: u.ContainerID}
+	nu.SetLinuxCPUSetCPUs(u.CPUs.String())
+	if !u.Mems.IsEmpty() {
+		nu.SetLinuxCPUSetMems(u.Mems.String())
+	}
+	return nu
+}
+
+// adjustmentFor turns the target of a creation into a container adjustment.
+func adjustmentFor(u *policy.Update) *api.ContainerAdjustment {
+	adj := &api.ContainerAdjustment{}
+	if u == nil {
+		return adj
+	}
+	adj.SetLinuxCPUSetCPUs(u.CPUs.String())
+	if !u.Mems.IsEmpty() {
+		adj.SetLinuxCPUSetMems(u.Mems.String())
+	}
+	return adj
+}
+
+// nriLogger routes the NRI stub's logs into logrus.
+type nriLogger struct{ e *logrus.Entry }
+
+func (l nriLogger) Debugf(_ context.Context, format string, args ...any) {
+	l.e.Debugf(format, args...)
+}
+func (l nriLogger) Infof(_ context.Context, format string, args ...any) { l.e.Infof(format, args...) }
+func (l nriLogger) Warnf(_ context.Context, format string, args ...any) { l.e.Warnf(format, args...) }
+func (l nriLogger) Errorf(_ context.Context, format string, args ...any) {
+	l.e.Errorf(format, args...)
+}
+
+// recoverInto turns a panic in a handler into an error, so that a bug never
+// takes the plugin (and the CRI call waiting on it) down.
+func recoverInto(err *error, event string, log *logrus.Entry) {
+	if r := recover(); r != nil {
+		log.WithField("event", event).Errorf("panic while handling the event: %v", r)
+		*err = fmt.Errorf("nri-cpumanager: internal error while handling %s: %v", event, r)
+	}
+}

@@ -1,0 +1,188 @@
+package plugin
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// rememberPod records a sandbox and returns the policy's view of it.
+func (p *Plugin) rememberPod(pod *api.PodSandbox) policy.Pod {
+	pp := podFromNRI(pod)
+	if id := pod.GetId(); id != "" {
+		p.pods[id] = pp
+	}
+	return pp
+}
+
+// decide runs a decision. When it is refused for lack of CPUs while an
+// unsolicited update in flight holds CPUs on loan, it waits (bounded, with
+// the lock released: the update needs the plugin's lock to return) for that
+// update to come back and decides once more.
+func (p *Plugin) decide(fn func(*policy.Model) (policy.Decision, error)) (policy.Decision, error) {
+	d, err := fn(p.model)
+	if err == nil || p.model.Lending.IsEmpty() || p.sendDone == nil || !needsCPUs(err) {
+		return d, err
+	}
+	done := p.sendDone
+	p.mu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(p.opts.LendWait):
+	}
+	p.mu.Lock()
+	return fn(p.model)
+}
+
+// needsCPUs tells whether a refusal is about CPUs that are not free.
+func needsCPUs(err error) bool {
+	r, ok := policy.AsRefusal(err)
+	return ok && (r.Reason == policy.ReasonAllocateCPUs || r.Reason == policy.ReasonResizeAllocateCPUs ||
+		r.Reason == policy.ReasonTopologyAffinity)
+}
+
+// commit makes a new model current once its state is on disk. On a write
+// failure nothing changes and the error says so.
+func (p *Plugin) commit(m *policy.Model) error {
+	if p.dirty || !m.State.Equal(p.model.State) {
+		start := time.Now()
+		err := p.store.Save(m.State)
+		p.metrics.checkpointWrite(start, err)
+		if err != nil {
+			p.log.WithError(err).Error("checkpoint write failed")
+			return fmt.Errorf("nri-cpumanager: cannot persist the CPU assignment (%s): %w", p.store.Path(), err)
+		}
+		p.dirty = false
+	}
+	p.model = m
+	p.observeModel()
+	return nil
+}
+
+// commitOrKeep commits a model for an event that cannot be refused (the
+// runtime has already acted): on a write failure the model still becomes
+// current, and the next commit writes the checkpoint again.
+func (p *Plugin) commitOrKeep(m *policy.Model) {
+	if err := p.commit(m); err != nil {
+		p.dirty = true
+		p.model = m
+		p.observeModel()
+	}
+}
+
+// observeModel refreshes the gauges from the current model.
+func (p *Plugin) observeModel() {
+	exclusive := p.model.State.ExclusiveCPUs()
+	p.metrics.setCPUs(exclusive.Size(), p.model.SharedPool().Size(), countEntries(p.model.State))
+}
+
+// confirm releases the CPUs of a confirmed shrink to the shared pool; the
+// sender grows the shared containers.
+func (p *Plugin) confirm(id string) {
+	d := p.policy.Confirm(p.model, id)
+	if d.Model == p.model {
+		return
+	}
+	p.commitOrKeep(d.Model)
+	p.kickSender()
+}
+
+// replyUpdates returns the updates to put in an event's reply: the
+// decision's own, then every container whose cpuset the runtime may not
+// have yet (a failed unsolicited update rides on the next reply) — those
+// that only lose CPUs first. The target of the event is never among them
+// (the runtime handles it separately). The updates are recorded as applied.
+func (p *Plugin) replyUpdates(own []policy.Update, target string) []*api.ContainerUpdate {
+	var out []*api.ContainerUpdate
+	seen := map[string]bool{target: true}
+	for _, u := range own {
+		seen[u.ContainerID] = true
+		p.setApplied(u.ContainerID, u.CPUs)
+		out = append(out, updateToNRI(u))
+	}
+	for _, u := range p.pendingUpdates() {
+		if seen[u.ContainerID] {
+			continue
+		}
+		p.setApplied(u.ContainerID, u.CPUs)
+		out = append(out, updateToNRI(u))
+	}
+	return out
+}
+
+// refused records and logs a refusal.
+func (p *Plugin) refused(event string, c policy.Container, err error) {
+	entry := p.containerLog(c).WithError(err)
+	if r, ok := policy.AsRefusal(err); ok {
+		p.metrics.refusal(r)
+		if event == "UpdateContainer" {
+			p.metrics.resize(policy.OpNone, outcomeFor(r))
+		}
+		entry.WithField("reason", r.Reason).Warnf("%s refused", event)
+		return
+	}
+	if event == "UpdateContainer" {
+		p.metrics.resize(policy.OpNone, outcomeError)
+	}
+	entry.Errorf("%s failed", event)
+}
+
+func (p *Plugin) containerLog(c policy.Container) *logrus.Entry {
+	return p.log.WithFields(logrus.Fields{"pod": c.Pod.Namespace + "/" + c.Pod.Name, "container": c.Name, "id": c.ID})
+}
+
+func (p *Plugin) logNotes(event string, notes []string) {
+	for _, n := range notes {
+		p.log.WithField("event", event).Info(n)
+	}
+}
+
+// checkInvariants logs any violation of the policy's invariants: it would
+// be a bug, and the log says exactly what.
+func (p *Plugin) checkInvariants(event string) {
+	if err := p.policy.CheckInvariants(p.model); err != nil {
+		p.log.WithField("event", event).WithError(err).Error("invariant violated")
+	}
+}
+
+// forgetContainersNotIn drops the plugin's per-container bookkeeping of
+// containers the model no longer tracks.
+func (p *Plugin) forgetContainersNotIn(m *policy.Model) {
+	for _, id := range slices.Collect(maps.Keys(p.applied)) {
+		if m.Containers[id] == nil {
+			delete(p.applied, id)
+			delete(p.cgroupPaths, id)
+		}
+	}
+}
+
+// importFromKubelet builds the starting state from the kubelet's own
+// checkpoint, resolving its container ids with the runtime's view. Any
+// problem is logged and the given model kept: Synchronize then adopts the
+// running containers' current cpusets instead.
+func (p *Plugin) importFromKubelet(m *policy.Model, containers []policy.Container) *policy.Model {
+	byID := map[string]state.ContainerRef{}
+	for _, c := range containers {
+		byID[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
+	}
+	resolve := func(id string) (state.ContainerRef, bool) { ref, ok := byID[id]; return ref, ok }
+	st, warnings, err := state.ImportKubelet(p.opts.KubeletCheckpoint, p.policy.Allocator().Topology().CPUs(), resolve)
+	for _, w := range warnings {
+		p.log.WithField("file", p.opts.KubeletCheckpoint).Warn(w)
+	}
+	if err != nil {
+		p.log.WithError(err).WithField("file", p.opts.KubeletCheckpoint).Warn("kubelet checkpoint not imported")
+		return m
+	}
+	p.log.WithFields(logrus.Fields{"file": p.opts.KubeletCheckpoint, "entries": countEntries(st)}).Info("imported the kubelet's CPU assignments")
+	nm := policy.NewModel(st)
+	nm.Lending = m.Lending
+	return nm
+}

@@ -1,0 +1,232 @@
+package plugin
+
+import (
+	"context"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+)
+
+// Configure logs which runtime the plugin talks to. The zero event mask
+// subscribes the plugin to every event it has a handler for.
+func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
+	p.log.WithFields(logrus.Fields{"runtime": runtime, "version": version}).Info("connected to NRI")
+	return 0, nil
+}
+
+// Synchronize reconciles the plugin with every pod and container the
+// runtime has (on each connection) and returns the updates that make every
+// container's cpuset what it should be.
+func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (updates []*api.ContainerUpdate, err error) {
+	defer recoverInto(&err, "Synchronize", p.log)
+	defer p.metrics.observeEvent("Synchronize", time.Now())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+
+	p.pods = map[string]policy.Pod{}
+	policyPods := make([]policy.Pod, 0, len(pods))
+	for _, pod := range pods {
+		pp := podFromNRI(pod)
+		p.pods[pod.GetId()] = pp
+		policyPods = append(policyPods, pp)
+	}
+	p.cgroupPaths = map[string]string{}
+	containers := make([]policy.Container, 0, len(ctrs))
+	for _, ctr := range ctrs {
+		containers = append(containers, containerFromNRI(p.pods[ctr.GetPodSandboxId()], ctr, p.log))
+		p.cgroupPaths[ctr.GetId()] = ctr.GetLinux().GetCgroupsPath()
+	}
+
+	model := p.model
+	if p.importKubelet {
+		p.importKubelet = false
+		model = p.importFromKubelet(model, containers)
+	}
+	d := p.policy.Synchronize(model, policyPods, containers)
+	p.logNotes("Synchronize", d.Notes)
+	p.commitOrKeep(d.Model)
+
+	p.applied = map[string]cpuset.CPUSet{}
+	for _, c := range containers {
+		p.setApplied(c.ID, c.CPUs)
+	}
+	for _, u := range d.Others {
+		p.setApplied(u.ContainerID, u.CPUs)
+		updates = append(updates, updateToNRI(u))
+	}
+	p.synchronized = true
+	p.metrics.setReady(true)
+	p.checkInvariants("Synchronize")
+	p.log.WithFields(logrus.Fields{"pods": len(pods), "containers": len(ctrs), "updates": len(updates),
+		"exclusive": p.model.State.ExclusiveCPUs().String(), "shared": p.model.SharedPool().String()}).Info("synchronized")
+	return updates, nil
+}
+
+// RunPodSandbox remembers the pod.
+func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	defer p.metrics.observeEvent("RunPodSandbox", time.Now())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rememberPod(pod)
+	return nil
+}
+
+// UpdatePodSandbox records the pod-level resources of a resized pod (the
+// runtime keeps only the creation values) and reconciles the pod's
+// containers. It returns an error only for a real fault.
+func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhead, resources *api.LinuxResources) (err error) {
+	defer recoverInto(&err, "UpdatePodSandbox", p.log)
+	defer p.metrics.observeEvent("UpdatePodSandbox", time.Now())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pp := p.rememberPod(pod)
+	d := p.policy.UpdatePodSandbox(p.model, pp, podResourcesFromNRI(overhead, resources))
+	p.metrics.podUpdate()
+	for _, note := range d.Notes {
+		p.log.WithField("pod", pp.Namespace+"/"+pp.Name).Warn(note)
+	}
+	if err := p.commit(d.Model); err != nil {
+		return err
+	}
+	p.kickSender()
+	return nil
+}
+
+// PostUpdatePodSandbox triggers a verification of the cpusets.
+func (p *Plugin) PostUpdatePodSandbox(_ context.Context, _ *api.PodSandbox) error {
+	p.requestVerify()
+	return nil
+}
+
+// StopPodSandbox needs nothing: the pod's containers are stopped one by one.
+func (p *Plugin) StopPodSandbox(_ context.Context, _ *api.PodSandbox) error { return nil }
+
+// RemovePodSandbox forgets the pod and anything of it still known.
+func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) (err error) {
+	defer recoverInto(&err, "RemovePodSandbox", p.log)
+	defer p.metrics.observeEvent("RemovePodSandbox", time.Now())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.policy.RemovePodSandbox(p.model, pod.GetUid())
+	delete(p.pods, pod.GetId())
+	p.logNotes("RemovePodSandbox", d.Notes)
+	p.commitOrKeep(d.Model)
+	p.forgetContainersNotIn(d.Model)
+	p.kickSender()
+	return nil
+}
+
+// CreateContainer gives a new container its cpuset: exclusive CPUs (and the
+// shrink of the shared containers, applied by the runtime first) or the
+// shared pool. A refusal fails the creation and changes nothing.
+func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (adj *api.ContainerAdjustment, updates []*api.ContainerUpdate, err error) {
+	defer recoverInto(&err, "CreateContainer", p.log)
+	defer p.metrics.observeEvent("CreateContainer", time.Now())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := containerFromNRI(p.rememberPod(pod), ctr, p.log)
+	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.CreateContainer(m, c) })
+	if err != nil {
+		p.refused("CreateContainer", c, err)
+		return nil, nil, err
+	}
+	if err := p.commit(d.Model); err != nil {
+		return nil, nil, err
+	}
+	p.logNotes("CreateContainer", d.Notes)
+	p.cgroupPaths[c.ID] = ctr.GetLinux().GetCgroupsPath()
+	p.setApplied(c.ID, d.Target.CPUs)
+	updates = p.replyUpdates(d.Others, c.ID)
+	p.containerLog(c).WithFields(logrus.Fields{"cpus": d.Target.CPUs.String(), "exclusive": d.Model.Containers[c.ID].Exclusive,
+		"others": len(updates)}).Info("container created")
+	return adjustmentFor(d.Target), updates, nil
+}
+
+// PostCreateContainer triggers a verification of the other containers'
+// cpusets, which the runtime updated before creating this one.
+func (p *Plugin) PostCreateContainer(_ context.Context, _ *api.PodSandbox, _ *api.Container) error {
+	p.requestVerify()
+	return nil
+}
+
+// UpdateContainer decides a resize (KEP-5554). A growth returns the shrink
+// of the shared containers with the target's larger cpuset (the runtime
+// applies the target last); a shrink returns only the target's smaller
+// cpuset: the shared containers grow once PostUpdateContainer confirms it.
+// A refusal is returned as the error the kubelet shows the user.
+func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (updates []*api.ContainerUpdate, err error) {
+	defer recoverInto(&err, "UpdateContainer", p.log)
+	defer p.metrics.observeEvent("UpdateContainer", time.Now())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := containerFromNRI(p.rememberPod(pod), ctr, p.log)
+	requested := resourcesFromNRI(res)
+	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.UpdateContainer(m, c, requested) })
+	if err != nil {
+		p.refused("UpdateContainer", c, err)
+		return nil, err
+	}
+	if err := p.commit(d.Model); err != nil {
+		p.metrics.resize(d.Operation, outcomeError)
+		return nil, err
+	}
+	p.metrics.resize(d.Operation, outcomeApplied)
+	p.logNotes("UpdateContainer", d.Notes)
+	updates = p.replyUpdates(d.Others, c.ID)
+	if d.Target != nil {
+		p.setApplied(c.ID, d.Target.CPUs)
+		updates = append(updates, updateToNRI(*d.Target))
+	}
+	return updates, nil
+}
+
+// PostUpdateContainer confirms a container's update: CPUs its shrink
+// released join the shared pool, and the shared containers grow into them
+// through an unsolicited update sent from a goroutine.
+func (p *Plugin) PostUpdateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) (err error) {
+	defer recoverInto(&err, "PostUpdateContainer", p.log)
+	defer p.metrics.observeEvent("PostUpdateContainer", time.Now())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.confirm(ctr.GetId())
+	p.requestVerify()
+	return nil
+}
+
+// StopContainer releases a stopped container's exclusive CPUs and grows the
+// shared containers into them in the reply (the process is gone).
+func (p *Plugin) StopContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) (updates []*api.ContainerUpdate, err error) {
+	defer recoverInto(&err, "StopContainer", p.log)
+	defer p.metrics.observeEvent("StopContainer", time.Now())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.policy.StopContainer(p.model, ctr.GetId())
+	p.logNotes("StopContainer", d.Notes)
+	p.commitOrKeep(d.Model)
+	delete(p.applied, ctr.GetId())
+	return p.replyUpdates(d.Others, ctr.GetId()), nil
+}
+
+// RemoveContainer forgets a container; if its stop was never seen, its
+// CPUs go back to the shared containers through an unsolicited update.
+func (p *Plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) (err error) {
+	defer recoverInto(&err, "RemoveContainer", p.log)
+	defer p.metrics.observeEvent("RemoveContainer", time.Now())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.policy.RemoveContainer(p.model, ctr.GetId())
+	p.logNotes("RemoveContainer", d.Notes)
+	p.commitOrKeep(d.Model)
+	p.forgetContainersNotIn(d.Model)
+	p.kickSender()
+	return nil
+}
+
+// Shutdown is logged; Run reconnects when the runtime comes back.
+func (p *Plugin) Shutdown(_ context.Context) {
+	p.log.Info("runtime is shutting down")
+}

@@ -1,0 +1,96 @@
+package plugin
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Handler serves the plugin's operational endpoints:
+//
+//	/metrics      Prometheus metrics of gatherer
+//	/healthz      200 while the process runs
+//	/readyz       200 once registered with NRI and synchronized, else 503
+//	/debug/state  the assignments, the shared pool, the tracked containers
+//	              and the result of the invariant check, as JSON
+func (p *Plugin) Handler(gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !p.Ready() {
+			http.Error(w, "not synchronized with NRI\n", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/debug/state", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(p.Snapshot())
+	})
+	return mux
+}
+
+// Snapshot is a point-in-time view of the plugin for operators.
+type Snapshot struct {
+	Ready      bool                         `json:"ready"`
+	SharedPool string                       `json:"sharedPool"`
+	Exclusive  map[string]map[string]Assign `json:"exclusive"`
+	Containers map[string]ContainerView     `json:"containers"`
+	Releasing  map[string]string            `json:"releasing,omitempty"`
+	Lending    string                       `json:"lending,omitempty"`
+	Invariants string                       `json:"invariants"`
+}
+
+// Assign is one exclusive assignment.
+type Assign struct {
+	Original string `json:"original"`
+	Resized  string `json:"resized,omitempty"`
+}
+
+// ContainerView is one tracked container.
+type ContainerView struct {
+	Name      string `json:"name"`
+	Exclusive bool   `json:"exclusive"`
+	CPUs      string `json:"cpus"`
+	Applied   string `json:"applied"`
+	Stopped   bool   `json:"stopped,omitempty"`
+}
+
+// Snapshot returns the plugin's current view.
+func (p *Plugin) Snapshot() Snapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Snapshot{
+		Ready:      p.synchronized,
+		SharedPool: p.model.SharedPool().String(),
+		Exclusive:  map[string]map[string]Assign{},
+		Containers: map[string]ContainerView{},
+		Releasing:  map[string]string{},
+		Lending:    p.model.Lending.String(),
+		Invariants: "ok",
+	}
+	for uid, names := range p.model.State.Entries {
+		s.Exclusive[uid] = map[string]Assign{}
+		for name, a := range names {
+			s.Exclusive[uid][name] = Assign{Original: a.Original.String(), Resized: a.Resized.String()}
+		}
+	}
+	for id, t := range p.model.Containers {
+		s.Containers[id] = ContainerView{Name: t.Display, Exclusive: t.Exclusive, CPUs: t.CPUs.String(),
+			Applied: p.applied[id].String(), Stopped: t.Stopped}
+	}
+	for id, cpus := range p.model.Releasing {
+		s.Releasing[id] = cpus.String()
+	}
+	if err := p.policy.CheckInvariants(p.model); err != nil {
+		s.Invariants = err.Error()
+	}
+	return s
+}

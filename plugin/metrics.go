@@ -1,0 +1,196 @@
+package plugin
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+)
+
+// Metric name prefix.
+const namespace = "nri_cpumanager"
+
+// Resize outcomes.
+const (
+	outcomeApplied    = "applied"
+	outcomeInfeasible = "infeasible"
+	outcomeDeferred   = "deferred"
+	outcomeError      = "error"
+)
+
+// Metrics are the plugin's Prometheus collectors. A nil *Metrics records
+// nothing.
+type Metrics struct {
+	resizes          *prometheus.CounterVec
+	refusals         *prometheus.CounterVec
+	exclusiveCPUs    prometheus.Gauge
+	sharedCPUs       prometheus.Gauge
+	exclusiveCtrs    prometheus.Gauge
+	eventDuration    *prometheus.HistogramVec
+	checkpointWrites *prometheus.CounterVec
+	checkpointTime   prometheus.Histogram
+	checkpointBad    prometheus.Counter
+	reconnects       prometheus.Counter
+	ready            prometheus.Gauge
+	unsolicitedSent  *prometheus.CounterVec
+	drifts           prometheus.Counter
+	podUpdates       prometheus.Counter
+}
+
+// NewMetrics creates the collectors and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "resize_requests_total",
+			Help: "Container resize requests (NRI UpdateContainer), by operation (increase, decrease, unchanged; empty when refused before it was known) and outcome (applied, infeasible, deferred, error).",
+		}, []string{"operation", "outcome"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "refusals_total",
+			Help: "Requests refused, by reason (prohibitedCPUAllocation, inconsistentCPUAllocation, getOriginalCPUSet, resizeAllocateCPUs, smtAlignment, featureDisabled, allocateCPUs, topologyAffinity) and verdict.",
+		}, []string{"reason", "verdict"}),
+		exclusiveCPUs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "exclusive_cpus", Help: "CPUs assigned exclusively to containers.",
+		}),
+		sharedCPUs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "shared_cpus", Help: "CPUs in the shared pool that shared containers run on.",
+		}),
+		exclusiveCtrs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "exclusive_containers", Help: "Containers holding exclusive CPUs.",
+		}),
+		eventDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "event_duration_seconds",
+			Help:    "Time to handle an NRI event, checkpoint write included.",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2},
+		}, []string{"event"}),
+		checkpointWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "checkpoint_writes_total", Help: "Checkpoint writes, by result (ok, error).",
+		}, []string{"result"}),
+		checkpointTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "checkpoint_write_duration_seconds",
+			Help:    "Time to write and sync the checkpoint.",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1},
+		}),
+		checkpointBad: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "checkpoint_corrupt_total", Help: "Checkpoints found untrusted at start and moved aside.",
+		}),
+		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "reconnects_total", Help: "Times the NRI connection was lost or failed and re-dialled.",
+		}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "ready", Help: "1 when registered with NRI and synchronized.",
+		}),
+		unsolicitedSent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "unsolicited_updates_total",
+			Help: "Container updates sent outside of event replies (shared pool growth after a confirmed shrink, repairs), by result (ok, failed).",
+		}, []string{"result"}),
+		drifts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "cpuset_drift_total",
+			Help: "Containers whose cgroup cpuset was found to differ from the last update sent (then re-sent).",
+		}),
+		podUpdates: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "pod_resource_updates_total", Help: "UpdatePodSandbox requests (CRI UpdatePodSandboxResources) handled.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.resizes, m.refusals, m.exclusiveCPUs, m.sharedCPUs, m.exclusiveCtrs,
+		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.ready,
+		m.unsolicitedSent, m.drifts, m.podUpdates} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *Metrics) observeEvent(event string, start time.Time) {
+	if m != nil {
+		m.eventDuration.WithLabelValues(event).Observe(time.Since(start).Seconds())
+	}
+}
+
+func (m *Metrics) resize(op policy.Operation, outcome string) {
+	if m != nil {
+		m.resizes.WithLabelValues(string(op), outcome).Inc()
+	}
+}
+
+func (m *Metrics) refusal(r *policy.Refusal) {
+	if m != nil {
+		m.refusals.WithLabelValues(string(r.Reason), string(r.Verdict)).Inc()
+	}
+}
+
+func (m *Metrics) setCPUs(exclusive, shared, containers int) {
+	if m != nil {
+		m.exclusiveCPUs.Set(float64(exclusive))
+		m.sharedCPUs.Set(float64(shared))
+		m.exclusiveCtrs.Set(float64(containers))
+	}
+}
+
+func (m *Metrics) checkpointWrite(start time.Time, err error) {
+	if m == nil {
+		return
+	}
+	m.checkpointTime.Observe(time.Since(start).Seconds())
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.checkpointWrites.WithLabelValues(result).Inc()
+}
+
+func (m *Metrics) checkpointCorrupt() {
+	if m != nil {
+		m.checkpointBad.Inc()
+	}
+}
+
+func (m *Metrics) reconnect() {
+	if m != nil {
+		m.reconnects.Inc()
+	}
+}
+
+func (m *Metrics) setReady(ready bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if ready {
+		v = 1
+	}
+	m.ready.Set(v)
+}
+
+func (m *Metrics) unsolicited(sent, failed int, err error) {
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.unsolicitedSent.WithLabelValues("failed").Add(float64(sent))
+		return
+	}
+	m.unsolicitedSent.WithLabelValues("ok").Add(float64(sent - failed))
+	m.unsolicitedSent.WithLabelValues("failed").Add(float64(failed))
+}
+
+func (m *Metrics) drift() {
+	if m != nil {
+		m.drifts.Inc()
+	}
+}
+
+func (m *Metrics) podUpdate() {
+	if m != nil {
+		m.podUpdates.Inc()
+	}
+}
+
+// outcomeFor maps a refusal to a resize outcome.
+func outcomeFor(r *policy.Refusal) string {
+	if r.Verdict == policy.Deferred {
+		return outcomeDeferred
+	}
+	return outcomeInfeasible
+}

@@ -1,0 +1,230 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/containerd/nri/pkg/stub"
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// Options configure the plugin. They are plain values: the command builds
+// them from the configuration file.
+type Options struct {
+	// Name and Index register the plugin with NRI.
+	Name  string
+	Index string
+	// Socket is the NRI socket to dial.
+	Socket string
+	// CgroupfsRoot is where containers' cgroups are read to verify their
+	// cpusets ("" disables verification).
+	CgroupfsRoot string
+	// VerifyInterval is the period of the background verification of every
+	// container's cpuset (0 disables the periodic pass; verification after
+	// events still happens).
+	VerifyInterval time.Duration
+	// KubeletCheckpoint is the kubelet's cpu_manager_state to import at the
+	// first Synchronize when the plugin has no checkpoint of its own ("" disables).
+	KubeletCheckpoint string
+	// ReconnectMin and ReconnectMax bound the backoff between connection
+	// attempts.
+	ReconnectMin, ReconnectMax time.Duration
+	// LendWait bounds how long a handler waits for an unsolicited update in
+	// flight to return before it refuses a request that needs the CPUs that
+	// update carries.
+	LendWait time.Duration
+	// Log receives the plugin's structured logs.
+	Log *logrus.Logger
+	// Metrics, if not nil, receives the plugin's measurements.
+	Metrics *Metrics
+}
+
+func (o *Options) setDefaults() {
+	if o.Name == "" {
+		o.Name = "cpumanager"
+	}
+	if o.Index == "" {
+		o.Index = "90"
+	}
+	if o.ReconnectMin <= 0 {
+		o.ReconnectMin = 500 * time.Millisecond
+	}
+	if o.ReconnectMax < o.ReconnectMin {
+		o.ReconnectMax = 30 * time.Second
+	}
+	if o.LendWait <= 0 {
+		o.LendWait = 100 * time.Millisecond
+	}
+	if o.Log == nil {
+		o.Log = logrus.StandardLogger()
+	}
+}
+
+// Plugin is the NRI plugin. Its exported methods with NRI signatures are the
+// event handlers the stub calls.
+type Plugin struct {
+	opts    Options
+	log     *logrus.Entry
+	store   *state.Store
+	metrics *Metrics
+	cgroups cgroupReader
+
+	// kick wakes the sender, verifyKick the verifier.
+	kick       chan struct{}
+	verifyKick chan struct{}
+
+	mu sync.Mutex
+	// policy decides; it is swapped on a safe configuration reload.
+	policy *policy.Policy
+	// model is the committed model: its State is what the checkpoint holds.
+	model *policy.Model
+	// pods maps a sandbox id to what the policy needs of the pod.
+	pods map[string]policy.Pod
+	// cgroupPaths maps a container id to its cgroups path.
+	cgroupPaths map[string]string
+	// applied is what the plugin believes each container runs on: set when
+	// an update is handed to containerd, corrected by cgroup verification.
+	applied map[string]cpuset.CPUSet
+	// generation counts the changes of applied per container, so that a
+	// verification or a send that raced with a reply does not overwrite it.
+	generation map[string]uint64
+	// sendDone is closed when the unsolicited update in flight returns; nil
+	// when none is in flight.
+	sendDone chan struct{}
+	// importKubelet is set until the first Synchronize when the plugin
+	// started without a checkpoint and should import the kubelet's.
+	importKubelet bool
+	// dirty is set when the last checkpoint write failed.
+	dirty        bool
+	stub         stub.Stub
+	synchronized bool
+}
+
+// New returns a plugin deciding with pol and keeping its checkpoint in
+// store. It loads the checkpoint: a missing one starts empty (or from the
+// kubelet's checkpoint at the first Synchronize), a corrupt one is moved
+// aside by the store and the state is rebuilt from the runtime's view at the
+// first Synchronize.
+func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) {
+	if pol == nil || store == nil {
+		return nil, errors.New("plugin: a policy and a state store are required")
+	}
+	opts.setDefaults()
+	p := &Plugin{
+		opts:        opts,
+		log:         opts.Log.WithField("component", "plugin"),
+		store:       store,
+		metrics:     opts.Metrics,
+		cgroups:     cgroupReader{root: opts.CgroupfsRoot},
+		kick:        make(chan struct{}, 1),
+		policy:      pol,
+		pods:        map[string]policy.Pod{},
+		cgroupPaths: map[string]string{},
+		applied:     map[string]cpuset.CPUSet{},
+		generation:  map[string]uint64{},
+		verifyKick:  make(chan struct{}, 1),
+	}
+	st, err := p.loadState()
+	if err != nil {
+		return nil, err
+	}
+	p.model = policy.NewModel(st)
+	p.observeModel()
+	return p, nil
+}
+
+// loadState reads the checkpoint, deciding what to do when there is none
+// or it cannot be trusted.
+func (p *Plugin) loadState() (*state.State, error) {
+	online := p.policy.Allocator().Topology().CPUs()
+	st, err := p.store.Load(online)
+	var corrupt *state.CorruptError
+	switch {
+	case err == nil:
+		p.log.WithFields(logrus.Fields{"checkpoint": p.store.Path(), "entries": countEntries(st)}).Info("loaded checkpoint")
+		return st, nil
+	case errors.Is(err, state.ErrNoCheckpoint):
+		p.importKubelet = p.opts.KubeletCheckpoint != ""
+		p.log.WithField("checkpoint", p.store.Path()).Info("no checkpoint yet; starting empty")
+		return p.policy.NewState(), nil
+	case errors.As(err, &corrupt):
+		p.log.WithError(err).Error("checkpoint not trusted; the state will be rebuilt from the runtime's view at Synchronize")
+		p.metrics.checkpointCorrupt()
+		return p.policy.NewState(), nil
+	default:
+		return nil, fmt.Errorf("loading checkpoint: %w", err)
+	}
+}
+
+func countEntries(st *state.State) int {
+	n := 0
+	for _, names := range st.Entries {
+		n += len(names)
+	}
+	return n
+}
+
+// Run connects to NRI and serves events until ctx is cancelled. When
+// containerd goes away it keeps running and re-dials with exponential
+// backoff; every (re)connection starts with a Synchronize.
+func (p *Plugin) Run(ctx context.Context) error {
+	go p.sendLoop(ctx)
+	go p.verifyLoop(ctx)
+	backoff := p.opts.ReconnectMin
+	for {
+		started := time.Now()
+		err := p.serve(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.metrics.reconnect()
+		if time.Since(started) > p.opts.ReconnectMax {
+			backoff = p.opts.ReconnectMin
+		}
+		p.log.WithError(err).WithField("retryIn", backoff).Warn("NRI connection lost or failed; reconnecting")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, p.opts.ReconnectMax)
+	}
+}
+
+// serve runs one NRI connection until it ends.
+func (p *Plugin) serve(ctx context.Context) error {
+	s, err := stub.New(p,
+		stub.WithPluginName(p.opts.Name),
+		stub.WithPluginIdx(p.opts.Index),
+		stub.WithSocketPath(p.opts.Socket),
+		stub.WithLogger(nriLogger{p.log.WithField("component", "nri")}),
+	)
+	if err != nil {
+		return fmt.Errorf("creating NRI stub: %w", err)
+	}
+	p.mu.Lock()
+	p.stub = s
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.stub = nil
+		p.synchronized = false
+		p.mu.Unlock()
+		p.metrics.setReady(false)
+	}()
+	return s.Run(ctx)
+}
+
+// Ready reports whether the plugin is registered with NRI and synchronized.
+func (p *Plugin) Ready() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.synchronized
+}

@@ -1,0 +1,125 @@
+package plugin
+
+import (
+	"context"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+)
+
+// pendingUpdates returns an update for every running container whose
+// cpuset differs from what the plugin believes the runtime applied: those
+// that only lose CPUs first, then the others, each in id order.
+func (p *Plugin) pendingUpdates() []policy.Update {
+	var shrinking, other []policy.Update
+	for _, id := range p.model.SortedContainerIDs() {
+		u, ok := p.policy.Desired(p.model, id)
+		if !ok {
+			continue
+		}
+		applied, known := p.applied[id]
+		if known && u.CPUs.Size() == applied.Size() && u.CPUs.IsSubsetOf(applied) {
+			continue
+		}
+		if known && u.CPUs.IsSubsetOf(applied) {
+			shrinking = append(shrinking, u)
+		} else {
+			other = append(other, u)
+		}
+	}
+	return append(shrinking, other...)
+}
+
+// kickSender wakes the sender without blocking.
+func (p *Plugin) kickSender() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sendLoop delivers pending updates as unsolicited UpdateContainers calls,
+// outside of any handler, retrying failures with backoff.
+func (p *Plugin) sendLoop(ctx context.Context) {
+	backoff := p.opts.ReconnectMin
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+		case <-retry:
+		}
+		retry = nil
+		if p.sendPending() {
+			backoff = p.opts.ReconnectMin
+			continue
+		}
+		retry = time.After(backoff)
+		backoff = min(2*backoff, p.opts.ReconnectMax)
+	}
+}
+
+// sendPending sends what is pending once. It returns false when something
+// is left to retry.
+func (p *Plugin) sendPending() bool {
+	p.mu.Lock()
+	s := p.stub
+	pending := p.pendingUpdates()
+	if s == nil || !p.synchronized || len(pending) == 0 {
+		p.mu.Unlock()
+		// Without a connection the next Synchronize reconciles everything.
+		return true
+	}
+	// Lend every free CPU the update carries: containerd may apply it after
+	// an event the plugin decides meanwhile.
+	lend := cpuset.New()
+	updates := make([]*api.ContainerUpdate, 0, len(pending))
+	before := make(map[string]uint64, len(pending))
+	for _, u := range pending {
+		lend = lend.Union(u.CPUs)
+		updates = append(updates, updateToNRI(u))
+		before[u.ContainerID] = p.generation[u.ContainerID]
+	}
+	lend = lend.Intersection(p.policy.Free(p.model))
+	p.model = p.model.Lend(lend)
+	done := make(chan struct{})
+	p.sendDone = done
+	p.mu.Unlock()
+
+	failed, err := s.UpdateContainers(updates)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.model = p.model.Unlend(lend)
+	p.sendDone = nil
+	close(done)
+	failedIDs := map[string]bool{}
+	for _, f := range failed {
+		failedIDs[f.GetContainerId()] = true
+	}
+	for _, u := range pending {
+		// Record what was delivered unless a reply meanwhile set newer.
+		if err == nil && !failedIDs[u.ContainerID] && p.generation[u.ContainerID] == before[u.ContainerID] {
+			p.setApplied(u.ContainerID, u.CPUs)
+		}
+	}
+	p.metrics.unsolicited(len(pending), len(failed), err)
+	entry := p.log.WithFields(logrus.Fields{"updates": len(pending), "failed": len(failed)})
+	if err != nil || len(failed) > 0 {
+		entry.WithError(err).Warn("unsolicited cpuset update failed; will retry, or ride on the next reply")
+		return false
+	}
+	entry.Debug("unsolicited cpuset updates delivered")
+	return true
+}
+
+// setApplied records what a container runs on and bumps its generation.
+func (p *Plugin) setApplied(id string, cpus cpuset.CPUSet) {
+	p.applied[id] = cpus
+	p.generation[id]++
+}

@@ -1,0 +1,160 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/utils/cpuset"
+)
+
+// cgroupReader reads the cpuset a container's cgroup really has.
+type cgroupReader struct {
+	// root is the cgroup filesystem root, e.g. /sys/fs/cgroup ("" disables).
+	root string
+}
+
+func (r cgroupReader) enabled() bool { return r.root != "" }
+
+// cpusetFile returns the file holding a container's cpuset, for cgroup v1
+// (a cpuset hierarchy under root) and v2 (unified root), from the
+// container's cgroups path in either driver's syntax: cgroupfs
+// ("/kubepods/pod<uid>/<id>") or systemd ("<slice>:<prefix>:<name>").
+func (r cgroupReader) cpusetFile(cgroupsPath string) (string, error) {
+	if cgroupsPath == "" {
+		return "", fmt.Errorf("no cgroups path")
+	}
+	rel := cgroupsPath
+	if parts := strings.Split(cgroupsPath, ":"); len(parts) == 3 && !strings.Contains(cgroupsPath, "/") {
+		rel = filepath.Join(expandSlice(parts[0]), parts[1]+"-"+parts[2]+".scope")
+	}
+	if fi, err := os.Stat(filepath.Join(r.root, "cpuset")); err == nil && fi.IsDir() {
+		return filepath.Join(r.root, "cpuset", rel, "cpuset.cpus"), nil
+	}
+	return filepath.Join(r.root, rel, "cpuset.cpus"), nil
+}
+
+// expandSlice turns a systemd slice name into its path:
+// "kubepods-burstable-pod1.slice" → "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice".
+func expandSlice(slice string) string {
+	name := strings.TrimSuffix(slice, ".slice")
+	if name == "" || name == "-" {
+		return ""
+	}
+	var dirs []string
+	prefix := ""
+	for _, comp := range strings.Split(name, "-") {
+		if prefix == "" {
+			prefix = comp
+		} else {
+			prefix += "-" + comp
+		}
+		dirs = append(dirs, prefix+".slice")
+	}
+	return filepath.Join(dirs...)
+}
+
+// cpus reads a container's cpuset from its cgroup.
+func (r cgroupReader) cpus(cgroupsPath string) (cpuset.CPUSet, error) {
+	file, err := r.cpusetFile(cgroupsPath)
+	if err != nil {
+		return cpuset.New(), err
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return cpuset.New(), fmt.Errorf("reading cpuset: %w", err)
+	}
+	cpus, err := cpuset.Parse(strings.TrimSpace(string(data)))
+	if err != nil {
+		return cpuset.New(), fmt.Errorf("parsing %s: %w", file, err)
+	}
+	return cpus, nil
+}
+
+// requestVerify asks the verifier for a pass without blocking.
+func (p *Plugin) requestVerify() {
+	select {
+	case p.verifyKick <- struct{}{}:
+	default:
+	}
+}
+
+// verifyLoop compares containers' real cpusets with what the plugin
+// believes the runtime applied, after events and every VerifyInterval.
+func (p *Plugin) verifyLoop(ctx context.Context) {
+	if !p.cgroups.enabled() {
+		return
+	}
+	var tick <-chan time.Time
+	if p.opts.VerifyInterval > 0 {
+		t := time.NewTicker(p.opts.VerifyInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.verifyKick:
+		case <-tick:
+		}
+		p.verify()
+	}
+}
+
+// verify reads every running container's cpuset. A container whose real
+// cpuset differs from the belief gets its belief corrected, which makes it
+// pending for the sender; the target of an unconfirmed shrink that is seen
+// shrunk is confirmed.
+func (p *Plugin) verify() {
+	type probe struct {
+		id, path   string
+		generation uint64
+	}
+	p.mu.Lock()
+	var probes []probe
+	for _, id := range p.model.SortedContainerIDs() {
+		if t := p.model.Containers[id]; t.Stopped || p.cgroupPaths[id] == "" {
+			continue
+		}
+		probes = append(probes, probe{id: id, path: p.cgroupPaths[id], generation: p.generation[id]})
+	}
+	p.mu.Unlock()
+
+	actual := make(map[string]cpuset.CPUSet, len(probes))
+	for _, pr := range probes {
+		cpus, err := p.cgroups.cpus(pr.path)
+		if err != nil {
+			p.log.WithError(err).WithField("id", pr.id).Debug("cannot verify container cpuset")
+			continue
+		}
+		actual[pr.id] = cpus
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	drifted := false
+	for _, pr := range probes {
+		cpus, ok := actual[pr.id]
+		t := p.model.Containers[pr.id]
+		if !ok || t == nil || t.Stopped || p.generation[pr.id] != pr.generation {
+			continue
+		}
+		if _, releasing := p.model.Releasing[pr.id]; releasing && cpus.Size() == t.CPUs.Size() && cpus.IsSubsetOf(t.CPUs) {
+			p.confirm(pr.id)
+		}
+		if applied := p.applied[pr.id]; !(applied.Size() == cpus.Size() && applied.IsSubsetOf(cpus)) {
+			p.log.WithFields(map[string]any{"id": pr.id, "believed": applied.String(), "actual": cpus.String()}).
+				Warn("container cpuset differs from the last update; re-sending")
+			p.metrics.drift()
+			p.setApplied(pr.id, cpus)
+			drifted = true
+		}
+	}
+	if drifted {
+		p.kickSender()
+	}
+}
