@@ -54,7 +54,12 @@ func (a *Allocator) Grow(available, current cpuset.CPUSet, n int, affinity NodeM
 		extra = a.widen(base, &capacity, short)
 	}
 	stages := []NodeMask{a.topo.knownNodes()}
-	if base != 0 {
+	switch {
+	case base != 0 && a.opts.DistributeCPUsAcrossNUMA:
+		// distribute balances over all the nodes a stage offers: give it
+		// the widened set at once.
+		stages = []NodeMask{base | extra, a.topo.knownNodes()}
+	case base != 0:
 		stages = []NodeMask{base, base | extra, a.topo.knownNodes()}
 	}
 	picked, err := a.place(avail, held, need, stages)

@@ -1,6 +1,7 @@
 package cpuallocator_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
@@ -54,3 +55,54 @@ func cpus(t testing.TB, list string) cpuset.CPUSet {
 // twoSocketFourNodes is 2 sockets × 2 NUMA nodes × 2 cores × 2 threads,
 // siblings adjacent: node n holds CPUs 4n..4n+3.
 var twoSocketFourNodes = sysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 2, ThreadsPerCore: 2}
+
+var (
+	// kep12 is KEP-5554's use-case machine: CPUs 0-5 on node 0, 6-11 on
+	// node 1, cores {0,1}, {2,3}, ... .
+	kep12 = sysfs.KEP5554UseCases()
+	// twoL3 is one NUMA node of 8 cores × 2 threads in two L3 groups:
+	// CPUs 0-7 and 8-15.
+	twoL3 = sysfs.Spec{Sockets: 1, CoresPerNUMA: 8, ThreadsPerCore: 2, L3PerNUMA: 2}
+	// farSocket is twoSocketFourNodes with node 2 (other socket) closer to
+	// node 0 than node 1 (same socket) is.
+	farSocket = func() sysfs.Spec {
+		s := twoSocketFourNodes
+		s.Distances = [][]int{
+			{10, 30, 15, 31},
+			{30, 10, 31, 15},
+			{15, 31, 10, 30},
+			{31, 15, 30, 10},
+		}
+		return s
+	}()
+)
+
+var (
+	none       = cpuallocator.StaticPolicyOptions{}
+	fullPCPUs  = cpuallocator.StaticPolicyOptions{FullPCPUsOnly: true}
+	acrossNUMA = cpuallocator.StaticPolicyOptions{DistributeCPUsAcrossNUMA: true}
+	acrossCore = cpuallocator.StaticPolicyOptions{DistributeCPUsAcrossCores: true}
+	bySocket   = cpuallocator.StaticPolicyOptions{AlignBySocket: true}
+	byUncore   = cpuallocator.StaticPolicyOptions{PreferAlignByUncoreCache: true}
+	fullNUMA   = cpuallocator.StaticPolicyOptions{FullPCPUsOnly: true, DistributeCPUsAcrossNUMA: true}
+)
+
+// checkResult compares a result with the expected set or sentinel error.
+func checkResult(t *testing.T, got cpuset.CPUSet, err error, want string, wantErr error) {
+	t.Helper()
+	if wantErr != nil {
+		if !errors.Is(err, wantErr) {
+			t.Fatalf("got %s, %v; want error %v", got, err, wantErr)
+		}
+		if !got.IsEmpty() {
+			t.Errorf("got %s with the error, want an empty set", got)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("unexpected error: %v", err)
+	}
+	if !got.Equals(cpus(t, want)) {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
