@@ -170,3 +170,43 @@ func checkAffinity(ctx context.Context, t *testing.T, c *harness.Container) {
 		}
 	}
 }
+
+// TestCloseRemovesLeftovers checks the clean-up of a run that failed
+// half-way: containerd is stopped with a pod still running, so CRI cannot
+// remove it; closing must still leave no process, mount or directory.
+func TestCloseRemovesLeftovers(t *testing.T) {
+	harness.SkipUnlessCapable(t)
+	ctx := harness.Context(t, 5*time.Minute)
+	env, err := harness.NewEnv(ctx, harness.EnvOptions{Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("set up: %v", err)
+	}
+	t.Cleanup(func() { env.Close(context.Background()) })
+	pod, err := env.CRI.RunPod(ctx, harness.PodSpec{
+		Name:       "left-behind",
+		Containers: []harness.ContainerSpec{{Name: "app", Resources: harness.Guaranteed(1000, 64*harness.MiB)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podCgroup, err := pod.Cgroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Containerd.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Containerd.Close(); err != nil {
+		t.Fatalf("close with a pod left running: %v", err)
+	}
+	if err := env.Containerd.CheckGone(); err != nil {
+		t.Errorf("after Close: %v", err)
+	}
+	// Env.Close cannot reach containerd any more, but removes the pod cgroup.
+	if err := env.Close(ctx); err != nil {
+		t.Errorf("Env.Close after Containerd.Close: %v", err)
+	}
+	if _, err := podCgroup.CPUs(); err == nil {
+		t.Errorf("pod cgroup %s still exists", podCgroup.Path)
+	}
+}

@@ -43,6 +43,7 @@ type Containerd struct {
 	layout containerdLayout
 	proc   *Process // nil while stopped
 	starts int
+	closed bool
 }
 
 // NewContainerd creates the temporary directory and the configuration of a
@@ -139,6 +140,9 @@ func (c *Containerd) Running() bool {
 // Start runs containerd and waits until CRI answers and reports the runtime
 // ready. On failure the error quotes the end of containerd's log.
 func (c *Containerd) Start(ctx context.Context) error {
+	if c.closed {
+		return errors.New("start containerd: it has been closed")
+	}
 	if c.Running() {
 		return fmt.Errorf("start containerd: already running as pid %d", c.PID())
 	}
@@ -241,11 +245,15 @@ func (c *Containerd) ImportImages(ctx context.Context, archive string) error {
 	return nil
 }
 
+// Closed reports whether Close has been called.
+func (c *Containerd) Closed() bool { return c.closed }
+
 // Close stops containerd and removes its temporary directory. Whatever
 // the CRI clean-up left (containers still running, their shims, mounts) is
 // removed first, so that nothing of this containerd stays on the machine.
 // The log is gone afterwards: read LogTail before.
 func (c *Containerd) Close() error {
+	c.closed = true
 	var errs []error
 	if err := c.Stop(); err != nil {
 		errs = append(errs, err)

@@ -130,7 +130,7 @@ func (e *Env) Close(ctx context.Context) error {
 	}
 	var errs []error
 	if e.CRI != nil {
-		if !e.Containerd.Running() {
+		if !e.Containerd.Running() && !e.Containerd.Closed() {
 			// A scenario stopped containerd; CRI needs it to remove pods.
 			if err := e.Containerd.Start(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("restart containerd for clean-up: %w", err))
