@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,7 +19,11 @@ import (
 // adjustment lands in the container's cgroup and affinity, and it receives
 // the container and pod updates the CRI helpers send.
 func TestPluginWiring(t *testing.T) {
-	env := harness.NewTestEnv(t, harness.EnvOptions{})
+	env := harness.NewTestEnv(t, harness.EnvOptions{Containerd: harness.ContainerdOptions{
+		LogLevel:                     "debug",
+		NRIPluginRequestTimeout:      3 * time.Second,
+		NRIPluginRegistrationTimeout: 6 * time.Second,
+	}})
 	ctx := harness.Context(t, 5*time.Minute)
 	bin, err := harness.GoBuild(ctx, "", "./test/e2e/internal/pinall")
 	if err != nil {
@@ -36,8 +41,12 @@ func TestPluginWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := plugin.WaitForLog(ctx, regexp.MustCompile(`synchronized pods=0 containers=0`)); err != nil {
+	// The request timeout the harness configured reached the plugin.
+	if _, err := plugin.WaitForLog(ctx, regexp.MustCompile(`synchronized pods=0 containers=0 request-timeout=3s$`)); err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(env.Containerd.LogTail(1000), "level=debug") {
+		t.Error("containerd does not log at the debug level it was configured with")
 	}
 
 	pod, err := env.CRI.RunPod(ctx, harness.PodSpec{

@@ -23,11 +23,13 @@ import (
 type pinAll struct {
 	cpus string
 	log  *log.Logger
+	stub stub.Stub
 }
 
-// Synchronize logs the state containerd delivers on connection.
+// Synchronize logs the state containerd delivers on connection, and the
+// request timeout containerd configured.
 func (p *pinAll) Synchronize(_ context.Context, pods []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
-	p.log.Printf("synchronized pods=%d containers=%d", len(pods), len(containers))
+	p.log.Printf("synchronized pods=%d containers=%d request-timeout=%s", len(pods), len(containers), p.stub.RequestTimeout())
 	return nil, nil
 }
 
@@ -72,6 +74,7 @@ func run(socket string, p *pinAll) error {
 	if err != nil {
 		return fmt.Errorf("create NRI stub: %w", err)
 	}
+	p.stub = s
 	if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("serve NRI: %w", err)
 	}
