@@ -92,13 +92,18 @@ func (p *picker) takeCPU(id int) {
 //
 //  0. from children that already hold CPUs of the container (most held
 //     first), so that the container stays together;
-//  1. whole free children no larger than the remainder, lowest id first;
-//  2. the remainder from the child that can hold it in the deepest single
-//     unit (a NUMA node rather than only a socket, an uncore cache rather
-//     than only a NUMA node), the tightest such unit first (best fit, least
-//     fragmentation), then the child with the fewest free CPUs, lowest id;
-//  3. when no child can hold the remainder, all of the child with the most
-//     free CPUs, then back to 2.
+//  1. if a child can hold the remainder, from the one that holds it in the
+//     deepest single unit (a NUMA node rather than only a socket, an uncore
+//     cache rather than only a NUMA node), the tightest such unit first
+//     (best fit, least fragmentation), then the child with the fewest free
+//     CPUs, then the lowest id;
+//  2. otherwise a whole free child no larger than the remainder, lowest id
+//     first, and back to 1;
+//  3. otherwise all of the child with the most free CPUs, and back to 1.
+//
+// Under full-pcpus-only the cores of a unit are taken whole, lowest id
+// first, and under distribute-cpus-across-cores one thread per core at a
+// time (spreadOverCores).
 func (p *picker) takeFrom(u int32, r int) int {
 	un := &p.tree.units[u]
 	if un.level == levelCore {
@@ -110,29 +115,32 @@ func (p *picker) takeFrom(u int32, r int) int {
 	}
 	want := r
 	r -= p.takeColocated(un.children, r)
-	for _, c := range un.children {
-		if r == 0 {
-			return want
-		}
-		if cu := &p.tree.units[c]; int(p.free[c]) == cu.size && cu.size <= r {
-			r -= p.takeFrom(c, cu.size)
-		}
-	}
 	if p.wholeCores && coreParent {
-		// Only cores larger than the remainder are left: none can be taken.
+		// Cores with every thread online first: a core missing a thread
+		// (offline or isolated sibling) only fills an odd remainder.
+		for _, full := range []bool{true, false} {
+			for _, c := range un.children {
+				cu := &p.tree.units[c]
+				if r > 0 && (cu.size == p.tree.threads) == full && int(p.free[c]) == cu.size && cu.size <= r {
+					r -= p.takeThreads(c, r)
+				}
+			}
+		}
 		return want - r
 	}
 	var exhausted map[int32]bool
 	for r > 0 {
-		best := p.bestFit(un.children, r, exhausted)
-		ask := r
+		best, ask := p.bestFit(un.children, r, exhausted), r
 		if best < 0 {
-			// Spill: nothing holds the remainder; empty the largest child.
+			best = p.firstWhole(un.children, r, exhausted)
+			ask = int(p.free[max(best, 0)])
+		}
+		if best < 0 {
 			best = p.largest(un.children, exhausted)
-			if best < 0 {
-				break
-			}
-			ask = int(p.free[best])
+			ask = int(p.free[max(best, 0)])
+		}
+		if best < 0 {
+			break
 		}
 		got := p.takeFrom(best, ask)
 		r -= got
@@ -146,7 +154,18 @@ func (p *picker) takeFrom(u int32, r int) int {
 	return want - r
 }
 
-// bestFit returns the child that holds r CPUs best (step 2 of takeFrom),
+// firstWhole returns the lowest-id child whose CPUs are all free and no more
+// than r, or -1.
+func (p *picker) firstWhole(children []int32, r int, exhausted map[int32]bool) int32 {
+	for _, c := range children {
+		if size := p.tree.units[c].size; int(p.free[c]) == size && size <= r && !exhausted[c] {
+			return c
+		}
+	}
+	return -1
+}
+
+// bestFit returns the child that holds r CPUs best (step 1 of takeFrom),
 // or -1 when none can.
 func (p *picker) bestFit(children []int32, r int, exhausted map[int32]bool) int32 {
 	best, bestDepth, bestTight := int32(-1), 0, int32(0)

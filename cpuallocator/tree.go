@@ -38,6 +38,8 @@ type unitTree struct {
 	units []unit
 	// coreOf maps a CPU id to the index of its core unit, -1 if absent.
 	coreOf []int32
+	// threads is the SMT level: the size of a core with every thread.
+	threads int
 }
 
 // packingLevels returns the group levels the packed order fills, largest
@@ -70,8 +72,9 @@ func groupID(c CPUInfo, l level) int {
 
 func buildTree(t *Topology, levels []level) *unitTree {
 	tree := &unitTree{
-		units:  []unit{{level: levelMachine, parent: -1}},
-		coreOf: make([]int32, len(t.index)),
+		units:   []unit{{level: levelMachine, parent: -1}},
+		coreOf:  make([]int32, len(t.index)),
+		threads: t.threads,
 	}
 	for i := range tree.coreOf {
 		tree.coreOf[i] = -1

@@ -1,0 +1,328 @@
+package cpuallocator_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
+	"k8s.io/utils/cpuset"
+)
+
+// randomMachine returns a small random machine: 1-2 sockets, 1-3 NUMA
+// nodes per socket, 1-6 cores per node, 1, 2 or 4 threads, L3 groups,
+// either numbering, a few offline and isolated CPUs, and sometimes
+// shuffled CPU ids.
+func randomMachine(r *rand.Rand) sysfs.Machine {
+	spec := sysfs.Spec{
+		Sockets:        1 + r.Intn(2),
+		NUMAPerSocket:  1 + r.Intn(3),
+		CoresPerNUMA:   1 + r.Intn(6),
+		ThreadsPerCore: []int{1, 2, 2, 2, 4}[r.Intn(5)],
+		Numbering:      sysfs.Numbering(r.Intn(2)),
+	}
+	spec.L3PerNUMA = 1 + r.Intn(min(3, spec.CoresPerNUMA))
+	// CPU 0 stays online and not isolated, so the machine is never empty.
+	if total := spec.NumCPUs(); total > 1 {
+		for i := r.Intn(3); i > 0; i-- {
+			spec.Offline = append(spec.Offline, 1+r.Intn(total-1))
+		}
+		for i := r.Intn(3); i > 0; i-- {
+			spec.Isolated = append(spec.Isolated, 1+r.Intn(total-1))
+		}
+	}
+	m, err := spec.Machine()
+	if err != nil {
+		panic(err)
+	}
+	if r.Intn(4) == 0 {
+		m = shuffled(m, r.Int63())
+		m.Offline, m.Isolated = nil, nil // their ids moved with the shuffle
+	}
+	return m
+}
+
+func randomOptions(r *rand.Rand) cpuallocator.StaticPolicyOptions {
+	for {
+		o := cpuallocator.StaticPolicyOptions{
+			FullPCPUsOnly:             r.Intn(3) == 0,
+			DistributeCPUsAcrossNUMA:  r.Intn(3) == 0,
+			AlignBySocket:             r.Intn(3) == 0,
+			DistributeCPUsAcrossCores: r.Intn(4) == 0,
+			PreferAlignByUncoreCache:  r.Intn(3) == 0,
+		}
+		if o.Validate() == nil {
+			return o
+		}
+	}
+}
+
+// container is one exclusive container of the simulation.
+type container struct {
+	original, current cpuset.CPUSet
+}
+
+// sim runs random request sequences against one allocator and checks the
+// properties every result must have.
+type sim struct {
+	t          *testing.T
+	r          *rand.Rand
+	a          *cpuallocator.Allocator
+	topo       *cpuallocator.Topology
+	reserved   cpuset.CPUSet
+	containers []*container
+}
+
+func (s *sim) free() cpuset.CPUSet {
+	used := s.reserved
+	for _, c := range s.containers {
+		used = used.Union(c.current)
+	}
+	return s.topo.CPUs().Difference(used)
+}
+
+// usable is what the options let a container holding held take of free:
+// under full-pcpus-only only cores entirely in free ∪ held.
+func (s *sim) usable(free, held cpuset.CPUSet) cpuset.CPUSet {
+	if !s.a.Options().FullPCPUsOnly {
+		return free
+	}
+	var ids []int
+	for _, id := range free.UnsortedList() {
+		if s.topo.CoreSiblings(id).IsSubsetOf(free.Union(held)) {
+			ids = append(ids, id)
+		}
+	}
+	return cpuset.New(ids...)
+}
+
+// size returns a random request size, a multiple of the SMT level under
+// full-pcpus-only.
+func (s *sim) size(maxN int) int {
+	step := 1
+	if s.a.Options().FullPCPUsOnly {
+		step = s.topo.ThreadsPerCore()
+	}
+	return step * (1 + s.r.Intn(max(maxN/step, 1)))
+}
+
+func (s *sim) checkWholeCores(what string, set cpuset.CPUSet) {
+	if !s.a.Options().FullPCPUsOnly {
+		return
+	}
+	for _, id := range set.List() {
+		if !s.topo.CoreSiblings(id).IsSubsetOf(set) {
+			s.t.Fatalf("%s: %s splits the core of CPU %d under full-pcpus-only", what, set, id)
+		}
+	}
+}
+
+// checkRefusal accepts an error only when it is one of the allocator's
+// sentinels and, for a shortage, when there really is one.
+func (s *sim) checkRefusal(what string, err error, need int, usable cpuset.CPUSet, free cpuset.CPUSet) {
+	switch {
+	case errors.Is(err, cpuallocator.ErrNotEnoughCPUs):
+		if free.Size() >= need {
+			s.t.Fatalf("%s: %v although %d CPUs are free (%s)", what, err, free.Size(), free)
+		}
+	case errors.Is(err, cpuallocator.ErrTopology):
+		if usable.Size() >= need && !s.a.Options().FullPCPUsOnly {
+			s.t.Fatalf("%s: %v although %d CPUs are usable (%s)", what, err, usable.Size(), usable)
+		}
+	default:
+		s.t.Fatalf("%s: unexpected error %v", what, err)
+	}
+}
+
+// uniformCores reports whether "fits one node" is decided by counting CPUs:
+// always without full-pcpus-only, and with it when every core has the same
+// number of threads or there are at most 2 (an even request always splits
+// into cores of 2 and pairs of cores of 1). Otherwise a core missing
+// threads (offline or isolated siblings) makes it a subset-sum question the
+// allocator answers on a best effort basis only.
+func (s *sim) uniformCores() bool {
+	if !s.a.Options().FullPCPUsOnly || s.topo.ThreadsPerCore() <= 2 {
+		return true
+	}
+	for _, id := range s.topo.CPUs().UnsortedList() {
+		if s.topo.CoreSiblings(id).Size() != s.topo.ThreadsPerCore() {
+			return false
+		}
+	}
+	return true
+}
+
+// fitsOneNode reports whether the usable CPUs of one NUMA node can hold
+// need.
+func (s *sim) fitsOneNode(usable cpuset.CPUSet, need int) bool {
+	for _, n := range s.topo.NUMANodes() {
+		if usable.Intersection(s.topo.CPUsInNUMANodes(cpuallocator.NewNodeMask(n))).Size() >= need {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *sim) create() {
+	free := s.free()
+	if free.IsEmpty() {
+		return
+	}
+	n := s.size(max(free.Size()/2, 1))
+	var affinity cpuallocator.NodeMask
+	if s.r.Intn(2) == 0 {
+		if hints := s.a.NUMAHints(free, cpuset.New(), n); len(hints) > 0 {
+			s.checkHints(hints, free, cpuset.New(), n)
+			affinity = hints[0].Nodes
+		}
+	}
+	what := fmt.Sprintf("Allocate(%s, %d, %s)", free, n, affinity)
+	got, err := s.a.Allocate(free, n, affinity)
+	usable := s.usable(free, cpuset.New())
+	if err != nil {
+		s.checkRefusal(what, err, n, usable, free)
+		return
+	}
+	if got.Size() != n || !got.IsSubsetOf(free) {
+		s.t.Fatalf("%s = %s: wrong size or not free", what, got)
+	}
+	s.checkWholeCores(what, got)
+	if s.fitsOneNode(usable, n) && s.uniformCores() && s.topo.NUMANodesOf(got).Count() != 1 {
+		s.t.Fatalf("%s = %s: spans nodes %s although one node can hold it", what, got, s.topo.NUMANodesOf(got))
+	}
+	if !s.topo.NUMANodesOf(got).IsSubsetOf(s.allowed(affinity)) {
+		s.t.Fatalf("%s = %s: outside the affinity, which can hold it", what, got)
+	}
+	s.containers = append(s.containers, &container{original: got, current: got})
+}
+
+// allowed returns the nodes a request with a hint's affinity must stay in:
+// the affinity, widened to whole sockets under align-by-socket; all nodes
+// when there is no affinity.
+func (s *sim) allowed(affinity cpuallocator.NodeMask) cpuallocator.NodeMask {
+	all := cpuallocator.NewNodeMask(s.topo.NUMANodes()...)
+	if affinity == 0 {
+		return all
+	}
+	if !s.a.Options().AlignBySocket {
+		return affinity
+	}
+	sockets := map[int]bool{}
+	for _, id := range s.topo.CPUsInNUMANodes(affinity).UnsortedList() {
+		c, _ := s.topo.CPU(id)
+		sockets[c.Socket] = true
+	}
+	var widened cpuallocator.NodeMask
+	for _, id := range s.topo.CPUs().UnsortedList() {
+		if c, _ := s.topo.CPU(id); sockets[c.Socket] {
+			widened |= cpuallocator.NewNodeMask(c.NUMANode)
+		}
+	}
+	return widened
+}
+
+func (s *sim) grow(c *container) {
+	free := s.free()
+	n := c.current.Size() + s.size(max(free.Size(), 1))
+	var affinity cpuallocator.NodeMask
+	if s.r.Intn(2) == 0 {
+		if hints := s.a.NUMAHints(free, c.current, n); len(hints) > 0 {
+			s.checkHints(hints, free, c.current, n)
+			affinity = hints[0].Nodes
+		}
+	}
+	what := fmt.Sprintf("Grow(%s, %s, %d, %s)", free, c.current, n, affinity)
+	got, err := s.a.Grow(free, c.current, n, affinity)
+	need := n - c.current.Size()
+	usable := s.usable(free, c.current)
+	if err != nil {
+		s.checkRefusal(what, err, need, usable, free)
+		return
+	}
+	if got.Size() != n || !c.current.IsSubsetOf(got) || !got.IsSubsetOf(c.current.Union(free)) {
+		s.t.Fatalf("%s = %s: wrong size, lost CPUs or took busy ones", what, got)
+	}
+	s.checkWholeCores(what, got)
+	home := s.topo.NUMANodesOf(c.current)
+	if affinity == 0 && usable.Intersection(s.topo.CPUsInNUMANodes(home)).Size() >= need && !s.topo.NUMANodesOf(got).IsSubsetOf(home) {
+		s.t.Fatalf("%s = %s: left nodes %s although they can hold the growth", what, got, home)
+	}
+	if !s.topo.NUMANodesOf(got).IsSubsetOf(s.allowed(affinity)) {
+		s.t.Fatalf("%s = %s: outside the affinity, which can hold it", what, got)
+	}
+	c.current = got
+}
+
+func (s *sim) shrink(c *container) {
+	span := c.current.Size() - c.original.Size()
+	step := 1
+	if s.a.Options().FullPCPUsOnly {
+		step = s.topo.ThreadsPerCore()
+	}
+	n := c.original.Size() + step*s.r.Intn(span/step+1)
+	what := fmt.Sprintf("Shrink(%s, %s, %d)", c.current, c.original, n)
+	got, err := s.a.Shrink(c.current, c.original, n)
+	if err != nil {
+		s.t.Fatalf("%s: %v", what, err)
+	}
+	if got.Size() != n || !c.original.IsSubsetOf(got) || !got.IsSubsetOf(c.current) {
+		s.t.Fatalf("%s = %s: wrong size, lost original CPUs or gained CPUs", what, got)
+	}
+	s.checkWholeCores(what, got)
+	c.current = got
+}
+
+// checkHints asserts that every hint holds the must-keep nodes, can hold
+// the request, and that they come best first at one width.
+func (s *sim) checkHints(hints []cpuallocator.NUMAHint, free, keep cpuset.CPUSet, n int) {
+	keepNodes := s.topo.NUMANodesOf(keep)
+	for i, h := range hints {
+		capacity := s.usable(free, keep).Intersection(s.topo.CPUsInNUMANodes(h.Nodes)).Size() + keep.Size()
+		if !keepNodes.IsSubsetOf(h.Nodes) || capacity < n || h.Nodes.Count() != hints[0].Nodes.Count() {
+			s.t.Fatalf("NUMAHints(%s, %s, %d): bad hint %v (capacity %d) in %v", free, keep, n, h, capacity, hints)
+		}
+		if i > 0 && h.Preferred && !hints[i-1].Preferred {
+			s.t.Fatalf("NUMAHints(%s, %s, %d): preferred hint after a non-preferred one: %v", free, keep, n, hints)
+		}
+	}
+}
+
+func TestRandomSequences(t *testing.T) {
+	for seed := int64(1); seed <= 300; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		m := randomMachine(r)
+		opts := randomOptions(r)
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+			topo := topologyOfMachine(t, m)
+			a := allocatorFor(t, topo, opts, cpuallocator.TopologyOptions{MaxAllowableNUMANodes: 6})
+			reserved, err := a.ReservedCPUs(r.Intn(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &sim{t: t, r: r, a: a, topo: topo, reserved: reserved}
+			for step := 0; step < 60; step++ {
+				switch op := r.Intn(10); {
+				case op < 4 || len(s.containers) == 0:
+					s.create()
+				case op < 7:
+					s.grow(s.containers[r.Intn(len(s.containers))])
+				case op < 9:
+					s.shrink(s.containers[r.Intn(len(s.containers))])
+				default:
+					i := r.Intn(len(s.containers))
+					s.containers = append(s.containers[:i], s.containers[i+1:]...)
+				}
+			}
+			// No CPU is in two containers or reserved.
+			seen := reserved
+			for _, c := range s.containers {
+				if !c.current.Intersection(seen).IsEmpty() {
+					t.Fatalf("%s overlaps another container or the reserved CPUs", c.current)
+				}
+				seen = seen.Union(c.current)
+			}
+		})
+	}
+}
