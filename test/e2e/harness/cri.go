@@ -159,23 +159,3 @@ func (c *CRI) untrack(p *Pod) {
 	defer c.mu.Unlock()
 	c.pods = slices.DeleteFunc(c.pods, func(q *Pod) bool { return q == p })
 }
-
-// Poll calls cond every 50 ms until it returns true (nil), returns an error
-// (that error) or ctx ends (ctx's error). Scenarios use it to wait for a
-// state the plugin reaches asynchronously.
-func Poll(ctx context.Context, cond func() (bool, error)) error {
-	for {
-		ok, err := cond()
-		if err != nil {
-			return err
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pollInterval):
-		}
-	}
-}

@@ -41,6 +41,7 @@ type Env struct {
 // starts a containerd, imports the images and connects a CRI client. On
 // failure it removes what it made.
 func NewEnv(ctx context.Context, opts EnvOptions) (_ *Env, err error) {
+	opts.Logf = opts.Logf.orDiscard()
 	out, err := resolveOutputDir(opts.OutputDir)
 	if err != nil {
 		return nil, err
@@ -55,7 +56,6 @@ func NewEnv(ctx context.Context, opts EnvOptions) (_ *Env, err error) {
 	}
 	copts := opts.Containerd
 	copts.Tools, copts.Logf = tools, opts.Logf
-	opts.Logf = opts.Logf.orDiscard()
 	ctd, err := NewContainerd(copts)
 	if err != nil {
 		return nil, err

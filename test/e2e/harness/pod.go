@@ -38,6 +38,9 @@ type PodSpec struct {
 	// QOS overrides the class derived from Containers, and with it the
 	// cgroup parent.
 	QOS QOSClass
+	// Annotations are the pod's annotations, which the kubelet passes on
+	// to the sandbox (and NRI to plugins).
+	Annotations map[string]string
 	// SharePIDNamespace puts all containers in the pod's PID namespace
 	// (shareProcessNamespace: true). By default, as the kubelet does, each
 	// container has its own, so /proc/1 is the container's own command.
@@ -103,6 +106,7 @@ func (c *CRI) RunPodSandbox(ctx context.Context, spec PodSpec) (*Pod, error) {
 			labelPodNamespace: spec.Namespace,
 			labelPodUID:       spec.UID,
 		},
+		Annotations: spec.Annotations,
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent:    pod.CgroupParent,
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: pod.namespaces()},

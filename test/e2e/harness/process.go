@@ -13,9 +13,6 @@ import (
 	"time"
 )
 
-// pollInterval is how often the harness re-checks a condition it waits for.
-const pollInterval = 50 * time.Millisecond
-
 // ProcessOptions configure StartProcess.
 type ProcessOptions struct {
 	// Path is the binary to run.
