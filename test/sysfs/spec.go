@@ -2,7 +2,6 @@ package sysfs
 
 import (
 	"fmt"
-	"testing/fstest"
 )
 
 // Numbering is how Linux numbers the SMT siblings of a core.
@@ -133,7 +132,7 @@ func defaultDistances(sockets, numaPerSocket int) [][]int {
 
 // GenerateFS returns the tree of the machine the spec describes as an
 // in-memory file system (see FS).
-func GenerateFS(spec Spec) (fstest.MapFS, error) {
+func GenerateFS(spec Spec) (*MemFS, error) {
 	m, err := spec.Machine()
 	if err != nil {
 		return nil, err

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing/fstest"
 
 	"k8s.io/utils/cpuset"
 )
@@ -29,17 +28,16 @@ func Write(root string, m Machine) error {
 	return nil
 }
 
-// FS returns the tree Write would write for m as an in-memory file system
-// rooted where the sysfs root would be. Benchmarks use it to set up very
-// large machines without touching the disk.
-func FS(m Machine) (fstest.MapFS, error) {
+// FS returns the tree Write would write for m, in memory, rooted where the
+// sysfs root would be. Tests edit it to break files; benchmarks use it to
+// set up very large machines without touching the disk.
+func FS(m Machine) (*MemFS, error) {
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid machine: %w", err)
 	}
-	files := m.files()
-	fsys := make(fstest.MapFS, len(files))
-	for p, content := range files {
-		fsys[p] = &fstest.MapFile{Data: []byte(content), Mode: 0o444}
+	fsys := NewMemFS()
+	for p, content := range m.files() {
+		fsys.WriteFile(filepath.ToSlash(p), content)
 	}
 	return fsys, nil
 }

@@ -173,12 +173,22 @@ func TestFSMatchesWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(onDisk) != len(mem) {
-		t.Errorf("disk tree has %d files, in-memory tree %d", len(onDisk), len(mem))
-	}
-	for p, f := range mem {
-		if got, ok := onDisk[p]; !ok || got != string(f.Data) {
-			t.Errorf("%s: disk %q, memory %q", p, got, f.Data)
+	inMemory := 0
+	err = fs.WalkDir(mem, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
 		}
+		inMemory++
+		data, err := fs.ReadFile(mem, p)
+		if got, ok := onDisk[filepath.FromSlash(p)]; !ok || got != string(data) {
+			t.Errorf("%s: disk %q, memory %q", p, got, data)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(onDisk) != inMemory {
+		t.Errorf("disk tree has %d files, in-memory tree %d", len(onDisk), inMemory)
 	}
 }
