@@ -143,8 +143,8 @@ func (a *Allocator) usable(avail, held cpuBits) cpuBits {
 		return avail
 	}
 	out := avail.clone()
-	for _, id := range avail.ids() {
-		if !coreWithin(a.topo.coreCPUs[a.topo.info(id).Core], avail, held) {
+	for id := range avail.all() {
+		if !coreWithin(a.plainTree.coreCPUs(id), avail, held) {
 			out.clear(id)
 		}
 	}

@@ -1,6 +1,7 @@
 package cpuallocator
 
 import (
+	"iter"
 	"math/bits"
 
 	"k8s.io/utils/cpuset"
@@ -67,13 +68,24 @@ func (b cpuBits) intersects(o cpuBits) bool {
 	return false
 }
 
+// all iterates over the members, ascending.
+func (b cpuBits) all() iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for w, word := range b {
+			for ; word != 0; word &= word - 1 {
+				if !yield(w*64 + bits.TrailingZeros64(word)) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // ids returns the members, ascending.
 func (b cpuBits) ids() []int {
 	out := make([]int, 0, b.count())
-	for w, word := range b {
-		for ; word != 0; word &= word - 1 {
-			out = append(out, w*64+bits.TrailingZeros64(word))
-		}
+	for id := range b.all() {
+		out = append(out, id)
 	}
 	return out
 }

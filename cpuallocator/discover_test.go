@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
@@ -248,7 +247,7 @@ func TestDiscoverErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		// change edits the tree of the KEP-5554 use-case machine.
-		change func(fstest.MapFS)
+		change func(*sysfs.MemFS)
 		// file is the path the error must name; text is another part of
 		// the message ("": the file is missing, fs.ErrNotExist).
 		file, text string
@@ -262,7 +261,7 @@ func TestDiscoverErrors(t *testing.T) {
 		{"core id missing", remove(cpu + "/cpu4/topology/core_id"), cpu + "/cpu4/topology/core_id", ""},
 		{"core id malformed", write(cpu+"/cpu4/topology/core_id", "four"), cpu + "/cpu4/topology/core_id", "malformed integer"},
 		{"die id malformed", write(cpu+"/cpu4/topology/die_id", ""), cpu + "/cpu4/topology/die_id", "malformed integer"},
-		{"no sibling list", func(fsys fstest.MapFS) {
+		{"no sibling list", func(fsys *sysfs.MemFS) {
 			remove(cpu + "/cpu5/topology/core_cpus_list")(fsys)
 			remove(cpu + "/cpu5/topology/thread_siblings_list")(fsys)
 		}, cpu + "/cpu5/topology/thread_siblings_list", ""},
@@ -303,12 +302,12 @@ func TestDiscoverErrors(t *testing.T) {
 	}
 }
 
-func remove(rel string) func(fstest.MapFS) {
-	return func(fsys fstest.MapFS) { delete(fsys, rel) }
+func remove(rel string) func(*sysfs.MemFS) {
+	return func(fsys *sysfs.MemFS) { fsys.Remove(rel) }
 }
 
-func write(rel, content string) func(fstest.MapFS) {
-	return func(fsys fstest.MapFS) { fsys[rel] = &fstest.MapFile{Data: []byte(content + "\n")} }
+func write(rel, content string) func(*sysfs.MemFS) {
+	return func(fsys *sysfs.MemFS) { fsys.WriteFile(rel, content+"\n") }
 }
 
 func TestDiscoverErrorNamesFileUnderRoot(t *testing.T) {

@@ -13,8 +13,8 @@ type nodeCounts [maxNUMANodes]int
 // countPerNode counts the CPUs of b on each NUMA node.
 func (t *Topology) countPerNode(b cpuBits) nodeCounts {
 	var c nodeCounts
-	for _, id := range b.ids() {
-		c[t.info(id).NUMANode]++
+	for id := range b.all() {
+		c[t.nodeOf[id]]++
 	}
 	return c
 }

@@ -28,8 +28,8 @@ type pickMode struct {
 
 // newPicker prepares a picker that takes CPUs of avail for a container that
 // already holds the CPUs of held (avail and held are disjoint). Under
-// wholeCores, CPUs of cores that are not entirely in avail ∪ held are not
-// offered: taking them would share a core with another container.
+// wholeCores avail must hold only CPUs of cores entirely in avail ∪ held
+// (Allocator.usable).
 func newPicker(tree *unitTree, avail, held cpuBits, mode pickMode) *picker {
 	p := &picker{
 		tree:       tree,
@@ -39,15 +39,10 @@ func newPicker(tree *unitTree, avail, held cpuBits, mode pickMode) *picker {
 		wholeCores: mode.wholeCores,
 		spread:     mode.spread,
 	}
-	for _, id := range avail.ids() {
-		core := tree.coreOf[id]
-		if p.wholeCores && !coreWithin(tree.units[core].cpus, avail, held) {
-			p.avail.clear(id)
-			continue
-		}
-		p.add(p.free, core, 1)
+	for id := range avail.all() {
+		p.add(p.free, tree.coreOf[id], 1)
 	}
-	for _, id := range held.ids() {
+	for id := range held.all() {
 		p.add(p.held, tree.coreOf[id], 1)
 	}
 	return p

@@ -15,7 +15,9 @@ type Topology struct {
 	cpus []CPUInfo
 	// index maps a CPU id to its position in cpus, -1 when absent.
 	index []int32
-	all   cpuset.CPUSet
+	// nodeOf maps a CPU id to its NUMA node (meaningless when absent).
+	nodeOf []int8
+	all    cpuset.CPUSet
 	// allBits is all as a bitmap; every cpuBits of this topology has its
 	// length.
 	allBits  cpuBits
@@ -56,6 +58,7 @@ func NewTopology(cpus []CPUInfo, distances map[int]map[int]int) (*Topology, erro
 	for i := range t.index {
 		t.index[i] = -1
 	}
+	t.nodeOf = make([]int8, maxID+1)
 	t.allBits = newCPUBits(maxID)
 	coreOf := map[int]CPUInfo{}
 	nodeIDs := map[int][]int{}
@@ -76,6 +79,7 @@ func NewTopology(cpus []CPUInfo, distances map[int]map[int]int) (*Topology, erro
 			return nil, fmt.Errorf("cpus %d and %d share core %d but not its socket, die, NUMA node and uncore cache (%+v, %+v)", first.ID, c.ID, c.Core, first, c)
 		}
 		t.index[c.ID] = int32(i)
+		t.nodeOf[c.ID] = int8(c.NUMANode)
 		t.allBits.set(c.ID)
 		t.coreCPUs[c.Core] = append(t.coreCPUs[c.Core], c.ID)
 		nodeIDs[c.NUMANode] = append(nodeIDs[c.NUMANode], c.ID)

@@ -70,6 +70,10 @@ func groupID(c CPUInfo, l level) int {
 	}
 }
 
+// coreCPUs returns the CPUs of the core of CPU id, which must be in the
+// tree.
+func (t *unitTree) coreCPUs(id int) []int { return t.units[t.coreOf[id]].cpus }
+
 func buildTree(t *Topology, levels []level) *unitTree {
 	tree := &unitTree{
 		units:   []unit{{level: levelMachine, parent: -1}},
