@@ -77,7 +77,7 @@ func (a *Allocator) Allocate(available cpuset.CPUSet, n int, affinity NodeMask) 
 	if err := a.checkSMT(n); err != nil {
 		return cpuset.New(), fmt.Errorf("allocate %d CPUs: %w", n, err)
 	}
-	picked, err := a.place(avail, a.topo.newBits(), n, a.stagesFor(affinity, 0))
+	picked, err := a.place(avail, a.topo.newBits(), n, a.stagesFor(affinity))
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("allocate %d CPUs: %w", n, err)
 	}
@@ -118,21 +118,18 @@ func (a *Allocator) groupSize() int {
 	return 1
 }
 
-// stagesFor returns the NUMA node sets to fill in order: the affinity
-// (widened to whole sockets under align-by-socket), then the nodes in
-// widen, then every node.
-func (a *Allocator) stagesFor(affinity, widen NodeMask) []NodeMask {
-	var stages []NodeMask
-	if affinity != 0 {
-		if a.opts.AlignBySocket {
-			affinity = a.topo.socketNodes(affinity)
-		}
-		stages = append(stages, affinity)
+// stagesFor returns the NUMA node sets Allocate fills in order: the
+// affinity (widened to whole sockets under align-by-socket), then every
+// node.
+func (a *Allocator) stagesFor(affinity NodeMask) []NodeMask {
+	all := a.topo.knownNodes()
+	if affinity == 0 {
+		return []NodeMask{all}
 	}
-	if widen != 0 {
-		stages = append(stages, affinity|widen)
+	if a.opts.AlignBySocket {
+		affinity = a.topo.socketNodes(affinity)
 	}
-	return append(stages, a.topo.knownNodes())
+	return []NodeMask{affinity, all}
 }
 
 // usable returns the CPUs of avail the options allow to take for a

@@ -14,5 +14,18 @@
 // caller said must be kept, nor one that holds a CPU outside the set the
 // caller said is available: it returns an error instead.
 //
+// # Packed order
+//
+// The machine is a tree: sockets and NUMA nodes (the larger unit on top),
+// uncore caches under prefer-align-cpus-by-uncorecache, cores, threads. At
+// each level a request goes first to the units that already hold CPUs of
+// the container (a growing container, or the original CPUs a shrink keeps),
+// then to the unit that can hold all of it in the deepest single unit
+// below (a NUMA node rather than only a socket), the one with the fewest
+// free CPUs first (best fit, least fragmentation), lowest id on ties. Only
+// a request no unit can hold is split: whole free units first, then the
+// unit with the most free CPUs. At the core level this takes whole cores
+// before single threads, and single threads from partly used cores first.
+//
 // This package is the only one in the project that reads sysfs.
 package cpuallocator

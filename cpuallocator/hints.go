@@ -18,10 +18,12 @@ import (
 // Details: CPUs of either set that are not in the topology are ignored, as
 // are CPUs of available that are also in mustKeep. Under full-pcpus-only a
 // free CPU counts only when its whole core is free or must-keep. Every
-// returned hint has the narrowest width w that fits; there are at most
-// max(exactSearchLimit, number of nodes + 1) of them (see visitNodeSets),
-// so the search costs O(nodes³) at worst. Under align-by-socket hints on
-// fewer sockets come first among equals.
+// returned hint has the narrowest width that fits. The search enumerates
+// every set of that width when there are at most exactSearchLimit (1024);
+// beyond that it tries, from each node, the set grown closest-first plus
+// the set of the largest free capacity: at most nodes+1 sets, in
+// O(nodes² · width) steps (see visitNodeSets). Under align-by-socket hints
+// on fewer sockets come first among equals.
 func (a *Allocator) NUMAHints(available, mustKeep cpuset.CPUSet, n int) []NUMAHint {
 	if n <= 0 {
 		return nil

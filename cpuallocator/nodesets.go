@@ -62,8 +62,9 @@ func fewestToReach(c *nodeCounts, nodes []int, want int) int {
 // most len(cands)+1 sets: the k first candidates (the largest capacity, so
 // a set that fits is always visited when one exists), and for each
 // candidate the set grown from it by repeatedly adding the candidate
-// closest to the set so far (smallest total distance, lowest id on ties).
-// A set may be visited more than once.
+// closest to the set so far (smallest total distance; on ties the one
+// with the most capacity). That costs O(len(cands)² · k) steps. A set may
+// be visited more than once.
 func (t *Topology) visitNodeSets(base NodeMask, cands []int, k int, visit func(NodeMask)) {
 	if k == 0 {
 		visit(base)
@@ -91,23 +92,28 @@ func (t *Topology) visitNodeSets(base NodeMask, cands []int, k int, visit func(N
 		greedy |= 1 << uint(n)
 	}
 	visit(greedy)
+	// distToSet[n] is the total distance from node n to the set grown so
+	// far, kept up to date as nodes are added.
+	distToSet := map[int]int{}
 	for _, seed := range cands {
 		mask := base | 1<<uint(seed)
+		for _, n := range cands {
+			distToSet[n] = 0
+			for _, m := range mask.Nodes() {
+				distToSet[n] += t.distances[n][m]
+			}
+		}
 		for added := 1; added < k; added++ {
-			best, bestDist := -1, 0
+			best := -1
 			for _, n := range cands {
-				if mask.Has(n) {
-					continue
-				}
-				d := 0
-				for _, m := range mask.Nodes() {
-					d += t.distances[n][m]
-				}
-				if best < 0 || d < bestDist || (d == bestDist && n < best) {
-					best, bestDist = n, d
+				if !mask.Has(n) && (best < 0 || distToSet[n] < distToSet[best]) {
+					best = n
 				}
 			}
 			mask |= 1 << uint(best)
+			for _, n := range cands {
+				distToSet[n] += t.distances[n][best]
+			}
 		}
 		visit(mask)
 	}

@@ -12,6 +12,11 @@ type picker struct {
 	held  []int32
 	// taken are the CPUs picked so far, in order.
 	taken []int
+	mode  pickMode
+}
+
+// pickMode selects how CPUs are taken inside a unit.
+type pickMode struct {
 	// wholeCores (full-pcpus-only) never splits a core: a core is taken
 	// with all its free CPUs or not at all.
 	wholeCores bool
@@ -20,24 +25,17 @@ type picker struct {
 	spread bool
 }
 
-// pickMode selects how CPUs are taken inside a unit.
-type pickMode struct {
-	wholeCores bool
-	spread     bool
-}
-
 // newPicker prepares a picker that takes CPUs of avail for a container that
 // already holds the CPUs of held (avail and held are disjoint). Under
 // wholeCores avail must hold only CPUs of cores entirely in avail ∪ held
 // (Allocator.usable).
 func newPicker(tree *unitTree, avail, held cpuBits, mode pickMode) *picker {
 	p := &picker{
-		tree:       tree,
-		avail:      avail.clone(),
-		free:       make([]int32, len(tree.units)),
-		held:       make([]int32, len(tree.units)),
-		wholeCores: mode.wholeCores,
-		spread:     mode.spread,
+		tree:  tree,
+		avail: avail.clone(),
+		free:  make([]int32, len(tree.units)),
+		held:  make([]int32, len(tree.units)),
+		mode:  mode,
 	}
 	for id := range avail.all() {
 		p.add(p.free, tree.coreOf[id], 1)
@@ -48,6 +46,7 @@ func newPicker(tree *unitTree, avail, held cpuBits, mode pickMode) *picker {
 	return p
 }
 
+// coreWithin reports whether every CPU of a core is in a or in b.
 func coreWithin(cpus []int, a, b cpuBits) bool {
 	for _, id := range cpus {
 		if !a.has(id) && !b.has(id) {
@@ -105,12 +104,12 @@ func (p *picker) takeFrom(u int32, r int) int {
 		return p.takeThreads(u, r)
 	}
 	coreParent := p.tree.units[un.children[0]].level == levelCore
-	if p.spread && coreParent {
+	if p.mode.spread && coreParent {
 		return p.spreadOverCores(u, r)
 	}
 	want := r
 	r -= p.takeColocated(un.children, r)
-	if p.wholeCores && coreParent {
+	if p.mode.wholeCores && coreParent {
 		// Cores with every thread online first: a core missing a thread
 		// (offline or isolated sibling) only fills an odd remainder.
 		for _, full := range []bool{true, false} {
@@ -127,15 +126,13 @@ func (p *picker) takeFrom(u int32, r int) int {
 	for r > 0 {
 		best, ask := p.bestFit(un.children, r, exhausted), r
 		if best < 0 {
-			best = p.firstWhole(un.children, r, exhausted)
-			ask = int(p.free[max(best, 0)])
-		}
-		if best < 0 {
-			best = p.largest(un.children, exhausted)
-			ask = int(p.free[max(best, 0)])
-		}
-		if best < 0 {
-			break
+			if best = p.firstWhole(un.children, r, exhausted); best < 0 {
+				best = p.largest(un.children, exhausted)
+			}
+			if best < 0 {
+				break
+			}
+			ask = int(p.free[best])
 		}
 		got := p.takeFrom(best, ask)
 		r -= got
@@ -241,7 +238,7 @@ func (p *picker) takeColocated(children []int32, r int) int {
 // wholeCores it takes all the core's free CPUs or none.
 func (p *picker) takeThreads(u int32, r int) int {
 	f := int(p.free[u])
-	if f == 0 || (p.wholeCores && f > r) {
+	if f == 0 || (p.mode.wholeCores && f > r) {
 		return 0
 	}
 	got := 0
