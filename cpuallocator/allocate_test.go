@@ -100,3 +100,34 @@ func TestAllocateErrorMessages(t *testing.T) {
 		}
 	}
 }
+
+func TestAllocateOnRealLayouts(t *testing.T) {
+	tests := []struct {
+		name      string
+		layout    string
+		opts      cpuallocator.StaticPolicyOptions
+		available string
+		n         int
+		want      string
+	}{
+		{name: "EPYC: one CCD's L3 under uncore alignment", layout: "amd-epyc-7313-2s-nps2", opts: byUncore, available: "0-63", n: 8, want: "0-3,32-35"},
+		{name: "EPYC: best-fit CCD", layout: "amd-epyc-7313-2s-nps2", opts: byUncore, available: "1-63", n: 6, want: "1-3,33-35"},
+		{name: "EPYC: the CCD that fits", layout: "amd-epyc-7313-2s-nps2", opts: byUncore, available: "1-63", n: 8, want: "4-7,36-39"},
+		{name: "EPYC: across CCDs without uncore alignment", layout: "amd-epyc-7313-2s-nps2", available: "1-63", n: 8, want: "1-4,33-36"},
+		{name: "Xeon SNC: a whole SNC node", layout: "intel-xeon-gold-6338-snc2", available: "0-127", n: 32, want: "0-15,64-79"},
+		{name: "Xeon SNC: then the same socket's other node", layout: "intel-xeon-gold-6338-snc2", available: "0-127", n: 34, want: "0-16,64-80"},
+		{name: "Xeon SNC: the tightest node", layout: "intel-xeon-gold-6338-snc2", available: "1-31,64-95", n: 31, want: "1-15,64-79"},
+		{name: "Xeon SNC: the node that fits", layout: "intel-xeon-gold-6338-snc2", available: "1-31,64-95", n: 32, want: "16-31,80-95"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := sysfs.Layout(tc.layout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := allocatorFor(t, topologyOfMachine(t, m), tc.opts, cpuallocator.TopologyOptions{})
+			got, err := a.Allocate(cpus(t, tc.available), tc.n, 0)
+			checkResult(t, got, err, tc.want, nil)
+		})
+	}
+}

@@ -9,7 +9,9 @@
 // exposes under /sys/devices/system/{cpu,node}. Spec generates regular
 // machines (sockets × NUMA nodes × cores × threads, in both Linux CPU
 // numbering schemes); Layout loads hand-written layouts of real machines
-// kept in layouts/.
+// kept in layouts/; KEP5554UseCases and KEP5554Checkpoint are the machines
+// of KEP-5554's examples. FS and GenerateFS build the same tree in memory
+// (MemFS), which tests can edit and benchmarks use for 4096-CPU machines.
 //
 // The package does not import the code under test, so any package's tests
 // can use it.
