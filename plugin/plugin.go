@@ -136,6 +136,9 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		return nil, err
 	}
 	p.model = policy.NewModel(st)
+	// The first commit (at Synchronize) writes the checkpoint even if
+	// nothing changed, so that the file always reflects the running plugin.
+	p.dirty = true
 	p.observeModel()
 	return p, nil
 }

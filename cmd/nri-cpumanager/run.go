@@ -85,10 +85,10 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	}
 
 	if f.configPath != "" {
-		r := &reloader{log: log, plugin: p, current: cfg, topo: pol.Allocator().Topology()}
+		r := assemble.NewReloader(log, p, pol.Allocator().Topology(), cfg)
 		w, err := config.NewWatcher(f.configPath, cfg, config.WatchOptions{
 			Flags:    f.overrides,
-			OnChange: r.apply,
+			OnChange: r.Apply,
 			OnError: func(err error) {
 				log.WithError(err).Error("new configuration rejected; keeping the running one")
 			},

@@ -1,4 +1,4 @@
-package main
+package assemble
 
 import (
 	"errors"
@@ -7,24 +7,32 @@ import (
 
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/internal/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 )
 
-// reloader applies a changed configuration file to the running plugin, as
+// Reloader applies a changed configuration file to the running plugin, as
 // far as it is safe: the log level at once; inPlaceResize and alignMemory
 // at once (they affect later decisions only); reserved CPUs, static policy
 // options and the topology manager policy only while no container holds
 // exclusive CPUs; everything else at the next restart. A change that cannot
 // be applied is logged and not retried until the file changes again.
-type reloader struct {
+type Reloader struct {
 	log     *logrus.Logger
 	plugin  *plugin.Plugin
 	topo    *cpuallocator.Topology
 	current *config.Config // what is applied
 }
 
-func (r *reloader) apply(next *config.Config) {
+// NewReloader returns a reloader for a plugin running with cfg on topo.
+func NewReloader(log *logrus.Logger, p *plugin.Plugin, topo *cpuallocator.Topology, cfg *config.Config) *Reloader {
+	return &Reloader{log: log, plugin: p, topo: topo, current: cfg}
+}
+
+// Applied returns the configuration the plugin runs with.
+func (r *Reloader) Applied() *config.Config { return r.current }
+
+// Apply applies what it safely can of a new configuration.
+func (r *Reloader) Apply(next *config.Config) {
 	ch := config.Diff(r.current, next)
 	r.log.WithField("changes", ch.String()).Info("configuration file changed")
 	if len(ch.Restart) > 0 {
@@ -69,8 +77,8 @@ func (r *reloader) apply(next *config.Config) {
 }
 
 // reconfigure builds the policy of cfg and hands it to the plugin.
-func (r *reloader) reconfigure(cfg *config.Config, onlyWithoutExclusive bool) error {
-	pol, err := assemble.Policy(cfg, r.topo)
+func (r *Reloader) reconfigure(cfg *config.Config, onlyWithoutExclusive bool) error {
+	pol, err := Policy(cfg, r.topo)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,291 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/plugin"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// runningPlugin is a plugin connected to a fake runtime.
+type runningPlugin struct {
+	*plugin.Plugin
+	registry *prometheus.Registry
+	stateDir string
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// testLogger sends the plugin's logs to the test log when -v is given.
+func testLogger(t testing.TB) *logrus.Logger {
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	if testing.Verbose() {
+		log.SetOutput(logWriter{t})
+		log.SetLevel(logrus.DebugLevel)
+	}
+	return log
+}
+
+type logWriter struct{ t testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// startPlugin starts a plugin on stateDir against rt and waits until it is
+// registered and synchronized.
+func startPlugin(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir string) *runningPlugin {
+	t.Helper()
+	store, err := state.NewStore(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	metrics, err := plugin.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plugin.New(pol, store, plugin.Options{
+		Socket:       rt.socket,
+		Log:          testLogger(t),
+		Metrics:      metrics,
+		ReconnectMin: 20 * time.Millisecond,
+		ReconnectMax: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rp := &runningPlugin{Plugin: p, registry: reg, stateDir: stateDir, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(rp.done)
+		if err := p.Run(ctx); err != nil {
+			t.Errorf("plugin: %v", err)
+		}
+	}()
+	t.Cleanup(rp.Stop)
+	waitFor(t, "plugin registered and synchronized", p.Ready)
+	// The runtime adds a plugin to those it delivers events to only once
+	// its Synchronize returned: wait for the end of that sync, as
+	// containerd does before it relays CRI requests.
+	rt.nri.BlockPluginSync().Unblock()
+	return rp
+}
+
+// Stop stops the plugin and waits for it (idempotent).
+func (rp *runningPlugin) Stop() {
+	rp.cancel()
+	<-rp.done
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for: %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// settled reports whether the runtime runs every container on the cpuset
+// the plugin wants for it, with no unsolicited update in flight.
+func settled(rp *runningPlugin, rt *fakeRuntime) bool {
+	snap := rp.Snapshot()
+	if snap.Lending != "" {
+		return false
+	}
+	applied := rt.Applied()
+	for id, c := range snap.Containers {
+		if c.Stopped {
+			continue
+		}
+		got, ok := applied[id]
+		if !ok {
+			continue
+		}
+		want, _ := cpuset.Parse(c.CPUs)
+		if !got.Equals(want) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkpointState reads the checkpoint on disk.
+func checkpointState(t testing.TB, dir string, online cpuset.CPUSet) *state.State {
+	t.Helper()
+	data, err := os.ReadFile(dir + "/" + state.CheckpointFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := state.Unmarshal(data, online)
+	if err != nil {
+		t.Fatalf("checkpoint on disk: %v", err)
+	}
+	return st
+}
+
+// noViolations fails the test if the runtime ever saw an overlap.
+func noViolations(t testing.TB, rt *fakeRuntime) {
+	t.Helper()
+	for _, v := range rt.Violations() {
+		t.Error("invariant violated: " + v)
+	}
+}
+
+// nriDriver runs scenarios through the fake runtime and the plugin.
+type nriDriver struct {
+	t    testing.TB
+	rt   *fakeRuntime
+	rp   *runningPlugin
+	pol  *policy.Policy
+	pods map[string]*api.PodSandbox
+	ctrs map[string]*api.Container // podUID/name → container
+}
+
+func newNRIDriver(t testing.TB, pol *policy.Policy) *nriDriver {
+	rt := newFakeRuntime(t, pol.Allocator().Topology().CPUs())
+	return &nriDriver{t: t, rt: rt, rp: startPlugin(t, rt, pol, t.TempDir()), pol: pol,
+		pods: map[string]*api.PodSandbox{}, ctrs: map[string]*api.Container{}}
+}
+
+func (d *nriDriver) settle() {
+	d.t.Helper()
+	waitFor(d.t, "the runtime to apply what the plugin decided", func() bool { return settled(d.rp, d.rt) })
+}
+
+func (d *nriDriver) container(pod policy.Pod, name string) (*api.Container, error) {
+	c := d.ctrs[pod.UID+"/"+name]
+	if c == nil {
+		return nil, fmt.Errorf("no container %s in pod %s", name, pod.Name)
+	}
+	return c, nil
+}
+
+// unchanged runs a step that may be refused and checks that a refusal
+// changed no cpuset and not the checkpoint.
+func (d *nriDriver) unchanged(step func() error) error {
+	before, file := d.rt.Applied(), readFile(d.rp.stateDir+"/"+state.CheckpointFile)
+	err := step()
+	if err != nil {
+		after := d.rt.Applied()
+		for id, cpus := range before {
+			if !after[id].Equals(cpus) {
+				d.t.Errorf("refused request changed %s from %s to %s", id, cpus, after[id])
+			}
+		}
+		if got := readFile(d.rp.stateDir + "/" + state.CheckpointFile); got != file {
+			d.t.Errorf("refused request changed the checkpoint")
+		}
+	}
+	d.settle()
+	return err
+}
+
+func readFile(path string) string {
+	data, _ := os.ReadFile(path)
+	return string(data)
+}
+
+func (d *nriDriver) CreateContainer(pod policy.Pod, name string, r state.Resources) error {
+	sb := d.pods[pod.UID]
+	if sb == nil {
+		var err error
+		if sb, err = d.rt.RunPod(pod); err != nil {
+			return err
+		}
+		d.pods[pod.UID] = sb
+	}
+	return d.unchanged(func() error {
+		c, err := d.rt.CreateContainer(sb, name, r)
+		if err == nil {
+			d.ctrs[pod.UID+"/"+name] = c
+		}
+		return err
+	})
+}
+
+func (d *nriDriver) UpdateContainer(pod policy.Pod, name string, r state.Resources) error {
+	c, err := d.container(pod, name)
+	if err != nil {
+		return err
+	}
+	return d.unchanged(func() error { return d.rt.UpdateContainer(c, r) })
+}
+
+func (d *nriDriver) StopContainer(pod policy.Pod, name string) error {
+	c, err := d.container(pod, name)
+	if err != nil {
+		return err
+	}
+	defer d.settle()
+	return d.rt.StopContainer(c)
+}
+
+func (d *nriDriver) RemoveContainer(pod policy.Pod, name string) error {
+	c, err := d.container(pod, name)
+	if err != nil {
+		return err
+	}
+	defer d.settle()
+	delete(d.ctrs, pod.UID+"/"+name)
+	return d.rt.RemoveContainer(c)
+}
+
+func (d *nriDriver) RemovePod(pod policy.Pod) error {
+	sb := d.pods[pod.UID]
+	if sb == nil {
+		return fmt.Errorf("no pod %s", pod.Name)
+	}
+	defer d.settle()
+	delete(d.pods, pod.UID)
+	for key, c := range d.ctrs {
+		if c.PodSandboxId == sb.Id {
+			delete(d.ctrs, key)
+		}
+	}
+	return d.rt.RemovePod(sb)
+}
+
+func (d *nriDriver) UpdatePod(pod policy.Pod, r state.PodResources) error {
+	sb := d.pods[pod.UID]
+	if sb == nil {
+		return fmt.Errorf("no pod %s", pod.Name)
+	}
+	defer d.settle()
+	return d.rt.UpdatePod(sb, r)
+}
+
+func (d *nriDriver) ContainerCPUs(pod policy.Pod, name string) (cpuset.CPUSet, bool) {
+	c := d.ctrs[pod.UID+"/"+name]
+	if c == nil {
+		return cpuset.New(), false
+	}
+	return d.rt.CPUs(c.Id)
+}
+
+// State reads the checkpoint from disk: what the scenario checks is what
+// the plugin made durable.
+func (d *nriDriver) State() *state.State {
+	return checkpointState(d.t, d.rp.stateDir, d.pol.Allocator().Topology().CPUs())
+}
+
+func (d *nriDriver) NUMANodesOf(cpus cpuset.CPUSet) int {
+	return d.pol.Allocator().Topology().NUMANodesOf(cpus).Count()
+}

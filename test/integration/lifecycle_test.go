@@ -1,0 +1,384 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/config"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/internal/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/test/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
+)
+
+// node is a fixture machine with a configuration.
+type node struct {
+	cfg  *config.Config
+	topo *cpuallocator.Topology
+	pol  *policy.Policy
+}
+
+// newNode writes spec as a sysfs tree and builds the policy of cfgYAML.
+func newNode(t testing.TB, spec sysfs.Spec, cfgYAML string) *node {
+	t.Helper()
+	dir := t.TempDir()
+	if err := sysfs.Generate(dir, spec); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(cfgYAML + "\nsysfsRoot: " + dir + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo, err := cpuallocator.Discover(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := assemble.Policy(cfg, topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &node{cfg: cfg, topo: topo, pol: pol}
+}
+
+func guaranteed(cpus int64) state.Resources {
+	return scenario.KubeletResources("guaranteed", cpus*1000, cpus*1000, 1<<30)
+}
+
+func burstable(milli int64) state.Resources {
+	return scenario.KubeletResources("burstable", milli, 0, 0)
+}
+
+func pod(t testing.TB, rt *fakeRuntime, name, qos string) *api.PodSandbox {
+	t.Helper()
+	p, err := scenario.KubeletPod(name, qos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := rt.RunPod(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+func mustCreate(t testing.TB, rt *fakeRuntime, sb *api.PodSandbox, name string, r state.Resources) *api.Container {
+	t.Helper()
+	c, err := rt.CreateContainer(sb, name, r)
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	return c
+}
+
+func wantCPUs(t testing.TB, rt *fakeRuntime, c *api.Container, want string) {
+	t.Helper()
+	got, _ := rt.CPUs(c.Id)
+	if got.String() != want {
+		t.Errorf("%s runs on %q, want %q", c.Name, got, want)
+	}
+}
+
+// TestShrinkDefersSharedGrowth checks the ordering of a shrink: the reply
+// carries only the target's smaller cpuset, and the shared containers grow
+// into the released CPUs only afterwards, through an unsolicited update.
+func TestShrinkDefersSharedGrowth(t *testing.T) {
+	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	rt := newFakeRuntime(t, n.topo.CPUs())
+	rp := startPlugin(t, rt, n.pol, t.TempDir())
+
+	shared := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
+	g := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(2))
+	if err := rt.UpdateContainer(g, guaranteed(4)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	wantCPUs(t, rt, g, "1-4")
+	wantCPUs(t, rt, shared, "0,5-7")
+
+	mark := len(rt.Log())
+	if err := rt.UpdateContainer(g, guaranteed(2)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	wantCPUs(t, rt, g, "1-2")
+	wantCPUs(t, rt, shared, "0,3-7")
+
+	got := rt.Log()[mark:]
+	want := []appliedUpdate{{"target", "app", "1-2"}, {"unsolicited", "nginx", "0,3-7"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("updates applied for the shrink: %v, want %v", got, want)
+	}
+	noViolations(t, rt)
+}
+
+// TestGrowthShrinksSharedFirst checks the ordering of a growth: the shared
+// containers' shrink comes in the same reply, before the target.
+func TestGrowthShrinksSharedFirst(t *testing.T) {
+	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	rt := newFakeRuntime(t, n.topo.CPUs())
+	startPlugin(t, rt, n.pol, t.TempDir())
+	mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
+	g := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(2))
+	mark := len(rt.Log())
+	if err := rt.UpdateContainer(g, guaranteed(3)); err != nil {
+		t.Fatal(err)
+	}
+	got := rt.Log()[mark:]
+	want := []appliedUpdate{{"pre-update", "nginx", "0,4-7"}, {"target", "app", "1-3"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("updates applied for the growth: %v, want %v", got, want)
+	}
+	noViolations(t, rt)
+}
+
+// TestPluginRestartKeepsCPUs stops the plugin, lets the node change while
+// it is down (a new shared container gets every CPU, a pinned container is
+// resized without the plugin), starts a new plugin on the same checkpoint,
+// and checks that Synchronize keeps every exclusive cpuset and puts the
+// shared containers back on the shared pool.
+func TestPluginRestartKeepsCPUs(t *testing.T) {
+	n := newNode(t, sysfs.Spec{Sockets: 1, NUMAPerSocket: 2, CoresPerNUMA: 4, ThreadsPerCore: 2}, `reservedSystemCPUs: "0"`)
+	rt := newFakeRuntime(t, n.topo.CPUs())
+	stateDir := t.TempDir()
+	rp := startPlugin(t, rt, n.pol, stateDir)
+
+	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
+	gu := pod(t, rt, "gu", "guaranteed")
+	g1 := mustCreate(t, rt, gu, "c1", guaranteed(2))
+	g2 := mustCreate(t, rt, gu, "c2", guaranteed(2))
+	if err := rt.UpdateContainer(g2, guaranteed(4)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	before := rt.Applied()
+	checkpointBefore := checkpointState(t, stateDir, n.topo.CPUs())
+
+	rp.Stop()
+	rt.SetChecking(false)
+	late := mustCreate(t, rt, pod(t, rt, "late", "besteffort"), "job", state.Resources{CPUShares: 2})
+	wantCPUs(t, rt, late, n.topo.CPUs().String())
+	if err := rt.UpdateContainer(g1, guaranteed(1)); err != nil {
+		t.Fatalf("a resize without the plugin goes through: %v", err)
+	}
+
+	rp = startPlugin(t, rt, n.pol, stateDir)
+	rt.SetChecking(true)
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	for _, c := range []*api.Container{g1, g2} {
+		if got, _ := rt.CPUs(c.Id); !got.Equals(before[c.Id]) {
+			t.Errorf("%s runs on %s after the restart, was %s", c.Name, got, before[c.Id])
+		}
+	}
+	pool := checkpointBefore.DefaultCPUSet
+	wantCPUs(t, rt, web, pool.String())
+	wantCPUs(t, rt, late, pool.String())
+	after := checkpointState(t, stateDir, n.topo.CPUs())
+	if !after.Equal(checkpointBefore) {
+		t.Errorf("checkpoint changed across the restart:\nbefore %+v\nafter  %+v", checkpointBefore, after)
+	}
+	noViolations(t, rt)
+}
+
+// TestCorruptCheckpointRebuilds corrupts the checkpoint while the plugin is
+// down: the new plugin moves the file aside and rebuilds the assignments
+// from the runtime's view (the current cpusets become the original ones).
+func TestCorruptCheckpointRebuilds(t *testing.T) {
+	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	rt := newFakeRuntime(t, n.topo.CPUs())
+	stateDir := t.TempDir()
+	rp := startPlugin(t, rt, n.pol, stateDir)
+	gu := pod(t, rt, "gu", "guaranteed")
+	g1 := mustCreate(t, rt, gu, "c1", guaranteed(2))
+	g2 := mustCreate(t, rt, gu, "c2", guaranteed(1))
+	if err := rt.UpdateContainer(g2, guaranteed(3)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	before := rt.Applied()
+	rp.Stop()
+
+	path := filepath.Join(stateDir, state.CheckpointFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x20
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	rp = startPlugin(t, rt, n.pol, stateDir)
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	aside, _ := filepath.Glob(path + ".corrupt-*")
+	if len(aside) != 1 {
+		t.Fatalf("corrupt checkpoint not moved aside: %v", aside)
+	}
+	st := checkpointState(t, stateDir, n.topo.CPUs())
+	for _, c := range []*api.Container{g1, g2} {
+		a, ok := st.Assignment("gu-uid", c.Name)
+		if !ok || !a.Original.Equals(before[c.Id]) {
+			t.Errorf("%s: rebuilt assignment %+v, want original %s", c.Name, a, before[c.Id])
+		}
+		if got, _ := rt.CPUs(c.Id); !got.Equals(before[c.Id]) {
+			t.Errorf("%s moved to %s", c.Name, got)
+		}
+	}
+	if v := metricValue(t, rp, "nri_cpumanager_checkpoint_corrupt_total", nil); v != 1 {
+		t.Errorf("checkpoint_corrupt_total = %v, want 1", v)
+	}
+	// The adopted CPUs are now what the container is promised.
+	err = rt.UpdateContainer(g2, guaranteed(2))
+	if err == nil || !strings.Contains(err.Error(), "Infeasible: prohibitedCPUAllocation") {
+		t.Errorf("shrink below the adopted CPUs: %v", err)
+	}
+	noViolations(t, rt)
+}
+
+// TestConfigReload applies configuration changes to a running plugin:
+// inPlaceResize at once, reserved CPUs only once no container holds
+// exclusive CPUs.
+func TestConfigReload(t *testing.T) {
+	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	rt := newFakeRuntime(t, n.topo.CPUs())
+	rp := startPlugin(t, rt, n.pol, t.TempDir())
+	r := assemble.NewReloader(testLogger(t), rp.Plugin, n.topo, n.cfg)
+	next := func(change func(*config.Config)) *config.Config {
+		c := *r.Applied()
+		change(&c)
+		return &c
+	}
+
+	g := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(2))
+	r.Apply(next(func(c *config.Config) { c.InPlaceResize = false }))
+	err := rt.UpdateContainer(g, guaranteed(3))
+	if err == nil || !strings.Contains(err.Error(), "Infeasible: featureDisabled") {
+		t.Fatalf("resize with inPlaceResize off: %v", err)
+	}
+
+	r.Apply(next(func(c *config.Config) { c.InPlaceResize = true; c.ReservedSystemCPUs = cpuset.New(0, 1) }))
+	if got := r.Applied(); !got.InPlaceResize || got.ReservedSystemCPUs.String() != "0" {
+		t.Errorf("applied inPlaceResize=%v reserved=%s; want the live key applied and the reservation kept while an exclusive container runs",
+			got.InPlaceResize, got.ReservedSystemCPUs)
+	}
+	if err := rt.UpdateContainer(g, guaranteed(3)); err != nil {
+		t.Fatalf("resize after inPlaceResize is back on: %v", err)
+	}
+	if err := rt.StopContainer(g); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.RemoveContainer(g); err != nil {
+		t.Fatal(err)
+	}
+	r.Apply(next(func(c *config.Config) { c.ReservedSystemCPUs = cpuset.New(0, 1) }))
+	if got := r.Applied().ReservedSystemCPUs.String(); got != "0-1" {
+		t.Fatalf("reserved CPUs %s after the last exclusive container left, want 0-1", got)
+	}
+	h := mustCreate(t, rt, pod(t, rt, "next", "guaranteed"), "app", guaranteed(1))
+	wantCPUs(t, rt, h, "2")
+	noViolations(t, rt)
+}
+
+// TestMalformedPayloads sends events with missing fields and unknown ids:
+// the plugin answers without crashing and stays connected.
+func TestMalformedPayloads(t *testing.T) {
+	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 4}, `reservedSystemCPUs: "0"`)
+	rt := newFakeRuntime(t, n.topo.CPUs())
+	rp := startPlugin(t, rt, n.pol, t.TempDir())
+	ctx, cancel := rt.ctx()
+	defer cancel()
+	bare := &api.PodSandbox{Id: "bare"}
+	rt.mu.Lock()
+	rt.pods[bare.Id] = bare
+	_, err := rt.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: bare, Container: &api.Container{Id: "x", PodSandboxId: "bare"}})
+	if err != nil {
+		t.Errorf("CreateContainer without Linux: %v", err)
+	}
+	_, err = rt.nri.UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: bare, Container: &api.Container{Id: "unknown"}})
+	if err != nil {
+		t.Errorf("UpdateContainer of an unknown container without resources: %v", err)
+	}
+	_, err = rt.nri.StopContainer(ctx, &api.StopContainerRequest{Pod: bare, Container: &api.Container{Id: "unknown"}})
+	if err != nil {
+		t.Errorf("StopContainer of an unknown container: %v", err)
+	}
+	if err := rt.nri.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: bare, Container: &api.Container{Id: "unknown"}}); err != nil {
+		t.Errorf("RemoveContainer of an unknown container: %v", err)
+	}
+	bad := &api.Container{Id: "bad", PodSandboxId: "bare", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: "9-x"}}}}
+	if _, err := rt.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: bare, Container: bad}); err != nil {
+		t.Errorf("CreateContainer with an invalid cpuset: %v", err)
+	}
+	rt.mu.Unlock()
+	if err := rt.RemovePod(bare); err != nil {
+		t.Errorf("RemovePod: %v", err)
+	}
+	if !rp.Ready() {
+		t.Errorf("plugin disconnected")
+	}
+	g := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(1))
+	wantCPUs(t, rt, g, "1")
+}
+
+// TestRandomThroughNRI applies random sequences of creations, resizes and
+// removals through NRI on 64- and 256-CPU machines; the runtime checks the
+// invariant after every single applied update.
+func TestRandomThroughNRI(t *testing.T) {
+	for _, tc := range []struct {
+		spec sysfs.Spec
+		cfg  string
+	}{
+		{sysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 8, ThreadsPerCore: 2, L3PerNUMA: 2, Numbering: sysfs.SiblingsOffset},
+			"reservedCPUCount: 2\ntopologyManagerPolicy: single-numa-node\ncpuManagerPolicyOptions: {full-pcpus-only: \"true\"}"},
+		{sysfs.Spec{Sockets: 2, NUMAPerSocket: 4, CoresPerNUMA: 16, ThreadsPerCore: 2, L3PerNUMA: 2},
+			"reservedCPUCount: 4\ntopologyManagerPolicy: best-effort\ncpuManagerPolicyOptions: {strict-cpu-reservation: \"true\"}"},
+	} {
+		t.Run(fmt.Sprint(tc.spec.NumCPUs()), func(t *testing.T) {
+			n := newNode(t, tc.spec, tc.cfg)
+			d := newNRIDriver(t, n.pol)
+			smt := n.topo.ThreadsPerCore()
+			type live struct {
+				pod  policy.Pod
+				name string
+				qos  string
+			}
+			var ctrs []live
+			seed := uint64(tc.spec.NumCPUs())
+			for step := 0; step < 150; step++ {
+				seed = seed*6364136223846793005 + 1442695040888963407
+				k := int(seed>>33) % 10
+				switch {
+				case k < 4 || len(ctrs) == 0:
+					qos := []string{"guaranteed", "guaranteed", "burstable"}[int(seed>>40)%3]
+					p, _ := scenario.KubeletPod(fmt.Sprintf("p%d", step), qos)
+					cpus := int64(smt * (1 + int(seed>>45)%4))
+					if err := d.CreateContainer(p, "c", scenario.KubeletResources(qos, cpus*1000, cpus*1000, 1<<30)); err == nil {
+						ctrs = append(ctrs, live{p, "c", qos})
+					}
+				case k < 8:
+					c := ctrs[int(seed>>40)%len(ctrs)]
+					cpus := int64(smt * (1 + int(seed>>45)%6))
+					_ = d.UpdateContainer(c.pod, c.name, scenario.KubeletResources(c.qos, cpus*1000, cpus*1000, 1<<30))
+				default:
+					i := int(seed>>40) % len(ctrs)
+					if err := d.RemovePod(ctrs[i].pod); err != nil {
+						t.Fatal(err)
+					}
+					ctrs = append(ctrs[:i], ctrs[i+1:]...)
+				}
+			}
+			noViolations(t, d.rt)
+			if err := n.pol.CheckInvariants(policy.NewModel(d.State())); err != nil {
+				t.Errorf("checkpoint on disk: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,100 @@
+package integration
+
+import (
+	"path/filepath"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/nri-cpumanager/nri-cpumanager/test/scenario"
+)
+
+// metricValue returns the value of a counter, gauge or histogram count with
+// the given labels (0 when absent).
+func metricValue(t testing.TB, rp *runningPlugin, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := rp.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if !hasLabels(m, labels) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return 0
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	for k, v := range want {
+		found := false
+		for _, l := range m.GetLabel() {
+			if l.GetName() == k && l.GetValue() == v {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// TestMetricsAfterScenario runs the refusals scenario through NRI and
+// checks the metrics it must have left.
+func TestMetricsAfterScenario(t *testing.T) {
+	f, err := scenario.Load(filepath.Join("..", "scenarios", "refusals.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := f.Policy(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newNRIDriver(t, pol)
+	if err := scenario.NewRunner(d).Run(f); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		// refusals.yaml: 3 infeasible resizes of gu/c1 with known reasons
+		// and one infeasible growth; 2 applied decreases... see the file.
+		{"nri_cpumanager_resize_requests_total", map[string]string{"operation": "increase", "outcome": "applied"}, 1},
+		{"nri_cpumanager_resize_requests_total", map[string]string{"operation": "decrease", "outcome": "applied"}, 1},
+		{"nri_cpumanager_resize_requests_total", map[string]string{"outcome": "infeasible"}, 4},
+		{"nri_cpumanager_refusals_total", map[string]string{"reason": "prohibitedCPUAllocation", "verdict": "Infeasible"}, 1},
+		{"nri_cpumanager_refusals_total", map[string]string{"reason": "smtAlignment", "verdict": "Infeasible"}, 2},
+		{"nri_cpumanager_refusals_total", map[string]string{"reason": "inconsistentCPUAllocation", "verdict": "Infeasible"}, 1},
+		{"nri_cpumanager_refusals_total", map[string]string{"reason": "topologyAffinity", "verdict": "Infeasible"}, 1},
+		{"nri_cpumanager_refusals_total", map[string]string{"reason": "resizeAllocateCPUs", "verdict": "Infeasible"}, 1},
+		{"nri_cpumanager_refusals_total", map[string]string{"reason": "allocateCPUs", "verdict": "Deferred"}, 1},
+		{"nri_cpumanager_exclusive_cpus", nil, 12},
+		{"nri_cpumanager_exclusive_containers", nil, 2},
+		{"nri_cpumanager_shared_cpus", nil, 4},
+		{"nri_cpumanager_event_duration_seconds", map[string]string{"event": "UpdateContainer"}, 6},
+		{"nri_cpumanager_ready", nil, 1},
+	} {
+		if got := metricValue(t, d.rp, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if metricValue(t, d.rp, "nri_cpumanager_checkpoint_writes_total", map[string]string{"result": "ok"}) == 0 {
+		t.Errorf("no checkpoint write counted")
+	}
+}

@@ -1,0 +1,409 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/adaptation"
+	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// fakeRuntime plays containerd 2.4's NRI integration.
+type fakeRuntime struct {
+	t      testing.TB
+	online cpuset.CPUSet
+	nri    *adaptation.Adaptation
+	socket string
+
+	// mu is containerd's NRI lock: held while an event is delivered and its
+	// reply applied, and while unsolicited updates are applied.
+	mu         sync.Mutex
+	pods       map[string]*api.PodSandbox
+	containers map[string]*api.Container
+	// unsolicited counts updates that arrived outside of replies.
+	unsolicited int
+	// violations records every invariant violation seen.
+	violations []string
+	// log records every update applied, in order.
+	log []appliedUpdate
+	// unchecked suspends the invariant check (while no plugin runs, as on a
+	// node where the plugin is down, new containers get every CPU).
+	unchecked bool
+	nextID    int
+}
+
+func newFakeRuntime(t testing.TB, online cpuset.CPUSet) *fakeRuntime {
+	t.Helper()
+	dir := t.TempDir()
+	r := &fakeRuntime{
+		t:          t,
+		online:     online,
+		socket:     filepath.Join(dir, "nri.sock"),
+		pods:       map[string]*api.PodSandbox{},
+		containers: map[string]*api.Container{},
+	}
+	nri, err := adaptation.New("fake-containerd", "2.4.2", r.synchronize, r.updateContainers,
+		adaptation.WithSocketPath(r.socket),
+		adaptation.WithPluginPath(filepath.Join(dir, "plugins")),
+		adaptation.WithPluginConfigPath(filepath.Join(dir, "conf.d")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nri.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.nri = nri
+	t.Cleanup(nri.Stop)
+	return r
+}
+
+// synchronize hands every pod and container to a connecting plugin and
+// applies its updates, as containerd's syncPlugin does.
+func (r *fakeRuntime) synchronize(ctx context.Context, cb adaptation.SyncCB) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pods := slices.Collect(maps.Values(r.pods))
+	var ctrs []*api.Container
+	for _, id := range slices.Sorted(maps.Keys(r.containers)) {
+		ctrs = append(ctrs, r.containers[id])
+	}
+	updates, err := cb(ctx, pods, ctrs)
+	if err != nil {
+		return err
+	}
+	r.apply("Synchronize", updates)
+	return nil
+}
+
+// updateContainers applies unsolicited updates under the NRI lock.
+func (r *fakeRuntime) updateContainers(_ context.Context, updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unsolicited += len(updates)
+	return r.apply("unsolicited", updates), nil
+}
+
+// appliedUpdate is one update as the runtime applied it.
+type appliedUpdate struct {
+	origin, container, cpus string
+}
+
+// Log returns the updates applied so far.
+func (r *fakeRuntime) Log() []appliedUpdate {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.log)
+}
+
+// SetChecking turns the invariant check on or off (and checks at once when
+// turned on).
+func (r *fakeRuntime) SetChecking(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.unchecked = !on
+	if on {
+		r.check("checking resumed")
+	}
+}
+
+// apply applies updates one at a time, checking after each; it returns
+// those naming unknown containers (containerd ignores them).
+func (r *fakeRuntime) apply(origin string, updates []*api.ContainerUpdate) []*api.ContainerUpdate {
+	var failed []*api.ContainerUpdate
+	for _, u := range updates {
+		c := r.containers[u.GetContainerId()]
+		if c == nil {
+			failed = append(failed, u)
+			continue
+		}
+		if cpus := u.GetLinux().GetResources().GetCpu().GetCpus(); cpus != "" {
+			c.Linux.Resources.Cpu.Cpus = cpus
+		}
+		if mems := u.GetLinux().GetResources().GetCpu().GetMems(); mems != "" {
+			c.Linux.Resources.Cpu.Mems = mems
+		}
+		r.log = append(r.log, appliedUpdate{origin, c.Name, c.Linux.Resources.Cpu.Cpus})
+		r.check(fmt.Sprintf("%s update of %s", origin, c.Name))
+	}
+	return failed
+}
+
+// exclusive tells whether a container holds exclusive CPUs: a Guaranteed
+// container with whole CPUs (its pool never changes, the plugin refuses it).
+func (r *fakeRuntime) exclusive(c *api.Container) bool {
+	pod := r.pods[c.PodSandboxId]
+	res := c.GetLinux().GetResources()
+	return policy.Classify(policy.QoSFromCgroupParent(pod.GetLinux().GetCgroupParent()), state.Resources{
+		CPUShares:   res.GetCpu().GetShares().GetValue(),
+		CPUQuota:    res.GetCpu().GetQuota().GetValue(),
+		CPUPeriod:   res.GetCpu().GetPeriod().GetValue(),
+		MemoryLimit: res.GetMemory().GetLimit().GetValue(),
+	}).Exclusive
+}
+
+// check records a violation of the no-overlap invariant among running
+// containers.
+func (r *fakeRuntime) check(after string) {
+	if r.unchecked {
+		return
+	}
+	applied := map[string]cpuset.CPUSet{}
+	excl := map[string]bool{}
+	for id, c := range r.containers {
+		if c.State == api.ContainerState_CONTAINER_STOPPED {
+			continue
+		}
+		cpus, err := cpuset.Parse(c.Linux.Resources.Cpu.Cpus)
+		if err != nil {
+			r.violations = append(r.violations, fmt.Sprintf("after %s: %s has invalid cpuset %q", after, c.Name, c.Linux.Resources.Cpu.Cpus))
+			continue
+		}
+		applied[id] = cpus
+		excl[id] = r.exclusive(c)
+	}
+	if err := policy.CheckApplied(applied, func(id string) bool { return excl[id] }); err != nil {
+		r.violations = append(r.violations, fmt.Sprintf("after %s: %v", after, err))
+	}
+}
+
+// Violations returns the invariant violations seen so far.
+func (r *fakeRuntime) Violations() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.violations)
+}
+
+func (r *fakeRuntime) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 10*time.Second)
+}
+
+// RunPod starts a pod sandbox.
+func (r *fakeRuntime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
+	pod := &api.PodSandbox{Id: "sandbox-" + p.UID, Name: p.Name, Uid: p.UID, Namespace: p.Namespace,
+		Linux: &api.LinuxPodSandbox{CgroupParent: p.CgroupParent}}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ctx, cancel := r.ctx()
+	defer cancel()
+	if err := r.nri.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod}); err != nil {
+		return nil, err
+	}
+	r.pods[pod.Id] = pod
+	return pod, nil
+}
+
+// CreateContainer creates and starts a container: CreateContainer (other
+// containers' updates applied first, then the container created with its
+// adjusted cpuset), PostCreateContainer, StartContainer.
+func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res state.Resources) (*api.Container, error) {
+	r.mu.Lock()
+	r.nextID++
+	c := &api.Container{
+		Id: fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID), PodSandboxId: pod.Id, Name: name,
+		State: api.ContainerState_CONTAINER_CREATED,
+		Linux: &api.LinuxContainer{
+			Resources:   toNRIResources(res),
+			CgroupsPath: pod.Linux.CgroupParent + "/" + name,
+		},
+	}
+	ctx, cancel := r.ctx()
+	defer cancel()
+	rpl, err := r.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: c})
+	if err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
+	r.apply("pre-create", rpl.GetUpdate())
+	r.mu.Unlock()
+
+	// The container is created after the NRI lock is released, with the
+	// adjusted spec.
+	cpus := rpl.GetAdjust().GetLinux().GetResources().GetCpu().GetCpus()
+	if cpus == "" {
+		cpus = r.online.String()
+	}
+	r.mu.Lock()
+	c.Linux.Resources.Cpu.Cpus = cpus
+	c.Linux.Resources.Cpu.Mems = rpl.GetAdjust().GetLinux().GetResources().GetCpu().GetMems()
+	r.containers[c.Id] = c
+	r.check("creation of " + name)
+	err = r.nri.PostCreateContainer(ctx, &api.PostCreateContainerRequest{Pod: pod, Container: c})
+	if err == nil {
+		err = r.nri.StartContainer(ctx, &api.StartContainerRequest{Pod: pod, Container: c})
+	}
+	c.State = api.ContainerState_CONTAINER_RUNNING
+	r.mu.Unlock()
+	return c, err
+}
+
+// UpdateContainer resizes a container like CRI UpdateContainerResources:
+// UpdateContainer (others first, then the target with the resources the
+// plugins returned), then PostUpdateContainer.
+func (r *fakeRuntime) UpdateContainer(c *api.Container, res state.Resources) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pod := r.pods[c.PodSandboxId]
+	ctx, cancel := r.ctx()
+	defer cancel()
+	rpl, err := r.nri.UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: pod, Container: c, LinuxResources: toNRIResources(res)})
+	if err != nil {
+		return err
+	}
+	updates := rpl.GetUpdate()
+	if n := len(updates); n > 0 {
+		r.apply("pre-update", updates[:n-1])
+	}
+	merged := policy.MergeResources(fromNRIResources(c.Linux.Resources), res)
+	cpus, mems := c.Linux.Resources.Cpu.Cpus, c.Linux.Resources.Cpu.Mems
+	if n := len(updates); n > 0 && updates[n-1] != nil {
+		if v := updates[n-1].GetLinux().GetResources().GetCpu().GetCpus(); v != "" {
+			cpus = v
+		}
+		if v := updates[n-1].GetLinux().GetResources().GetCpu().GetMems(); v != "" {
+			mems = v
+		}
+	}
+	c.Linux.Resources = toNRIResources(merged)
+	c.Linux.Resources.Cpu.Cpus, c.Linux.Resources.Cpu.Mems = cpus, mems
+	r.log = append(r.log, appliedUpdate{"target", c.Name, cpus})
+	r.check("update of " + c.Name)
+	return r.nri.PostUpdateContainer(ctx, &api.PostUpdateContainerRequest{Pod: pod, Container: c})
+}
+
+// StopContainer stops a container and applies the reply's updates.
+func (r *fakeRuntime) StopContainer(c *api.Container) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ctx, cancel := r.ctx()
+	defer cancel()
+	c.State = api.ContainerState_CONTAINER_STOPPED
+	rpl, err := r.nri.StopContainer(ctx, &api.StopContainerRequest{Pod: r.pods[c.PodSandboxId], Container: c})
+	if err != nil {
+		return err
+	}
+	r.apply("post-stop", rpl.GetUpdate())
+	return nil
+}
+
+// RemoveContainer removes a container.
+func (r *fakeRuntime) RemoveContainer(c *api.Container) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ctx, cancel := r.ctx()
+	defer cancel()
+	delete(r.containers, c.Id)
+	return r.nri.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: r.pods[c.PodSandboxId], Container: c})
+}
+
+// RemovePod stops and removes a pod sandbox (its containers first).
+func (r *fakeRuntime) RemovePod(pod *api.PodSandbox) error {
+	for _, c := range r.containersOf(pod) {
+		if c.State != api.ContainerState_CONTAINER_STOPPED {
+			if err := r.StopContainer(c); err != nil {
+				return err
+			}
+		}
+		if err := r.RemoveContainer(c); err != nil {
+			return err
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ctx, cancel := r.ctx()
+	defer cancel()
+	if err := r.nri.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: pod}); err != nil {
+		return err
+	}
+	delete(r.pods, pod.Id)
+	return r.nri.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: pod})
+}
+
+// UpdatePod relays CRI UpdatePodSandboxResources.
+func (r *fakeRuntime) UpdatePod(pod *api.PodSandbox, res state.PodResources) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ctx, cancel := r.ctx()
+	defer cancel()
+	_, err := r.nri.UpdatePodSandbox(ctx, &api.UpdatePodSandboxRequest{Pod: pod,
+		OverheadLinuxResources: toNRIResources(res.Overhead), LinuxResources: toNRIResources(res.Resources)})
+	if err != nil {
+		return err
+	}
+	return r.nri.PostUpdatePodSandbox(ctx, &api.PostUpdatePodSandboxRequest{Pod: pod})
+}
+
+func (r *fakeRuntime) containersOf(pod *api.PodSandbox) []*api.Container {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*api.Container
+	for _, id := range slices.Sorted(maps.Keys(r.containers)) {
+		if c := r.containers[id]; c.PodSandboxId == pod.Id {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// CPUs returns a container's applied cpuset.
+func (r *fakeRuntime) CPUs(id string) (cpuset.CPUSet, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.containers[id]
+	if c == nil || c.State == api.ContainerState_CONTAINER_STOPPED {
+		return cpuset.New(), false
+	}
+	cpus, err := cpuset.Parse(c.Linux.Resources.Cpu.Cpus)
+	return cpus, err == nil
+}
+
+// Applied returns every running container's cpuset.
+func (r *fakeRuntime) Applied() map[string]cpuset.CPUSet {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]cpuset.CPUSet{}
+	for id, c := range r.containers {
+		if c.State == api.ContainerState_CONTAINER_STOPPED {
+			continue
+		}
+		cpus, _ := cpuset.Parse(c.Linux.Resources.Cpu.Cpus)
+		out[id] = cpus
+	}
+	return out
+}
+
+func toNRIResources(r state.Resources) *api.LinuxResources {
+	out := &api.LinuxResources{Cpu: &api.LinuxCPU{}, Memory: &api.LinuxMemory{}}
+	if r.CPUShares != 0 {
+		out.Cpu.Shares = api.UInt64(r.CPUShares)
+	}
+	if r.CPUQuota != 0 {
+		out.Cpu.Quota = api.Int64(r.CPUQuota)
+	}
+	if r.CPUPeriod != 0 {
+		out.Cpu.Period = api.UInt64(r.CPUPeriod)
+	}
+	if r.MemoryLimit != 0 {
+		out.Memory.Limit = api.Int64(r.MemoryLimit)
+	}
+	return out
+}
+
+func fromNRIResources(r *api.LinuxResources) state.Resources {
+	return state.Resources{
+		CPUShares:   r.GetCpu().GetShares().GetValue(),
+		CPUQuota:    r.GetCpu().GetQuota().GetValue(),
+		CPUPeriod:   r.GetCpu().GetPeriod().GetValue(),
+		MemoryLimit: r.GetMemory().GetLimit().GetValue(),
+	}
+}
