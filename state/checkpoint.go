@@ -35,19 +35,40 @@ func Marshal(s *State) ([]byte, error) {
 // A file without formatVersion is refused: every file this plugin writes
 // carries one, and a kubelet cpu_manager_state (which has none) must be
 // brought in with ImportKubelet, whose checks fit that file.
+//
+// A snapshot written by Store names the journal that continues it; Unmarshal
+// returns the snapshot alone (Store.Load and Inspect replay the journal).
 func Unmarshal(data []byte, online cpuset.CPUSet) (*State, error) {
+	s, _, err := unmarshalSnapshot(data, online)
+	return s, err
+}
+
+// unmarshalSnapshot is Unmarshal that also returns the snapshot's journal
+// reference.
+func unmarshalSnapshot(data []byte, online cpuset.CPUSet) (*State, journalRefV1, error) {
 	version, err := peekFormatVersion(data)
 	if err != nil {
-		return nil, err
+		return nil, journalRefV1{}, err
 	}
-	s, err := decodeVersion(version, data)
+	s, ref, err := decodeVersion(version, data)
 	if err != nil {
-		return nil, err
+		return nil, journalRefV1{}, err
 	}
 	if err := s.Validate(online); err != nil {
-		return nil, err
+		return nil, journalRefV1{}, err
 	}
-	return s, nil
+	return s, ref, nil
+}
+
+// marshalSnapshot is Marshal for a snapshot that the journal generation
+// and records named by ref continue.
+func marshalSnapshot(s *State, ref journalRefV1) ([]byte, error) {
+	if err := s.validate(nil); err != nil {
+		return nil, fmt.Errorf("refusing to write an inconsistent state: %w", err)
+	}
+	cp := encodeV1(s)
+	cp.Journal = &ref
+	return sealV1(cp)
 }
 
 // decodeVersion decodes a checkpoint of the given format version into the
@@ -55,15 +76,15 @@ func Unmarshal(data []byte, online cpuset.CPUSet) (*State, error) {
 // checksum. When the format changes, version N+1 gets its types and
 // decoder, and older versions are decoded by their own decoder and then
 // migrated forward one version at a time.
-func decodeVersion(version int, data []byte) (*State, error) {
+func decodeVersion(version int, data []byte) (*State, journalRefV1, error) {
 	switch {
 	case version == 1:
 		return decodeV1(data)
 	case version > FormatVersion:
-		return nil, fmt.Errorf("formatVersion %d was written by a newer nri-cpumanager (this build reads up to %d)",
+		return nil, journalRefV1{}, fmt.Errorf("formatVersion %d was written by a newer nri-cpumanager (this build reads up to %d)",
 			version, FormatVersion)
 	default:
-		return nil, fmt.Errorf("unknown formatVersion %d (this build reads 1 to %d)", version, FormatVersion)
+		return nil, journalRefV1{}, fmt.Errorf("unknown formatVersion %d (this build reads 1 to %d)", version, FormatVersion)
 	}
 }
 

@@ -106,9 +106,14 @@ func TestKEP5554WalkThrough(t *testing.T) {
 	store := newTestStore(t)
 	s := New(kepOnline)
 	for i, step := range steps {
+		s = s.Clone() // a saved state is never modified
 		step.apply(s)
 		if err := store.Save(s); err != nil {
 			t.Fatalf("step %d (%s): Save: %v", i, step.name, err)
+		}
+		// Write the snapshot now rather than when the store is idle.
+		if err := store.compact(0); err != nil {
+			t.Fatalf("step %d (%s): compact: %v", i, step.name, err)
 		}
 		data, err := os.ReadFile(store.Path())
 		if err != nil {

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -43,16 +44,29 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runCrashChild saves crashState(seq) for seq = start, start+1, … and
-// prints each seq once its Save has returned.
+// crashStoreOptions make the crash test's child compact all the time, so
+// that kills land in compactions as well as in Saves.
+var crashStoreOptions = storeOptions{
+	compactBytes: 2 << 10,
+	idleDelay:    time.Millisecond,
+	maxDelay:     5 * time.Millisecond,
+	prealloc:     4 << 10,
+}
+
+// runCrashChild loads the state directory, then saves crashState(seq) for
+// seq = start, start+1, … and prints each seq once its Save has returned.
 func runCrashChild(dir, startText string) int {
 	start, err := strconv.Atoi(startText)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bad start:", err)
 		return 2
 	}
-	st, err := NewStore(dir)
+	st, err := newStore(dir, crashStoreOptions)
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if _, err := st.Load(crashOnline); err != nil && !errors.Is(err, ErrNoCheckpoint) {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
@@ -67,14 +81,16 @@ func runCrashChild(dir, startText string) int {
 }
 
 // crashState is the state with sequence number seq: its size changes with
-// seq, so a torn write could not pass for a whole one.
+// seq, so a torn write could not pass for a whole one. Consecutive states
+// differ by a container, as the plugin's do, except that every seventh
+// one renames all pods, so that large records are written too.
 func crashState(seq int) *State {
 	n := 1 + seq%40
 	s := New(crashOnline.Difference(cpuset.New(makeRange(1, n)...)))
 	for i := 1; i <= n; i++ {
-		pod := fmt.Sprintf("pod-%d-%d", seq, i)
+		pod := fmt.Sprintf("pod-%d-%d", seq/7, i)
 		s.SetAssignment(pod, "app", Assignment{Original: cpuset.New(i)})
-		s.SetContainer(fmt.Sprintf("ctr-%d-%d", seq, i), ContainerRef{PodUID: pod, Name: "app"})
+		s.SetContainer(fmt.Sprintf("ctr-%d-%d", seq/7, i), ContainerRef{PodUID: pod, Name: "app"})
 	}
 	s.SetPodResources("seq", PodResources{Resources: Resources{CPUShares: uint64(seq)}})
 	return s
@@ -88,10 +104,10 @@ func makeRange(lo, hi int) []int {
 	return ids
 }
 
-// TestSaveSurvivesSIGKILL kills a child that saves checkpoints in a loop
-// at random moments and checks after each kill that the checkpoint is a
-// whole state: it loads, verifies, and is the last state the child
-// confirmed or the one it was writing.
+// TestSaveSurvivesSIGKILL kills a child that saves states in a loop, and
+// compacts its journal all the time, at random moments, and checks after
+// each kill that the directory holds a whole state: it loads, verifies,
+// and is the last state the child confirmed or the one it was writing.
 func TestSaveSurvivesSIGKILL(t *testing.T) {
 	iterations := 60
 	if testing.Short() {
@@ -100,7 +116,7 @@ func TestSaveSurvivesSIGKILL(t *testing.T) {
 	rng := rand.New(rand.NewPCG(crashSeed, crashSeed))
 	dir := filepath.Join(t.TempDir(), "state")
 	last := -1 // the sequence number on disk; none yet
-	tempFilesSeen := 0
+	tempFilesSeen, compactionsSeen := 0, 0
 	for i := range iterations {
 		confirmed := killChildDuringSaves(t, dir, last+1, time.Duration(rng.IntN(8000))*time.Microsecond)
 		if confirmed < 0 {
@@ -109,30 +125,50 @@ func TestSaveSurvivesSIGKILL(t *testing.T) {
 		if leftovers, _ := filepath.Glob(filepath.Join(dir, tempPrefix+"*")); len(leftovers) > 0 {
 			tempFilesSeen++
 		}
+		if journals, _ := listJournals(dir); len(journals) > 1 {
+			compactionsSeen++
+		}
 
-		st, err := NewStore(dir)
+		st, err := newStore(dir, crashStoreOptions)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s, err := st.Load(crashOnline)
 		if err != nil {
-			t.Fatalf("iteration %d: checkpoint does not load after SIGKILL: %v", i, err)
+			t.Fatalf("iteration %d: state does not load after SIGKILL: %v", i, err)
 		}
 		r, ok := s.PodResources("seq")
 		seq := int(r.Resources.CPUShares)
 		if !ok || (seq != confirmed && seq != confirmed+1) {
-			t.Fatalf("iteration %d: checkpoint holds sequence %d, want %d (confirmed) or %d (in flight)",
+			t.Fatalf("iteration %d: state holds sequence %d, want %d (confirmed) or %d (in flight)",
 				i, seq, confirmed, confirmed+1)
 		}
 		if !s.Equal(crashState(seq)) {
-			t.Fatalf("iteration %d: checkpoint with sequence %d does not hold that state", i, seq)
+			t.Fatalf("iteration %d: state with sequence %d does not hold that state", i, seq)
 		}
-		if leftovers, _ := filepath.Glob(filepath.Join(dir, CheckpointFile+".*")); len(leftovers) > 0 {
-			t.Fatalf("iteration %d: files left next to the checkpoint: %v", i, leftovers)
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
 		}
+		checkOnlyStateFiles(t, dir)
 		last = seq
 	}
-	t.Logf("%d kills (seed %d), %d saves, %d kills left a temp file behind", iterations, crashSeed, last+1, tempFilesSeen)
+	t.Logf("%d kills (seed %d), %d saves; %d kills left a temp file behind, %d several journals",
+		iterations, crashSeed, last+1, tempFilesSeen, compactionsSeen)
+}
+
+// checkOnlyStateFiles fails the test if dir holds anything but the
+// snapshot, journals and the lock file.
+func checkOnlyStateFiles(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if _, isJournal := parseJournalName(e.Name()); !isJournal && e.Name() != CheckpointFile && e.Name() != lockFile {
+			t.Errorf("unexpected file %s in the state directory", e.Name())
+		}
+	}
 }
 
 // killChildDuringSaves starts a child saving from sequence start, kills it

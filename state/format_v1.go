@@ -26,7 +26,18 @@ type checkpointV1 struct {
 	Entries       map[string]map[string]containerCPUsV1 `json:"entries,omitempty"`
 	Containers    map[string]containerRefV1             `json:"containers,omitempty"`
 	Pods          map[string]podResourcesV1             `json:"pods,omitempty"`
+	Journal       *journalRefV1                         `json:"journal,omitempty"`
 	Checksum      uint32                                `json:"checksum"`
+}
+
+// journalRefV1 ties a snapshot to the journal that continues it: the
+// snapshot is the state after record Sequence, and journal generation
+// Generation and the later ones hold the records after it. A file without
+// it is a whole state by itself (Generation 0 and Sequence 0: the journals,
+// if any, start at record 1). Marshal never writes it.
+type journalRefV1 struct {
+	Generation uint64 `json:"generation"`
+	Sequence   uint64 `json:"sequence"`
 }
 
 // containerCPUsV1 is KEP-5554's ContainerCPUs: "resized" is "" until the
@@ -122,29 +133,35 @@ func sealV1(cp checkpointV1) ([]byte, error) {
 // decodeV1 decodes and verifies a version-1 checkpoint: no unknown fields,
 // a matching checksum, the static policy, cpusets that parse. It does not
 // check the cpusets against each other or the machine (Unmarshal does).
-func decodeV1(data []byte) (*State, error) {
+// It returns the snapshot's journal reference, zero when it has none.
+func decodeV1(data []byte) (*State, journalRefV1, error) {
 	var cp checkpointV1
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&cp); err != nil {
-		return nil, fmt.Errorf("bad JSON for format version 1: %w", err)
+		return nil, journalRefV1{}, fmt.Errorf("bad JSON for format version 1: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("bad JSON for format version 1: data after the checkpoint object")
+		return nil, journalRefV1{}, fmt.Errorf("bad JSON for format version 1: data after the checkpoint object")
 	}
 	claimed := cp.Checksum
 	cp.Checksum = 0
 	canonical, err := json.Marshal(cp)
 	if err != nil {
-		return nil, fmt.Errorf("re-encode for checksum: %w", err)
+		return nil, journalRefV1{}, fmt.Errorf("re-encode for checksum: %w", err)
 	}
 	if actual := checksumV1(canonical); actual != claimed {
-		return nil, fmt.Errorf("checksum mismatch: the file says %d, its content hashes to %d", claimed, actual)
+		return nil, journalRefV1{}, fmt.Errorf("checksum mismatch: the file says %d, its content hashes to %d", claimed, actual)
 	}
 	if cp.PolicyName != PolicyName {
-		return nil, fmt.Errorf("unknown policy name %q (this plugin writes and reads only %q)", cp.PolicyName, PolicyName)
+		return nil, journalRefV1{}, fmt.Errorf("unknown policy name %q (this plugin writes and reads only %q)", cp.PolicyName, PolicyName)
 	}
-	return cp.toState()
+	var ref journalRefV1
+	if cp.Journal != nil {
+		ref = *cp.Journal
+	}
+	s, err := cp.toState()
+	return s, ref, err
 }
 
 // toState converts a decoded version-1 checkpoint, parsing its cpusets.

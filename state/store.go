@@ -3,10 +3,8 @@ package state
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,42 +12,131 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-const (
-	// tempPrefix starts the name of a checkpoint being written.
-	tempPrefix = CheckpointFile + ".tmp-"
-	// corruptPrefix starts the name of a checkpoint moved aside.
-	corruptPrefix = CheckpointFile + ".corrupt-"
-	// corruptTimeFormat is the UTC timestamp of a moved-aside checkpoint,
-	// precise enough that two corruptions never share a name.
-	corruptTimeFormat = "20060102T150405.000000000Z"
-)
+// errStoreClosed is returned by a Store used after Close.
+var errStoreClosed = errors.New("the state store is closed")
 
-// Store reads and writes the checkpoint file of one state directory. It is
-// safe for concurrent use; Load and Save are serialized.
-type Store struct {
-	dir string
-	log logrus.FieldLogger
-	now func() time.Time
-	mu  sync.Mutex
+// storeOptions tune when a Store compacts its journal.
+type storeOptions struct {
+	// compactBytes is the journal size that starts a compaction at once.
+	compactBytes int64
+	// idleDelay is how long after the last Save a compaction starts.
+	idleDelay time.Duration
+	// maxDelay bounds how long Saves that keep coming less than idleDelay
+	// apart postpone a compaction.
+	maxDelay time.Duration
+	// prealloc is how many bytes of zeros a new journal starts with.
+	prealloc int64
 }
 
-// NewStore returns a store for <dir>/cpu_manager_state, creating dir (0700)
-// if needed, and removes temp files a crashed Save left behind. It logs
-// through logrus's standard logger; see SetLogger.
+// defaultStoreOptions suit the plugin: a journal of about 400 typical
+// records, a snapshot an operator sees about a second after a change.
+func defaultStoreOptions() storeOptions {
+	return storeOptions{
+		compactBytes: 128 << 10,
+		idleDelay:    time.Second,
+		maxDelay:     10 * time.Second,
+		prealloc:     256 << 10,
+	}
+}
+
+// Store keeps the state of one state directory on disk: a snapshot
+// (cpu_manager_state, the checkpoint format) and a journal of the changes
+// made since. Save appends one small record to the journal and syncs it; a
+// goroutine the Store owns rewrites the snapshot off the request path and
+// deletes the journal it replaces. README.md ("The state directory")
+// describes the files and what survives a crash.
+//
+// A Store owns its directory: NewStore takes an exclusive lock that Close
+// releases. It is safe for concurrent use.
+type Store struct {
+	dir  string
+	opts storeOptions
+	now  func() time.Time
+
+	// compactMu serializes whatever replaces the snapshot or the journal:
+	// compaction, Load, Close, and a Save that must start over. It is
+	// taken before mu.
+	compactMu sync.Mutex
+
+	// mu guards the fields below. Save holds it while its record is
+	// written and synced.
+	mu  sync.Mutex
+	log logrus.FieldLogger
+	// lock holds the directory's flock.
+	lock   *os.File
+	closed bool
+	// journal receives the records; nil until there is a base.
+	journal *journalWriter
+	// base is the state last saved or loaded, which the next Save's record
+	// is a diff from; nil when unknown. Never modified.
+	base *State
+	// seq is the number of the journal record that made base.
+	seq uint64
+	// lastGen is the highest journal generation made or found so far.
+	lastGen uint64
+	// broken says a journal write failed: the journal may end in part of
+	// a record, so the next Save starts over instead of appending.
+	broken bool
+	// behind says the snapshot does not hold base, or obsolete journals
+	// remain: a compaction has work to do.
+	behind bool
+	// buf is the record buffer, reused from Save to Save.
+	buf []byte
+
+	// kick tells the compactor a Save happened; full that the journal
+	// passed compactBytes. Both hold at most one pending signal.
+	kick, full chan struct{}
+	// stop is closed by Close; stopped when the compactor has returned.
+	stop, stopped chan struct{}
+	stopOnce      sync.Once
+}
+
+// NewStore returns the store of state directory dir, creating dir (0700)
+// if needed. It takes an exclusive flock on dir's lock file and fails if
+// another process holds it, removes temp files an interrupted write left
+// behind, and starts the goroutine that compacts the journal; Close stops
+// it and releases the lock. It logs through logrus's standard logger; see
+// SetLogger.
 func NewStore(dir string) (*Store, error) {
+	return newStore(dir, defaultStoreOptions())
+}
+
+// newStore is NewStore with chosen compaction options.
+func newStore(dir string, opts storeOptions) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
-	st := &Store{dir: dir, log: logrus.StandardLogger(), now: time.Now}
-	if err := st.removeTempFiles(); err != nil {
+	lock, err := lockDir(dir)
+	if err != nil {
 		return nil, err
 	}
+	gens, err := listJournals(dir)
+	if err == nil {
+		err = removeTempFiles(dir)
+	}
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	st := &Store{
+		dir:     dir,
+		opts:    opts,
+		now:     time.Now,
+		log:     logrus.StandardLogger(),
+		lock:    lock,
+		lastGen: lastGen(gens),
+		kick:    make(chan struct{}, 1),
+		full:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	go st.runCompactor()
 	return st, nil
 }
 
 // SetLogger makes the store log through l (a corrupt checkpoint is logged
-// at error level when it is moved aside); nil restores logrus's standard
-// logger.
+// at error level when it is moved aside, a failed compaction too); nil
+// restores logrus's standard logger.
 func (st *Store) SetLogger(l logrus.FieldLogger) {
 	if l == nil {
 		l = logrus.StandardLogger()
@@ -59,130 +146,183 @@ func (st *Store) SetLogger(l logrus.FieldLogger) {
 	st.log = l
 }
 
-// Path returns the checkpoint file's path.
+// logger returns the current logger.
+func (st *Store) logger() logrus.FieldLogger {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.log
+}
+
+// Path returns the snapshot's path, <dir>/cpu_manager_state.
 func (st *Store) Path() string {
 	return filepath.Join(st.dir, CheckpointFile)
 }
 
-// Load reads the checkpoint. online is the machine's CPUs: a cpuset outside
-// it makes the file untrusted. It returns ErrNoCheckpoint when there is no
-// file, and a *CorruptError (after moving the file aside and logging why)
-// when the file cannot be trusted: an empty or truncated file, bad JSON, a
-// checksum mismatch, an unknown policy name or format version, or values
-// that fail Validate. Any other error (the file cannot be read) leaves the
-// file where it is. Temp files of an interrupted Save are removed first.
-func (st *Store) Load(online cpuset.CPUSet) (*State, error) {
+// Save makes s the saved state: when it returns nil, s is on disk. It
+// appends to the journal one record of the changes from the previous
+// saved (or loaded) state and syncs it; the snapshot is rewritten later,
+// in the background. Save refuses an inconsistent state (see Marshal) and
+// then changes nothing.
+//
+// The Store keeps s to compute the next Save's changes, so s must not be
+// modified after Save is called with it: save a new State (a Clone) for
+// every change. Saving the state of the previous Save again makes Save
+// rewrite the whole snapshot, as it cannot tell what changed. So does the
+// first Save of a Store that has not loaded a state, unless the directory
+// holds none, and the first Save after a failed one.
+func (st *Store) Save(s *State) error {
+	if s == nil {
+		return errors.New("save checkpoint: nil state")
+	}
+	if err := s.validate(nil); err != nil {
+		return fmt.Errorf("save checkpoint: refusing to write an inconsistent state: %w", err)
+	}
 	st.mu.Lock()
-	defer st.mu.Unlock()
-	if err := st.removeTempFiles(); err != nil {
-		return nil, err
+	if st.canAppend(s) {
+		defer st.mu.Unlock()
+		return st.appendLocked(s, diff(st.base, s))
 	}
-	path := st.Path()
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("load %s: %w", path, ErrNoCheckpoint)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load checkpoint: %w", err)
-	}
-	s, err := Unmarshal(data, online)
-	if err != nil {
-		return nil, st.moveAside(err.Error())
-	}
-	return s, nil
+	st.mu.Unlock()
+	return st.startOver(s)
 }
 
-// Save writes the state atomically: temp file in the same directory, fsync,
-// rename over the checkpoint, fsync of the directory; mode 0600. When Save
-// returns nil the state is durable. Save refuses an inconsistent state
-// (see Marshal) and then leaves the previous checkpoint in place.
-func (st *Store) Save(s *State) error {
-	data, err := Marshal(s)
+// canAppend reports whether s can be saved as a journal record of its
+// changes from base. Called with mu held.
+func (st *Store) canAppend(s *State) bool {
+	return !st.closed && st.journal != nil && st.base != nil && st.base != s && !st.broken
+}
+
+// appendLocked writes the record that turns base into s and makes s the
+// base. No ops means nothing changed and nothing is written. Called with
+// mu held.
+func (st *Store) appendLocked(s *State, ops []op) error {
+	if len(ops) > 0 {
+		if err := st.writeRecordLocked(ops); err != nil {
+			return err
+		}
+	}
+	st.base = s
+	return nil
+}
+
+// writeRecordLocked writes and syncs the next record. Called with mu held.
+func (st *Store) writeRecordLocked(ops []op) error {
+	st.buf = appendRecord(st.buf[:0], st.seq+1, ops)
+	if err := st.journal.append(st.buf); err != nil {
+		st.broken = true
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	st.seq++
+	st.behind = true
+	if st.journal.end >= st.opts.compactBytes {
+		signal(st.full)
+	} else {
+		signal(st.kick)
+	}
+	return nil
+}
+
+// startOver saves s when no journal can take a record of its changes:
+// nothing was loaded or saved yet, a journal write failed, or s is the
+// state of the previous Save. When the directory holds no state at all, s
+// becomes record 1 of a new journal, the changes from an empty state (the
+// snapshot is written later, as after any Save). Otherwise s is written as
+// a new snapshot with a new journal to continue it, and the older journals
+// are deleted.
+func (st *Store) startOver(s *State) error {
+	st.compactMu.Lock()
+	defer st.compactMu.Unlock()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return fmt.Errorf("save checkpoint: %w", errStoreClosed)
+	}
+	if st.canAppend(s) { // another Save started over meanwhile
+		return st.appendLocked(s, diff(st.base, s))
+	}
+	files, err := stateFiles(st.dir)
 	if err != nil {
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
+	gen := st.lastGen + 1
+	journal, err := createJournal(st.dir, gen, st.opts.prealloc)
+	if err != nil {
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	st.lastGen = gen
+	if len(files) == 0 {
+		st.setJournalLocked(journal)
+		st.base, st.seq, st.broken = New(cpuset.New()), 0, false
+		// Written even without ops: record 1 is what says a state exists.
+		if err := st.writeRecordLocked(diff(st.base, s)); err != nil {
+			return err
+		}
+		st.base = s
+		return nil
+	}
+	if err := writeSnapshot(st.dir, s, journalRefV1{Generation: gen, Sequence: st.seq}); err != nil {
+		_ = journal.close()
+		st.broken = st.base != nil
+		return fmt.Errorf("save checkpoint: %w", err)
+	}
+	st.setJournalLocked(journal)
+	st.base, st.broken, st.behind = s, false, false
+	if err := removeJournalsBefore(st.dir, gen); err != nil {
+		st.log.WithError(err).Warn("could not delete obsolete journals; the next compaction will")
+		st.behind = true
+	}
+	return nil
+}
+
+// setJournalLocked makes j the journal records go to, closing the
+// previous one. Called with mu held.
+func (st *Store) setJournalLocked(j *journalWriter) {
+	if st.journal != nil {
+		_ = st.journal.close()
+	}
+	st.journal = j
+}
+
+// forgetLocked drops the base: the next Save starts over. Called with mu
+// held.
+func (st *Store) forgetLocked() {
+	st.setJournalLocked(nil)
+	st.base, st.seq, st.broken, st.behind = nil, 0, false, false
+}
+
+// Close writes the saved state to the snapshot if the snapshot is behind,
+// stops the compaction goroutine, closes the journal and releases the
+// state directory's lock. The plugin calls it on shutdown; a crash instead
+// loses nothing, as the journal holds every Save. The Store cannot be used
+// afterwards. Close returns an error if the final snapshot could not be
+// written, and nil when called again.
+func (st *Store) Close() error {
+	st.stopOnce.Do(func() { close(st.stop) })
+	<-st.stopped
+	err := st.compact(0)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if err := writeFileAtomic(st.dir, st.Path(), data); err != nil {
-		return fmt.Errorf("save checkpoint %s: %w", st.Path(), err)
+	if st.closed {
+		return nil
 	}
-	return nil
+	st.closed = true
+	st.forgetLocked()
+	if lockErr := st.lock.Close(); lockErr != nil && err == nil {
+		err = fmt.Errorf("release state directory lock: %w", lockErr)
+	}
+	return err
 }
 
-// writeFileAtomic replaces path (in dir) with data so that a crash at any
-// moment leaves either the old or the new content, and the new content is
-// durable when it returns nil.
-func writeFileAtomic(dir, path string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(dir, tempPrefix+"*") // mode 0600
-	if err != nil {
-		return fmt.Errorf("create temp file: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp.Name(), err)
-	}
-	return syncDir(dir)
+// Inspect reads the saved state like Load, but never writes, moves or
+// deletes a file and needs no lock; see the package function Inspect.
+func (st *Store) Inspect(online cpuset.CPUSet) (*State, error) {
+	return Inspect(st.dir, online)
 }
 
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open directory for fsync: %w", err)
+// signal sends on a channel of capacity 1 unless a signal is pending.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
-}
-
-// moveAside renames an untrusted checkpoint to
-// cpu_manager_state.corrupt-<UTC timestamp>, logs why, and returns the
-// *CorruptError that says so.
-func (st *Store) moveAside(reason string) error {
-	cerr := &CorruptError{Path: st.Path(), Reason: reason}
-	target := filepath.Join(st.dir, corruptPrefix+st.now().UTC().Format(corruptTimeFormat))
-	log := st.log.WithField("path", cerr.Path).WithField("reason", reason)
-	if err := os.Rename(cerr.Path, target); err != nil {
-		log.WithError(err).Error("checkpoint is not trusted and could not be moved aside; rebuilding state from the runtime")
-		return cerr
-	}
-	if err := syncDir(st.dir); err != nil {
-		log.WithError(err).Warn("moved an untrusted checkpoint aside but could not fsync the directory")
-	}
-	cerr.MovedTo = target
-	log.WithField("movedTo", target).Error("checkpoint is not trusted; moved aside, rebuilding state from the runtime")
-	return cerr
-}
-
-// removeTempFiles deletes the temp files of a Save that never finished.
-func (st *Store) removeTempFiles() error {
-	entries, err := os.ReadDir(st.dir)
-	if err != nil {
-		return fmt.Errorf("list state directory: %w", err)
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), tempPrefix) {
-			continue
-		}
-		if err := os.Remove(filepath.Join(st.dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove leftover temp file: %w", err)
-		}
-	}
-	return nil
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,16 +17,25 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-// newTestStore returns a store in a fresh directory whose log goes nowhere.
+// newTestStore returns a store in a fresh directory whose log goes
+// nowhere, closed when the test ends.
 func newTestStore(t testing.TB) *Store {
 	t.Helper()
-	st, err := NewStore(filepath.Join(t.TempDir(), "state"))
+	return openTestStore(t, filepath.Join(t.TempDir(), "state"), defaultStoreOptions())
+}
+
+// openTestStore returns a store of dir with the given options whose log
+// goes nowhere, closed when the test ends.
+func openTestStore(t testing.TB, dir string, opts storeOptions) *Store {
+	t.Helper()
+	st, err := newStore(dir, opts)
 	if err != nil {
 		t.Fatalf("NewStore: %v", err)
 	}
 	quiet := logrus.New()
 	quiet.SetOutput(io.Discard)
 	st.SetLogger(quiet)
+	t.Cleanup(func() { _ = st.Close() })
 	return st
 }
 
@@ -34,6 +45,7 @@ func TestNewStoreCreatesPrivateDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = st.Close() })
 	info, err := os.Stat(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -58,26 +70,37 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 }
 
-func TestSaveWritesPrivateFileAtomically(t *testing.T) {
+func TestStateFilesArePrivate(t *testing.T) {
 	st := newTestStore(t)
 	if err := st.Save(sampleState(t)); err != nil {
 		t.Fatal(err)
 	}
-	info, err := os.Stat(st.Path())
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(st.Path())
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if perm := info.Mode().Perm(); perm != 0o600 {
-		t.Errorf("checkpoint mode %o, want 600", perm)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perm := info.Mode().Perm(); perm != 0o600 {
+			t.Errorf("%s has mode %o, want 600", e.Name(), perm)
+		}
 	}
-	entries, err := os.ReadDir(filepath.Dir(st.Path()))
-	if err != nil {
-		t.Fatal(err)
+	want := []string{"cpu_manager_state", journalName(2), "cpu_manager_state.lock"}
+	if !slices.Equal(names, want) {
+		t.Errorf("state directory after Save and Close holds %q, want %q", names, want)
 	}
-	if len(entries) != 1 {
-		t.Errorf("state directory holds %d files after Save, want only the checkpoint", len(entries))
-	}
-	got, err := st.Load(kepOnline)
+
+	reopened := openTestStore(t, dir, defaultStoreOptions())
+	got, err := reopened.Load(kepOnline)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,40 +109,73 @@ func TestSaveWritesPrivateFileAtomically(t *testing.T) {
 	}
 }
 
-func TestSaveFailureKeepsPreviousCheckpoint(t *testing.T) {
+func TestSaveFailureKeepsPreviousState(t *testing.T) {
 	st := newTestStore(t)
 	if err := st.Save(sampleState(t)); err != nil {
 		t.Fatal(err)
 	}
-	before, err := os.ReadFile(st.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := filepath.Dir(st.Path())
+	before := readStateFiles(t, dir)
 
 	bad := sampleState(t)
 	bad.SetAssignment("pod-x", "x", Assignment{Original: cpus(t, "1")}) // overlaps pod-a/app
 	if err := st.Save(bad); err == nil || !strings.Contains(err.Error(), "overlap") {
 		t.Errorf("Save of an inconsistent state: %v, want an overlap error", err)
 	}
-
-	if os.Getuid() != 0 { // root writes into a read-only directory anyway
-		dir := filepath.Dir(st.Path())
-		if err := os.Chmod(dir, 0o500); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = os.Chmod(dir, 0o700) })
-		if err := st.Save(New(kepOnline)); err == nil {
-			t.Error("Save into a read-only directory succeeded")
-		}
+	if after := readStateFiles(t, dir); !maps.EqualFunc(before, after, bytes.Equal) {
+		t.Error("a refused Save changed the state files")
 	}
 
-	after, err := os.ReadFile(st.Path())
+	// A journal that can no longer be written: the Save fails, and the
+	// next one starts over and succeeds.
+	st.mu.Lock()
+	_ = st.journal.f.Close()
+	st.mu.Unlock()
+	next := sampleState(t)
+	next.DeleteAssignment("pod-b", "db")
+	next.DefaultCPUSet = cpus(t, "0,6-15")
+	if err := st.Save(next); err == nil || !strings.Contains(err.Error(), "write journal") {
+		t.Fatalf("Save into a closed journal: %v, want a journal write error", err)
+	}
+	if got := inspectDir(t, dir); !got.Equal(sampleState(t)) {
+		t.Error("the state on disk changed after a failed Save")
+	}
+	last := next.Clone()
+	last.SetPodResources("pod-b", PodResources{Resources: Resources{CPUShares: 2}})
+	if err := st.Save(last); err != nil {
+		t.Fatalf("Save after a failed one: %v", err)
+	}
+	if got := inspectDir(t, dir); !got.Equal(last) {
+		t.Error("the Save after a failed one is not on disk")
+	}
+}
+
+// readStateFiles returns the content of every file in dir by name.
+func readStateFiles(t testing.TB, dir string) map[string][]byte {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(before, after) {
-		t.Error("a failed Save changed the checkpoint")
+	files := map[string][]byte{}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[e.Name()] = data
 	}
+	return files
+}
+
+// inspectDir returns the state saved in dir, or fails the test.
+func inspectDir(t testing.TB, dir string) *State {
+	t.Helper()
+	s, err := Inspect(dir, kepOnline)
+	if err != nil {
+		t.Fatalf("Inspect: %v", err)
+	}
+	return s
 }
 
 func TestLeftoverTempFilesAreRemoved(t *testing.T) {
@@ -138,6 +194,7 @@ func TestLeftoverTempFilesAreRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = st.Close() })
 	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("NewStore left %s behind (stat: %v)", leftover, err)
 	}

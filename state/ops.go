@@ -1,0 +1,124 @@
+package state
+
+import (
+	"cmp"
+	"slices"
+
+	"k8s.io/utils/cpuset"
+)
+
+// opKind is the kind of one journal operation. The values are written to
+// the journal (README.md, "Journal"): never renumber them.
+type opKind byte
+
+const (
+	opSetDefault opKind = 1 + iota
+	opSetAssignment
+	opDeleteAssignment
+	opSetContainer
+	opDeleteContainer
+	opSetPod
+	opDeletePod
+)
+
+// op is one absolute change to a State: it names one key and gives its new
+// value, or says the key is gone. It never depends on the value it
+// replaces and never touches another key, so applying an op to a state
+// that already holds it changes nothing, and replaying a run of ops gives
+// the same result however much of the run the state already holds.
+type op struct {
+	kind opKind
+	// key is the pod UID (assignment and pod ops) or the runtime container
+	// id (container ops).
+	key string
+	// name is the container name (assignment ops).
+	name string
+	// cpus is the shared pool (opSetDefault).
+	cpus cpuset.CPUSet
+	// assignment is the new value of opSetAssignment.
+	assignment Assignment
+	// ref is the new value of opSetContainer.
+	ref ContainerRef
+	// pod is the new value of opSetPod.
+	pod PodResources
+}
+
+// diff returns the ops that turn from into to, sorted by kind and key so
+// that the same change always encodes to the same bytes. Its cost is one
+// pass over both states' maps; nothing is encoded.
+func diff(from, to *State) []op {
+	var ops []op
+	if !sameCPUs(from.DefaultCPUSet, to.DefaultCPUSet) {
+		ops = append(ops, op{kind: opSetDefault, cpus: to.DefaultCPUSet})
+	}
+	for podUID, containers := range to.Entries {
+		for name, a := range containers {
+			if old, ok := from.Assignment(podUID, name); !ok || !sameAssignment(old, a) {
+				ops = append(ops, op{kind: opSetAssignment, key: podUID, name: name, assignment: a})
+			}
+		}
+	}
+	for podUID, containers := range from.Entries {
+		for name := range containers {
+			if _, ok := to.Assignment(podUID, name); !ok {
+				ops = append(ops, op{kind: opDeleteAssignment, key: podUID, name: name})
+			}
+		}
+	}
+	for id, ref := range to.Containers {
+		if old, ok := from.Containers[id]; !ok || old != ref {
+			ops = append(ops, op{kind: opSetContainer, key: id, ref: ref})
+		}
+	}
+	for id := range from.Containers {
+		if _, ok := to.Containers[id]; !ok {
+			ops = append(ops, op{kind: opDeleteContainer, key: id})
+		}
+	}
+	for podUID, r := range to.Pods {
+		if old, ok := from.Pods[podUID]; !ok || old != r {
+			ops = append(ops, op{kind: opSetPod, key: podUID, pod: r})
+		}
+	}
+	for podUID := range from.Pods {
+		if _, ok := to.Pods[podUID]; !ok {
+			ops = append(ops, op{kind: opDeletePod, key: podUID})
+		}
+	}
+	slices.SortFunc(ops, func(a, b op) int {
+		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.key, b.key), cmp.Compare(a.name, b.name))
+	})
+	return ops
+}
+
+// sameAssignment compares two assignments by content.
+func sameAssignment(a, b Assignment) bool {
+	return sameCPUs(a.Original, b.Original) && sameCPUs(a.Resized, b.Resized)
+}
+
+// apply performs one op on s. Unlike State.DeleteAssignment, deleting an
+// assignment does not cascade to the container ids that point at it: a
+// record lists those deletions itself, and an op touches one key only.
+func (o op) apply(s *State) {
+	switch o.kind {
+	case opSetDefault:
+		s.DefaultCPUSet = o.cpus
+	case opSetAssignment:
+		s.SetAssignment(o.key, o.name, o.assignment)
+	case opDeleteAssignment:
+		if containers, ok := s.Entries[o.key]; ok {
+			delete(containers, o.name)
+			if len(containers) == 0 {
+				delete(s.Entries, o.key)
+			}
+		}
+	case opSetContainer:
+		s.SetContainer(o.key, o.ref)
+	case opDeleteContainer:
+		s.DeleteContainer(o.key)
+	case opSetPod:
+		s.SetPodResources(o.key, o.pod)
+	case opDeletePod:
+		delete(s.Pods, o.key)
+	}
+}
