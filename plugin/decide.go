@@ -3,6 +3,7 @@ package plugin
 import (
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"time"
 
@@ -168,6 +169,12 @@ func (p *Plugin) forgetContainersNotIn(m *policy.Model) {
 // problem is logged and the given model kept: Synchronize then adopts the
 // running containers' current cpusets instead.
 func (p *Plugin) importFromKubelet(m *policy.Model, containers []policy.Container) *policy.Model {
+	if fi, err := os.Stat(p.opts.KubeletCheckpoint); err != nil || fi.Size() == 0 {
+		// No kubelet checkpoint (or the empty file a FileOrCreate mount
+		// leaves): nothing to import.
+		p.log.WithField("file", p.opts.KubeletCheckpoint).Info("no kubelet checkpoint to import")
+		return m
+	}
 	byID := map[string]state.ContainerRef{}
 	for _, c := range containers {
 		byID[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
