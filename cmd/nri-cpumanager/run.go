@@ -42,6 +42,11 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("stateDir: %w", err)
 	}
+	defer func() {
+		if err := store.Close(); err != nil {
+			log.WithError(err).Error("closing the state store")
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics, err := plugin.NewMetrics(reg)

@@ -24,8 +24,8 @@ func showTopology(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// showState verifies and prints the checkpoint, the way the plugin would
-// load it (an untrusted file is moved aside, exactly as at start).
+// showState verifies and prints the durable state (snapshot and journal)
+// without changing anything, so it is safe while the plugin runs.
 func showState(args []string, stdout, stderr io.Writer) error {
 	cfg, err := newFlags("state", stderr).load(args)
 	if err != nil {
@@ -35,13 +35,9 @@ func showState(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store, err := state.NewStore(cfg.StateDir)
-	if err != nil {
-		return err
-	}
-	st, err := store.Load(topo.CPUs())
+	st, err := state.Inspect(cfg.StateDir, topo.CPUs())
 	if errors.Is(err, state.ErrNoCheckpoint) {
-		_, err = fmt.Fprintf(stdout, "no checkpoint at %s\n", store.Path())
+		_, err = fmt.Fprintf(stdout, "no checkpoint in %s\n", cfg.StateDir)
 		return err
 	}
 	if err != nil {
@@ -51,7 +47,7 @@ func showState(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "%s: valid\n%s\n", store.Path(), data)
+	_, err = fmt.Fprintf(stdout, "%s: valid\n%s\n", cfg.StateDir, data)
 	return err
 }
 

@@ -75,6 +75,9 @@ func startPlugin(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir str
 		if err := p.Run(ctx); err != nil {
 			t.Errorf("plugin: %v", err)
 		}
+		if err := store.Close(); err != nil {
+			t.Errorf("closing the state store: %v", err)
+		}
 	}()
 	t.Cleanup(rp.Stop)
 	waitFor(t, "plugin registered and synchronized", p.Ready)
@@ -127,14 +130,11 @@ func settled(rp *runningPlugin, rt *fakeRuntime) bool {
 	return true
 }
 
-// checkpointState reads the checkpoint on disk.
+// checkpointState reads the durable state on disk (snapshot and journal),
+// as another process would.
 func checkpointState(t testing.TB, dir string, online cpuset.CPUSet) *state.State {
 	t.Helper()
-	data, err := os.ReadFile(dir + "/" + state.CheckpointFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := state.Unmarshal(data, online)
+	st, err := state.Inspect(dir, online)
 	if err != nil {
 		t.Fatalf("checkpoint on disk: %v", err)
 	}
