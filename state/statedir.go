@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"k8s.io/utils/cpuset"
 )
@@ -32,11 +31,10 @@ func (c *corruption) Error() string {
 }
 
 // readStateDir reads the snapshot of dir and replays the journals that
-// continue it, checking that their records follow each other without a
-// gap, then validates the result against online. It changes nothing in
-// dir. It returns ErrNoCheckpoint when dir holds no saved state (no
-// snapshot, and no journal record), a *corruption when a file cannot be
-// trusted, and any other error when a file cannot be read.
+// continue it (see replay). It changes nothing in dir. It returns
+// ErrNoCheckpoint when dir holds no saved state (no snapshot, and no
+// journal record), a *corruption when a file cannot be trusted, and any
+// other error when a file cannot be read.
 func readStateDir(dir string, online cpuset.CPUSet) (*dirState, error) {
 	gens, err := listJournals(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -72,19 +70,7 @@ func readStateDir(dir string, online cpuset.CPUSet) (*dirState, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !haveSnapshot && len(gens) == 0 {
-		return nil, ErrNoCheckpoint
-	}
-	if !haveSnapshot {
-		s = New(cpuset.New())
-	}
-	if ref.Generation > 0 && !slices.Contains(gens, ref.Generation) {
-		return nil, &corruption{snapshotPath, fmt.Sprintf("it is continued by journal %s, which is missing",
-			journalName(ref.Generation))}
-	}
-
-	next := ref.Sequence + 1 // the number the next record must have
-	lastPath := snapshotPath
+	var journals []journalData
 	for i, gen := range gens {
 		if gen < ref.Generation {
 			continue // its records are in the snapshot
@@ -94,13 +80,57 @@ func readStateDir(dir string, online cpuset.CPUSet) (*dirState, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read journal %s: %w", path, err)
 		}
-		records, _, err := parseJournal(data, gen)
+		journals = append(journals, journalData{path: path, gen: gen, data: data})
+	}
+	base := snapshotBase{state: New(cpuset.New())}
+	if haveSnapshot {
+		base = snapshotBase{state: s, ref: ref, path: snapshotPath}
+	}
+	s, lastSeq, err := replay(base, journals, online)
+	if err != nil {
+		return nil, err
+	}
+	return &dirState{state: s, lastGen: lastGen(gens), lastSeq: lastSeq}, nil
+}
+
+// snapshotBase is what the journals continue: a snapshot, or (path "")
+// the empty state before record 1.
+type snapshotBase struct {
+	state *State
+	ref   journalRefV1
+	path  string
+}
+
+// journalData is the content of one journal file.
+type journalData struct {
+	path string
+	gen  uint64
+	data []byte
+}
+
+// replay applies to base.state, which it modifies, the records of the
+// journals that continue it, given in generation order from the one base
+// names, checking that the records follow each other without a gap; then
+// it validates the result against online. It returns the state and the
+// number of its last record, ErrNoCheckpoint when there is neither a
+// snapshot nor a record, or a *corruption.
+func replay(base snapshotBase, journals []journalData, online cpuset.CPUSet) (*State, uint64, error) {
+	haveSnapshot := base.path != ""
+	if base.ref.Generation > 0 && (len(journals) == 0 || journals[0].gen != base.ref.Generation) {
+		return nil, 0, &corruption{base.path, fmt.Sprintf("it is continued by journal %s, which is missing",
+			journalName(base.ref.Generation))}
+	}
+	s := base.state
+	next := base.ref.Sequence + 1 // the number the next record must have
+	lastPath := base.path
+	for _, j := range journals {
+		records, _, err := parseJournal(j.data, j.gen)
 		if err != nil {
-			return nil, &corruption{path, err.Error()}
+			return nil, 0, &corruption{j.path, err.Error()}
 		}
 		for _, r := range records {
 			if r.seq != next {
-				return nil, &corruption{path, recordOrderReason(r, next, haveSnapshot)}
+				return nil, 0, &corruption{j.path, recordOrderReason(r, next, haveSnapshot)}
 			}
 			for _, o := range r.ops {
 				o.apply(s)
@@ -108,17 +138,17 @@ func readStateDir(dir string, online cpuset.CPUSet) (*dirState, error) {
 			next++
 		}
 		if len(records) > 0 {
-			lastPath = path
+			lastPath = j.path
 		}
 	}
 	if !haveSnapshot && next == 1 {
-		return nil, ErrNoCheckpoint // only journals without a record: no Save ever returned
+		return nil, 0, ErrNoCheckpoint // only journals without a record: no Save ever returned
 	}
 	if err := s.Validate(online); err != nil {
-		return nil, &corruption{lastPath, fmt.Sprintf("replaying journal records %d to %d gives an inconsistent state: %v",
-			ref.Sequence+1, next-1, err)}
+		return nil, 0, &corruption{lastPath, fmt.Sprintf("replaying journal records %d to %d gives an inconsistent state: %v",
+			base.ref.Sequence+1, next-1, err)}
 	}
-	return &dirState{state: s, lastGen: lastGen(gens), lastSeq: next - 1}, nil
+	return s, next - 1, nil
 }
 
 // recordOrderReason explains a record whose number is not the expected one.
