@@ -61,7 +61,7 @@ func podResourcesFromNRI(overhead, resources *api.LinuxResources) state.PodResou
 // updateToNRI turns a policy update into an NRI container update.
 func updateToNRI(u policy.Update) *api.ContainerUpdate {
 	nu := &api.ContainerUpdate{ContainerId: u.ContainerID}
-	nu.SetLinuxCPUSetCPUs(u.CPUs.String())
+	nu.SetLinuxCPUSetCPUs(u.List())
 	if !u.Mems.IsEmpty() {
 		nu.SetLinuxCPUSetMems(u.Mems.String())
 	}

@@ -92,27 +92,24 @@ func (p *Plugin) confirm(id string) {
 		return
 	}
 	p.commitOrKeep(d.Model)
-	p.kickSender()
+	p.markPending(d.Others)
 }
 
 // replyUpdates returns the updates to put in an event's reply: the
-// decision's own, then every container whose cpuset the runtime may not
-// have yet (a failed unsolicited update rides on the next reply) — those
-// that only lose CPUs first. The target of the event is never among them
-// (the runtime handles it separately). The updates are recorded as applied.
+// decision's own, then those still pending (a failed unsolicited update
+// rides on the next reply), except the event's target, which the runtime
+// handles separately. They are recorded as delivered.
 func (p *Plugin) replyUpdates(own []policy.Update, target string) []*api.ContainerUpdate {
 	var out []*api.ContainerUpdate
-	seen := map[string]bool{target: true}
 	for _, u := range own {
-		seen[u.ContainerID] = true
-		p.setApplied(u.ContainerID, u.CPUs)
+		p.delivered(u)
 		out = append(out, updateToNRI(u))
 	}
 	for _, u := range p.pendingUpdates() {
-		if seen[u.ContainerID] {
+		if u.ContainerID == target {
 			continue
 		}
-		p.setApplied(u.ContainerID, u.CPUs)
+		p.delivered(u)
 		out = append(out, updateToNRI(u))
 	}
 	return out
@@ -160,6 +157,8 @@ func (p *Plugin) forgetContainersNotIn(m *policy.Model) {
 		if m.Containers[id] == nil {
 			delete(p.applied, id)
 			delete(p.cgroupPaths, id)
+			delete(p.generation, id)
+			delete(p.pending, id)
 		}
 	}
 }

@@ -51,11 +51,12 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	p.commitOrKeep(d.Model)
 
 	p.applied = map[string]cpuset.CPUSet{}
+	p.pending = map[string]bool{}
 	for _, c := range containers {
 		p.setApplied(c.ID, c.CPUs)
 	}
 	for _, u := range d.Others {
-		p.setApplied(u.ContainerID, u.CPUs)
+		p.delivered(u)
 		updates = append(updates, updateToNRI(u))
 	}
 	p.synchronized = true
@@ -92,7 +93,7 @@ func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhe
 	if err := p.commit(d.Model); err != nil {
 		return err
 	}
-	p.kickSender()
+	p.markPending(d.Others)
 	return nil
 }
 
@@ -116,7 +117,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) (err e
 	p.logNotes("RemovePodSandbox", d.Notes)
 	p.commitOrKeep(d.Model)
 	p.forgetContainersNotIn(d.Model)
-	p.kickSender()
+	p.markPending(d.Others)
 	return nil
 }
 
@@ -222,7 +223,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.
 	p.logNotes("RemoveContainer", d.Notes)
 	p.commitOrKeep(d.Model)
 	p.forgetContainersNotIn(d.Model)
-	p.kickSender()
+	p.markPending(d.Others)
 	return nil
 }
 

@@ -95,6 +95,11 @@ type Plugin struct {
 	// generation counts the changes of applied per container, so that a
 	// verification or a send that raced with a reply does not overwrite it.
 	generation map[string]uint64
+	// pending are the containers whose cpuset must still be sent: the
+	// shared growth after a confirmed shrink, updates that failed, drift
+	// found by verification. They ride on the next reply or an unsolicited
+	// update.
+	pending map[string]bool
 	// sendDone is closed when the unsolicited update in flight returns; nil
 	// when none is in flight.
 	sendDone chan struct{}
@@ -129,6 +134,7 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		cgroupPaths: map[string]string{},
 		applied:     map[string]cpuset.CPUSet{},
 		generation:  map[string]uint64{},
+		pending:     map[string]bool{},
 		verifyKick:  make(chan struct{}, 1),
 	}
 	st, err := p.loadState()

@@ -31,6 +31,6 @@ func (p *Plugin) Reconfigure(pol *policy.Policy, onlyWithoutExclusive bool) erro
 		return err
 	}
 	p.policy = pol
-	p.kickSender()
+	p.markPending(d.Others)
 	return nil
 }

@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -11,27 +13,33 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
-// pendingUpdates returns an update for every running container whose
-// cpuset differs from what the plugin believes the runtime applied: those
-// that only lose CPUs first, then the others, each in id order.
+// pendingUpdates returns the updates of the pending containers that still
+// run: those that only lose CPUs first, then the others, each in id order.
 func (p *Plugin) pendingUpdates() []policy.Update {
 	var shrinking, other []policy.Update
-	for _, id := range p.model.SortedContainerIDs() {
+	for _, id := range slices.Sorted(maps.Keys(p.pending)) {
 		u, ok := p.policy.Desired(p.model, id)
 		if !ok {
+			delete(p.pending, id)
 			continue
 		}
-		applied, known := p.applied[id]
-		if known && u.CPUs.Size() == applied.Size() && u.CPUs.IsSubsetOf(applied) {
-			continue
-		}
-		if known && u.CPUs.IsSubsetOf(applied) {
+		if applied, known := p.applied[id]; known && u.CPUs.IsSubsetOf(applied) {
 			shrinking = append(shrinking, u)
 		} else {
 			other = append(other, u)
 		}
 	}
 	return append(shrinking, other...)
+}
+
+// markPending records that the given updates must still reach the runtime.
+func (p *Plugin) markPending(updates []policy.Update) {
+	for _, u := range updates {
+		p.pending[u.ContainerID] = true
+	}
+	if len(updates) > 0 {
+		p.kickSender()
+	}
 }
 
 // kickSender wakes the sender without blocking.
@@ -105,7 +113,7 @@ func (p *Plugin) sendPending() bool {
 	for _, u := range pending {
 		// Record what was delivered unless a reply meanwhile set newer.
 		if err == nil && !failedIDs[u.ContainerID] && p.generation[u.ContainerID] == before[u.ContainerID] {
-			p.setApplied(u.ContainerID, u.CPUs)
+			p.delivered(u)
 		}
 	}
 	p.metrics.unsolicited(len(pending), len(failed), err)
@@ -118,8 +126,15 @@ func (p *Plugin) sendPending() bool {
 	return true
 }
 
-// setApplied records what a container runs on and bumps its generation.
+// setApplied records what a container runs on (an update handed to the
+// runtime, or what verification read) and bumps its generation.
 func (p *Plugin) setApplied(id string, cpus cpuset.CPUSet) {
 	p.applied[id] = cpus
 	p.generation[id]++
+}
+
+// delivered records an update handed to the runtime: no longer pending.
+func (p *Plugin) delivered(u policy.Update) {
+	p.setApplied(u.ContainerID, u.CPUs)
+	delete(p.pending, u.ContainerID)
 }

@@ -151,6 +151,7 @@ func (p *Plugin) verify() {
 				Warn("container cpuset differs from the last update; re-sending")
 			p.metrics.drift()
 			p.setApplied(pr.id, cpus)
+			p.pending[pr.id] = true
 			drifted = true
 		}
 	}

@@ -44,7 +44,7 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 	return Decision{
 		Model:  nm,
 		Target: &Update{ContainerID: c.ID, Display: display, CPUs: cpus, Mems: p.mems(cpus)},
-		Others: p.syncShared(nm),
+		Others: p.syncShared(m, nm),
 		Notes:  notes,
 	}, nil
 }

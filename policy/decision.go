@@ -10,9 +10,21 @@ type Update struct {
 	// Display names the container for logs.
 	Display string
 	CPUs    cpuset.CPUSet
+	// CPUList is CPUs in the Linux list format, when the policy formatted
+	// it already (it does so once for the many updates that share the
+	// shared pool); empty otherwise.
+	CPUList string
 	// Mems, when not empty, is the memory nodes the container should use
 	// (alignMemory).
 	Mems cpuset.CPUSet
+}
+
+// List returns the CPUs in the Linux list format ("0-3,8").
+func (u Update) List() string {
+	if u.CPUList != "" {
+		return u.CPUList
+	}
+	return u.CPUs.String()
 }
 
 // Operation classifies a resize for metrics and logs.

@@ -17,7 +17,7 @@ import (
 //   - the checkpointed shared pool is exactly the CPUs nobody holds
 //     exclusively (minus reserved ones under strict-cpu-reservation), and
 //     the pool shared containers run on is not empty;
-//   - every running shared container is inside the shared pool, every
+//   - every running shared container runs on the shared pool, every
 //     exclusive one on its assigned CPUs;
 //   - every container id of the state names an existing assignment;
 //   - CPUs being released belong to nobody, CPUs being lent to shared
@@ -89,8 +89,8 @@ func (p *Policy) CheckInvariants(m *Model) error {
 			}
 			continue
 		}
-		if !t.CPUs.IsSubsetOf(pool) {
-			errs = append(errs, fmt.Errorf("%s: shared container runs on %s, outside the shared pool %s", t.Display, describe(t.CPUs), describe(pool)))
+		if !sameCPUs(t.CPUs, pool) {
+			errs = append(errs, fmt.Errorf("%s: shared container runs on %s, not the shared pool %s", t.Display, describe(t.CPUs), describe(pool)))
 		}
 	}
 	return errors.Join(errs...)

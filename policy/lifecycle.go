@@ -18,7 +18,7 @@ func (p *Policy) Confirm(m *Model, id string) Decision {
 	}
 	nm := m.Clone()
 	delete(nm.Releasing, id)
-	return Decision{Model: nm, Others: p.syncShared(nm)}
+	return Decision{Model: nm, Others: p.syncShared(m, nm)}
 }
 
 // StopContainer is called once a container's process is gone. Its
@@ -34,7 +34,7 @@ func (p *Policy) StopContainer(m *Model, id string) Decision {
 	t.Stopped = true
 	t.CPUs = cpuset.New()
 	notes := p.release(nm, id)
-	return Decision{Model: nm, Others: p.syncShared(nm), Notes: notes}
+	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
 }
 
 // RemoveContainer forgets a container. If its stop was never seen, its
@@ -52,7 +52,7 @@ func (p *Policy) RemoveContainer(m *Model, id string) Decision {
 	if t != nil {
 		p.forgetPodIfGone(nm, t.PodUID)
 	}
-	return Decision{Model: nm, Others: p.syncShared(nm), Notes: notes}
+	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
 }
 
 // release drops the assignment a container owns, if any.
@@ -146,7 +146,7 @@ func (p *Policy) RemovePodSandbox(m *Model, podUID string) Decision {
 	}
 	delete(nm.State.Pods, podUID)
 	p.recomputePool(nm)
-	return Decision{Model: nm, Others: p.syncShared(nm), Notes: notes}
+	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
 }
 
 // Rebase recomputes the shared pool of m under this policy's configuration
@@ -154,5 +154,5 @@ func (p *Policy) RemovePodSandbox(m *Model, podUID string) Decision {
 func (p *Policy) Rebase(m *Model) Decision {
 	nm := m.Clone()
 	p.recomputePool(nm)
-	return Decision{Model: nm, Others: p.syncShared(nm)}
+	return Decision{Model: nm, Others: p.syncShared(m, nm)}
 }

@@ -119,17 +119,23 @@ func (p *Policy) mems(cpus cpuset.CPUSet) cpuset.CPUSet {
 // syncShared points every running container that owns no assignment (the
 // shared containers, and exclusive ones whose CPUs are unknown) at the
 // shared pool of m, recording the change in m, and returns the updates in
-// container id order.
-func (p *Policy) syncShared(m *Model) []Update {
+// container id order. Every such container already runs on the shared pool
+// of the model before the decision (each decision keeps it so), hence
+// nothing to do when the pool did not change.
+func (p *Policy) syncShared(before, m *Model) []Update {
 	pool := m.SharedPool()
+	if sameCPUs(before.SharedPool(), pool) {
+		return nil
+	}
+	list := pool.String()
 	var updates []Update
 	for _, id := range m.sortedIDs() {
 		t := m.Containers[id]
-		if _, owns := m.ownAssignment(id); t.Stopped || owns || sameCPUs(t.CPUs, pool) {
+		if _, owns := m.ownAssignment(id); t.Stopped || owns {
 			continue
 		}
 		t.CPUs = pool
-		updates = append(updates, Update{ContainerID: id, Display: t.Display, CPUs: pool})
+		updates = append(updates, Update{ContainerID: id, Display: t.Display, CPUs: pool, CPUList: list})
 	}
 	return updates
 }

@@ -91,7 +91,7 @@ func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignmen
 	return Decision{
 		Model:     nm,
 		Target:    p.targetUpdate(c.ID, display, kept),
-		Deferred:  p.syncShared(preview),
+		Deferred:  p.syncShared(nm, preview),
 		Operation: OpDecrease,
 		Notes:     []string{fmt.Sprintf("%s: shrinks %s → %s, releases %s after the runtime confirms", display, assigned, kept, released)},
 	}, nil
@@ -117,7 +117,7 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 	return Decision{
 		Model:     nm,
 		Target:    p.targetUpdate(c.ID, display, cpus),
-		Others:    p.syncShared(nm),
+		Others:    p.syncShared(m, nm),
 		Operation: OpIncrease,
 		Notes:     []string{fmt.Sprintf("%s: grows %s → %s", display, assigned, cpus)},
 	}, nil

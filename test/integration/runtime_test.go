@@ -251,16 +251,32 @@ func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res stat
 // UpdateContainer (others first, then the target with the resources the
 // plugins returned), then PostUpdateContainer.
 func (r *fakeRuntime) UpdateContainer(c *api.Container, res state.Resources) error {
+	_, err := r.updateContainer(c, res)
+	return err
+}
+
+// updateContainer is UpdateContainer; it also returns how long the NRI
+// request itself took (request, plugin decision and commit, reply).
+func (r *fakeRuntime) updateContainer(c *api.Container, res state.Resources) (time.Duration, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pod := r.pods[c.PodSandboxId]
 	ctx, cancel := r.ctx()
 	defer cancel()
+	start := time.Now()
 	rpl, err := r.nri.UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: pod, Container: c, LinuxResources: toNRIResources(res)})
+	took := time.Since(start)
 	if err != nil {
-		return err
+		return took, err
 	}
-	updates := rpl.GetUpdate()
+	r.applyUpdateReply(c, res, rpl.GetUpdate())
+	return took, r.nri.PostUpdateContainer(ctx, &api.PostUpdateContainerRequest{Pod: pod, Container: c})
+}
+
+// applyUpdateReply applies an UpdateContainer reply: the other
+// containers' updates in order, then the target with the requested
+// resources and the cpuset the plugin chose.
+func (r *fakeRuntime) applyUpdateReply(c *api.Container, res state.Resources, updates []*api.ContainerUpdate) {
 	if n := len(updates); n > 0 {
 		r.apply("pre-update", updates[:n-1])
 	}
@@ -278,7 +294,6 @@ func (r *fakeRuntime) UpdateContainer(c *api.Container, res state.Resources) err
 	c.Linux.Resources.Cpu.Cpus, c.Linux.Resources.Cpu.Mems = cpus, mems
 	r.log = append(r.log, appliedUpdate{"target", c.Name, cpus})
 	r.check("update of " + c.Name)
-	return r.nri.PostUpdateContainer(ctx, &api.PostUpdateContainerRequest{Pod: pod, Container: c})
 }
 
 // StopContainer stops a container and applies the reply's updates.
