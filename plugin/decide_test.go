@@ -1,0 +1,140 @@
+package plugin
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// newTestPlugin returns a plugin without an NRI connection on a 4-CPU
+// machine with CPU 0 reserved, and its store.
+func newTestPlugin(t *testing.T) (*Plugin, *state.Store) {
+	t.Helper()
+	var cpus []cpuallocator.CPUInfo
+	for i := 0; i < 4; i++ {
+		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i})
+	}
+	topo, err := cpuallocator.NewTopology(cpus, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc, err := cpuallocator.NewAllocator(topo, cpuallocator.StaticPolicyOptions{}, cpuallocator.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.New(alloc, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := state.NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	p, err := New(pol, store, Options{Log: quietLog().Logger, LendWait: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, store
+}
+
+func guaranteedCtr(id string, n int64) (*api.PodSandbox, *api.Container) {
+	pod := &api.PodSandbox{Id: "sb-" + id, Uid: "uid-" + id, Name: id, Namespace: "ns",
+		Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/poduid-" + id}}
+	ctr := &api.Container{Id: id, PodSandboxId: pod.Id, Name: "app", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{
+		Cpu:    &api.LinuxCPU{Shares: api.UInt64(uint64(n * 1024)), Quota: api.Int64(n * 100000), Period: api.UInt64(100000)},
+		Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)},
+	}}}
+	return pod, ctr
+}
+
+// lend simulates an unsolicited update in flight that carries cpus.
+func lend(p *Plugin, cpus cpuset.CPUSet) chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.model = p.model.Lend(cpus)
+	done := make(chan struct{})
+	p.sendDone = done
+	return done
+}
+
+func unlend(p *Plugin, cpus cpuset.CPUSet, done chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.model = p.model.Unlend(cpus)
+	p.sendDone = nil
+	close(done)
+}
+
+// TestDecisionWaitsForLentCPUs: a creation that needs CPUs lent to an
+// unsolicited update in flight waits for it to return and then succeeds.
+func TestDecisionWaitsForLentCPUs(t *testing.T) {
+	p, _ := newTestPlugin(t)
+	lent := cpuset.New(1, 2, 3)
+	done := lend(p, lent)
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		unlend(p, lent, done)
+	}()
+	pod, ctr := guaranteedCtr("a", 2)
+	start := time.Now()
+	adj, _, err := p.CreateContainer(context.Background(), pod, ctr)
+	if err != nil {
+		t.Fatalf("create after the update returned: %v", err)
+	}
+	if got := adj.GetLinux().GetResources().GetCpu().GetCpus(); got != "1-2" {
+		t.Errorf("cpuset %q, want 1-2", got)
+	}
+	if waited := time.Since(start); waited < 30*time.Millisecond {
+		t.Errorf("did not wait for the lent CPUs (%v)", waited)
+	}
+}
+
+// TestDecisionRefusedWhenLentCPUsStayOut: when the update in flight does
+// not return within LendWait, the request is refused as Deferred and
+// nothing changes.
+func TestDecisionRefusedWhenLentCPUsStayOut(t *testing.T) {
+	p, _ := newTestPlugin(t)
+	lent := cpuset.New(1, 2, 3)
+	done := lend(p, lent)
+	defer unlend(p, lent, done)
+	before := p.model
+	pod, ctr := guaranteedCtr("a", 2)
+	start := time.Now()
+	_, _, err := p.CreateContainer(context.Background(), pod, ctr)
+	if err == nil || !strings.HasPrefix(err.Error(), "Deferred: allocateCPUs:") {
+		t.Fatalf("create with every free CPU lent: %v", err)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Errorf("gave up after %v, before LendWait", waited)
+	}
+	if p.model != before {
+		t.Errorf("a refusal changed the model")
+	}
+}
+
+// TestCommitFailureRefusesAndChangesNothing: when the checkpoint cannot be
+// written, the creation fails with a clear error and the model is kept.
+func TestCommitFailureRefusesAndChangesNothing(t *testing.T) {
+	p, store := newTestPlugin(t)
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := p.model
+	pod, ctr := guaranteedCtr("a", 1)
+	_, _, err := p.CreateContainer(context.Background(), pod, ctr)
+	if err == nil || !strings.Contains(err.Error(), "cannot persist the CPU assignment") {
+		t.Fatalf("create with a closed store: %v", err)
+	}
+	if p.model != before {
+		t.Errorf("a failed commit changed the model")
+	}
+}

@@ -1,0 +1,182 @@
+package policy_test
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/test/scenario"
+)
+
+// eightCPUs is a policy on 8 single-threaded cores, CPU 0 reserved.
+func eightCPUs(t *testing.T) *policy.Policy {
+	t.Helper()
+	var cpus []cpuallocator.CPUInfo
+	for i := 0; i < 8; i++ {
+		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i})
+	}
+	topo, err := cpuallocator.NewTopology(cpus, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc, err := cpuallocator.NewAllocator(topo, cpuallocator.StaticPolicyOptions{}, cpuallocator.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.New(alloc, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+func running(t *testing.T, name, qos string, milli int64, cpus string) policy.Container {
+	t.Helper()
+	pod, err := scenario.KubeletPod(name, qos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := cpuset.Parse(cpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return policy.Container{ID: name, Name: "app", Pod: pod, Resources: scenario.KubeletResources(qos, milli, milli, 1<<30), CPUs: set}
+}
+
+func updatesOf(d policy.Decision) map[string]string {
+	out := map[string]string{}
+	for _, u := range d.Others {
+		out[u.ContainerID] = u.CPUs.String()
+	}
+	return out
+}
+
+// TestSynchronizeRebuildsFromTheRuntime: with no checkpoint, running
+// exclusive containers are adopted when their cpuset is valid and re-pinned
+// otherwise; shared containers are put on the pool; exited ones are
+// ignored; the containers that only lose CPUs are updated first.
+func TestSynchronizeRebuildsFromTheRuntime(t *testing.T) {
+	pol := eightCPUs(t)
+	ctrs := []policy.Container{
+		running(t, "adopt", "guaranteed", 2000, "2-3"),
+		running(t, "never-pinned", "guaranteed", 2000, "0-7"),
+		running(t, "overlaps", "guaranteed", 1000, "3"),
+		running(t, "web", "burstable", 500, "0-7"),
+		running(t, "gone", "guaranteed", 1000, "4"),
+	}
+	ctrs[4].Exited = true
+	d := pol.Synchronize(policy.NewModel(pol.NewState()), nil, ctrs)
+	if err := pol.CheckInvariants(d.Model); err != nil {
+		t.Fatal(err)
+	}
+	st := d.Model.State
+	if a, _ := st.Assignment("adopt-uid", "app"); a.Original.String() != "2-3" {
+		t.Errorf("valid cpuset not adopted: %+v", a)
+	}
+	for _, name := range []string{"never-pinned", "overlaps"} {
+		a, ok := st.Assignment(name+"-uid", "app")
+		if !ok || a.Original.Intersection(cpuset.New(0, 2, 3)).Size() != 0 {
+			t.Errorf("%s: re-pinned to %+v (present %v), want CPUs outside 0,2-3", name, a, ok)
+		}
+	}
+	if _, ok := st.Assignment("gone-uid", "app"); ok {
+		t.Errorf("an exited container got an assignment")
+	}
+	got := updatesOf(d)
+	if got["web"] != st.DefaultCPUSet.String() || got["adopt"] != "" {
+		t.Errorf("updates %v; want web on the pool %s and nothing for the adopted container", got, st.DefaultCPUSet)
+	}
+	if first := d.Others[0]; first.ContainerID != "never-pinned" && first.ContainerID != "web" {
+		t.Errorf("first update %s: the containers that only lose CPUs come first", first.ContainerID)
+	}
+}
+
+// TestSynchronizeKeepsRepairsAndDrops: a checkpointed container keeps its
+// CPUs even if it drifted (it is put back), an entry without a running
+// container is dropped.
+func TestSynchronizeKeepsRepairsAndDrops(t *testing.T) {
+	pol := eightCPUs(t)
+	st := pol.NewState()
+	st.SetAssignment("kept-uid", "app", state.Assignment{Original: cpuset.New(1, 2), Resized: cpuset.New(1, 2, 3)})
+	st.SetAssignment("dead-uid", "app", state.Assignment{Original: cpuset.New(5)})
+	st.DefaultCPUSet = cpuset.New(0, 4, 6, 7)
+	ctrs := []policy.Container{running(t, "kept", "guaranteed", 3000, "1-4")}
+	d := pol.Synchronize(policy.NewModel(st), nil, ctrs)
+	if err := pol.CheckInvariants(d.Model); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := d.Model.State.Assignment("kept-uid", "app"); a.Assigned().String() != "1-3" || a.Original.String() != "1-2" {
+		t.Errorf("kept entry %+v", a)
+	}
+	if _, ok := d.Model.State.Assignment("dead-uid", "app"); ok {
+		t.Errorf("entry of a container that no longer runs was kept")
+	}
+	if got := updatesOf(d)["kept"]; got != "1-3" {
+		t.Errorf("drifted container updated to %q, want 1-3", got)
+	}
+	if d.Model.State.DefaultCPUSet.String() != "0,4-7" {
+		t.Errorf("shared pool %s, want 0,4-7", d.Model.State.DefaultCPUSet)
+	}
+}
+
+// TestResizeWithoutOriginalCPUs: an exclusive container the plugin could
+// not adopt (no CPU left) runs on the shared pool and its resize is refused
+// with getOriginalCPUSet.
+func TestResizeWithoutOriginalCPUs(t *testing.T) {
+	pol := eightCPUs(t)
+	ctrs := []policy.Container{
+		running(t, "big", "guaranteed", 6000, "1-6"),
+		running(t, "late", "guaranteed", 2000, "0-7"),
+	}
+	d := pol.Synchronize(policy.NewModel(pol.NewState()), nil, ctrs)
+	if err := pol.CheckInvariants(d.Model); err != nil {
+		t.Fatal(err)
+	}
+	if got := updatesOf(d)["late"]; got != d.Model.SharedPool().String() {
+		t.Errorf("unadoptable container runs on %q, want the shared pool %s", got, d.Model.SharedPool())
+	}
+	late := ctrs[1]
+	_, err := pol.UpdateContainer(d.Model, late, scenario.KubeletResources("guaranteed", 1000, 1000, 1<<30))
+	if err == nil || !strings.HasPrefix(err.Error(), "Infeasible: getOriginalCPUSet: the original exclusive CPUs of container default/late/app are not known") {
+		t.Errorf("resize of an exclusive container without original CPUs: %v", err)
+	}
+}
+
+// TestUpdatePodSandbox records the pod's resources and notes a CPU limit
+// below its exclusive CPUs; it never refuses.
+func TestUpdatePodSandbox(t *testing.T) {
+	pol := eightCPUs(t)
+	d := scenario.NewPolicyDriver(pol)
+	pod, _ := scenario.KubeletPod("gu", "guaranteed")
+	if err := d.CreateContainer(pod, "app", scenario.KubeletResources("guaranteed", 2000, 2000, 1<<30)); err != nil {
+		t.Fatal(err)
+	}
+	res := state.PodResources{Resources: scenario.KubeletResources("guaranteed", 1000, 1000, 2<<30)}
+	dec := pol.UpdatePodSandbox(d.Model, pod, res)
+	if got, ok := dec.Model.State.PodResources(pod.UID); !ok || got != res {
+		t.Errorf("pod resources %+v (present %v), want %+v", got, ok, res)
+	}
+	if len(dec.Notes) != 1 || !strings.Contains(dec.Notes[0], "CPU limit 1000m is below the 2 exclusive CPUs") {
+		t.Errorf("notes %q", dec.Notes)
+	}
+}
+
+// TestLentCPUsAreNotHandedOut: CPUs lent to an unsolicited update in flight
+// are not free; the refusal is Deferred.
+func TestLentCPUsAreNotHandedOut(t *testing.T) {
+	pol := eightCPUs(t)
+	m := policy.NewModel(pol.NewState()).Lend(cpuset.New(1, 2, 3, 4, 5, 6))
+	c := running(t, "gu", "guaranteed", 2000, "")
+	_, err := pol.CreateContainer(m, c)
+	if err == nil || !strings.HasPrefix(err.Error(), "Deferred: allocateCPUs") {
+		t.Fatalf("create with CPUs lent: %v", err)
+	}
+	dec, err := pol.CreateContainer(m.Unlend(cpuset.New(1, 2, 3, 4, 5, 6)), c)
+	if err != nil || dec.Target.CPUs.String() != "1-2" {
+		t.Errorf("create after the loan: %v %v", dec.Target, err)
+	}
+}
