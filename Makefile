@@ -42,5 +42,9 @@ lint:
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags e2e ./test/e2e/...
 
+## demo: a real containerd + the plugin on this machine: pin, resize, refusals (root)
+demo:
+	$(GO) run ./test/demo
+
 clean:
 	rm -rf $(OUTPUT)
