@@ -20,6 +20,10 @@ import (
 //     reserved, disjoint from every other exclusive set, leaving the shared
 //     pool non-empty) and else given fresh CPUs — so a lost or corrupt
 //     checkpoint is rebuilt from the runtime's view;
+//   - a pinned container whose CPU count changed while the plugin was not
+//     connected (containerd applies a resize without a disconnected
+//     plugin, and the kubelet does not retry it) is resized by the usual
+//     rules, or keeps its CPUs when the resize would be refused;
 //   - every container whose cpuset differs from what it should be gets an
 //     update: the recorded cpuset for exclusive containers, the shared
 //     pool for the others.
@@ -46,7 +50,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	notes = append(notes, p.dropStaleEntries(nm, byRef)...)
 	p.dropStalePods(nm, pods, live)
 
-	var adopt []*Container
+	var adopt, resized []*Container
 	for _, c := range live {
 		display := displayName(c.Pod, c.Name)
 		class := Classify(c.Pod.QoS(), c.Resources)
@@ -65,14 +69,18 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 			if !class.Exclusive {
 				notes = append(notes, fmt.Sprintf("%s: holds exclusive CPUs %s but %s; keeping them", display, a.Assigned(), class.Why))
 			} else if class.CPUs != a.Assigned().Size() {
-				notes = append(notes, fmt.Sprintf("%s: asks for %d CPUs but holds %d (%s); a resize will reconcile it",
-					display, class.CPUs, a.Assigned().Size(), a.Assigned()))
+				resized = append(resized, c)
 			}
 		case class.Exclusive:
 			adopt = append(adopt, c)
 		}
 	}
 	notes = append(notes, p.adopt(nm, adopt)...)
+	// Shrinks first, so that growths can use the CPUs they release.
+	sort.SliceStable(resized, func(i, j int) bool { return p.missedShrink(nm, resized[i]) && !p.missedShrink(nm, resized[j]) })
+	for _, c := range resized {
+		notes = append(notes, p.resizeMissed(nm, c))
+	}
 	p.recomputePool(nm)
 
 	current := map[string]cpuset.CPUSet{}
@@ -188,4 +196,45 @@ func (p *Policy) adoptable(m *Model, cpus cpuset.CPUSet, n int) bool {
 		cpus.Intersection(exclusive).IsEmpty() &&
 		p.smtAligned(n) &&
 		!p.poolWithout(exclusive.Union(cpus)).IsEmpty()
+}
+
+// missedShrink tells whether a pinned container now asks for fewer CPUs
+// than it holds.
+func (p *Policy) missedShrink(m *Model, c *Container) bool {
+	a, _ := m.State.Assignment(c.Pod.UID, c.Name)
+	return Classify(c.Pod.QoS(), c.Resources).CPUs < a.Assigned().Size()
+}
+
+// resizeMissed brings a pinned container to the CPU count it now asks for,
+// a resize the plugin missed while it was not connected. The updates of
+// Synchronize come shrinks first, so a shrink's released CPUs can go to the
+// shared containers in the same reply. It returns a note for the log.
+func (p *Policy) resizeMissed(m *Model, c *Container) string {
+	display := displayName(c.Pod, c.Name)
+	a, _ := m.State.Assignment(c.Pod.UID, c.Name)
+	assigned, n := a.Assigned(), Classify(c.Pod.QoS(), c.Resources).CPUs
+	keep := func(why string) string {
+		return fmt.Sprintf("%s: was resized to %d CPUs while the plugin was away; keeps %s: %s", display, n, assigned, why)
+	}
+	switch {
+	case !p.opts.InPlaceResize:
+		return keep("inPlaceResize is off")
+	case !p.smtAligned(n):
+		return keep(fmt.Sprintf("not a multiple of the %d threads per core", p.topo.ThreadsPerCore()))
+	case n < a.Original.Size():
+		return keep(fmt.Sprintf("below its original CPUs %s", a.Original))
+	}
+	var cpus cpuset.CPUSet
+	var err error
+	if n < assigned.Size() {
+		cpus, err = p.alloc.Shrink(assigned, a.Original, n)
+	} else {
+		others := m.State.ExclusiveCPUs().Difference(assigned)
+		cpus, err = p.place(placement{keep: assigned, n: n}, p.free(m), others, m.releasing())
+	}
+	if err != nil {
+		return keep(err.Error())
+	}
+	m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: cpus})
+	return fmt.Sprintf("%s: was resized to %d CPUs while the plugin was away; now runs on %s", display, n, cpus)
 }

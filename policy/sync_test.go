@@ -180,3 +180,37 @@ func TestLentCPUsAreNotHandedOut(t *testing.T) {
 		t.Errorf("create after the loan: %v %v", dec.Target, err)
 	}
 }
+
+// TestSynchronizeCatchesUpMissedResizes: resizes that went through while
+// the plugin was away are applied by the usual rules at Synchronize; one
+// below the original CPUs is not, and is noted.
+func TestSynchronizeCatchesUpMissedResizes(t *testing.T) {
+	pol := eightCPUs(t)
+	st := pol.NewState()
+	st.SetAssignment("grown-uid", "app", state.Assignment{Original: cpuset.New(1, 2)})
+	st.SetAssignment("shrunk-uid", "app", state.Assignment{Original: cpuset.New(3), Resized: cpuset.New(3, 4, 5)})
+	st.SetAssignment("below-uid", "app", state.Assignment{Original: cpuset.New(6, 7)})
+	st.DefaultCPUSet = cpuset.New(0)
+	ctrs := []policy.Container{
+		running(t, "grown", "guaranteed", 3000, "1-2"),
+		running(t, "shrunk", "guaranteed", 2000, "3-5"),
+		running(t, "below", "guaranteed", 1000, "6-7"),
+	}
+	d := pol.Synchronize(policy.NewModel(st), nil, ctrs)
+	if err := pol.CheckInvariants(d.Model); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"grown": "1-2,5", "shrunk": "3-4", "below": "6-7"}
+	for name, cpus := range want {
+		if a, _ := d.Model.State.Assignment(name+"-uid", "app"); a.Assigned().String() != cpus {
+			t.Errorf("%s: assigned %s, want %s", name, a.Assigned(), cpus)
+		}
+	}
+	if d.Others[0].ContainerID != "shrunk" {
+		t.Errorf("first update is %s: the shrink must come before the growth into its CPUs", d.Others[0].ContainerID)
+	}
+	noted := strings.Join(d.Notes, "\n")
+	if !strings.Contains(noted, "default/below/app: was resized to 1 CPUs while the plugin was away; keeps 6-7: below its original CPUs 6-7") {
+		t.Errorf("notes:\n%s", noted)
+	}
+}

@@ -141,10 +141,11 @@ func TestGrowthShrinksSharedFirst(t *testing.T) {
 }
 
 // TestPluginRestartKeepsCPUs stops the plugin, lets the node change while
-// it is down (a new shared container gets every CPU, a pinned container is
+// it is down (a new shared container gets every CPU, pinned containers are
 // resized without the plugin), starts a new plugin on the same checkpoint,
-// and checks that Synchronize keeps every exclusive cpuset and puts the
-// shared containers back on the shared pool.
+// and checks that Synchronize keeps every exclusive CPU, catches up the
+// growth it missed, keeps the CPUs a shrink below the original would take,
+// and puts the shared containers back on the shared pool.
 func TestPluginRestartKeepsCPUs(t *testing.T) {
 	n := newNode(t, sysfs.Spec{Sockets: 1, NUMAPerSocket: 2, CoresPerNUMA: 4, ThreadsPerCore: 2}, `reservedSystemCPUs: "0"`)
 	rt := newFakeRuntime(t, n.topo.CPUs())
@@ -160,30 +161,38 @@ func TestPluginRestartKeepsCPUs(t *testing.T) {
 	}
 	waitFor(t, "settled", func() bool { return settled(rp, rt) })
 	before := rt.Applied()
-	checkpointBefore := checkpointState(t, stateDir, n.topo.CPUs())
 
 	rp.Stop()
 	rt.SetChecking(false)
 	late := mustCreate(t, rt, pod(t, rt, "late", "besteffort"), "job", state.Resources{CPUShares: 2})
 	wantCPUs(t, rt, late, n.topo.CPUs().String())
+	// Resizes go through without the plugin: below g1's original CPUs,
+	// and a growth of g2 (the kubelet will not retry either).
 	if err := rt.UpdateContainer(g1, guaranteed(1)); err != nil {
+		t.Fatalf("a resize without the plugin goes through: %v", err)
+	}
+	if err := rt.UpdateContainer(g2, guaranteed(6)); err != nil {
 		t.Fatalf("a resize without the plugin goes through: %v", err)
 	}
 
 	rp = startPlugin(t, rt, n.pol, stateDir)
 	rt.SetChecking(true)
 	waitFor(t, "settled", func() bool { return settled(rp, rt) })
-	for _, c := range []*api.Container{g1, g2} {
-		if got, _ := rt.CPUs(c.Id); !got.Equals(before[c.Id]) {
-			t.Errorf("%s runs on %s after the restart, was %s", c.Name, got, before[c.Id])
-		}
+	if got, _ := rt.CPUs(g1.Id); !got.Equals(before[g1.Id]) {
+		t.Errorf("g1 runs on %s after the restart, was %s: a shrink below the original CPUs must not be caught up", got, before[g1.Id])
 	}
-	pool := checkpointBefore.DefaultCPUSet
-	wantCPUs(t, rt, web, pool.String())
-	wantCPUs(t, rt, late, pool.String())
+	grown, _ := rt.CPUs(g2.Id)
+	if grown.Size() != 6 || !before[g2.Id].IsSubsetOf(grown) {
+		t.Errorf("g2 runs on %s after the restart; want 6 CPUs keeping %s", grown, before[g2.Id])
+	}
 	after := checkpointState(t, stateDir, n.topo.CPUs())
-	if !after.Equal(checkpointBefore) {
-		t.Errorf("checkpoint changed across the restart:\nbefore %+v\nafter  %+v", checkpointBefore, after)
+	wantCPUs(t, rt, web, after.DefaultCPUSet.String())
+	wantCPUs(t, rt, late, after.DefaultCPUSet.String())
+	if a, _ := after.Assignment("gu-uid", "c2"); !a.Assigned().Equals(grown) || a.Original.String() != "4-5" {
+		t.Errorf("checkpoint of c2 after the restart: %+v", a)
+	}
+	if a, b := after.Assignment("gu-uid", "c1"); !b || !a.Assigned().Equals(before[g1.Id]) {
+		t.Errorf("checkpoint of c1 after the restart: %+v", a)
 	}
 	noViolations(t, rt)
 }
