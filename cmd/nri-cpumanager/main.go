@@ -8,7 +8,7 @@
 //	nri-cpumanager topology [--config FILE] [--sysfs-root DIR]
 //	nri-cpumanager state [--config FILE] [--state-dir DIR]
 //	nri-cpumanager validate-config --config FILE
-//	nri-cpumanager simulate [--config FILE] SCENARIO.yaml
+//	nri-cpumanager simulate SCENARIO.yaml
 package main
 
 import (
@@ -27,7 +27,7 @@ Usage:
   nri-cpumanager topology [--config FILE] [flags] print the CPU topology the plugin sees
   nri-cpumanager state [--config FILE] [flags]    print and verify the checkpoint
   nri-cpumanager validate-config --config FILE    check a configuration against this machine
-  nri-cpumanager simulate [--config FILE] FILE    replay a scenario file and print each decision
+  nri-cpumanager simulate SCENARIO.yaml           replay a scenario file and print each decision
 
 Run "nri-cpumanager <command> -h" for the flags of a command.
 `
