@@ -272,6 +272,9 @@ func TestMarshalRefusesInconsistentState(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.reason) {
 				t.Errorf("Marshal error = %v, want one containing %q", err, tc.reason)
 			}
+			if err := s.validateForSave(); err == nil || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("validateForSave error = %v, want one containing %q", err, tc.reason)
+			}
 		})
 	}
 	if _, err := Marshal(nil); err == nil {

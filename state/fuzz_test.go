@@ -19,7 +19,9 @@ import (
 // panic and must only accept what it can write back unchanged. Because
 // random bytes almost never carry a matching checksum, each input is also
 // decoded leniently, given a matching checksum and decoded again, so the
-// checks behind the checksum are fuzzed too.
+// checks behind the checksum are fuzzed too; the leniently decoded state
+// also checks that Save's quick consistency check is never more lenient
+// than Validate.
 func FuzzUnmarshal(f *testing.F) {
 	f.Add([]byte(`{"policyName":"static","formatVersion":1,"defaultCpuSet":"0-15","checksum":0}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -28,6 +30,9 @@ func FuzzUnmarshal(f *testing.F) {
 		var cp checkpointV1
 		if json.Unmarshal(data, &cp) != nil {
 			return
+		}
+		if s, err := cp.toState(); err == nil && s.looksConsistent() && s.validate(nil) != nil {
+			t.Fatalf("looksConsistent accepted a state validate refuses (%v)\n%q", s.validate(nil), data)
 		}
 		resealed, err := sealV1(cp)
 		if err != nil {

@@ -45,46 +45,77 @@ type op struct {
 
 // diff returns the ops that turn from into to, sorted by kind and key so
 // that the same change always encodes to the same bytes. Its cost is one
-// pass over both states' maps; nothing is encoded.
+// pass over to's maps, and one over from's only for a map that lost keys;
+// nothing is encoded.
 func diff(from, to *State) []op {
 	var ops []op
 	if !sameCPUs(from.DefaultCPUSet, to.DefaultCPUSet) {
 		ops = append(ops, op{kind: opSetDefault, cpus: to.DefaultCPUSet})
 	}
+
+	kept, fromEntries := 0, 0
 	for podUID, containers := range to.Entries {
+		old := from.Entries[podUID]
 		for name, a := range containers {
-			if old, ok := from.Assignment(podUID, name); !ok || !sameAssignment(old, a) {
+			b, ok := old[name]
+			if ok {
+				kept++
+			}
+			if !ok || !sameAssignment(a, b) {
 				ops = append(ops, op{kind: opSetAssignment, key: podUID, name: name, assignment: a})
 			}
 		}
 	}
-	for podUID, containers := range from.Entries {
-		for name := range containers {
-			if _, ok := to.Assignment(podUID, name); !ok {
-				ops = append(ops, op{kind: opDeleteAssignment, key: podUID, name: name})
+	for _, containers := range from.Entries {
+		fromEntries += len(containers)
+	}
+	if kept < fromEntries {
+		for podUID, containers := range from.Entries {
+			now := to.Entries[podUID]
+			for name := range containers {
+				if _, ok := now[name]; !ok {
+					ops = append(ops, op{kind: opDeleteAssignment, key: podUID, name: name})
+				}
 			}
 		}
 	}
+
+	kept = 0
 	for id, ref := range to.Containers {
-		if old, ok := from.Containers[id]; !ok || old != ref {
+		old, ok := from.Containers[id]
+		if ok {
+			kept++
+		}
+		if !ok || old != ref {
 			ops = append(ops, op{kind: opSetContainer, key: id, ref: ref})
 		}
 	}
-	for id := range from.Containers {
-		if _, ok := to.Containers[id]; !ok {
-			ops = append(ops, op{kind: opDeleteContainer, key: id})
+	if kept < len(from.Containers) {
+		for id := range from.Containers {
+			if _, ok := to.Containers[id]; !ok {
+				ops = append(ops, op{kind: opDeleteContainer, key: id})
+			}
 		}
 	}
+
+	kept = 0
 	for podUID, r := range to.Pods {
-		if old, ok := from.Pods[podUID]; !ok || old != r {
+		old, ok := from.Pods[podUID]
+		if ok {
+			kept++
+		}
+		if !ok || old != r {
 			ops = append(ops, op{kind: opSetPod, key: podUID, pod: r})
 		}
 	}
-	for podUID := range from.Pods {
-		if _, ok := to.Pods[podUID]; !ok {
-			ops = append(ops, op{kind: opDeletePod, key: podUID})
+	if kept < len(from.Pods) {
+		for podUID := range from.Pods {
+			if _, ok := to.Pods[podUID]; !ok {
+				ops = append(ops, op{kind: opDeletePod, key: podUID})
+			}
 		}
 	}
+
 	slices.SortFunc(ops, func(a, b op) int {
 		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.key, b.key), cmp.Compare(a.name, b.name))
 	})

@@ -21,12 +21,12 @@ func appendPayload(buf []byte, seq uint64, ops []op) []byte {
 		buf = append(buf, byte(o.kind))
 		switch o.kind {
 		case opSetDefault:
-			buf = appendString(buf, o.cpus.String())
+			buf = appendString(buf, formatCPUList(o.cpus))
 		case opSetAssignment:
 			buf = appendString(buf, o.key)
 			buf = appendString(buf, o.name)
-			buf = appendString(buf, o.assignment.Original.String())
-			buf = appendString(buf, o.assignment.Resized.String())
+			buf = appendString(buf, formatCPUList(o.assignment.Original))
+			buf = appendString(buf, formatCPUList(o.assignment.Resized))
 		case opDeleteAssignment:
 			buf = appendString(buf, o.key)
 			buf = appendString(buf, o.name)

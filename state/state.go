@@ -62,7 +62,7 @@ func (s *State) entriesContain(o *State) bool {
 // sameCPUs compares two sets by content (cpuset.CPUSet.Equals tells the
 // zero CPUSet from an empty one made by cpuset.New).
 func sameCPUs(a, b cpuset.CPUSet) bool {
-	return a.Size() == b.Size() && a.IsSubsetOf(b)
+	return a.Size() == b.Size() && (a.IsEmpty() || a.IsSubsetOf(b))
 }
 
 // Assignment returns the assignment of a container.

@@ -174,7 +174,7 @@ func (st *Store) Save(s *State) error {
 	if s == nil {
 		return errors.New("save checkpoint: nil state")
 	}
-	if err := s.validate(nil); err != nil {
+	if err := s.validateForSave(); err != nil {
 		return fmt.Errorf("save checkpoint: refusing to write an inconsistent state: %w", err)
 	}
 	st.mu.Lock()

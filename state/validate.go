@@ -34,6 +34,57 @@ func (s *State) validate(online *cpuset.CPUSet) error {
 	return s.validateContainers()
 }
 
+// validateForSave runs the checks of validate(nil) on the request path:
+// a quick pass that neither sorts nor copies, and only if it finds a
+// problem, validate, which names the first one in a deterministic order.
+func (s *State) validateForSave() error {
+	if s.looksConsistent() {
+		return nil
+	}
+	return s.validate(nil)
+}
+
+// looksConsistent reports whether s passes validate(nil), in any order
+// and without sorting. It is never more lenient than validate: false may
+// also mean it could not tell (a CPU id it does not track).
+func (s *State) looksConsistent() bool {
+	var owned []uint64 // bit per CPU id held by an assignment
+	for podUID, containers := range s.Entries {
+		if podUID == "" {
+			return false
+		}
+		for name, a := range containers {
+			if name == "" || a.Original.IsEmpty() || (!a.Resized.IsEmpty() && !a.Original.IsSubsetOf(a.Resized)) {
+				return false
+			}
+			for _, cpu := range a.Assigned().UnsortedList() {
+				if cpu < 0 || cpu > maxCPUID || s.DefaultCPUSet.Contains(cpu) {
+					return false
+				}
+				word, bit := cpu/64, uint64(1)<<(cpu%64)
+				if word >= len(owned) {
+					owned = append(owned, make([]uint64, word+1-len(owned))...)
+				}
+				if owned[word]&bit != 0 {
+					return false
+				}
+				owned[word] |= bit
+			}
+		}
+	}
+	pointedAt := make(map[ContainerRef]struct{}, len(s.Containers))
+	for id, ref := range s.Containers {
+		if _, ok := s.Entries[ref.PodUID][ref.Name]; !ok || id == "" {
+			return false
+		}
+		if _, taken := pointedAt[ref]; taken {
+			return false
+		}
+		pointedAt[ref] = struct{}{}
+	}
+	return true
+}
+
 // validateEntries checks each assignment on its own and against the others.
 func (s *State) validateEntries(online *cpuset.CPUSet) error {
 	total := 0
