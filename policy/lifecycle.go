@@ -69,7 +69,11 @@ func (p *Policy) release(m *Model, id string) []string {
 	}
 	m.State.DeleteAssignment(ref.PodUID, ref.Name)
 	p.recomputePool(m)
-	return []string{fmt.Sprintf("%s/%s: releases exclusive CPUs %s", ref.PodUID, ref.Name, a.Assigned())}
+	who := fmt.Sprintf("pod %s container %s", ref.PodUID, ref.Name)
+	if t := m.Containers[id]; t != nil {
+		who = t.Display
+	}
+	return []string{fmt.Sprintf("%s: releases exclusive CPUs %s", who, a.Assigned())}
 }
 
 // forgetPodIfGone drops the pod-level record of a pod none of whose
@@ -82,7 +86,7 @@ func (p *Policy) forgetPodIfGone(m *Model, podUID string) {
 		}
 	}
 	if len(m.State.ContainersOfPod(podUID)) == 0 {
-		delete(m.State.Pods, podUID)
+		m.State.DeletePod(podUID)
 	}
 }
 
@@ -95,7 +99,7 @@ func (p *Policy) forgetPodIfGone(m *Model, podUID string) {
 // Decision.Notes.
 func (p *Policy) UpdatePodSandbox(m *Model, pod Pod, res state.PodResources) Decision {
 	nm := m.Clone()
-	nm.State.Pods[pod.UID] = res
+	nm.State.SetPodResources(pod.UID, res)
 	var notes []string
 	exclusive := 0
 	for _, name := range nm.State.ContainersOfPod(pod.UID) {
@@ -136,15 +140,9 @@ func (p *Policy) RemovePodSandbox(m *Model, podUID string) Decision {
 		}
 	}
 	for _, name := range nm.State.ContainersOfPod(podUID) {
-		nm.State.DeleteAssignment(podUID, name)
-		notes = append(notes, fmt.Sprintf("%s/%s: drops an assignment without a known container", podUID, name))
+		notes = append(notes, fmt.Sprintf("pod %s container %s: drops an assignment without a known container", podUID, name))
 	}
-	for id, ref := range nm.State.Containers {
-		if ref.PodUID == podUID {
-			delete(nm.State.Containers, id)
-		}
-	}
-	delete(nm.State.Pods, podUID)
+	nm.State.DeletePod(podUID)
 	p.recomputePool(nm)
 	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
 }
