@@ -1,15 +1,17 @@
 // Package state holds the plugin's memory of which container owns which
-// exclusive CPUs, and persists it in a crash-safe checkpoint file.
+// exclusive CPUs, and persists it crash-safely in a state directory.
 //
 // The in-memory State is a plain value: the policy works on a Clone and the
-// plugin swaps it in once the checkpoint is on disk. The checkpoint file
+// plugin swaps it in once Store.Save has put it on disk. Save appends one
+// small record of the changes to a journal and syncs it; the Store rewrites
+// the checkpoint file (the snapshot) in the background. The checkpoint file
 // keeps the shape of the kubelet's KEP-5554 cpu_manager_state (policyName,
 // defaultCpuSet, entries → {original, resized}, checksum) so an operator who
 // knows the kubelet's file can read it.
 //
-// This package is the only one in the project that touches the checkpoint
-// file. README.md describes the file format, its checksum, what Load
-// refuses, and what ImportKubelet verifies.
+// This package is the only one in the project that touches the state
+// directory. README.md describes the checkpoint format, its checksum, the
+// journal, what Load refuses, and what ImportKubelet verifies.
 package state
 
 import (
@@ -80,20 +82,24 @@ type State struct {
 	Pods map[string]PodResources
 }
 
-// ErrNoCheckpoint is returned by Load when there is no checkpoint file.
+// ErrNoCheckpoint is returned by Load and Inspect when the state directory
+// holds no saved state: no checkpoint file and no journal record.
 var ErrNoCheckpoint = errors.New("no checkpoint file")
 
-// CorruptError says why a checkpoint file was not trusted and where it was
-// moved aside. Load returns it for an empty or truncated file, bad JSON, a
-// checksum mismatch, an unknown policy name or format version, and values
-// that fail State.Validate (cpusets that do not parse, overlap each other
-// or lie outside the machine, and the like). The caller rebuilds the state
-// from the runtime's view.
+// CorruptError says why the saved state was not trusted and where its
+// files were moved aside. Load returns it for a checkpoint file that is
+// empty or truncated, bad JSON, fails its checksum, has an unknown policy
+// name or format version, or values that fail State.Validate (cpusets that
+// do not parse, overlap each other or lie outside the machine, and the
+// like), and for a journal with a bad header, a damaged record in its
+// middle, missing records, or records that make the state inconsistent.
+// The caller rebuilds the state from the runtime's view.
 type CorruptError struct {
-	// Path is the file that was read.
+	// Path is the file at fault: the checkpoint file or a journal.
 	Path string
-	// MovedTo is where the file now is (cpu_manager_state.corrupt-<timestamp>),
-	// or "" if moving it failed.
+	// MovedTo is where that file now is (<name>.corrupt-<timestamp>), or
+	// "" if it was not moved (moving failed, or Inspect, which moves
+	// nothing). Load moves the other files of the state aside with it.
 	MovedTo string
 	// Reason says what was wrong, with the values involved.
 	Reason string

@@ -673,3 +673,37 @@ func TestJournalRecordsAreAligned(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactionAfterAFailedWriteLetsSavesAppendAgain breaks the journal,
+// so that a Save fails and leaves it unusable; a compaction then moves the
+// state to a new journal, and the next Save appends to it instead of
+// rewriting the snapshot.
+func TestCompactionAfterAFailedWriteLetsSavesAppendAgain(t *testing.T) {
+	states := stateLine(t, 4)
+	dir := filepath.Join(t.TempDir(), "state")
+	st := openTestStore(t, dir, manualOptions)
+	save(t, st, states[:2]...)
+	st.mu.Lock()
+	_ = st.journal.f.Close()
+	st.mu.Unlock()
+	if err := st.Save(states[2]); err == nil {
+		t.Fatal("Save into a closed journal succeeded")
+	}
+	if err := st.compact(st.opts.prealloc); err != nil {
+		t.Fatalf("compaction after a failed write: %v", err)
+	}
+	snapshot, err := os.ReadFile(st.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Unmarshal(snapshot, kepOnline); err != nil || !got.Equal(states[1]) {
+		t.Fatalf("the compaction's snapshot: %v (holds the last saved state: %v)", err, got.Equal(states[1]))
+	}
+	save(t, st, states[3])
+	if after, _ := os.ReadFile(st.Path()); !bytes.Equal(after, snapshot) {
+		t.Error("the Save after the compaction rewrote the snapshot instead of appending")
+	}
+	if got, err := loadDir(t, crashImage(t, dir)); err != nil || !got.Equal(states[3]) {
+		t.Errorf("crash image: %v (holds the last state: %v)", err, got.Equal(states[3]))
+	}
+}
