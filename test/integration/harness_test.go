@@ -59,11 +59,13 @@ func startPlugin(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir str
 		t.Fatal(err)
 	}
 	p, err := plugin.New(pol, store, plugin.Options{
-		Socket:       rt.socket,
-		Log:          testLogger(t),
-		Metrics:      metrics,
-		ReconnectMin: 20 * time.Millisecond,
-		ReconnectMax: 200 * time.Millisecond,
+		Socket:         rt.socket,
+		CgroupfsRoot:   rt.cgroupRoot,
+		VerifyInterval: 50 * time.Millisecond,
+		Log:            testLogger(t),
+		Metrics:        metrics,
+		ReconnectMin:   20 * time.Millisecond,
+		ReconnectMax:   200 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -391,3 +391,40 @@ func TestRandomThroughNRI(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedUpdateIsVerifiedAndResent: containerd only logs a failed update
+// of another container. The plugin reads the container's real cpuset from
+// its cgroup, finds the difference and sends the update again.
+func TestFailedUpdateIsVerifiedAndResent(t *testing.T) {
+	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt.cgroupRoot = t.TempDir()
+	rp := startPlugin(t, rt, n.pol, t.TempDir())
+	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
+
+	// The shrink of web fails: for a moment web overlaps the new pinned
+	// container, as it would on a real node.
+	rt.SetChecking(false)
+	rt.SetFailing("nginx", true)
+	g := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(2))
+	wantCPUs(t, rt, web, "0-7")
+	rt.SetFailing("nginx", false)
+
+	waitFor(t, "web put back on the shared pool", func() bool {
+		cpus, _ := rt.CPUs(web.Id)
+		return cpus.String() == "0,3-7"
+	})
+	rt.SetChecking(true)
+	wantCPUs(t, rt, g, "1-2")
+	data, err := os.ReadFile(filepath.Join(rt.cgroupRoot, "cpuset", web.Linux.CgroupsPath, "cpuset.cpus"))
+	if err != nil || strings.TrimSpace(string(data)) != "0,3-7" {
+		t.Errorf("web's cgroup cpuset %q (%v), want 0,3-7", data, err)
+	}
+	if v := metricValue(t, rp, "nri_cpumanager_cpuset_drift_total", nil); v < 1 {
+		t.Errorf("cpuset_drift_total = %v, want at least 1", v)
+	}
+	if v := metricValue(t, rp, "nri_cpumanager_unsolicited_updates_total", map[string]string{"result": "ok"}); v < 1 {
+		t.Errorf("unsolicited_updates_total{ok} = %v, want at least 1", v)
+	}
+	noViolations(t, rt)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -39,6 +40,12 @@ type fakeRuntime struct {
 	// unchecked suspends the invariant check (while no plugin runs, as on a
 	// node where the plugin is down, new containers get every CPU).
 	unchecked bool
+	// cgroupRoot, when set, is a cgroup v1 tree where the runtime writes
+	// every container's cpuset.cpus, for the plugin's verification.
+	cgroupRoot string
+	// failing names containers whose updates fail (containerd logs such a
+	// failure of another container and goes on).
+	failing map[string]bool
 	nextID    int
 }
 
@@ -51,6 +58,7 @@ func newFakeRuntime(t testing.TB, online cpuset.CPUSet) *fakeRuntime {
 		socket:     filepath.Join(dir, "nri.sock"),
 		pods:       map[string]*api.PodSandbox{},
 		containers: map[string]*api.Container{},
+		failing:    map[string]bool{},
 	}
 	nri, err := adaptation.New("fake-containerd", "2.4.2", r.synchronize, r.updateContainers,
 		adaptation.WithSocketPath(r.socket),
@@ -123,7 +131,7 @@ func (r *fakeRuntime) apply(origin string, updates []*api.ContainerUpdate) []*ap
 	var failed []*api.ContainerUpdate
 	for _, u := range updates {
 		c := r.containers[u.GetContainerId()]
-		if c == nil {
+		if c == nil || r.failing[c.Name] {
 			failed = append(failed, u)
 			continue
 		}
@@ -134,9 +142,32 @@ func (r *fakeRuntime) apply(origin string, updates []*api.ContainerUpdate) []*ap
 			c.Linux.Resources.Cpu.Mems = mems
 		}
 		r.log = append(r.log, appliedUpdate{origin, c.Name, c.Linux.Resources.Cpu.Cpus})
+		r.writeCgroup(c)
 		r.check(fmt.Sprintf("%s update of %s", origin, c.Name))
 	}
 	return failed
+}
+
+// writeCgroup writes a container's cpuset where the plugin verifies it.
+func (r *fakeRuntime) writeCgroup(c *api.Container) {
+	if r.cgroupRoot == "" {
+		return
+	}
+	dir := filepath.Join(r.cgroupRoot, "cpuset", c.Linux.CgroupsPath)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.t.Error(err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cpuset.cpus"), []byte(c.Linux.Resources.Cpu.Cpus+"\n"), 0o644); err != nil {
+		r.t.Error(err)
+	}
+}
+
+// SetFailing makes the updates of a container fail (or succeed again).
+func (r *fakeRuntime) SetFailing(name string, failing bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failing[name] = failing
 }
 
 // exclusive tells whether a container holds exclusive CPUs: a Guaranteed
@@ -237,6 +268,7 @@ func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res stat
 	c.Linux.Resources.Cpu.Cpus = cpus
 	c.Linux.Resources.Cpu.Mems = rpl.GetAdjust().GetLinux().GetResources().GetCpu().GetMems()
 	r.containers[c.Id] = c
+	r.writeCgroup(c)
 	r.check("creation of " + name)
 	err = r.nri.PostCreateContainer(ctx, &api.PostCreateContainerRequest{Pod: pod, Container: c})
 	if err == nil {
@@ -293,6 +325,7 @@ func (r *fakeRuntime) applyUpdateReply(c *api.Container, res state.Resources, up
 	c.Linux.Resources = toNRIResources(merged)
 	c.Linux.Resources.Cpu.Cpus, c.Linux.Resources.Cpu.Mems = cpus, mems
 	r.log = append(r.log, appliedUpdate{"target", c.Name, cpus})
+	r.writeCgroup(c)
 	r.check("update of " + c.Name)
 }
 
