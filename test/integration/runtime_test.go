@@ -46,7 +46,7 @@ type fakeRuntime struct {
 	// failing names containers whose updates fail (containerd logs such a
 	// failure of another container and goes on).
 	failing map[string]bool
-	nextID    int
+	nextID  int
 }
 
 func newFakeRuntime(t testing.TB, online cpuset.CPUSet) *fakeRuntime {
