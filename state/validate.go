@@ -48,7 +48,28 @@ func (s *State) validateForSave() error {
 // and without sorting. It is never more lenient than validate: false may
 // also mean it could not tell (a CPU id it does not track).
 func (s *State) looksConsistent() bool {
-	var owned []uint64 // bit per CPU id held by an assignment
+	// A bit per CPU id in the shared pool or an assignment: a CPU met twice
+	// is in two of them.
+	var taken []uint64
+	take := func(cpus []int) bool {
+		for _, cpu := range cpus {
+			if cpu < 0 || cpu > maxCPUID {
+				return false
+			}
+			word, bit := cpu/64, uint64(1)<<(cpu%64)
+			if word >= len(taken) {
+				taken = append(taken, make([]uint64, word+1-len(taken))...)
+			}
+			if taken[word]&bit != 0 {
+				return false
+			}
+			taken[word] |= bit
+		}
+		return true
+	}
+	if !take(s.DefaultCPUSet.UnsortedList()) {
+		return false
+	}
 	for podUID, containers := range s.Entries {
 		if podUID == "" {
 			return false
@@ -57,18 +78,8 @@ func (s *State) looksConsistent() bool {
 			if name == "" || a.Original.IsEmpty() || (!a.Resized.IsEmpty() && !a.Original.IsSubsetOf(a.Resized)) {
 				return false
 			}
-			for _, cpu := range a.Assigned().UnsortedList() {
-				if cpu < 0 || cpu > maxCPUID || s.DefaultCPUSet.Contains(cpu) {
-					return false
-				}
-				word, bit := cpu/64, uint64(1)<<(cpu%64)
-				if word >= len(owned) {
-					owned = append(owned, make([]uint64, word+1-len(owned))...)
-				}
-				if owned[word]&bit != 0 {
-					return false
-				}
-				owned[word] |= bit
+			if !take(a.Assigned().UnsortedList()) {
+				return false
 			}
 		}
 	}
