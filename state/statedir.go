@@ -90,7 +90,7 @@ func readStateDir(dir string, online cpuset.CPUSet) (*dirState, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &dirState{state: s, lastGen: lastGen(gens), lastSeq: lastSeq}, nil
+	return &dirState{state: s, lastGen: highestGen(gens), lastSeq: lastSeq}, nil
 }
 
 // snapshotBase is what the journals continue: a snapshot, or (path "")
@@ -163,8 +163,8 @@ func recordOrderReason(r journalRecord, want uint64, haveSnapshot bool) string {
 	}
 }
 
-// lastGen returns the highest of the ascending generations gens, or 0.
-func lastGen(gens []uint64) uint64 {
+// highestGen returns the highest of the ascending generations gens, or 0.
+func highestGen(gens []uint64) uint64 {
 	if len(gens) == 0 {
 		return 0
 	}

@@ -28,8 +28,8 @@ type storeOptions struct {
 	prealloc int64
 }
 
-// defaultStoreOptions suit the plugin: a journal of about 400 typical
-// records, a snapshot an operator sees about a second after a change.
+// defaultStoreOptions suit the plugin: a journal of a few hundred records
+// at most, a snapshot an operator sees about a second after a change.
 func defaultStoreOptions() storeOptions {
 	return storeOptions{
 		compactBytes: 128 << 10,
@@ -124,7 +124,7 @@ func newStore(dir string, opts storeOptions) (*Store, error) {
 		now:     time.Now,
 		log:     logrus.StandardLogger(),
 		lock:    lock,
-		lastGen: lastGen(gens),
+		lastGen: highestGen(gens),
 		kick:    make(chan struct{}, 1),
 		full:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
@@ -262,7 +262,7 @@ func (st *Store) startOver(s *State) error {
 	}
 	if err := writeSnapshot(st.dir, s, journalRefV1{Generation: gen, Sequence: st.seq}); err != nil {
 		_ = journal.close()
-		st.broken = st.base != nil
+		st.broken = true // the next Save starts over again
 		return fmt.Errorf("save checkpoint: %w", err)
 	}
 	st.setJournalLocked(journal)
