@@ -50,9 +50,10 @@ func needsCPUs(err error) bool {
 }
 
 // commit makes a new model current once its state is on disk. On a write
-// failure nothing changes and the error says so.
+// failure nothing changes and the error says so. (A decision that changes
+// nothing keeps the state it was given; Save writes only what changed.)
 func (p *Plugin) commit(m *policy.Model) error {
-	if p.dirty || !m.State.Equal(p.model.State) {
+	if p.dirty || m.State != p.model.State {
 		start := time.Now()
 		err := p.store.Save(m.State)
 		p.metrics.checkpointWrite(start, err)
@@ -78,10 +79,20 @@ func (p *Plugin) commitOrKeep(m *policy.Model) {
 	}
 }
 
-// observeModel refreshes the gauges from the current model.
+// observeModel refreshes the gauges from the current model (exclusive
+// sets are disjoint: their sizes add up).
 func (p *Plugin) observeModel() {
-	exclusive := p.model.State.ExclusiveCPUs()
-	p.metrics.setCPUs(exclusive.Size(), p.model.SharedPool().Size(), countEntries(p.model.State))
+	if p.metrics == nil {
+		return
+	}
+	exclusive, containers := 0, 0
+	for _, pod := range p.model.State.Entries {
+		for _, a := range pod {
+			exclusive += a.Assigned().Size()
+			containers++
+		}
+	}
+	p.metrics.setCPUs(exclusive, p.model.SharedPool().Size(), containers)
 }
 
 // confirm releases the CPUs of a confirmed shrink to the shared pool; the

@@ -82,8 +82,9 @@ func (p *Policy) allocateNew(m *Model, display string, n int) (cpuset.CPUSet, er
 			display, n, p.topo.ThreadsPerCore())
 	}
 	pl := placement{keep: cpuset.New(), n: n}
-	free := p.free(m)
-	cpus, err := p.place(pl, free, m.State.ExclusiveCPUs(), m.releasing())
+	exclusive := m.State.ExclusiveCPUs()
+	free := p.freeBeside(m, exclusive)
+	cpus, err := p.place(pl, free, exclusive.Size()+m.releasing().Size())
 	if err == nil {
 		return cpus, nil
 	}

@@ -125,6 +125,9 @@ func (m *Model) releasing() cpuset.CPUSet {
 // SharedPool returns the cpuset shared containers run on now: the
 // checkpoint's shared pool minus CPUs whose release is not confirmed.
 func (m *Model) SharedPool() cpuset.CPUSet {
+	if len(m.Releasing) == 0 {
+		return m.State.DefaultCPUSet
+	}
 	return m.State.DefaultCPUSet.Difference(m.releasing())
 }
 

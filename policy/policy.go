@@ -44,6 +44,10 @@ type Policy struct {
 	alloc *cpuallocator.Allocator
 	topo  *cpuallocator.Topology
 	opts  Options
+	// allocatable are the CPUs that may ever be exclusive: online minus
+	// reserved. poolBase is what the shared pool is without exclusive
+	// containers: online, minus reserved under strict-cpu-reservation.
+	allocatable, poolBase cpuset.CPUSet
 }
 
 // New validates the options against the allocator's topology.
@@ -66,7 +70,11 @@ func New(alloc *cpuallocator.Allocator, opts Options) (*Policy, error) {
 	if online.Difference(opts.Reserved).IsEmpty() {
 		return nil, fmt.Errorf("policy: reserved CPUs %s leave no CPU for exclusive allocation", opts.Reserved)
 	}
-	return &Policy{alloc: alloc, topo: alloc.Topology(), opts: opts}, nil
+	pol := &Policy{alloc: alloc, topo: alloc.Topology(), opts: opts, allocatable: online.Difference(opts.Reserved), poolBase: online}
+	if opts.StrictCPUReservation {
+		pol.poolBase = pol.allocatable
+	}
+	return pol, nil
 }
 
 // Options returns the policy's options.
@@ -83,11 +91,7 @@ func (p *Policy) NewState() *state.State {
 // poolWithout returns the shared pool when exactly the given CPUs are
 // exclusive.
 func (p *Policy) poolWithout(exclusive cpuset.CPUSet) cpuset.CPUSet {
-	pool := p.topo.CPUs().Difference(exclusive)
-	if p.opts.StrictCPUReservation {
-		pool = pool.Difference(p.opts.Reserved)
-	}
-	return pool
+	return p.poolBase.Difference(exclusive)
 }
 
 // recomputePool sets the checkpointed shared pool from the assignments.
@@ -97,11 +101,16 @@ func (p *Policy) recomputePool(m *Model) {
 
 // free returns the CPUs that may be handed out exclusively now.
 func (p *Policy) free(m *Model) cpuset.CPUSet {
-	return p.topo.CPUs().
-		Difference(p.opts.Reserved).
-		Difference(m.State.ExclusiveCPUs()).
-		Difference(m.releasing()).
-		Difference(m.Lending)
+	return p.freeBeside(m, m.State.ExclusiveCPUs())
+}
+
+// freeBeside is free for a model whose exclusive CPUs are known.
+func (p *Policy) freeBeside(m *Model, exclusive cpuset.CPUSet) cpuset.CPUSet {
+	taken := exclusive
+	if len(m.Releasing) > 0 || !m.Lending.IsEmpty() {
+		taken = taken.Union(m.releasing(), m.Lending)
+	}
+	return p.allocatable.Difference(taken)
 }
 
 // Free returns the CPUs that may be handed out exclusively in m.
@@ -147,10 +156,11 @@ type placement struct {
 }
 
 // place finds the CPUs of a placement among free, honouring the topology
-// manager policy and leaving the shared pool non-empty. others are the
-// exclusive CPUs of every other container and releasing the CPUs whose
-// release is not confirmed: both stay out of the shared pool.
-func (p *Policy) place(pl placement, free, others, releasing cpuset.CPUSet) (cpuset.CPUSet, error) {
+// manager policy and leaving the shared pool non-empty. unavailable counts
+// the CPUs that stay out of the shared pool besides the placement's: the
+// exclusive CPUs of every other container and those whose release is not
+// confirmed (disjoint sets, none of them reserved).
+func (p *Policy) place(pl placement, free cpuset.CPUSet, unavailable int) (cpuset.CPUSet, error) {
 	if have := free.Size() + pl.keep.Size(); have < pl.n {
 		return cpuset.New(), fmt.Errorf("need %d more CPUs, %d free: %w", pl.n-pl.keep.Size(), free.Size(), cpuallocator.ErrNotEnoughCPUs)
 	}
@@ -167,7 +177,7 @@ func (p *Policy) place(pl placement, free, others, releasing cpuset.CPUSet) (cpu
 	if err != nil {
 		return cpuset.New(), err
 	}
-	if p.poolWithout(others.Union(cpus)).Difference(releasing).IsEmpty() {
+	if p.poolBase.Size()-unavailable-cpus.Size() <= 0 {
 		return cpuset.New(), fmt.Errorf("taking %s would leave the shared pool empty", cpus.Difference(pl.keep))
 	}
 	return cpus, nil
@@ -216,8 +226,7 @@ func (p *Policy) keeping(pl placement) string {
 // every other container released its CPUs: Deferred if so, Infeasible if it
 // can never fit on this node as configured.
 func (p *Policy) verdictFor(pl placement) Verdict {
-	free := p.topo.CPUs().Difference(p.opts.Reserved).Difference(pl.keep)
-	if _, err := p.place(pl, free, cpuset.New(), cpuset.New()); err != nil {
+	if _, err := p.place(pl, p.allocatable.Difference(pl.keep), 0); err != nil {
 		return Infeasible
 	}
 	return Deferred

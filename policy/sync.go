@@ -229,8 +229,8 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 	if n < assigned.Size() {
 		cpus, err = p.alloc.Shrink(assigned, a.Original, n)
 	} else {
-		others := m.State.ExclusiveCPUs().Difference(assigned)
-		cpus, err = p.place(placement{keep: assigned, n: n}, p.free(m), others, m.releasing())
+		exclusive := m.State.ExclusiveCPUs()
+		cpus, err = p.place(placement{keep: assigned, n: n}, p.freeBeside(m, exclusive), exclusive.Size()-assigned.Size()+m.releasing().Size())
 	}
 	if err != nil {
 		return keep(err.Error())

@@ -74,7 +74,9 @@ type PodResources struct {
 type State struct {
 	// DefaultCPUSet is the shared pool (checkpoint key "defaultCpuSet").
 	DefaultCPUSet cpuset.CPUSet
-	// Entries maps pod UID → container name → assignment.
+	// Entries maps pod UID → container name → assignment. A pod's map may
+	// be shared with clones of the state (see Clone): change it only through
+	// SetAssignment, DeleteAssignment and DeletePod.
 	Entries map[string]map[string]Assignment
 	// Containers maps a runtime container id to the entry it owns.
 	Containers map[string]ContainerRef

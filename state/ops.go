@@ -137,12 +137,7 @@ func (o op) apply(s *State) {
 	case opSetAssignment:
 		s.SetAssignment(o.key, o.name, o.assignment)
 	case opDeleteAssignment:
-		if containers, ok := s.Entries[o.key]; ok {
-			delete(containers, o.name)
-			if len(containers) == 0 {
-				delete(s.Entries, o.key)
-			}
-		}
+		s.deleteEntry(o.key, o.name)
 	case opSetContainer:
 		s.SetContainer(o.key, o.ref)
 	case opDeleteContainer:

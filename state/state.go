@@ -17,12 +17,16 @@ func New(defaultCPUSet cpuset.CPUSet) *State {
 	}
 }
 
-// Clone returns a deep copy.
+// Clone returns a copy that can be changed without changing s. A pod's
+// entry map is shared by both until one of them changes it: SetAssignment
+// and DeleteAssignment copy the pod's map before writing (copy on write), so
+// a clone costs a copy of the outer maps, not one map per pod. (cpusets are
+// immutable values and are always shared.)
 func (s *State) Clone() *State {
 	c := New(s.DefaultCPUSet)
 	for podUID, containers := range s.Entries {
 		if len(containers) > 0 {
-			c.Entries[podUID] = maps.Clone(containers)
+			c.Entries[podUID] = containers
 		}
 	}
 	maps.Copy(c.Containers, s.Containers)
@@ -76,28 +80,35 @@ func (s *State) SetAssignment(podUID, name string, a Assignment) {
 	if s.Entries == nil {
 		s.Entries = map[string]map[string]Assignment{}
 	}
-	containers, ok := s.Entries[podUID]
-	if !ok {
-		containers = map[string]Assignment{}
-		s.Entries[podUID] = containers
-	}
+	containers := make(map[string]Assignment, len(s.Entries[podUID])+1)
+	maps.Copy(containers, s.Entries[podUID]) // copy on write: see Clone
 	containers[name] = a
+	s.Entries[podUID] = containers
 }
 
 // DeleteAssignment forgets a container's assignment (and the pod's entry map
 // when it becomes empty). Container ids that point at the assignment are
 // forgotten with it, so the state stays consistent.
 func (s *State) DeleteAssignment(podUID, name string) {
-	containers, ok := s.Entries[podUID]
-	if !ok {
-		return
-	}
-	delete(containers, name)
-	if len(containers) == 0 {
-		delete(s.Entries, podUID)
-	}
+	s.deleteEntry(podUID, name)
 	ref := ContainerRef{PodUID: podUID, Name: name}
 	maps.DeleteFunc(s.Containers, func(_ string, r ContainerRef) bool { return r == ref })
+}
+
+// deleteEntry removes one assignment, copying the pod's entry map first
+// (copy on write: see Clone) and dropping it when it becomes empty.
+func (s *State) deleteEntry(podUID, name string) {
+	containers, ok := s.Entries[podUID]
+	if _, has := containers[name]; !ok || !has {
+		return
+	}
+	if len(containers) == 1 {
+		delete(s.Entries, podUID)
+		return
+	}
+	containers = maps.Clone(containers)
+	delete(containers, name)
+	s.Entries[podUID] = containers
 }
 
 // DeletePod forgets everything about a pod: its containers' assignments,

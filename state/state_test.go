@@ -236,3 +236,28 @@ func TestZeroStateMutators(t *testing.T) {
 		t.Errorf("state built from the zero value is inconsistent: %v", err)
 	}
 }
+
+// TestCloneIsCopyOnWrite: a clone shares the pods' entry maps, and writes to
+// either copy never show in the other.
+func TestCloneIsCopyOnWrite(t *testing.T) {
+	s := New(cpuset.New(0))
+	s.SetAssignment("pod", "a", Assignment{Original: cpuset.New(1)})
+	s.SetAssignment("pod", "b", Assignment{Original: cpuset.New(2)})
+	c := s.Clone()
+	c.SetAssignment("pod", "a", Assignment{Original: cpuset.New(1), Resized: cpuset.New(1, 3)})
+	c.DeleteAssignment("pod", "b")
+	c.SetAssignment("other", "x", Assignment{Original: cpuset.New(4)})
+	if a, _ := s.Assignment("pod", "a"); a.Resized.Size() != 0 {
+		t.Errorf("a write to the clone changed the original: %+v", a)
+	}
+	if _, ok := s.Assignment("pod", "b"); !ok {
+		t.Errorf("a deletion in the clone changed the original")
+	}
+	if _, ok := s.Assignment("other", "x"); ok {
+		t.Errorf("a new pod in the clone shows in the original")
+	}
+	s.DeleteAssignment("pod", "a")
+	if a, ok := c.Assignment("pod", "a"); !ok || a.Resized.String() != "1,3" {
+		t.Errorf("a deletion in the original changed the clone: %+v %v", a, ok)
+	}
+}

@@ -55,4 +55,12 @@ func BenchmarkUpdateContainerRoundTrip(b *testing.B) {
 	slices.Sort(durations)
 	b.ReportMetric(float64(durations[len(durations)/2].Nanoseconds()), "p50-ns")
 	b.ReportMetric(float64(durations[len(durations)*99/100].Nanoseconds()), "p99-ns")
+	// The share of the round trip spent in the plugin's handler (decision
+	// and durable commit), from the plugin's own histogram.
+	if count, sum := histogram(b, rp, "nri_cpumanager_event_duration_seconds", map[string]string{"event": "UpdateContainer"}); count > 0 {
+		b.ReportMetric(sum/float64(count)*1e9, "handler-mean-ns")
+	}
+	if count, sum := histogram(b, rp, "nri_cpumanager_checkpoint_write_duration_seconds", nil); count > 0 {
+		b.ReportMetric(sum/float64(count)*1e9, "commit-mean-ns")
+	}
 }

@@ -38,6 +38,23 @@ func metricValue(t testing.TB, rp *runningPlugin, name string, labels map[string
 	return 0
 }
 
+// histogram returns the sample count and sum of a histogram.
+func histogram(t testing.TB, rp *runningPlugin, name string, labels map[string]string) (uint64, float64) {
+	t.Helper()
+	families, err := rp.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			if f.GetName() == name && hasLabels(m, labels) && m.Histogram != nil {
+				return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+			}
+		}
+	}
+	return 0, 0
+}
+
 func hasLabels(m *dto.Metric, want map[string]string) bool {
 	for k, v := range want {
 		found := false
