@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/nri-cpumanager/nri-cpumanager/test/scenario"
 )
@@ -30,19 +29,8 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "nri-cpumanager-simulate-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	pol, err := f.Policy(dir)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%s\nmachine: %s\n", f.Name, pol.Allocator().Topology())
-	r := scenario.NewRunner(scenario.NewPolicyDriver(pol))
-	r.Report = func(line string) { fmt.Fprintln(stdout, line) }
-	if err := r.Run(f); err != nil {
+	fmt.Fprintln(stdout, f.Name)
+	if err := f.Simulate(func(line string) { fmt.Fprintln(stdout, line) }); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "every expectation held")

@@ -270,19 +270,8 @@ func (d *demo) simulated() error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "nri-cpumanager-demo-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	pol, err := f.Policy(dir)
-	if err != nil {
-		return err
-	}
 	d.say("== SIMULATED (same policy code, a 16-CPU fixture machine, no containers): %s", f.Name)
-	r := scenario.NewRunner(scenario.NewPolicyDriver(pol))
-	r.Report = func(line string) { d.say("   %s", line) }
-	if err := r.Run(f); err != nil {
+	if err := f.Simulate(func(line string) { d.say("   %s", line) }); err != nil {
 		return errors.Join(errors.New("the simulated scenario did not go as expected"), err)
 	}
 	return nil
