@@ -428,3 +428,28 @@ func TestFailedUpdateIsVerifiedAndResent(t *testing.T) {
 	}
 	noViolations(t, rt)
 }
+
+// TestFailedCreationReleasesCPUs: when the creation of a pinned container
+// fails after the plugin allocated its CPUs, containerd stops and removes
+// the container that never ran; its CPUs go back to the shared pool.
+func TestFailedCreationReleasesCPUs(t *testing.T) {
+	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	rt := newFakeRuntime(t, n.topo.CPUs())
+	stateDir := t.TempDir()
+	rp := startPlugin(t, rt, n.pol, stateDir)
+	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
+	if err := rt.CreateContainerFailing(pod(t, rt, "gu", "guaranteed"), "app", guaranteed(3)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	wantCPUs(t, rt, web, "0-7")
+	if st := checkpointState(t, stateDir, n.topo.CPUs()); len(st.Entries) != 0 || st.DefaultCPUSet.String() != "0-7" {
+		t.Errorf("checkpoint after the failed creation: entries %v, shared pool %s", st.Entries, st.DefaultCPUSet)
+	}
+	got := rt.Log()
+	want := []appliedUpdate{{"pre-create", "nginx", "0,4-7"}, {"post-stop", "nginx", "0-7"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("updates applied: %v, want %v", got, want)
+	}
+	noViolations(t, rt)
+}

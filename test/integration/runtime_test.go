@@ -279,6 +279,35 @@ func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res stat
 	return c, err
 }
 
+// CreateContainerFailing plays a creation that fails after the plugins
+// answered (runc refuses the spec, say): the reply's updates are applied,
+// the container never exists, and containerd sends StopContainer and
+// RemoveContainer for it.
+func (r *fakeRuntime) CreateContainerFailing(pod *api.PodSandbox, name string, res state.Resources) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nextID++
+	c := &api.Container{
+		Id: fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID), PodSandboxId: pod.Id, Name: name,
+		State: api.ContainerState_CONTAINER_CREATED,
+		Linux: &api.LinuxContainer{Resources: toNRIResources(res), CgroupsPath: pod.Linux.CgroupParent + "/" + name},
+	}
+	ctx, cancel := r.ctx()
+	defer cancel()
+	rpl, err := r.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: c})
+	if err != nil {
+		return err
+	}
+	r.apply("pre-create", rpl.GetUpdate())
+	c.State = api.ContainerState_CONTAINER_STOPPED
+	stop, err := r.nri.StopContainer(ctx, &api.StopContainerRequest{Pod: pod, Container: c})
+	if err != nil {
+		return err
+	}
+	r.apply("post-stop", stop.GetUpdate())
+	return r.nri.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: pod, Container: c})
+}
+
 // UpdateContainer resizes a container like CRI UpdateContainerResources:
 // UpdateContainer (others first, then the target with the resources the
 // plugins returned), then PostUpdateContainer.
