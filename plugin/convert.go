@@ -60,12 +60,51 @@ func podResourcesFromNRI(overhead, resources *api.LinuxResources) state.PodResou
 
 // updateToNRI turns a policy update into an NRI container update.
 func updateToNRI(u policy.Update) *api.ContainerUpdate {
-	nu := &api.ContainerUpdate{ContainerId: u.ContainerID}
-	nu.SetLinuxCPUSetCPUs(u.List())
-	if !u.Mems.IsEmpty() {
-		nu.SetLinuxCPUSetMems(u.Mems.String())
+	return updatesToNRI([]policy.Update{u})[0]
+}
+
+// updatesToNRI turns policy updates into NRI container updates. Updates
+// that set the same cpuset share one payload (a reply is marshalled, never
+// changed): the shared containers' updates are many and alike.
+func updatesToNRI(us []policy.Update) []*api.ContainerUpdate {
+	out, _ := convertUpdates(us)
+	return out
+}
+
+// convertUpdates is updatesToNRI that also returns the distinct cpusets the
+// updates set. Each distinct cpuset is formatted once.
+func convertUpdates(us []policy.Update) ([]*api.ContainerUpdate, []cpuset.CPUSet) {
+	out := make([]*api.ContainerUpdate, 0, len(us))
+	payloads := map[string]*api.LinuxContainerUpdate{}
+	var distinct []cpuset.CPUSet
+	var texts []string
+	list := func(u policy.Update) string {
+		for i, set := range distinct {
+			if set.Size() == u.CPUs.Size() && u.CPUs.IsSubsetOf(set) {
+				return texts[i]
+			}
+		}
+		distinct, texts = append(distinct, u.CPUs), append(texts, u.List())
+		return texts[len(texts)-1]
 	}
-	return nu
+	for _, u := range us {
+		cpus, mems := list(u), ""
+		if !u.Mems.IsEmpty() {
+			mems = u.Mems.String()
+		}
+		linux := payloads[cpus+"/"+mems]
+		if linux == nil {
+			nu := &api.ContainerUpdate{}
+			nu.SetLinuxCPUSetCPUs(cpus)
+			if mems != "" {
+				nu.SetLinuxCPUSetMems(mems)
+			}
+			linux = nu.Linux
+			payloads[cpus+"/"+mems] = linux
+		}
+		out = append(out, &api.ContainerUpdate{ContainerId: u.ContainerID, Linux: linux})
+	}
+	return out, distinct
 }
 
 // adjustmentFor turns the target of a creation into a container adjustment.

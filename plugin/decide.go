@@ -111,19 +111,16 @@ func (p *Plugin) confirm(id string) {
 // rides on the next reply), except the event's target, which the runtime
 // handles separately. They are recorded as delivered.
 func (p *Plugin) replyUpdates(own []policy.Update, target string) []*api.ContainerUpdate {
-	var out []*api.ContainerUpdate
-	for _, u := range own {
-		p.delivered(u)
-		out = append(out, updateToNRI(u))
-	}
+	all := own[:len(own):len(own)] // appending copies: the decision keeps its slice
 	for _, u := range p.pendingUpdates() {
-		if u.ContainerID == target {
-			continue
+		if u.ContainerID != target {
+			all = append(all, u)
 		}
-		p.delivered(u)
-		out = append(out, updateToNRI(u))
 	}
-	return out
+	for _, u := range all {
+		p.delivered(u)
+	}
+	return updatesToNRI(all)
 }
 
 // refused records and logs a refusal.

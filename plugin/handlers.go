@@ -57,8 +57,8 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	}
 	for _, u := range d.Others {
 		p.delivered(u)
-		updates = append(updates, updateToNRI(u))
 	}
+	updates = updatesToNRI(d.Others)
 	p.synchronized = true
 	p.metrics.setReady(true)
 	p.checkInvariants("Synchronize")

@@ -15,6 +15,11 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
+// GCPercent is the garbage collection target the plugin's command runs
+// with (unless GOGC is set): replies wait for no collection as often as with
+// Go's default of 100, for a few MiB of heap.
+const GCPercent = 400
+
 // Options configure the plugin. They are plain values: the command builds
 // them from the configuration file.
 type Options struct {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
 
@@ -85,15 +84,12 @@ func (p *Plugin) sendPending() bool {
 	}
 	// Lend every free CPU the update carries: containerd may apply it after
 	// an event the plugin decides meanwhile.
-	lend := cpuset.New()
-	updates := make([]*api.ContainerUpdate, 0, len(pending))
+	updates, distinct := convertUpdates(pending)
 	before := make(map[string]uint64, len(pending))
 	for _, u := range pending {
-		lend = lend.Union(u.CPUs)
-		updates = append(updates, updateToNRI(u))
 		before[u.ContainerID] = p.generation[u.ContainerID]
 	}
-	lend = lend.Intersection(p.policy.Free(p.model))
+	lend := cpuset.New().Union(distinct...).Intersection(p.policy.Free(p.model))
 	p.model = p.model.Lend(lend)
 	done := make(chan struct{})
 	p.sendDone = done

@@ -38,7 +38,7 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: cpus})
 	}
 	nm.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
-	p.recomputePool(nm)
+	p.takeFromPool(nm, cpus)
 	t.CPUs = cpus
 	nm.Containers[c.ID] = t
 	return Decision{
@@ -61,7 +61,7 @@ func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpuset.CPUSet, bool) 
 	for id, ref := range m.State.Containers {
 		if ref.PodUID == c.Pod.UID && ref.Name == c.Name {
 			delete(m.State.Containers, id)
-			if old := m.Containers[id]; old != nil {
+			if old := m.edit(id); old != nil {
 				old.Stopped = true
 				old.CPUs = cpuset.New()
 			}

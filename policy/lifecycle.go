@@ -30,7 +30,7 @@ func (p *Policy) StopContainer(m *Model, id string) Decision {
 		return Decision{Model: m}
 	}
 	nm := m.Clone()
-	t = nm.Containers[id]
+	t = nm.edit(id)
 	t.Stopped = true
 	t.CPUs = cpuset.New()
 	notes := p.release(nm, id)
@@ -68,7 +68,7 @@ func (p *Policy) release(m *Model, id string) []string {
 		return nil
 	}
 	m.State.DeleteAssignment(ref.PodUID, ref.Name)
-	p.recomputePool(m)
+	p.returnToPool(m, a.Assigned())
 	who := fmt.Sprintf("pod %s container %s", ref.PodUID, ref.Name)
 	if t := m.Containers[id]; t != nil {
 		who = t.Display
@@ -123,6 +123,7 @@ func (p *Policy) UpdatePodSandbox(m *Model, pod Pod, res state.PodResources) Dec
 		if _, pending := nm.Releasing[id]; pending {
 			continue
 		}
+		t = nm.edit(id)
 		t.CPUs = a.Assigned()
 		others = append(others, *p.targetUpdate(id, t.Display, t.CPUs))
 	}

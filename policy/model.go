@@ -82,26 +82,37 @@ func NewModel(st *state.State) *Model {
 	}
 }
 
-// Clone returns a deep copy.
+// Clone returns a copy that can be changed without changing m. The
+// tracked containers are shared until changed: a change goes through edit,
+// which gives the copy its own record (copy on write). cpusets are
+// immutable values and always shared.
 func (m *Model) Clone() *Model {
-	c := &Model{
+	return &Model{
 		State:      m.State.Clone(),
-		Containers: make(map[string]*Tracked, len(m.Containers)),
+		Containers: maps.Clone(m.Containers),
 		Releasing:  maps.Clone(m.Releasing),
-		Lending:    m.Lending.Clone(),
+		Lending:    m.Lending,
 	}
-	for id, t := range m.Containers {
-		tc := *t
-		c.Containers[id] = &tc
+}
+
+// edit returns the record of a tracked container that this model may
+// change (nil if it is not tracked). Records are shared between clones:
+// every change of a record goes through edit.
+func (m *Model) edit(id string) *Tracked {
+	t := m.Containers[id]
+	if t == nil {
+		return nil
 	}
-	return c
+	own := *t
+	m.Containers[id] = &own
+	return &own
 }
 
 // Lend returns a copy of m in which cpus are lent to an unsolicited update
 // in flight (see Lending).
 func (m *Model) Lend(cpus cpuset.CPUSet) *Model {
 	c := m.Clone()
-	c.Lending = c.Lending.Union(cpus)
+	c.Lending = m.Lending.Union(cpus)
 	return c
 }
 
@@ -109,7 +120,7 @@ func (m *Model) Lend(cpus cpuset.CPUSet) *Model {
 // that carried them has been delivered (or has failed).
 func (m *Model) Unlend(cpus cpuset.CPUSet) *Model {
 	c := m.Clone()
-	c.Lending = c.Lending.Difference(cpus)
+	c.Lending = m.Lending.Difference(cpus)
 	return c
 }
 

@@ -94,7 +94,19 @@ func (p *Policy) poolWithout(exclusive cpuset.CPUSet) cpuset.CPUSet {
 	return p.poolBase.Difference(exclusive)
 }
 
-// recomputePool sets the checkpointed shared pool from the assignments.
+// takeFromPool and returnToPool keep the checkpointed shared pool in step
+// with a change of one assignment (exclusive CPUs are never reserved, so
+// under strict-cpu-reservation too the pool is exactly what they leave).
+func (p *Policy) takeFromPool(m *Model, cpus cpuset.CPUSet) {
+	m.State.DefaultCPUSet = m.State.DefaultCPUSet.Difference(cpus)
+}
+
+func (p *Policy) returnToPool(m *Model, cpus cpuset.CPUSet) {
+	m.State.DefaultCPUSet = m.State.DefaultCPUSet.Union(cpus)
+}
+
+// recomputePool sets the checkpointed shared pool from all the
+// assignments.
 func (p *Policy) recomputePool(m *Model) {
 	m.State.DefaultCPUSet = p.poolWithout(m.State.ExclusiveCPUs())
 }
@@ -143,6 +155,7 @@ func (p *Policy) syncShared(before, m *Model) []Update {
 		if _, owns := m.ownAssignment(id); t.Stopped || owns {
 			continue
 		}
+		t = m.edit(id)
 		t.CPUs = pool
 		updates = append(updates, Update{ContainerID: id, Display: t.Display, CPUs: pool, CPUList: list})
 	}

@@ -80,8 +80,8 @@ func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignmen
 	}
 	nm := m.Clone()
 	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: kept})
-	p.recomputePool(nm)
 	released := assigned.Difference(kept)
+	p.returnToPool(nm, released)
 	nm.Releasing[c.ID] = nm.Releasing[c.ID].Union(released)
 	p.track(nm, c, display, kept)
 
@@ -112,7 +112,7 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 	}
 	nm := m.Clone()
 	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: cpus})
-	p.recomputePool(nm)
+	p.takeFromPool(nm, cpus.Difference(assigned))
 	p.track(nm, c, display, cpus)
 	return Decision{
 		Model:     nm,
@@ -125,7 +125,7 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 
 // track records an exclusive container's cpuset in the model.
 func (p *Policy) track(m *Model, c Container, display string, cpus cpuset.CPUSet) {
-	t := m.Containers[c.ID]
+	t := m.edit(c.ID)
 	if t == nil {
 		t = &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: true}
 		m.Containers[c.ID] = t

@@ -125,6 +125,13 @@ func (r *fakeRuntime) SetChecking(on bool) {
 	}
 }
 
+// Unsolicited returns how many unsolicited updates were applied so far.
+func (r *fakeRuntime) Unsolicited() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unsolicited
+}
+
 // apply applies updates one at a time, checking after each; it returns
 // those naming unknown containers (containerd ignores them).
 func (r *fakeRuntime) apply(origin string, updates []*api.ContainerUpdate) []*api.ContainerUpdate {

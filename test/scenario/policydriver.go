@@ -2,6 +2,9 @@ package scenario
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
@@ -43,6 +46,40 @@ func (d *PolicyDriver) id(pod policy.Pod, name string) (string, bool) {
 	return id, ok
 }
 
+// fingerprint describes everything a model holds, to check that a
+// decision did not change the model it was given (the policy shares
+// records between a model and its clones, copy on write).
+func fingerprint(m *policy.Model) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pool %s lending %s\n", m.State.DefaultCPUSet, m.Lending)
+	m.State.ForEach(func(ref state.ContainerRef, a state.Assignment) {
+		fmt.Fprintf(&b, "%s %s %s\n", ref, a.Original, a.Resized)
+	})
+	for _, id := range slices.Sorted(maps.Keys(m.State.Containers)) {
+		fmt.Fprintf(&b, "id %s %s\n", id, m.State.Containers[id])
+	}
+	for _, id := range m.SortedContainerIDs() {
+		t := m.Containers[id]
+		fmt.Fprintf(&b, "tracked %s %v %s %v\n", id, t.Exclusive, t.CPUs, t.Stopped)
+	}
+	for _, id := range slices.Sorted(maps.Keys(m.Releasing)) {
+		fmt.Fprintf(&b, "releasing %s %s\n", id, m.Releasing[id])
+	}
+	return b.String()
+}
+
+// decide runs a policy call and checks that it left the model it was given
+// as it was, whatever the outcome.
+func (d *PolicyDriver) decide(call func(m *policy.Model) (policy.Decision, error)) (policy.Decision, error) {
+	given := d.Model
+	before := fingerprint(given)
+	dec, err := call(given)
+	if after := fingerprint(given); after != before {
+		return dec, fmt.Errorf("the decision changed the model it was given:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	return dec, err
+}
+
 // apply plays a decision the way containerd does and checks every step.
 func (d *PolicyDriver) apply(dec policy.Decision) error {
 	old := d.Model
@@ -73,11 +110,22 @@ func (d *PolicyDriver) applyOne(u policy.Update, next *policy.Model, exclusive f
 	return nil
 }
 
+// applyInfallible runs a decision that cannot be refused and applies it.
+func (d *PolicyDriver) applyInfallible(call func(m *policy.Model) policy.Decision) error {
+	dec, err := d.decide(func(m *policy.Model) (policy.Decision, error) { return call(m), nil })
+	if err != nil {
+		return err
+	}
+	return d.apply(dec)
+}
+
 // CreateContainer implements Driver.
 func (d *PolicyDriver) CreateContainer(pod policy.Pod, name string, r state.Resources) error {
 	d.next++
 	id := fmt.Sprintf("ctr-%03d-%s", d.next, name)
-	dec, err := d.Policy.CreateContainer(d.Model, policy.Container{ID: id, Name: name, Pod: pod, Resources: r})
+	dec, err := d.decide(func(m *policy.Model) (policy.Decision, error) {
+		return d.Policy.CreateContainer(m, policy.Container{ID: id, Name: name, Pod: pod, Resources: r})
+	})
 	if err != nil {
 		return err
 	}
@@ -94,7 +142,7 @@ func (d *PolicyDriver) UpdateContainer(pod policy.Pod, name string, r state.Reso
 		return fmt.Errorf("no container %s in pod %s", name, pod.Name)
 	}
 	c := policy.Container{ID: id, Name: name, Pod: pod, Resources: d.resources[id], CPUs: d.Applied[id]}
-	dec, err := d.Policy.UpdateContainer(d.Model, c, r)
+	dec, err := d.decide(func(m *policy.Model) (policy.Decision, error) { return d.Policy.UpdateContainer(m, c, r) })
 	if err != nil {
 		return err
 	}
@@ -102,7 +150,7 @@ func (d *PolicyDriver) UpdateContainer(pod policy.Pod, name string, r state.Reso
 		return err
 	}
 	d.resources[id] = policy.MergeResources(d.resources[id], r)
-	return d.apply(d.Policy.Confirm(d.Model, id))
+	return d.applyInfallible(func(m *policy.Model) policy.Decision { return d.Policy.Confirm(m, id) })
 }
 
 // StopContainer implements Driver.
@@ -112,7 +160,7 @@ func (d *PolicyDriver) StopContainer(pod policy.Pod, name string) error {
 		return fmt.Errorf("no container %s in pod %s", name, pod.Name)
 	}
 	delete(d.Applied, id)
-	return d.apply(d.Policy.StopContainer(d.Model, id))
+	return d.applyInfallible(func(m *policy.Model) policy.Decision { return d.Policy.StopContainer(m, id) })
 }
 
 // RemoveContainer implements Driver.
@@ -123,7 +171,7 @@ func (d *PolicyDriver) RemoveContainer(pod policy.Pod, name string) error {
 	}
 	delete(d.Applied, id)
 	delete(d.ids, state.ContainerRef{PodUID: pod.UID, Name: name})
-	return d.apply(d.Policy.RemoveContainer(d.Model, id))
+	return d.applyInfallible(func(m *policy.Model) policy.Decision { return d.Policy.RemoveContainer(m, id) })
 }
 
 // RemovePod implements Driver.
@@ -134,12 +182,12 @@ func (d *PolicyDriver) RemovePod(pod policy.Pod) error {
 			delete(d.ids, ref)
 		}
 	}
-	return d.apply(d.Policy.RemovePodSandbox(d.Model, pod.UID))
+	return d.applyInfallible(func(m *policy.Model) policy.Decision { return d.Policy.RemovePodSandbox(m, pod.UID) })
 }
 
 // UpdatePod implements Driver.
 func (d *PolicyDriver) UpdatePod(pod policy.Pod, r state.PodResources) error {
-	return d.apply(d.Policy.UpdatePodSandbox(d.Model, pod, r))
+	return d.applyInfallible(func(m *policy.Model) policy.Decision { return d.Policy.UpdatePodSandbox(m, pod, r) })
 }
 
 // ContainerCPUs implements Driver.
