@@ -222,9 +222,6 @@ func (t *Topology) String() string {
 	return b.String()
 }
 
-// info returns the description of a CPU known to be in the topology.
-func (t *Topology) info(id int) CPUInfo { return t.cpus[t.index[id]] }
-
 // newBits returns an empty bitmap sized for this topology.
 func (t *Topology) newBits() cpuBits { return make(cpuBits, len(t.allBits)) }
 
