@@ -108,12 +108,17 @@ func (p *Plugin) confirm(id string) {
 
 // replyUpdates returns the updates to put in an event's reply: the
 // decision's own, then those still pending (a failed unsolicited update
-// rides on the next reply), except the event's target, which the runtime
-// handles separately. They are recorded as delivered.
+// rides on the next reply) that the decision does not already update,
+// except the event's target, which the runtime handles separately. Each
+// container appears once. They are recorded as delivered.
 func (p *Plugin) replyUpdates(own []policy.Update, target string) []*api.ContainerUpdate {
 	all := own[:len(own):len(own)] // appending copies: the decision keeps its slice
+	inReply := map[string]bool{target: true}
+	for _, u := range own {
+		inReply[u.ContainerID] = true
+	}
 	for _, u := range p.pendingUpdates() {
-		if u.ContainerID != target {
+		if !inReply[u.ContainerID] {
 			all = append(all, u)
 		}
 	}
