@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"testing"
 	"time"
 
@@ -181,9 +180,10 @@ func (d *nriDriver) container(pod policy.Pod, name string) (*api.Container, erro
 }
 
 // unchanged runs a step that may be refused and checks that a refusal
-// changed no cpuset and not the checkpoint.
+// changed no cpuset and not the durable state (snapshot and journal).
 func (d *nriDriver) unchanged(step func() error) error {
-	before, file := d.rt.Applied(), readFile(d.rp.stateDir+"/"+state.CheckpointFile)
+	online := d.pol.Allocator().Topology().CPUs()
+	before, saved := d.rt.Applied(), durableState(d.rp.stateDir, online)
 	err := step()
 	if err != nil {
 		after := d.rt.Applied()
@@ -192,17 +192,21 @@ func (d *nriDriver) unchanged(step func() error) error {
 				d.t.Errorf("refused request changed %s from %s to %s", id, cpus, after[id])
 			}
 		}
-		if got := readFile(d.rp.stateDir + "/" + state.CheckpointFile); got != file {
-			d.t.Errorf("refused request changed the checkpoint")
+		if now := durableState(d.rp.stateDir, online); !now.Equal(saved) {
+			d.t.Errorf("refused request changed the checkpoint:\nbefore %+v\nafter  %+v", saved, now)
 		}
 	}
 	d.settle()
 	return err
 }
 
-func readFile(path string) string {
-	data, _ := os.ReadFile(path)
-	return string(data)
+// durableState reads the state on disk, or nil when there is none yet.
+func durableState(dir string, online cpuset.CPUSet) *state.State {
+	st, err := state.Inspect(dir, online)
+	if err != nil {
+		return nil
+	}
+	return st
 }
 
 func (d *nriDriver) CreateContainer(pod policy.Pod, name string, r state.Resources) error {

@@ -90,8 +90,10 @@ func TestMetricsAfterScenario(t *testing.T) {
 		labels map[string]string
 		want   float64
 	}{
-		// refusals.yaml: 3 infeasible resizes of gu/c1 with known reasons
-		// and one infeasible growth; 2 applied decreases... see the file.
+		// refusals.yaml resizes gu/c1 six times: four refusals (below the
+		// original, SMT alignment, fractional, a growth that never fits),
+		// one growth to 6 and one shrink to 4; its creations refuse an
+		// odd count, a too large container and one that must wait.
 		{"nri_cpumanager_resize_requests_total", map[string]string{"operation": "increase", "outcome": "applied"}, 1},
 		{"nri_cpumanager_resize_requests_total", map[string]string{"operation": "decrease", "outcome": "applied"}, 1},
 		{"nri_cpumanager_resize_requests_total", map[string]string{"outcome": "infeasible"}, 4},
