@@ -18,7 +18,9 @@ import (
 // last; a shrink's deferred growth after the runtime's confirmation), and
 // after every single applied update the runtime's cpusets are checked with
 // policy.CheckApplied; after every decision the model is checked with
-// Policy.CheckInvariants.
+// Policy.CheckInvariants, the model the decision was given is checked to be
+// unchanged, and a shrink's confirmation is checked to send exactly the
+// updates the shrink announced as deferred.
 type PolicyDriver struct {
 	Policy *policy.Policy
 	Model  *policy.Model
@@ -110,6 +112,15 @@ func (d *PolicyDriver) applyOne(u policy.Update, next *policy.Model, exclusive f
 	return nil
 }
 
+// describeUpdates lists updates for comparisons and messages.
+func describeUpdates(us []policy.Update) string {
+	var b strings.Builder
+	for _, u := range us {
+		fmt.Fprintf(&b, "[%s → %s] ", u.ContainerID, u.CPUs)
+	}
+	return b.String()
+}
+
 // applyInfallible runs a decision that cannot be refused and applies it.
 func (d *PolicyDriver) applyInfallible(call func(m *policy.Model) policy.Decision) error {
 	dec, err := d.decide(func(m *policy.Model) (policy.Decision, error) { return call(m), nil })
@@ -150,7 +161,14 @@ func (d *PolicyDriver) UpdateContainer(pod policy.Pod, name string, r state.Reso
 		return err
 	}
 	d.resources[id] = policy.MergeResources(d.resources[id], r)
-	return d.applyInfallible(func(m *policy.Model) policy.Decision { return d.Policy.Confirm(m, id) })
+	confirmed, err := d.decide(func(m *policy.Model) (policy.Decision, error) { return d.Policy.Confirm(m, id), nil })
+	if err != nil {
+		return err
+	}
+	if got, want := describeUpdates(confirmed.Others), describeUpdates(dec.Deferred); got != want {
+		return fmt.Errorf("the confirmation of %s sends %s, but the decision deferred %s", id, got, want)
+	}
+	return d.apply(confirmed)
 }
 
 // StopContainer implements Driver.
