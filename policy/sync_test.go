@@ -214,3 +214,99 @@ func TestSynchronizeCatchesUpMissedResizes(t *testing.T) {
 		t.Errorf("notes:\n%s", noted)
 	}
 }
+
+// twoNodes is a policy on 8 single-threaded cores, CPUs 0-3 on NUMA node 0
+// and 4-7 on node 1, CPU 0 reserved.
+func twoNodes(t *testing.T, alignMemory bool) *policy.Policy {
+	t.Helper()
+	var cpus []cpuallocator.CPUInfo
+	for i := 0; i < 8; i++ {
+		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i, NUMANode: i / 4, UncoreCache: i / 4})
+	}
+	topo, err := cpuallocator.NewTopology(cpus, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc, err := cpuallocator.NewAllocator(topo, cpuallocator.StaticPolicyOptions{}, cpuallocator.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.New(alloc, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true, AlignMemory: alignMemory})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+// TestAlignMemory: with alignMemory an exclusive container's memory nodes
+// follow its CPUs' NUMA nodes, across a growth that widens them; shared
+// containers' memory nodes are left alone; without it nothing is set.
+func TestAlignMemory(t *testing.T) {
+	for _, align := range []bool{true, false} {
+		pol := twoNodes(t, align)
+		m := policy.NewModel(pol.NewState())
+		want := func(what string, u *policy.Update, cpus, mems string) {
+			t.Helper()
+			if !align {
+				mems = ""
+			}
+			if u.CPUs.String() != cpus || u.Mems.String() != mems {
+				t.Errorf("alignMemory=%v, %s: cpus %q mems %q, want %q and %q", align, what, u.CPUs, u.Mems, cpus, mems)
+			}
+		}
+		gu := running(t, "gu", "guaranteed", 2000, "")
+		d, err := pol.CreateContainer(m, gu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want("creation", d.Target, "1-2", "0")
+		gu.CPUs = d.Target.CPUs
+		d, err = pol.UpdateContainer(d.Model, gu, scenario.KubeletResources("guaranteed", 5000, 5000, 1<<30))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want("growth onto node 1", d.Target, "1-5", "0-1")
+		d, err = pol.CreateContainer(d.Model, running(t, "web", "burstable", 500, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want("shared container", d.Target, "0,6-7", "")
+	}
+}
+
+// TestRecreatedContainerKeepsItsCPUs: a container created again under the
+// same pod and name while its predecessor's stop was never seen keeps the
+// assignment when it asks for as many CPUs, and gets fresh ones otherwise.
+func TestRecreatedContainerKeepsItsCPUs(t *testing.T) {
+	pol := eightCPUs(t)
+	first := running(t, "gu", "guaranteed", 2000, "")
+	d, err := pol.CreateContainer(policy.NewModel(pol.NewState()), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := first
+	again.ID = "gu-again"
+	d2, err := pol.CreateContainer(d.Model, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pol.CheckInvariants(d2.Model); err != nil {
+		t.Fatal(err)
+	}
+	if !d2.Target.CPUs.Equals(d.Target.CPUs) || !d2.Model.Owns("gu-again") || d2.Model.Owns(first.ID) || !d2.Model.Containers[first.ID].Stopped {
+		t.Errorf("re-created container: cpus %s (first had %s), owns %v, predecessor owns %v, predecessor stopped %v",
+			d2.Target.CPUs, d.Target.CPUs, d2.Model.Owns("gu-again"), d2.Model.Owns(first.ID), d2.Model.Containers[first.ID].Stopped)
+	}
+	bigger := running(t, "gu", "guaranteed", 3000, "")
+	bigger.ID = "gu-bigger"
+	d3, err := pol.CreateContainer(d2.Model, bigger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := d3.Model.State.Assignment("gu-uid", "app"); a.Original.Size() != 3 || a.Resized.Size() != 0 {
+		t.Errorf("re-created with 3 CPUs: %+v, want a fresh 3-CPU assignment", a)
+	}
+	if err := pol.CheckInvariants(d3.Model); err != nil {
+		t.Error(err)
+	}
+}
