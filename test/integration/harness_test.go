@@ -48,6 +48,12 @@ func (w logWriter) Write(p []byte) (int, error) {
 // registered and synchronized.
 func startPlugin(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir string) *runningPlugin {
 	t.Helper()
+	return startPluginWith(t, rt, pol, stateDir, nil)
+}
+
+// startPluginWith is startPlugin with options changed by configure.
+func startPluginWith(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir string, configure func(*plugin.Options)) *runningPlugin {
+	t.Helper()
 	store, err := state.NewStore(stateDir)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +63,7 @@ func startPlugin(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir str
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plugin.New(pol, store, plugin.Options{
+	opts := plugin.Options{
 		Socket:         rt.socket,
 		CgroupfsRoot:   rt.cgroupRoot,
 		VerifyInterval: 50 * time.Millisecond,
@@ -65,7 +71,11 @@ func startPlugin(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir str
 		Metrics:        metrics,
 		ReconnectMin:   20 * time.Millisecond,
 		ReconnectMax:   200 * time.Millisecond,
-	})
+	}
+	if configure != nil {
+		configure(&opts)
+	}
+	p, err := plugin.New(pol, store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/internal/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 	"github.com/nri-cpumanager/nri-cpumanager/test/scenario"
@@ -450,6 +451,47 @@ func TestFailedCreationReleasesCPUs(t *testing.T) {
 	want := []appliedUpdate{{"pre-create", "nginx", "0,4-7"}, {"post-stop", "nginx", "0-7"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("updates applied: %v, want %v", got, want)
+	}
+	noViolations(t, rt)
+}
+
+// TestKubeletCheckpointImported moves a node from the kubelet's static
+// policy to the plugin: the kubelet had pinned and then resized a pod
+// (KEP-5554 entry: original 5-6, resized 4-7). On its first start the
+// plugin imports that checkpoint, so the container keeps 4-7, may shrink
+// back to 5-6 and not below; adopting its current cpuset instead would
+// have promised it all of 4-7.
+func TestKubeletCheckpointImported(t *testing.T) {
+	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt.SetChecking(false) // no plugin yet: containers get every CPU
+	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
+	app := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(4))
+	rt.mu.Lock()
+	app.Linux.Resources.Cpu.Cpus = "4-7" // where the kubelet's static policy put it
+	rt.mu.Unlock()
+	kubelet := filepath.Join(t.TempDir(), "cpu_manager_state")
+	text := `{"policyName":"static","defaultCpuSet":"0-3","entries":{"gu-uid":{"app":{"original":"5-6","resized":"4-7"}}},"checksum":1}`
+	if err := os.WriteFile(kubelet, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	stateDir := t.TempDir()
+	rp := startPluginWith(t, rt, n.pol, stateDir, func(o *plugin.Options) { o.KubeletCheckpoint = kubelet })
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	rt.SetChecking(true)
+	wantCPUs(t, rt, app, "4-7")
+	wantCPUs(t, rt, web, "0-3")
+	if a, _ := checkpointState(t, stateDir, n.topo.CPUs()).Assignment("gu-uid", "app"); a.Original.String() != "5-6" || a.Resized.String() != "4-7" {
+		t.Errorf("imported assignment %+v, want original 5-6 resized 4-7", a)
+	}
+	if err := rt.UpdateContainer(app, guaranteed(2)); err != nil {
+		t.Fatalf("shrink back to the kubelet's original CPUs: %v", err)
+	}
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	wantCPUs(t, rt, app, "5-6")
+	if err := rt.UpdateContainer(app, guaranteed(1)); err == nil || !strings.Contains(err.Error(), "Infeasible: prohibitedCPUAllocation") {
+		t.Errorf("shrink below the kubelet's original CPUs: %v", err)
 	}
 	noViolations(t, rt)
 }
