@@ -14,10 +14,17 @@ import (
 
 // eightCPUs is a policy on 8 single-threaded cores, CPU 0 reserved.
 func eightCPUs(t *testing.T) *policy.Policy {
+	return eightCores(t, 1, false)
+}
+
+// eightCores is a policy on 8 single-threaded cores split evenly over
+// nodes NUMA nodes (each its own uncore cache), CPU 0 reserved.
+func eightCores(t *testing.T, nodes int, alignMemory bool) *policy.Policy {
 	t.Helper()
 	var cpus []cpuallocator.CPUInfo
 	for i := 0; i < 8; i++ {
-		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i})
+		node := i * nodes / 8
+		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i, NUMANode: node, UncoreCache: node})
 	}
 	topo, err := cpuallocator.NewTopology(cpus, nil)
 	if err != nil {
@@ -27,7 +34,7 @@ func eightCPUs(t *testing.T) *policy.Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.New(alloc, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true})
+	pol, err := policy.New(alloc, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true, AlignMemory: alignMemory})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,35 +222,12 @@ func TestSynchronizeCatchesUpMissedResizes(t *testing.T) {
 	}
 }
 
-// twoNodes is a policy on 8 single-threaded cores, CPUs 0-3 on NUMA node 0
-// and 4-7 on node 1, CPU 0 reserved.
-func twoNodes(t *testing.T, alignMemory bool) *policy.Policy {
-	t.Helper()
-	var cpus []cpuallocator.CPUInfo
-	for i := 0; i < 8; i++ {
-		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i, NUMANode: i / 4, UncoreCache: i / 4})
-	}
-	topo, err := cpuallocator.NewTopology(cpus, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	alloc, err := cpuallocator.NewAllocator(topo, cpuallocator.StaticPolicyOptions{}, cpuallocator.TopologyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.New(alloc, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true, AlignMemory: alignMemory})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pol
-}
-
 // TestAlignMemory: with alignMemory an exclusive container's memory nodes
 // follow its CPUs' NUMA nodes, across a growth that widens them; shared
 // containers' memory nodes are left alone; without it nothing is set.
 func TestAlignMemory(t *testing.T) {
 	for _, align := range []bool{true, false} {
-		pol := twoNodes(t, align)
+		pol := eightCores(t, 2, align) // CPUs 0-3 on node 0, 4-7 on node 1
 		m := policy.NewModel(pol.NewState())
 		want := func(what string, u *policy.Update, cpus, mems string) {
 			t.Helper()
