@@ -172,6 +172,7 @@ func (p *Plugin) forgetContainersNotIn(m *policy.Model) {
 			delete(p.cgroupPaths, id)
 			delete(p.generation, id)
 			delete(p.pending, id)
+			delete(p.checked, id)
 		}
 	}
 }

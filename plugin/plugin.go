@@ -100,6 +100,10 @@ type Plugin struct {
 	// generation counts the changes of applied per container, so that a
 	// verification or a send that raced with a reply does not overwrite it.
 	generation map[string]uint64
+	// checked is, per container, the generation of applied its cgroup was
+	// last read at: after an event only containers sent an update since are
+	// read again.
+	checked map[string]uint64
 	// pending are the containers whose cpuset must still be sent: the
 	// shared growth after a confirmed shrink, updates that failed, drift
 	// found by verification. They ride on the next reply or an unsolicited
@@ -140,6 +144,7 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		applied:     map[string]cpuset.CPUSet{},
 		generation:  map[string]uint64{},
 		pending:     map[string]bool{},
+		checked:     map[string]uint64{},
 		verifyKick:  make(chan struct{}, 1),
 	}
 	st, err := p.loadState()

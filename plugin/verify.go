@@ -99,17 +99,19 @@ func (p *Plugin) verifyLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-p.verifyKick:
+			p.verify(false)
 		case <-tick:
+			p.verify(true)
 		}
-		p.verify()
 	}
 }
 
-// verify reads every running container's cpuset. A container whose real
-// cpuset differs from the belief gets its belief corrected, which makes it
-// pending for the sender; the target of an unconfirmed shrink that is seen
-// shrunk is confirmed.
-func (p *Plugin) verify() {
+// verify reads running containers' cpusets: all of them (the periodic
+// pass), or after an event only those the plugin sent an update to since
+// they were last read. A container whose real cpuset differs from the
+// belief gets its belief corrected, which makes it pending for the sender;
+// the target of an unconfirmed shrink that is seen shrunk is confirmed.
+func (p *Plugin) verify(all bool) {
 	type probe struct {
 		id, path   string
 		generation uint64
@@ -118,6 +120,9 @@ func (p *Plugin) verify() {
 	var probes []probe
 	for _, id := range p.model.SortedContainerIDs() {
 		if t := p.model.Containers[id]; t.Stopped || p.cgroupPaths[id] == "" {
+			continue
+		}
+		if _, releasing := p.model.Releasing[id]; !all && !releasing && p.checked[id] == p.generation[id] {
 			continue
 		}
 		probes = append(probes, probe{id: id, path: p.cgroupPaths[id], generation: p.generation[id]})
@@ -143,6 +148,7 @@ func (p *Plugin) verify() {
 		if !ok || t == nil || t.Stopped || p.generation[pr.id] != pr.generation {
 			continue
 		}
+		p.checked[pr.id] = pr.generation
 		if _, releasing := p.model.Releasing[pr.id]; releasing && cpus.Size() == t.CPUs.Size() && cpus.IsSubsetOf(t.CPUs) {
 			p.confirm(pr.id)
 		}
@@ -151,6 +157,7 @@ func (p *Plugin) verify() {
 				Warn("container cpuset differs from the last update; re-sending")
 			p.metrics.drift()
 			p.setApplied(pr.id, cpus)
+			p.checked[pr.id] = p.generation[pr.id]
 			p.pending[pr.id] = true
 			drifted = true
 		}

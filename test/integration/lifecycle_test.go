@@ -400,7 +400,8 @@ func TestFailedUpdateIsVerifiedAndResent(t *testing.T) {
 	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
 	rt := newFakeRuntime(t, n.topo.CPUs())
 	rt.cgroupRoot = t.TempDir()
-	rp := startPlugin(t, rt, n.pol, t.TempDir())
+	// No periodic pass: the read after the event must find the difference.
+	rp := startPluginWith(t, rt, n.pol, t.TempDir(), func(o *plugin.Options) { o.VerifyInterval = 0 })
 	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
 
 	// The shrink of web fails: for a moment web overlaps the new pinned
