@@ -313,12 +313,6 @@ func (st *Store) Close() error {
 	return err
 }
 
-// Inspect reads the saved state like Load, but never writes, moves or
-// deletes a file and needs no lock; see the package function Inspect.
-func (st *Store) Inspect(online cpuset.CPUSet) (*State, error) {
-	return Inspect(st.dir, online)
-}
-
 // signal sends on a channel of capacity 1 unless a signal is pending.
 func signal(ch chan struct{}) {
 	select {
