@@ -72,35 +72,33 @@ func updatesToNRI(us []policy.Update) []*api.ContainerUpdate {
 }
 
 // convertUpdates is updatesToNRI that also returns the distinct cpusets the
-// updates set. Each distinct cpuset is formatted once.
+// updates set. Updates are told apart by their cpuset's list text, which
+// the policy formats once for the many shared-pool updates: no set
+// comparison per update.
 func convertUpdates(us []policy.Update) ([]*api.ContainerUpdate, []cpuset.CPUSet) {
 	out := make([]*api.ContainerUpdate, 0, len(us))
-	payloads := map[string]*api.LinuxContainerUpdate{}
+	type key struct{ cpus, mems string }
+	payloads := map[key]*api.LinuxContainerUpdate{}
+	seen := map[string]bool{}
 	var distinct []cpuset.CPUSet
-	var texts []string
-	list := func(u policy.Update) string {
-		for i, set := range distinct {
-			if set.Size() == u.CPUs.Size() && u.CPUs.IsSubsetOf(set) {
-				return texts[i]
-			}
-		}
-		distinct, texts = append(distinct, u.CPUs), append(texts, u.List())
-		return texts[len(texts)-1]
-	}
 	for _, u := range us {
-		cpus, mems := list(u), ""
+		k := key{cpus: u.List()}
 		if !u.Mems.IsEmpty() {
-			mems = u.Mems.String()
+			k.mems = u.Mems.String()
 		}
-		linux := payloads[cpus+"/"+mems]
+		if !seen[k.cpus] {
+			seen[k.cpus] = true
+			distinct = append(distinct, u.CPUs)
+		}
+		linux := payloads[k]
 		if linux == nil {
 			nu := &api.ContainerUpdate{}
-			nu.SetLinuxCPUSetCPUs(cpus)
-			if mems != "" {
-				nu.SetLinuxCPUSetMems(mems)
+			nu.SetLinuxCPUSetCPUs(k.cpus)
+			if k.mems != "" {
+				nu.SetLinuxCPUSetMems(k.mems)
 			}
 			linux = nu.Linux
-			payloads[cpus+"/"+mems] = linux
+			payloads[k] = linux
 		}
 		out = append(out, &api.ContainerUpdate{ContainerId: u.ContainerID, Linux: linux})
 	}

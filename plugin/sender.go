@@ -22,7 +22,8 @@ func (p *Plugin) pendingUpdates() []policy.Update {
 			delete(p.pending, id)
 			continue
 		}
-		if applied, known := p.applied[id]; known && u.CPUs.IsSubsetOf(applied) {
+		// (Sizes first: most pending updates grow, and the sets are maps.)
+		if applied, known := p.applied[id]; known && u.CPUs.Size() <= applied.Size() && u.CPUs.IsSubsetOf(applied) {
 			shrinking = append(shrinking, u)
 		} else {
 			other = append(other, u)
