@@ -21,7 +21,7 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 	t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive}
 
 	if !class.Exclusive {
-		t.CPUs = nm.SharedPool()
+		t.setCPUs(nm.SharedPool(), "")
 		nm.Containers[c.ID] = t
 		return Decision{Model: nm, Target: &Update{ContainerID: c.ID, Display: display, CPUs: t.CPUs}}, nil
 	}
@@ -39,7 +39,7 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 	}
 	nm.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 	p.takeFromPool(nm, cpus)
-	t.CPUs = cpus
+	t.setCPUs(cpus, "")
 	nm.Containers[c.ID] = t
 	return Decision{
 		Model:  nm,
@@ -63,7 +63,7 @@ func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpuset.CPUSet, bool) 
 			delete(m.State.Containers, id)
 			if old := m.edit(id); old != nil {
 				old.Stopped = true
-				old.CPUs = cpuset.New()
+				old.setCPUs(cpuset.New(), "")
 			}
 		}
 	}

@@ -32,7 +32,7 @@ func (p *Policy) StopContainer(m *Model, id string) Decision {
 	nm := m.Clone()
 	t = nm.edit(id)
 	t.Stopped = true
-	t.CPUs = cpuset.New()
+	t.setCPUs(cpuset.New(), "")
 	notes := p.release(nm, id)
 	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
 }
@@ -124,7 +124,7 @@ func (p *Policy) UpdatePodSandbox(m *Model, pod Pod, res state.PodResources) Dec
 			continue
 		}
 		t = nm.edit(id)
-		t.CPUs = a.Assigned()
+		t.setCPUs(a.Assigned(), "")
 		others = append(others, *p.targetUpdate(id, t.Display, t.CPUs))
 	}
 	return Decision{Model: nm, Others: others, Notes: notes}

@@ -44,10 +44,20 @@ type Tracked struct {
 	// Exclusive tells which pool the container runs on.
 	Exclusive bool
 	// CPUs is the cpuset last handed to the runtime for this container.
+	// Only the policy changes it (setCPUs).
 	CPUs cpuset.CPUSet
 	// Stopped is set once the container's process is gone; it holds no
 	// CPUs any more and is forgotten at RemoveContainer.
 	Stopped bool
+	// cpuList is CPUs in the Linux list format when the policy formatted
+	// it (once for all the containers of the shared pool), else "".
+	cpuList string
+}
+
+// setCPUs changes the container's cpuset; list is its list format, or ""
+// when not at hand.
+func (t *Tracked) setCPUs(cpus cpuset.CPUSet, list string) {
+	t.CPUs, t.cpuList = cpus, list
 }
 
 // Model is everything the policy decides from: the persisted exclusive
@@ -163,7 +173,7 @@ func (p *Policy) Desired(m *Model, id string) (Update, bool) {
 	if t == nil || t.Stopped || t.CPUs.IsEmpty() {
 		return Update{}, false
 	}
-	u := Update{ContainerID: id, Display: t.Display, CPUs: t.CPUs}
+	u := Update{ContainerID: id, Display: t.Display, CPUs: t.CPUs, CPUList: t.cpuList}
 	if _, owns := m.ownAssignment(id); owns {
 		u.Mems = p.mems(t.CPUs)
 	}

@@ -156,7 +156,7 @@ func (p *Policy) syncShared(before, m *Model) []Update {
 			continue
 		}
 		t = m.edit(id)
-		t.CPUs = pool
+		t.setCPUs(pool, list)
 		updates = append(updates, Update{ContainerID: id, Display: t.Display, CPUs: pool, CPUList: list})
 	}
 	return updates

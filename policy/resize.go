@@ -130,7 +130,7 @@ func (p *Policy) track(m *Model, c Container, display string, cpus cpuset.CPUSet
 		t = &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: true}
 		m.Containers[c.ID] = t
 	}
-	t.CPUs = cpus
+	t.setCPUs(cpus, "")
 	m.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 }
 

@@ -95,7 +95,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		if a, ok := nm.ownAssignment(id); ok {
 			want, mems = a.Assigned(), p.mems(a.Assigned())
 		}
-		t.CPUs = want
+		t.setCPUs(want, "")
 		if sameCPUs(current[id], want) {
 			continue
 		}
