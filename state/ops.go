@@ -2,6 +2,7 @@ package state
 
 import (
 	"cmp"
+	"reflect"
 	"slices"
 
 	"k8s.io/utils/cpuset"
@@ -56,6 +57,12 @@ func diff(from, to *State) []op {
 	kept, fromEntries := 0, 0
 	for podUID, containers := range to.Entries {
 		old := from.Entries[podUID]
+		if sameMap(old, containers) {
+			// Clones share a pod's map until it changes (copy on write):
+			// the same map holds the same assignments.
+			kept += len(containers)
+			continue
+		}
 		for name, a := range containers {
 			b, ok := old[name]
 			if ok {
@@ -147,4 +154,10 @@ func (o op) apply(s *State) {
 	case opDeletePod:
 		delete(s.Pods, o.key)
 	}
+}
+
+// sameMap reports whether a and b are the same (non-nil) map, not merely
+// equal ones.
+func sameMap[M ~map[K]V, K comparable, V any](a, b M) bool {
+	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
