@@ -97,6 +97,14 @@ func (d *PolicyDriver) apply(dec policy.Decision) error {
 		}
 	}
 	d.Model = dec.Model
+	// What the plugin re-sends for a container (Desired) must say its set too.
+	for _, id := range d.Model.SortedContainerIDs() {
+		if u, ok := d.Policy.Desired(d.Model, id); ok {
+			if sent, err := cpuset.Parse(u.List()); err != nil || !sent.Equals(u.CPUs) {
+				return fmt.Errorf("re-sending %s would send %q, not its cpuset %s", u.Display, u.List(), u.CPUs)
+			}
+		}
+	}
 	return d.Policy.CheckInvariants(d.Model)
 }
 
@@ -104,6 +112,10 @@ func (d *PolicyDriver) applyOne(u policy.Update, next *policy.Model, exclusive f
 	if t := next.Containers[u.ContainerID]; t == nil || t.Stopped {
 		// The runtime ignores updates of containers that are gone.
 		return nil
+	}
+	// The runtime applies the update's text: it must say the update's set.
+	if sent, err := cpuset.Parse(u.List()); err != nil || !sent.Equals(u.CPUs) {
+		return fmt.Errorf("the update of %s sends %q, not its cpuset %s", u.Display, u.List(), u.CPUs)
 	}
 	d.Applied[u.ContainerID] = u.CPUs
 	if err := policy.CheckApplied(d.Applied, exclusive); err != nil {
