@@ -148,7 +148,7 @@ func (p *Policy) syncShared(before, m *Model) []Update {
 	if sameCPUs(before.SharedPool(), pool) {
 		return nil
 	}
-	list := pool.String()
+	list := state.FormatCPUList(pool)
 	var updates []Update
 	for _, id := range m.sortedIDs() {
 		t := m.Containers[id]

@@ -72,11 +72,12 @@ func parseCPUID(text string) (int, error) {
 	return id, nil
 }
 
-// formatCPUList returns the same text as set.String() (a Linux CPU list,
+// FormatCPUList returns the same text as set.String() (a Linux CPU list,
 // "0-3,8,10-11") at a fraction of the cost for large sets: the shared pool
-// of a big machine is written on nearly every commit. It marks the CPUs in
+// of a big machine is written on nearly every commit and sent to every
+// shared container. It marks the CPUs in
 // a bitmap and reads the ranges off it, instead of sorting.
-func formatCPUList(set cpuset.CPUSet) string {
+func FormatCPUList(set cpuset.CPUSet) string {
 	cpus := set.UnsortedList()
 	if len(cpus) == 0 {
 		return ""

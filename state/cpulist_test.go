@@ -37,16 +37,16 @@ func TestFormatCPUListMatchesTheLibrary(t *testing.T) {
 		}{"random", cpuset.New(ids...)})
 	}
 	for _, tc := range tests {
-		if got, want := formatCPUList(tc.set), tc.set.String(); got != want {
-			t.Errorf("%s: formatCPUList = %q, String() = %q", tc.name, got, want)
+		if got, want := FormatCPUList(tc.set), tc.set.String(); got != want {
+			t.Errorf("%s: FormatCPUList = %q, String() = %q", tc.name, got, want)
 		}
 	}
 }
 
 func TestFormatCPUListParsesBack(t *testing.T) {
 	set := benchState(200).DefaultCPUSet
-	back, err := parseCPUList(formatCPUList(set))
+	back, err := parseCPUList(FormatCPUList(set))
 	if err != nil || !sameCPUs(back, set) {
-		t.Errorf("parseCPUList(formatCPUList(set)): %v, equal %v", err, sameCPUs(back, set))
+		t.Errorf("parseCPUList(FormatCPUList(set)): %v, equal %v", err, sameCPUs(back, set))
 	}
 }

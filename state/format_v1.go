@@ -82,7 +82,7 @@ func encodeV1(s *State) checkpointV1 {
 	cp := checkpointV1{
 		PolicyName:    PolicyName,
 		FormatVersion: 1,
-		DefaultCPUSet: formatCPUList(s.DefaultCPUSet),
+		DefaultCPUSet: FormatCPUList(s.DefaultCPUSet),
 		Entries:       make(map[string]map[string]containerCPUsV1, len(s.Entries)),
 		Containers:    make(map[string]containerRefV1, len(s.Containers)),
 		Pods:          make(map[string]podResourcesV1, len(s.Pods)),
@@ -93,7 +93,7 @@ func encodeV1(s *State) checkpointV1 {
 		}
 		entries := make(map[string]containerCPUsV1, len(containers))
 		for name, a := range containers {
-			entries[name] = containerCPUsV1{Original: formatCPUList(a.Original), Resized: formatCPUList(a.Resized)}
+			entries[name] = containerCPUsV1{Original: FormatCPUList(a.Original), Resized: FormatCPUList(a.Resized)}
 		}
 		cp.Entries[podUID] = entries
 	}

@@ -21,12 +21,12 @@ func appendPayload(buf []byte, seq uint64, ops []op) []byte {
 		buf = append(buf, byte(o.kind))
 		switch o.kind {
 		case opSetDefault:
-			buf = appendString(buf, formatCPUList(o.cpus))
+			buf = appendString(buf, FormatCPUList(o.cpus))
 		case opSetAssignment:
 			buf = appendString(buf, o.key)
 			buf = appendString(buf, o.name)
-			buf = appendString(buf, formatCPUList(o.assignment.Original))
-			buf = appendString(buf, formatCPUList(o.assignment.Resized))
+			buf = appendString(buf, FormatCPUList(o.assignment.Original))
+			buf = appendString(buf, FormatCPUList(o.assignment.Resized))
 		case opDeleteAssignment:
 			buf = appendString(buf, o.key)
 			buf = appendString(buf, o.name)
