@@ -22,7 +22,7 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 
 	if !class.Exclusive {
 		t.setCPUs(nm.SharedPool(), "")
-		nm.Containers[c.ID] = t
+		nm.add(t)
 		return Decision{Model: nm, Target: &Update{ContainerID: c.ID, Display: display, CPUs: t.CPUs}}, nil
 	}
 
@@ -40,7 +40,7 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 	nm.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 	p.takeFromPool(nm, cpus)
 	t.setCPUs(cpus, "")
-	nm.Containers[c.ID] = t
+	nm.add(t)
 	return Decision{
 		Model:  nm,
 		Target: &Update{ContainerID: c.ID, Display: display, CPUs: cpus, Mems: p.mems(cpus)},

@@ -78,7 +78,11 @@ func (p *Policy) CheckInvariants(m *Model) error {
 	if r := m.Lending.Intersection(exclusive); !r.IsEmpty() {
 		errs = append(errs, fmt.Errorf("CPUs %s are lent to shared containers and exclusive", r))
 	}
-	for _, id := range m.sortedIDs() {
+	ids := slices.Sorted(maps.Keys(m.Containers))
+	if !slices.Equal(m.ids, ids) {
+		errs = append(errs, fmt.Errorf("the model's sorted container ids %q are not those of its containers %q", m.ids, ids))
+	}
+	for _, id := range ids {
 		t := m.Containers[id]
 		if t.Stopped {
 			continue

@@ -48,7 +48,7 @@ func (p *Policy) RemoveContainer(m *Model, id string) Decision {
 	}
 	nm := m.Clone()
 	notes := p.release(nm, id)
-	delete(nm.Containers, id)
+	nm.remove(id)
 	if t != nil {
 		p.forgetPodIfGone(nm, t.PodUID)
 	}
@@ -137,7 +137,7 @@ func (p *Policy) RemovePodSandbox(m *Model, podUID string) Decision {
 	for _, id := range nm.sortedIDs() {
 		if nm.Containers[id].PodUID == podUID {
 			notes = append(notes, p.release(nm, id)...)
-			delete(nm.Containers, id)
+			nm.remove(id)
 		}
 	}
 	for _, name := range nm.State.ContainersOfPod(podUID) {

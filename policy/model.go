@@ -80,6 +80,11 @@ type Model struct {
 	// to it, possibly after a decision taken meanwhile, so these CPUs are
 	// not handed out exclusively until the update has been delivered.
 	Lending cpuset.CPUSet
+
+	// ids are the keys of Containers, sorted. The slice is shared between
+	// clones and never changed in place: adding or removing a container
+	// (add, remove) makes a new one.
+	ids []string
 }
 
 // NewModel returns a model over st with no known container.
@@ -102,6 +107,27 @@ func (m *Model) Clone() *Model {
 		Containers: maps.Clone(m.Containers),
 		Releasing:  maps.Clone(m.Releasing),
 		Lending:    m.Lending,
+		ids:        m.ids,
+	}
+}
+
+// add starts tracking a container, or replaces its record.
+func (m *Model) add(t *Tracked) {
+	if _, known := m.Containers[t.ID]; !known {
+		i, _ := slices.BinarySearch(m.ids, t.ID)
+		m.ids = slices.Insert(slices.Clip(m.ids), i, t.ID)
+	}
+	m.Containers[t.ID] = t
+}
+
+// remove stops tracking a container.
+func (m *Model) remove(id string) {
+	if _, known := m.Containers[id]; !known {
+		return
+	}
+	delete(m.Containers, id)
+	if i, found := slices.BinarySearch(m.ids, id); found {
+		m.ids = slices.Delete(slices.Clone(m.ids), i, i+1)
 	}
 }
 
@@ -154,7 +180,7 @@ func (m *Model) SharedPool() cpuset.CPUSet {
 
 // sortedIDs returns the container ids in a deterministic order.
 func (m *Model) sortedIDs() []string {
-	return slices.Sorted(maps.Keys(m.Containers))
+	return m.ids
 }
 
 // ownAssignment returns the assignment container id owns, if any.
@@ -181,7 +207,7 @@ func (p *Policy) Desired(m *Model, id string) (Update, bool) {
 }
 
 // SortedContainerIDs returns the ids of the tracked containers, sorted.
-func (m *Model) SortedContainerIDs() []string { return m.sortedIDs() }
+func (m *Model) SortedContainerIDs() []string { return slices.Clone(m.ids) }
 
 // Owns reports whether container id owns an exclusive assignment.
 func (m *Model) Owns(id string) bool {

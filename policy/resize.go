@@ -128,7 +128,7 @@ func (p *Policy) track(m *Model, c Container, display string, cpus cpuset.CPUSet
 	t := m.edit(c.ID)
 	if t == nil {
 		t = &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: true}
-		m.Containers[c.ID] = t
+		m.add(t)
 	}
 	t.setCPUs(cpus, "")
 	m.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}

@@ -55,7 +55,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		display := displayName(c.Pod, c.Name)
 		class := Classify(c.Pod.QoS(), c.Resources)
 		t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive}
-		nm.Containers[c.ID] = t
+		nm.add(t)
 		ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 		if byRef[ref] != c {
 			t.Exclusive = false
