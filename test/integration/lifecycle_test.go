@@ -31,15 +31,17 @@ type node struct {
 // newNode writes spec as a sysfs tree and builds the policy of cfgYAML.
 func newNode(t testing.TB, spec sysfs.Spec, cfgYAML string) *node {
 	t.Helper()
-	dir := t.TempDir()
-	if err := sysfs.Generate(dir, spec); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse([]byte(cfgYAML + "\nsysfsRoot: " + dir + "\n"))
+	// The sysfs tree stays in memory: writing thousands of files to disk
+	// would only slow the suite (and disturb the benchmark's fdatasyncs).
+	fsys, err := sysfs.GenerateFS(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	topo, err := cpuallocator.Discover(dir)
+	cfg, err := config.Parse([]byte(cfgYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo, err := cpuallocator.DiscoverFS(fsys)
 	if err != nil {
 		t.Fatal(err)
 	}
