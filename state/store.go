@@ -80,6 +80,10 @@ type Store struct {
 	// behind says the snapshot does not hold base, or obsolete journals
 	// remain: a compaction has work to do.
 	behind bool
+	// claims are those of the state claimsFor, when known: a Save whose
+	// base is that state checks only what it changes.
+	claims    claims
+	claimsFor *State
 	// buf is the record buffer, reused from Save to Save.
 	buf []byte
 
@@ -174,16 +178,45 @@ func (st *Store) Save(s *State) error {
 	if s == nil {
 		return errors.New("save checkpoint: nil state")
 	}
-	if err := s.validateForSave(); err != nil {
-		return fmt.Errorf("save checkpoint: refusing to write an inconsistent state: %w", err)
-	}
 	st.mu.Lock()
 	if st.canAppend(s) {
 		defer st.mu.Unlock()
-		return st.appendLocked(s, diff(st.base, s))
+		ops := diff(st.base, s)
+		claims, err := st.checkLocked(s, ops)
+		if err != nil {
+			return err
+		}
+		if err := st.appendLocked(s, ops); err != nil {
+			return err
+		}
+		st.claims, st.claimsFor = claims, s
+		return nil
 	}
 	st.mu.Unlock()
+	if err := s.validateForSave(); err != nil {
+		return fmt.Errorf("save checkpoint: refusing to write an inconsistent state: %w", err)
+	}
 	return st.startOver(s)
+}
+
+// checkLocked checks that s is consistent, the way validateForSave does,
+// and returns its claims. When the claims of base are known it checks only
+// what ops change (base is consistent: it was saved or loaded). Called with
+// mu held.
+func (st *Store) checkLocked(s *State, ops []op) (claims, error) {
+	if st.claimsFor == st.base && st.claims != nil {
+		if next, ok := st.claims.after(st.base, s, ops); ok {
+			return next, nil
+		}
+	}
+	if err := s.validateForSave(); err != nil {
+		return nil, fmt.Errorf("save checkpoint: refusing to write an inconsistent state: %w", err)
+	}
+	c, ok := claimsOf(s)
+	if !ok {
+		return nil, nil // valid, but not as far as the quick pass can tell
+	}
+	return c, nil
 }
 
 // canAppend reports whether s can be saved as a journal record of its

@@ -48,52 +48,8 @@ func (s *State) validateForSave() error {
 // and without sorting. It is never more lenient than validate: false may
 // also mean it could not tell (a CPU id it does not track).
 func (s *State) looksConsistent() bool {
-	// A bit per CPU id in the shared pool or an assignment: a CPU met twice
-	// is in two of them.
-	var taken []uint64
-	take := func(cpus []int) bool {
-		for _, cpu := range cpus {
-			if cpu < 0 || cpu > maxCPUID {
-				return false
-			}
-			word, bit := cpu/64, uint64(1)<<(cpu%64)
-			if word >= len(taken) {
-				taken = append(taken, make([]uint64, word+1-len(taken))...)
-			}
-			if taken[word]&bit != 0 {
-				return false
-			}
-			taken[word] |= bit
-		}
-		return true
-	}
-	if !take(s.DefaultCPUSet.UnsortedList()) {
-		return false
-	}
-	for podUID, containers := range s.Entries {
-		if podUID == "" {
-			return false
-		}
-		for name, a := range containers {
-			if name == "" || a.Original.IsEmpty() || (!a.Resized.IsEmpty() && !a.Original.IsSubsetOf(a.Resized)) {
-				return false
-			}
-			if !take(a.Assigned().UnsortedList()) {
-				return false
-			}
-		}
-	}
-	pointedAt := make(map[ContainerRef]struct{}, len(s.Containers))
-	for id, ref := range s.Containers {
-		if _, ok := s.Entries[ref.PodUID][ref.Name]; !ok || id == "" {
-			return false
-		}
-		if _, taken := pointedAt[ref]; taken {
-			return false
-		}
-		pointedAt[ref] = struct{}{}
-	}
-	return true
+	_, ok := claimsOf(s)
+	return ok
 }
 
 // validateEntries checks each assignment on its own and against the others.
