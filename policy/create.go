@@ -82,9 +82,8 @@ func (p *Policy) allocateNew(m *Model, display string, n int) (cpuset.CPUSet, er
 			display, n, p.topo.ThreadsPerCore())
 	}
 	pl := placement{keep: cpuset.New(), n: n}
-	exclusive := m.State.ExclusiveCPUs()
-	free := p.freeBeside(m, exclusive)
-	cpus, err := p.place(pl, free, exclusive.Size()+m.releasing().Size())
+	free, unavailable := p.availability(m)
+	cpus, err := p.place(pl, free, unavailable)
 	if err == nil {
 		return cpus, nil
 	}

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 
 	"k8s.io/utils/cpuset"
 
@@ -48,6 +49,8 @@ type Policy struct {
 	// reserved. poolBase is what the shared pool is without exclusive
 	// containers: online, minus reserved under strict-cpu-reservation.
 	allocatable, poolBase cpuset.CPUSet
+	// allocatableList is allocatable, sorted.
+	allocatableList []int
 }
 
 // New validates the options against the allocator's topology.
@@ -74,6 +77,7 @@ func New(alloc *cpuallocator.Allocator, opts Options) (*Policy, error) {
 	if opts.StrictCPUReservation {
 		pol.poolBase = pol.allocatable
 	}
+	pol.allocatableList = pol.allocatable.List()
 	return pol, nil
 }
 
@@ -113,16 +117,60 @@ func (p *Policy) recomputePool(m *Model) {
 
 // free returns the CPUs that may be handed out exclusively now.
 func (p *Policy) free(m *Model) cpuset.CPUSet {
-	return p.freeBeside(m, m.State.ExclusiveCPUs())
+	free, _ := p.availability(m)
+	return free
 }
 
-// freeBeside is free for a model whose exclusive CPUs are known.
-func (p *Policy) freeBeside(m *Model, exclusive cpuset.CPUSet) cpuset.CPUSet {
-	taken := exclusive
-	if len(m.Releasing) > 0 || !m.Lending.IsEmpty() {
-		taken = taken.Union(m.releasing(), m.Lending)
+// availability returns the CPUs that may be handed out exclusively now, and
+// how many CPUs stay out of the shared pool: the exclusive ones and those
+// whose release is not confirmed. It marks them in a bitmap, so that the
+// only set it builds is the one it returns.
+func (p *Policy) availability(m *Model) (free cpuset.CPUSet, unavailable int) {
+	var taken cpuBits
+	for _, containers := range m.State.Entries {
+		for _, a := range containers {
+			taken.mark(a.Assigned())
+		}
 	}
-	return p.allocatable.Difference(taken)
+	for _, cpus := range m.Releasing {
+		taken.mark(cpus)
+	}
+	unavailable = taken.count()
+	taken.mark(m.Lending)
+	list := make([]int, 0, len(p.allocatableList))
+	for _, cpu := range p.allocatableList {
+		if !taken.has(cpu) {
+			list = append(list, cpu)
+		}
+	}
+	return cpuset.New(list...), unavailable
+}
+
+// cpuBits is a set of CPU ids as a bitmap.
+type cpuBits []uint64
+
+func (b *cpuBits) mark(cpus cpuset.CPUSet) {
+	for _, cpu := range cpus.UnsortedList() {
+		if cpu < 0 {
+			continue // no such CPU: nothing to take
+		}
+		for cpu/64 >= len(*b) {
+			*b = append(*b, 0)
+		}
+		(*b)[cpu/64] |= 1 << (cpu % 64)
+	}
+}
+
+func (b cpuBits) has(cpu int) bool {
+	return cpu >= 0 && cpu/64 < len(b) && b[cpu/64]&(1<<(cpu%64)) != 0
+}
+
+func (b cpuBits) count() int {
+	n := 0
+	for _, w := range b {
+		n += bits.OnesCount64(w)
+	}
+	return n
 }
 
 // Free returns the CPUs that may be handed out exclusively in m.

@@ -102,9 +102,8 @@ func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignmen
 func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment, n int) (Decision, error) {
 	assigned := a.Assigned()
 	pl := placement{keep: assigned, n: n}
-	exclusive := m.State.ExclusiveCPUs()
-	free := p.freeBeside(m, exclusive)
-	cpus, err := p.place(pl, free, exclusive.Size()-assigned.Size()+m.releasing().Size())
+	free, unavailable := p.availability(m)
+	cpus, err := p.place(pl, free, unavailable-assigned.Size())
 	if err != nil {
 		return Decision{}, refuse(p.verdictFor(pl), ReasonResizeAllocateCPUs,
 			"cannot grow container %s from %d to %d exclusive CPUs keeping %s (free: %s): %v",

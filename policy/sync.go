@@ -229,8 +229,8 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 	if n < assigned.Size() {
 		cpus, err = p.alloc.Shrink(assigned, a.Original, n)
 	} else {
-		exclusive := m.State.ExclusiveCPUs()
-		cpus, err = p.place(placement{keep: assigned, n: n}, p.freeBeside(m, exclusive), exclusive.Size()-assigned.Size()+m.releasing().Size())
+		free, unavailable := p.availability(m)
+		cpus, err = p.place(placement{keep: assigned, n: n}, free, unavailable-assigned.Size())
 	}
 	if err != nil {
 		return keep(err.Error())
