@@ -92,7 +92,7 @@ func (p *Plugin) observeModel() {
 			containers++
 		}
 	}
-	p.metrics.setCPUs(exclusive, p.model.SharedPool().Size(), containers)
+	p.metrics.setCPUs(exclusive, p.model.SharedPoolSize(), containers)
 }
 
 // confirm releases the CPUs of a confirmed shrink to the shared pool; the

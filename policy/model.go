@@ -178,6 +178,20 @@ func (m *Model) SharedPool() cpuset.CPUSet {
 	return m.State.DefaultCPUSet.Difference(m.releasing())
 }
 
+// SharedPoolSize returns SharedPool().Size() without building the set.
+func (m *Model) SharedPoolSize() int {
+	n := m.State.DefaultCPUSet.Size()
+	if len(m.Releasing) == 0 {
+		return n
+	}
+	for _, cpu := range m.releasing().UnsortedList() {
+		if m.State.DefaultCPUSet.Contains(cpu) {
+			n--
+		}
+	}
+	return n
+}
+
 // sortedIDs returns the container ids in a deterministic order.
 func (m *Model) sortedIDs() []string {
 	return m.ids

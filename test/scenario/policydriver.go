@@ -97,6 +97,9 @@ func (d *PolicyDriver) apply(dec policy.Decision) error {
 		}
 	}
 	d.Model = dec.Model
+	if got, want := d.Model.SharedPoolSize(), d.Model.SharedPool().Size(); got != want {
+		return fmt.Errorf("SharedPoolSize says %d, the shared pool %s has %d", got, d.Model.SharedPool(), want)
+	}
 	// What the plugin re-sends for a container (Desired) must say its set too.
 	for _, id := range d.Model.SortedContainerIDs() {
 		if u, ok := d.Policy.Desired(d.Model, id); ok {
