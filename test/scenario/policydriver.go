@@ -103,8 +103,8 @@ func (d *PolicyDriver) apply(dec policy.Decision) error {
 	// What the plugin re-sends for a container (Desired) must say its set too.
 	for _, id := range d.Model.SortedContainerIDs() {
 		if u, ok := d.Policy.Desired(d.Model, id); ok {
-			if sent, err := cpuset.Parse(u.List()); err != nil || !sent.Equals(u.CPUs) {
-				return fmt.Errorf("re-sending %s would send %q, not its cpuset %s", u.Display, u.List(), u.CPUs)
+			if err := checkText(u); err != nil {
+				return fmt.Errorf("re-sending: %w", err)
 			}
 		}
 	}
@@ -116,13 +116,21 @@ func (d *PolicyDriver) applyOne(u policy.Update, next *policy.Model, exclusive f
 		// The runtime ignores updates of containers that are gone.
 		return nil
 	}
-	// The runtime applies the update's text: it must say the update's set.
-	if sent, err := cpuset.Parse(u.List()); err != nil || !sent.Equals(u.CPUs) {
-		return fmt.Errorf("the update of %s sends %q, not its cpuset %s", u.Display, u.List(), u.CPUs)
+	if err := checkText(u); err != nil {
+		return err
 	}
 	d.Applied[u.ContainerID] = u.CPUs
 	if err := policy.CheckApplied(d.Applied, exclusive); err != nil {
 		return fmt.Errorf("after applying %s to %s: %w", u.CPUs, u.Display, err)
+	}
+	return nil
+}
+
+// checkText checks that an update's text, which the runtime applies, says
+// the update's cpuset.
+func checkText(u policy.Update) error {
+	if sent, err := cpuset.Parse(u.List()); err != nil || !sent.Equals(u.CPUs) {
+		return fmt.Errorf("the update of %s sends %q, not its cpuset %s", u.Display, u.List(), u.CPUs)
 	}
 	return nil
 }
