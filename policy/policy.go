@@ -197,7 +197,7 @@ func (p *Policy) syncShared(before, m *Model) []Update {
 		return nil
 	}
 	list := state.FormatCPUList(pool)
-	var updates []Update
+	updates := make([]Update, 0, max(0, len(m.ids)-len(m.State.Containers)))
 	for _, id := range m.sortedIDs() {
 		t := m.Containers[id]
 		if _, owns := m.ownAssignment(id); t.Stopped || owns {
