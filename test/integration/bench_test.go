@@ -2,12 +2,15 @@ package integration
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"golang.org/x/sys/unix"
 
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
@@ -19,14 +22,17 @@ import (
 // 512-CPU machine running 200 containers (100 pinned, 100 shared). Each
 // iteration grows a pinned container by one core (the reply also shrinks
 // the 100 shared containers) or shrinks it back. It reports the median and
-// the 99th percentile of the round trip. The process runs with the garbage
-// collection target the plugin's command sets (plugin.GCPercent).
+// the 99th percentile of the round trip, and of a bare fdatasync on the
+// same disk measured right after (disk-sync-): the floor under the
+// durable commit. The process runs with the garbage collection target the
+// plugin's command sets (plugin.GCPercent).
 func BenchmarkUpdateContainerRoundTrip(b *testing.B) {
 	defer debug.SetGCPercent(debug.SetGCPercent(plugin.GCPercent))
 	n := newNode(b, sysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 64, ThreadsPerCore: 2, L3PerNUMA: 2},
 		"reservedCPUCount: 4\ncpuManagerPolicyOptions: {full-pcpus-only: \"true\"}\ntopologyManagerPolicy: best-effort")
 	rt := newFakeRuntime(b, n.topo.CPUs())
-	rp := startPlugin(b, rt, n.pol, b.TempDir())
+	stateDir := b.TempDir()
+	rp := startPlugin(b, rt, n.pol, stateDir)
 	rt.SetChecking(false) // the invariant check of 200 containers would dominate
 
 	var pinned []*api.Container
@@ -85,4 +91,44 @@ func BenchmarkUpdateContainerRoundTrip(b *testing.B) {
 	if count, sum := histogram(b, rp, "nri_cpumanager_checkpoint_write_duration_seconds", nil); count > 0 {
 		b.ReportMetric(sum/float64(count)*1e9, "commit-mean-ns")
 	}
+	// The disk's part: a small write and fdatasync into a preallocated file
+	// in the same directory, a millisecond apart like the requests above,
+	// measured in the same process right after them.
+	if b.N >= 100 {
+		syncs := syncLatencies(b, stateDir, 400, time.Millisecond)
+		report(syncs, "disk-sync-")
+	}
+}
+
+// syncLatencies times n writes of a journal-record-sized block, each
+// followed by fdatasync, into a file preallocated and synced first, with
+// gap between them.
+func syncLatencies(b *testing.B, dir string, n int, gap time.Duration) []time.Duration {
+	f, err := os.OpenFile(filepath.Join(dir, "disk-probe"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	const record = 256
+	if _, err := f.Write(make([]byte, n*record)); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	block := make([]byte, record)
+	out := make([]time.Duration, 0, n)
+	for i := range n {
+		time.Sleep(gap)
+		start := time.Now()
+		if _, err := f.WriteAt(block, int64(i*record)); err != nil {
+			b.Fatal(err)
+		}
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, time.Since(start))
+	}
+	return out
 }
