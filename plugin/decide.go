@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
@@ -112,6 +112,12 @@ func (p *Plugin) confirm(id string) {
 // except the event's target, which the runtime handles separately. Each
 // container appears once. They are recorded as delivered.
 func (p *Plugin) replyUpdates(own []policy.Update, target string) []*api.ContainerUpdate {
+	if len(p.pending) == 0 {
+		for _, u := range own {
+			p.delivered(u)
+		}
+		return updatesToNRI(own)
+	}
 	all := own[:len(own):len(own)] // appending copies: the decision keeps its slice
 	inReply := map[string]bool{target: true}
 	for _, u := range own {
@@ -164,17 +170,16 @@ func (p *Plugin) checkInvariants(event string) {
 }
 
 // forgetContainersNotIn drops the plugin's per-container bookkeeping of
-// containers the model no longer tracks.
+// containers the model no longer tracks. Each map is walked: a container
+// stopped before its removal is no longer in applied, but still in the
+// others.
 func (p *Plugin) forgetContainersNotIn(m *policy.Model) {
-	for _, id := range slices.Collect(maps.Keys(p.applied)) {
-		if m.Containers[id] == nil {
-			delete(p.applied, id)
-			delete(p.cgroupPaths, id)
-			delete(p.generation, id)
-			delete(p.pending, id)
-			delete(p.checked, id)
-		}
-	}
+	gone := func(id string) bool { return m.Containers[id] == nil }
+	maps.DeleteFunc(p.applied, func(id string, _ cpuset.CPUSet) bool { return gone(id) })
+	maps.DeleteFunc(p.cgroupPaths, func(id string, _ string) bool { return gone(id) })
+	maps.DeleteFunc(p.generation, func(id string, _ uint64) bool { return gone(id) })
+	maps.DeleteFunc(p.checked, func(id string, _ uint64) bool { return gone(id) })
+	maps.DeleteFunc(p.pending, func(id string, _ bool) bool { return gone(id) })
 }
 
 // importFromKubelet builds the starting state from the kubelet's own

@@ -138,3 +138,58 @@ func TestCommitFailureRefusesAndChangesNothing(t *testing.T) {
 		t.Errorf("a failed commit changed the model")
 	}
 }
+
+// TestRemovedContainersLeaveNoBookkeeping: after the usual stop and
+// removal, the plugin keeps nothing about a container.
+func TestRemovedContainersLeaveNoBookkeeping(t *testing.T) {
+	p, _ := newTestPlugin(t)
+	ctx := context.Background()
+	pod, ctr := guaranteedCtr("a", 2)
+	ctr.Linux.CgroupsPath = "/kubepods/poduid-a/a"
+	if _, _, err := p.CreateContainer(ctx, pod, ctr); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.StopContainer(ctx, pod, ctr); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RemoveContainer(ctx, pod, ctr); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.applied) + len(p.cgroupPaths) + len(p.generation) + len(p.checked) + len(p.pending); n != 0 {
+		t.Errorf("bookkeeping left after removal: applied %v, cgroup paths %v, generations %v, checked %v, pending %v",
+			p.applied, p.cgroupPaths, p.generation, p.checked, p.pending)
+	}
+}
+
+// TestReplyDeliversAPendingTarget: a container whose update was pending
+// (a failed send, drift) and that is resized gets its cpuset in the reply;
+// it is no longer pending, so the sender does not send it again.
+func TestReplyDeliversAPendingTarget(t *testing.T) {
+	p, _ := newTestPlugin(t)
+	ctx := context.Background()
+	pod, ctr := guaranteedCtr("a", 1)
+	if _, _, err := p.CreateContainer(ctx, pod, ctr); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.pending[ctr.Id] = true
+	p.mu.Unlock()
+	ctr.Linux.Resources.Cpu.Cpus = "1"
+	updates, err := p.UpdateContainer(ctx, pod, ctr, &api.LinuxResources{
+		Cpu:    &api.LinuxCPU{Shares: api.UInt64(2048), Quota: api.Int64(200000), Period: api.UInt64(100000)},
+		Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(updates); n == 0 || updates[n-1].GetContainerId() != ctr.Id || updates[n-1].GetLinux().GetResources().GetCpu().GetCpus() != "1-2" {
+		t.Fatalf("reply %v, want the target on 1-2 last", updates)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pending[ctr.Id] {
+		t.Error("the resized container is still pending after its reply carried its cpuset")
+	}
+}

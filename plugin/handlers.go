@@ -58,6 +58,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	for _, u := range d.Others {
 		p.delivered(u)
 	}
+	p.forgetContainersNotIn(p.model)
 	updates = updatesToNRI(d.Others)
 	p.synchronized = true
 	p.metrics.setReady(true)
@@ -140,7 +141,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	}
 	p.logNotes("CreateContainer", d.Notes)
 	p.cgroupPaths[c.ID] = ctr.GetLinux().GetCgroupsPath()
-	p.setApplied(c.ID, d.Target.CPUs)
+	p.delivered(*d.Target)
 	updates = p.replyUpdates(d.Others, c.ID)
 	p.containerLog(c).WithFields(logrus.Fields{"cpus": d.Target.CPUs.String(), "exclusive": d.Model.Containers[c.ID].Exclusive,
 		"others": len(updates)}).Info("container created")
@@ -179,7 +180,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.logNotes("UpdateContainer", d.Notes)
 	updates = p.replyUpdates(d.Others, c.ID)
 	if d.Target != nil {
-		p.setApplied(c.ID, d.Target.CPUs)
+		p.delivered(*d.Target) // the reply carries it: no longer pending
 		updates = append(updates, updateToNRI(*d.Target))
 	}
 	return updates, nil

@@ -109,7 +109,8 @@ func (p *Plugin) sendPending() bool {
 	}
 	for _, u := range pending {
 		// Record what was delivered unless a reply meanwhile set newer.
-		if err == nil && !failedIDs[u.ContainerID] && p.generation[u.ContainerID] == before[u.ContainerID] {
+		if err == nil && !failedIDs[u.ContainerID] && p.generation[u.ContainerID] == before[u.ContainerID] &&
+			p.model.Containers[u.ContainerID] != nil { // not removed meanwhile
 			p.delivered(u)
 		}
 	}
