@@ -64,34 +64,32 @@ func updateToNRI(u policy.Update) *api.ContainerUpdate {
 }
 
 // updatesToNRI turns policy updates into NRI container updates. Updates
-// that set the same cpuset share one payload (a reply is marshalled, never
-// changed): the shared containers' updates are many and alike.
+// that set the same cpus and mems share one payload (a reply is marshalled,
+// never changed): the shared containers' updates are many and alike.
 func updatesToNRI(us []policy.Update) []*api.ContainerUpdate {
 	out, _ := convertUpdates(us)
 	return out
 }
 
-// convertUpdates is updatesToNRI that also returns the distinct cpusets the
-// updates set. Updates are told apart by their cpuset's list text, which
+// convertUpdates is updatesToNRI that also returns the cpusets of its
+// distinct payloads. Updates are told apart by their cpuset's list text, which
 // the policy formats once for the many shared-pool updates: no set
 // comparison per update.
 func convertUpdates(us []policy.Update) ([]*api.ContainerUpdate, []cpuset.CPUSet) {
 	out := make([]*api.ContainerUpdate, 0, len(us))
 	type key struct{ cpus, mems string }
 	payloads := map[key]*api.LinuxContainerUpdate{}
-	seen := map[string]bool{}
 	var distinct []cpuset.CPUSet
 	for _, u := range us {
 		k := key{cpus: u.List()}
 		if !u.Mems.IsEmpty() {
 			k.mems = u.Mems.String()
 		}
-		if !seen[k.cpus] {
-			seen[k.cpus] = true
-			distinct = append(distinct, u.CPUs)
-		}
 		linux := payloads[k]
 		if linux == nil {
+			// A new payload; its cpus may repeat another's with other
+			// mems, which the callers' unions do not mind.
+			distinct = append(distinct, u.CPUs)
 			nu := &api.ContainerUpdate{}
 			nu.SetLinuxCPUSetCPUs(k.cpus)
 			if k.mems != "" {

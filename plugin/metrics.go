@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "resize_requests_total",
-			Help: "Container resize requests (NRI UpdateContainer), by operation (increase, decrease, unchanged; empty when refused before it was known) and outcome (applied, infeasible, deferred, error).",
+			Help: "Container resize requests (NRI UpdateContainer), by operation (increase, decrease, unchanged; empty when refused or failed) and outcome (applied, infeasible, deferred, error).",
 		}, []string{"operation", "outcome"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "refusals_total",
