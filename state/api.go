@@ -69,8 +69,9 @@ type PodResources struct {
 }
 
 // State is the plugin's memory. The zero value is not usable; call New.
-// Methods never share maps with another State: Clone gives an independent
-// copy.
+// A Clone shares each pod's entry map with the original until one of them
+// changes it through SetAssignment or DeleteAssignment (copy on write):
+// change Entries only through the methods.
 type State struct {
 	// DefaultCPUSet is the shared pool (checkpoint key "defaultCpuSet").
 	DefaultCPUSet cpuset.CPUSet

@@ -11,8 +11,9 @@ import (
 type claims []uint64
 
 // claimsOf returns the claims of s when s passes validate(nil) as far as
-// a quick pass in any order can tell (see looksConsistent); false when it
-// does not, or when it cannot tell (a CPU id it does not track).
+// a quick pass in any order, without sorting, can tell. It is never more
+// lenient than validate: false means s does not pass, or that the pass
+// cannot tell (a CPU id it does not track).
 func claimsOf(s *State) (claims, bool) {
 	var c claims
 	if !c.take(s.DefaultCPUSet) {
@@ -83,9 +84,10 @@ func (c claims) give(cpus cpuset.CPUSet) bool {
 
 // after returns the claims of to, given that these are the claims of the
 // consistent state from and ops = diff(from, to), checking only what ops
-// change: the result is what claimsOf(to) would return, in a time that
-// depends on the size of the change, not of the state. It returns false
-// whenever claimsOf(to) would, and may also when it cannot tell.
+// change: the result is what claimsOf(to) would return. The CPUs it walks
+// are those of the changed keys; an op that sets or deletes a container
+// id's entry also scans to's container ids. It returns false whenever
+// claimsOf(to) would, and may also when it cannot tell.
 func (c claims) after(from, to *State, ops []op) (claims, bool) {
 	next := slices.Clone(c)
 	// Release what the changed keys held, then claim what they hold now,

@@ -70,8 +70,7 @@ type resourcesV1 struct {
 // compact, fields in declaration order, map keys sorted, empty maps
 // omitted. See README.md ("Checkpoint format").
 func checksumV1(canonical []byte) uint32 {
-	// MakeTable builds the Castagnoli table once and then returns it.
-	return crc32.Checksum(canonical, crc32.MakeTable(crc32.Castagnoli))
+	return crc32.Checksum(canonical, castagnoli)
 }
 
 // zeroChecksumSuffix ends every canonical version-1 encoding.

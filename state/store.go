@@ -194,9 +194,14 @@ func (st *Store) Save(s *State) error {
 	}
 	st.mu.Unlock()
 	if err := s.validateForSave(); err != nil {
-		return fmt.Errorf("save checkpoint: refusing to write an inconsistent state: %w", err)
+		return refusedInconsistent(err)
 	}
 	return st.startOver(s)
+}
+
+// refusedInconsistent is Save's error for a state that fails validation.
+func refusedInconsistent(err error) error {
+	return fmt.Errorf("save checkpoint: refusing to write an inconsistent state: %w", err)
 }
 
 // checkLocked checks that s is consistent, the way validateForSave does,
@@ -209,14 +214,15 @@ func (st *Store) checkLocked(s *State, ops []op) (claims, error) {
 			return next, nil
 		}
 	}
-	if err := s.validateForSave(); err != nil {
-		return nil, fmt.Errorf("save checkpoint: refusing to write an inconsistent state: %w", err)
+	if c, ok := claimsOf(s); ok {
+		return c, nil
 	}
-	c, ok := claimsOf(s)
-	if !ok {
-		return nil, nil // valid, but not as far as the quick pass can tell
+	// The quick pass found a problem, or could not tell: validate names
+	// the problem, if there is one.
+	if err := s.validate(nil); err != nil {
+		return nil, refusedInconsistent(err)
 	}
-	return c, nil
+	return nil, nil
 }
 
 // canAppend reports whether s can be saved as a journal record of its

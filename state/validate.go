@@ -35,8 +35,9 @@ func (s *State) validate(online *cpuset.CPUSet) error {
 }
 
 // validateForSave runs the checks of validate(nil) on the request path:
-// a quick pass that neither sorts nor copies, and only if it finds a
-// problem, validate, which names the first one in a deterministic order.
+// the quick pass of claimsOf, in any order and without sorting, and only
+// if it finds a problem (or cannot tell), validate, which names the first
+// one in a deterministic order.
 func (s *State) validateForSave() error {
 	if s.looksConsistent() {
 		return nil
@@ -44,9 +45,7 @@ func (s *State) validateForSave() error {
 	return s.validate(nil)
 }
 
-// looksConsistent reports whether s passes validate(nil), in any order
-// and without sorting. It is never more lenient than validate: false may
-// also mean it could not tell (a CPU id it does not track).
+// looksConsistent is the quick pass of claimsOf.
 func (s *State) looksConsistent() bool {
 	_, ok := claimsOf(s)
 	return ok
