@@ -188,12 +188,14 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 }
 
 // adoptable tells whether a running container's cpuset can become its
-// original exclusive CPUs.
+// original exclusive CPUs: allocatable, nobody else's, and not lent to an
+// unsolicited update still in flight.
 func (p *Policy) adoptable(m *Model, cpus cpuset.CPUSet, n int) bool {
 	exclusive := m.State.ExclusiveCPUs()
 	return cpus.Size() == n &&
-		cpus.IsSubsetOf(p.topo.CPUs().Difference(p.opts.Reserved)) &&
+		cpus.IsSubsetOf(p.allocatable) &&
 		cpus.Intersection(exclusive).IsEmpty() &&
+		cpus.Intersection(m.Lending).IsEmpty() &&
 		p.smtAligned(n) &&
 		!p.poolWithout(exclusive.Union(cpus)).IsEmpty()
 }

@@ -294,3 +294,19 @@ func TestRecreatedContainerKeepsItsCPUs(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestSynchronizeDoesNotAdoptLentCPUs: a Synchronize that comes while an
+// unsolicited update lends CPUs to the shared containers does not make
+// those CPUs a container's exclusive ones; the container is re-pinned.
+func TestSynchronizeDoesNotAdoptLentCPUs(t *testing.T) {
+	pol := eightCPUs(t)
+	m := policy.NewModel(pol.NewState()).Lend(cpuset.New(2, 3))
+	d := pol.Synchronize(m, nil, []policy.Container{running(t, "gu", "guaranteed", 2000, "2-3")})
+	if err := pol.CheckInvariants(d.Model); err != nil {
+		t.Fatal(err)
+	}
+	a, ok := d.Model.State.Assignment("gu-uid", "app")
+	if !ok || !a.Original.Intersection(cpuset.New(2, 3)).IsEmpty() {
+		t.Errorf("assignment %+v (present %v), want two CPUs other than the lent 2-3", a, ok)
+	}
+}
