@@ -2,6 +2,8 @@ package policy
 
 import (
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // Update is the cpuset the runtime should give a container.
@@ -24,7 +26,7 @@ func (u Update) List() string {
 	if u.CPUList != "" {
 		return u.CPUList
 	}
-	return u.CPUs.String()
+	return state.FormatCPUList(u.CPUs)
 }
 
 // Operation classifies a resize for metrics and logs.

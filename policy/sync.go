@@ -88,18 +88,19 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		current[c.ID] = c.CPUs
 	}
 	pool := nm.SharedPool()
+	poolList := state.FormatCPUList(pool)
 	var shrinking, other []Update
 	for _, id := range nm.sortedIDs() {
 		t := nm.Containers[id]
-		want, mems := pool, cpuset.New()
+		want, list, mems := pool, poolList, cpuset.New()
 		if a, ok := nm.ownAssignment(id); ok {
-			want, mems = a.Assigned(), p.mems(a.Assigned())
+			want, list, mems = a.Assigned(), "", p.mems(a.Assigned())
 		}
-		t.setCPUs(want, "")
+		t.setCPUs(want, list)
 		if sameCPUs(current[id], want) {
 			continue
 		}
-		u := Update{ContainerID: id, Display: t.Display, CPUs: want, Mems: mems}
+		u := Update{ContainerID: id, Display: t.Display, CPUs: want, CPUList: list, Mems: mems}
 		if want.IsSubsetOf(current[id]) {
 			shrinking = append(shrinking, u)
 		} else {
