@@ -178,7 +178,8 @@ func (m *Model) SharedPool() cpuset.CPUSet {
 	return m.State.DefaultCPUSet.Difference(m.releasing())
 }
 
-// SharedPoolSize returns SharedPool().Size() without building the set.
+// SharedPoolSize returns SharedPool().Size() without building the pool
+// (only the small set of CPUs whose release is unconfirmed).
 func (m *Model) SharedPoolSize() int {
 	n := m.State.DefaultCPUSet.Size()
 	if len(m.Releasing) == 0 {

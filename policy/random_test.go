@@ -102,7 +102,6 @@ func TestRandomSequences(t *testing.T) {
 			var live []ctr
 			smt := pol.Allocator().Topology().ThreadsPerCore()
 			for step := 0; step < 250; step++ {
-				before := d.Model
 				var err error
 				var op string
 				switch k := rng.IntN(10); {
@@ -143,11 +142,11 @@ func TestRandomSequences(t *testing.T) {
 					}
 				}
 				if err != nil {
+					// (That a refusal leaves the model as it was is checked by
+					// the driver, which fingerprints the model around every
+					// decision.)
 					if _, ok := policy.AsRefusal(err); !ok {
 						t.Fatalf("%s\nstep %d: %s: not a refusal: %v", desc, step, op, err)
-					}
-					if d.Model != before {
-						t.Fatalf("%s\nstep %d: %s: a refusal changed the model", desc, step, op)
 					}
 				}
 			}
