@@ -4,6 +4,7 @@ package deploy
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -51,13 +52,21 @@ func dig(t *testing.T, v any, path ...any) any {
 // the plugin's own parser.
 func TestConfigMapHoldsAValidConfig(t *testing.T) {
 	cm := load(t, "configmap.yaml")
-	text, _ := dig(t, cm, "data", "config.yaml").(string)
+	text, ok := dig(t, cm, "data", "config.yaml").(string)
+	if !ok || strings.TrimSpace(text) == "" {
+		t.Fatal("the ConfigMap has no config.yaml")
+	}
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
 		t.Fatalf("config.yaml in the ConfigMap: %v", err)
 	}
 	if cfg.NRISocket != "/var/run/nri/nri.sock" || cfg.MetricsAddress != ":9101" || cfg.StateDir != "/var/lib/nri-cpumanager" {
 		t.Errorf("unexpected config: socket %s, metrics %s, state %s", cfg.NRISocket, cfg.MetricsAddress, cfg.StateDir)
+	}
+	// Values that differ from the defaults: the file really was read.
+	if cfg.ReservedSystemCPUs.String() != "0" || !cfg.CPUManagerPolicyOptions.FullPCPUsOnly || cfg.TopologyManagerPolicy != "single-numa-node" {
+		t.Errorf("the ConfigMap's settings were not read: reserved %q, full-pcpus-only %v, topology manager policy %q",
+			cfg.ReservedSystemCPUs, cfg.CPUManagerPolicyOptions.FullPCPUsOnly, cfg.TopologyManagerPolicy)
 	}
 }
 
@@ -81,11 +90,11 @@ func TestDaemonSetMountsWhatTheConfigNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	for path, what := range map[string]string{
-		"/etc/nri-cpumanager": "the ConfigMap",
-		"/var/run/nri":        "the NRI socket's directory (" + cfg.NRISocket + ")",
-		cfg.StateDir:          "the state directory",
-		cfg.SysfsRoot:         "sysfs",
-		cfg.KubeletCheckpoint: "the kubelet checkpoint",
+		"/etc/nri-cpumanager":       "the ConfigMap",
+		filepath.Dir(cfg.NRISocket): "the NRI socket's directory (" + cfg.NRISocket + ")",
+		cfg.StateDir:                "the state directory",
+		cfg.SysfsRoot:               "sysfs",
+		cfg.KubeletCheckpoint:       "the kubelet checkpoint",
 	} {
 		if _, ok := mounts[path]; !ok {
 			t.Errorf("%s is not mounted at %s", what, path)
