@@ -363,6 +363,7 @@ func TestRandomThroughNRI(t *testing.T) {
 				qos  string
 			}
 			var ctrs []live
+			created, resized := 0, 0
 			seed := uint64(tc.spec.NumCPUs())
 			for step := 0; step < 150; step++ {
 				seed = seed*6364136223846793005 + 1442695040888963407
@@ -374,11 +375,14 @@ func TestRandomThroughNRI(t *testing.T) {
 					cpus := int64(smt * (1 + int(seed>>45)%4))
 					if err := d.CreateContainer(p, "c", scenario.KubeletResources(qos, cpus*1000, cpus*1000, 1<<30)); err == nil {
 						ctrs = append(ctrs, live{p, "c", qos})
+						created++
 					}
 				case k < 8:
 					c := ctrs[int(seed>>40)%len(ctrs)]
 					cpus := int64(smt * (1 + int(seed>>45)%6))
-					_ = d.UpdateContainer(c.pod, c.name, scenario.KubeletResources(c.qos, cpus*1000, cpus*1000, 1<<30))
+					if err := d.UpdateContainer(c.pod, c.name, scenario.KubeletResources(c.qos, cpus*1000, cpus*1000, 1<<30)); err == nil {
+						resized++ // refusals are expected too; the invariants are checked either way
+					}
 				default:
 					i := int(seed>>40) % len(ctrs)
 					if err := d.RemovePod(ctrs[i].pod); err != nil {
@@ -390,6 +394,10 @@ func TestRandomThroughNRI(t *testing.T) {
 			noViolations(t, d.rt)
 			if err := n.pol.CheckInvariants(policy.NewModel(d.State())); err != nil {
 				t.Errorf("checkpoint on disk: %v", err)
+			}
+			// The walk must exercise the plugin, not only its refusals.
+			if created < 20 || resized < 20 {
+				t.Errorf("only %d creations and %d resizes succeeded", created, resized)
 			}
 		})
 	}
