@@ -27,5 +27,6 @@
 // unit with the most free CPUs. At the core level this takes whole cores
 // before single threads, and single threads from partly used cores first.
 //
-// This package is the only one in the project that reads sysfs.
+// This package is the only one of the plugin that reads sysfs (the demo
+// under test/ reads the host's online CPUs to print them).
 package cpuallocator

@@ -6,9 +6,7 @@ import "fmt"
 const (
 	optFullPCPUsOnly             = "full-pcpus-only"
 	optDistributeCPUsAcrossNUMA  = "distribute-cpus-across-numa"
-	optAlignBySocket             = "align-by-socket"
 	optDistributeCPUsAcrossCores = "distribute-cpus-across-cores"
-	optPreferAlignByUncoreCache  = "prefer-align-cpus-by-uncorecache"
 )
 
 // defaultMaxAllowableNUMANodes is the kubelet's max-allowable-numa-nodes
