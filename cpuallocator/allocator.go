@@ -152,7 +152,11 @@ func (a *Allocator) usable(avail, held cpuBits) cpuBits {
 // stages in order (each a superset of the one before). It fails when the
 // options leave fewer than need CPUs usable.
 func (a *Allocator) place(avail, held cpuBits, need int, stages []NodeMask) (cpuBits, error) {
-	usable := a.usable(avail, held)
+	return a.placeUsable(avail, a.usable(avail, held), held, need, stages)
+}
+
+// placeUsable is place for a caller that has computed a.usable(avail, held).
+func (a *Allocator) placeUsable(avail, usable, held cpuBits, need int, stages []NodeMask) (cpuBits, error) {
 	if got := usable.count(); got < need {
 		return nil, a.shortage(avail, usable, need)
 	}

@@ -49,7 +49,8 @@ func (a *Allocator) Grow(available, current cpuset.CPUSet, n int, affinity NodeM
 		base = a.topo.socketNodes(base)
 	}
 	var extra NodeMask
-	capacity := a.topo.countPerNode(a.usable(avail, held))
+	usable := a.usable(avail, held)
+	capacity := a.topo.countPerNode(usable)
 	if short := need - capacity.sum(base); short > 0 && base != 0 {
 		extra = a.widen(base, &capacity, short)
 	}
@@ -62,7 +63,7 @@ func (a *Allocator) Grow(available, current cpuset.CPUSet, n int, affinity NodeM
 	case base != 0:
 		stages = []NodeMask{base, base | extra, a.topo.knownNodes()}
 	}
-	picked, err := a.place(avail, held, need, stages)
+	picked, err := a.placeUsable(avail, usable, held, need, stages)
 	if err != nil {
 		return fail(err)
 	}
