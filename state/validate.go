@@ -10,7 +10,8 @@ import (
 )
 
 // Validate runs the consistency checks that Load runs on a checkpoint:
-// every cpuset lies inside online; every original set is non-empty; every
+// every cpuset names CPUs 0 to 65535 only (what Load reads) and lies inside
+// online; every original set is non-empty; every
 // resized set is empty or a superset of its original; no CPU is assigned to
 // two containers or to a container and the shared pool; every container id
 // points at an existing entry and no two ids point at the same one; no pod
@@ -21,8 +22,12 @@ func (s *State) Validate(online cpuset.CPUSet) error {
 }
 
 // validate runs the checks of Validate; with a nil online it skips the
-// checks against the machine's CPUs (Marshal does not know them).
+// checks against the machine's CPUs (Marshal does not know them), but not
+// the range of CPU ids: what Save and Marshal write, Load must read back.
 func (s *State) validate(online *cpuset.CPUSet) error {
+	if err := inRange("defaultCpuSet", s.DefaultCPUSet); err != nil {
+		return err
+	}
 	if online != nil {
 		if err := insideOnline("defaultCpuSet", s.DefaultCPUSet, *online); err != nil {
 			return err
@@ -97,6 +102,12 @@ func validateAssignment(ref ContainerRef, a Assignment, online *cpuset.CPUSet) e
 	if a.Original.IsEmpty() {
 		return fmt.Errorf("%s: empty original cpuset", ref)
 	}
+	if err := inRange(ref.String()+": original", a.Original); err != nil {
+		return err
+	}
+	if err := inRange(ref.String()+": resized", a.Resized); err != nil {
+		return err
+	}
 	if online != nil {
 		if err := insideOnline(ref.String()+": original", a.Original, *online); err != nil {
 			return err
@@ -127,6 +138,21 @@ func (s *State) validateContainers() error {
 			return fmt.Errorf("containers[%q] and containers[%q] both point at %s", other, id, ref)
 		}
 		ownerID[ref] = id
+	}
+	return nil
+}
+
+// inRange reports the CPUs of set that are no CPU id a checkpoint can
+// name: negative, or above maxCPUID.
+func inRange(what string, set cpuset.CPUSet) error {
+	var outside []int
+	for _, cpu := range set.UnsortedList() {
+		if cpu < 0 || cpu > maxCPUID {
+			outside = append(outside, cpu)
+		}
+	}
+	if len(outside) > 0 {
+		return fmt.Errorf("%s names CPUs %v, outside the CPU ids 0-%d a checkpoint can hold", what, cpuset.New(outside...).List(), maxCPUID)
 	}
 	return nil
 }
