@@ -51,11 +51,6 @@ type Decision struct {
 	// before the target's (the runtime applies them first). Each container
 	// appears at most once.
 	Others []Update
-	// Deferred are updates of other containers that must wait until the
-	// runtime confirmed Target (Confirm): the growth of the shared
-	// containers into CPUs a shrink releases. They are informative — Confirm
-	// recomputes them from the model it is given.
-	Deferred []Update
 	// Operation is the kind of resize (OpNone for other requests).
 	Operation Operation
 	// Notes are human-readable remarks for the log (adoptions, repairs,

@@ -12,7 +12,7 @@
 // a CPU to one container before it has been taken from every other
 // container that may not share it. Growth of an exclusive container comes
 // with the shrink of the shared containers in Decision.Others (which the
-// runtime applies before the target); the shrink of an exclusive container
-// puts the growth of the shared containers in Decision.Deferred, to be sent
-// only once the runtime confirmed the shrink (Confirm).
+// runtime applies before the target); the CPUs the shrink of an exclusive
+// container releases belong to nobody until the runtime confirmed the shrink
+// (Confirm), whose Decision.Others grows the shared containers into them.
 package policy

@@ -84,14 +84,9 @@ func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignmen
 	p.returnToPool(nm, released)
 	nm.Releasing[c.ID] = nm.Releasing[c.ID].Union(released)
 	p.track(nm, c, display, kept)
-
-	// What the shared containers will get once the shrink is confirmed.
-	preview := nm.Clone()
-	delete(preview.Releasing, c.ID)
 	return Decision{
 		Model:     nm,
 		Target:    p.targetUpdate(c.ID, display, kept),
-		Deferred:  p.syncShared(nm, preview),
 		Operation: OpDecrease,
 		Notes:     []string{fmt.Sprintf("%s: shrinks %s → %s, releases %s after the runtime confirms", display, assigned, kept, released)},
 	}, nil
