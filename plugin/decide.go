@@ -79,20 +79,9 @@ func (p *Plugin) commitOrKeep(m *policy.Model) {
 	}
 }
 
-// observeModel refreshes the gauges from the current model (exclusive
-// sets are disjoint: their sizes add up).
+// observeModel points the CPU gauges at the current model.
 func (p *Plugin) observeModel() {
-	if p.metrics == nil {
-		return
-	}
-	exclusive, containers := 0, 0
-	for _, pod := range p.model.State.Entries {
-		for _, a := range pod {
-			exclusive += a.Assigned().Size()
-			containers++
-		}
-	}
-	p.metrics.setCPUs(exclusive, p.model.SharedPoolSize(), containers)
+	p.metrics.setModel(p.model)
 }
 
 // confirm releases the CPUs of a confirmed shrink to the shared pool; the

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,9 +25,7 @@ const (
 type Metrics struct {
 	resizes          *prometheus.CounterVec
 	refusals         *prometheus.CounterVec
-	exclusiveCPUs    prometheus.Gauge
-	sharedCPUs       prometheus.Gauge
-	exclusiveCtrs    prometheus.Gauge
+	model            *modelCollector
 	eventDuration    *prometheus.HistogramVec
 	checkpointWrites *prometheus.CounterVec
 	checkpointTime   prometheus.Histogram
@@ -49,15 +48,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: namespace, Name: "refusals_total",
 			Help: "Requests refused, by reason (prohibitedCPUAllocation, inconsistentCPUAllocation, getOriginalCPUSet, resizeAllocateCPUs, smtAlignment, featureDisabled, allocateCPUs, topologyAffinity) and verdict.",
 		}, []string{"reason", "verdict"}),
-		exclusiveCPUs: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "exclusive_cpus", Help: "CPUs assigned exclusively to containers.",
-		}),
-		sharedCPUs: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "shared_cpus", Help: "CPUs in the shared pool that shared containers run on.",
-		}),
-		exclusiveCtrs: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "exclusive_containers", Help: "Containers holding exclusive CPUs.",
-		}),
+		model: newModelCollector(),
 		eventDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "event_duration_seconds",
 			Help:    "Time to handle an NRI event, checkpoint write included.",
@@ -92,7 +83,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: namespace, Name: "pod_resource_updates_total", Help: "UpdatePodSandbox requests (CRI UpdatePodSandboxResources) handled.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.resizes, m.refusals, m.exclusiveCPUs, m.sharedCPUs, m.exclusiveCtrs,
+	for _, c := range []prometheus.Collector{m.resizes, m.refusals, m.model,
 		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.ready,
 		m.unsolicitedSent, m.drifts, m.podUpdates} {
 		if err := reg.Register(c); err != nil {
@@ -120,11 +111,10 @@ func (m *Metrics) refusal(r *policy.Refusal) {
 	}
 }
 
-func (m *Metrics) setCPUs(exclusive, shared, containers int) {
+// setModel makes m the model the CPU gauges describe.
+func (m *Metrics) setModel(model *policy.Model) {
 	if m != nil {
-		m.exclusiveCPUs.Set(float64(exclusive))
-		m.sharedCPUs.Set(float64(shared))
-		m.exclusiveCtrs.Set(float64(containers))
+		m.model.current.Store(model)
 	}
 }
 
@@ -193,4 +183,48 @@ func outcomeFor(r *policy.Refusal) string {
 		return outcomeDeferred
 	}
 	return outcomeInfeasible
+}
+
+// modelCollector reports the CPU gauges (exclusive CPUs, shared CPUs,
+// exclusive containers) from the current model when scraped, not at every
+// commit: counting every assignment on the request path cost more than the
+// rest of the metrics together. A committed model is never changed (each
+// decision makes a new one), so a scrape reads it without the plugin's lock.
+type modelCollector struct {
+	current                         atomic.Pointer[policy.Model]
+	exclusiveCPUs, shared, ctrCount *prometheus.Desc
+}
+
+func newModelCollector() *modelCollector {
+	return &modelCollector{
+		exclusiveCPUs: prometheus.NewDesc(namespace+"_exclusive_cpus", "CPUs assigned exclusively to containers.", nil, nil),
+		shared:        prometheus.NewDesc(namespace+"_shared_cpus", "CPUs in the shared pool that shared containers run on.", nil, nil),
+		ctrCount:      prometheus.NewDesc(namespace+"_exclusive_containers", "Containers holding exclusive CPUs.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *modelCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.exclusiveCPUs
+	ch <- c.shared
+	ch <- c.ctrCount
+}
+
+// Collect implements prometheus.Collector. Exclusive sets are disjoint:
+// their sizes add up.
+func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
+	model := c.current.Load()
+	if model == nil {
+		return
+	}
+	exclusive, containers := 0, 0
+	for _, pod := range model.State.Entries {
+		for _, a := range pod {
+			exclusive += a.Assigned().Size()
+			containers++
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.exclusiveCPUs, prometheus.GaugeValue, float64(exclusive))
+	ch <- prometheus.MustNewConstMetric(c.shared, prometheus.GaugeValue, float64(model.SharedPoolSize()))
+	ch <- prometheus.MustNewConstMetric(c.ctrCount, prometheus.GaugeValue, float64(containers))
 }

@@ -364,6 +364,24 @@ func TestRandomThroughNRI(t *testing.T) {
 			}
 			var ctrs []live
 			created, resized := 0, 0
+			// Scrapes run throughout: the CPU gauges read the committed
+			// model without the plugin's lock (the race detector checks
+			// that no committed model is changed in place).
+			stopScraping, scraped := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(scraped)
+				for {
+					select {
+					case <-stopScraping:
+						return
+					default:
+					}
+					if _, err := d.rp.registry.Gather(); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
 			seed := uint64(tc.spec.NumCPUs())
 			for step := 0; step < 150; step++ {
 				seed = seed*6364136223846793005 + 1442695040888963407
@@ -391,9 +409,28 @@ func TestRandomThroughNRI(t *testing.T) {
 					ctrs = append(ctrs[:i], ctrs[i+1:]...)
 				}
 			}
+			close(stopScraping)
+			<-scraped
 			noViolations(t, d.rt)
-			if err := n.pol.CheckInvariants(policy.NewModel(d.State())); err != nil {
+			saved := d.State()
+			if err := n.pol.CheckInvariants(policy.NewModel(saved)); err != nil {
 				t.Errorf("checkpoint on disk: %v", err)
+			}
+			d.settle()
+			exclusive, owners := 0, 0
+			for _, pod := range saved.Entries {
+				for _, a := range pod {
+					exclusive, owners = exclusive+a.Assigned().Size(), owners+1
+				}
+			}
+			for name, want := range map[string]int{
+				"nri_cpumanager_exclusive_cpus":       exclusive,
+				"nri_cpumanager_exclusive_containers": owners,
+				"nri_cpumanager_shared_cpus":          saved.DefaultCPUSet.Size(),
+			} {
+				if got := metricValue(t, d.rp, name, nil); got != float64(want) {
+					t.Errorf("%s = %v, the checkpoint says %d", name, got, want)
+				}
 			}
 			// The walk must exercise the plugin, not only its refusals.
 			if created < 20 || resized < 20 {
