@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// runCompactor is the Store's goroutine: it compacts the journal
-// idleDelay after the last Save (at the latest maxDelay after the first
-// one), or at once when the journal passes compactBytes, until Close.
+// runCompactor is the Store's goroutine: it compacts the journal once no
+// Save came for idleDelay (at the latest maxDelay after the first one), or
+// at once when the journal passes compactBytes, until Close.
 func (st *Store) runCompactor() {
 	defer close(st.stopped)
 	for {
@@ -31,8 +31,12 @@ func (st *Store) runCompactor() {
 	}
 }
 
-// waitIdle waits until no Save has come for idleDelay, maxDelay has
-// passed, or the journal is full. It returns false when the Store closes.
+// waitIdle waits until a whole idleDelay passed without a Save (so between
+// idleDelay and twice that after the last one), maxDelay has passed, or the
+// journal is full. It returns false when the Store closes. It looks for
+// Saves (kick) only when the idle timer fires: a Save on the request path
+// then fills kick's buffer at most once per idleDelay and never wakes this
+// goroutine.
 func (st *Store) waitIdle() bool {
 	idle := time.NewTimer(st.opts.idleDelay)
 	defer idle.Stop()
@@ -42,12 +46,15 @@ func (st *Store) waitIdle() bool {
 		select {
 		case <-st.stop:
 			return false
-		case <-st.kick:
-			idle.Reset(st.opts.idleDelay)
 		case <-st.full:
 			return true
 		case <-idle.C:
-			return true
+			select {
+			case <-st.kick: // Saves came meanwhile
+				idle.Reset(st.opts.idleDelay)
+			default:
+				return true
+			}
 		case <-deadline.C:
 			return true
 		}

@@ -544,6 +544,25 @@ func TestCompactionRuns(t *testing.T) {
 	}
 }
 
+// TestSavesPostponeCompaction: Saves that keep coming less than idleDelay
+// apart postpone the compaction (until maxDelay); once they stop, it runs.
+func TestSavesPostponeCompaction(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	dir := filepath.Join(t.TempDir(), "state")
+	st := openTestStore(t, dir, storeOptions{compactBytes: 1 << 40, idleDelay: idle, maxDelay: time.Hour, prealloc: 64 << 10})
+	states := stateLine(t, 2)
+	for start := time.Now(); time.Since(start) < 4*idle; {
+		for _, s := range states {
+			save(t, st, s)
+			time.Sleep(idle / 30)
+		}
+	}
+	if _, err := os.Stat(st.Path()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a snapshot was written while Saves kept coming (stat: %v)", err)
+	}
+	waitFor(t, "the snapshot once Saves stop", func() bool { return snapshotHolds(dir, states[1]) })
+}
+
 func TestSecondStoreOnADirectoryIsRefused(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	first := openTestStore(t, dir, manualOptions)

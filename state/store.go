@@ -19,7 +19,8 @@ var errStoreClosed = errors.New("the state store is closed")
 type storeOptions struct {
 	// compactBytes is the journal size that starts a compaction at once.
 	compactBytes int64
-	// idleDelay is how long after the last Save a compaction starts.
+	// idleDelay is how long without a Save starts a compaction (checked
+	// every idleDelay: up to twice that after the last Save).
 	idleDelay time.Duration
 	// maxDelay bounds how long Saves that keep coming less than idleDelay
 	// apart postpone a compaction.
