@@ -30,7 +30,7 @@ type storeOptions struct {
 }
 
 // defaultStoreOptions suit the plugin: a journal of a few hundred records
-// at most, a snapshot an operator sees about a second after a change.
+// at most, a snapshot an operator sees a second or two after a change.
 func defaultStoreOptions() storeOptions {
 	return storeOptions{
 		compactBytes: 128 << 10,
