@@ -3,11 +3,11 @@ package policy
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
@@ -126,51 +126,24 @@ func (p *Policy) free(m *Model) cpuset.CPUSet {
 // whose release is not confirmed. It marks them in a bitmap, so that the
 // only set it builds is the one it returns.
 func (p *Policy) availability(m *Model) (free cpuset.CPUSet, unavailable int) {
-	var taken cpuBits
+	taken := cpumask.New(p.allocatableList[len(p.allocatableList)-1])
 	for _, containers := range m.State.Entries {
 		for _, a := range containers {
-			taken.mark(a.Assigned())
+			taken.AddSet(a.Assigned()) // a negative id is no CPU: nothing to take
 		}
 	}
 	for _, cpus := range m.Releasing {
-		taken.mark(cpus)
+		taken.AddSet(cpus)
 	}
-	unavailable = taken.count()
-	taken.mark(m.Lending)
+	unavailable = taken.Count()
+	taken.AddSet(m.Lending)
 	list := make([]int, 0, len(p.allocatableList))
 	for _, cpu := range p.allocatableList {
-		if !taken.has(cpu) {
+		if !taken.Has(cpu) {
 			list = append(list, cpu)
 		}
 	}
 	return cpuset.New(list...), unavailable
-}
-
-// cpuBits is a set of CPU ids as a bitmap.
-type cpuBits []uint64
-
-func (b *cpuBits) mark(cpus cpuset.CPUSet) {
-	for _, cpu := range cpus.UnsortedList() {
-		if cpu < 0 {
-			continue // no such CPU: nothing to take
-		}
-		for cpu/64 >= len(*b) {
-			*b = append(*b, 0)
-		}
-		(*b)[cpu/64] |= 1 << (cpu % 64)
-	}
-}
-
-func (b cpuBits) has(cpu int) bool {
-	return cpu >= 0 && cpu/64 < len(b) && b[cpu/64]&(1<<(cpu%64)) != 0
-}
-
-func (b cpuBits) count() int {
-	n := 0
-	for _, w := range b {
-		n += bits.OnesCount64(w)
-	}
-	return n
 }
 
 // Free returns the CPUs that may be handed out exclusively in m.

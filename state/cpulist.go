@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
 )
 
 // maxCPUID is the largest CPU number a checkpoint may name. Linux builds
@@ -75,48 +77,16 @@ func parseCPUID(text string) (int, error) {
 // FormatCPUList returns the same text as set.String() (a Linux CPU list,
 // "0-3,8,10-11") at a fraction of the cost for large sets: the shared pool
 // of a big machine is written on nearly every commit and sent to every
-// shared container. It marks the CPUs in
-// a bitmap and reads the ranges off it, instead of sorting.
+// shared container. It marks the CPUs in a bitmap and reads the ranges off
+// it, instead of sorting.
 func FormatCPUList(set cpuset.CPUSet) string {
 	cpus := set.UnsortedList()
-	if len(cpus) == 0 {
-		return ""
-	}
-	highest := 0
+	var m cpumask.Mask
 	for _, cpu := range cpus {
 		if cpu < 0 || cpu > maxCPUID {
 			return set.String() // not a CPU list this package reads back; leave it to the library
 		}
-		highest = max(highest, cpu)
+		m.Add(cpu)
 	}
-	words := make([]uint64, highest/64+1)
-	for _, cpu := range cpus {
-		words[cpu/64] |= 1 << (cpu % 64)
-	}
-	isSet := func(cpu int) bool { return cpu <= highest && words[cpu/64]&(1<<(cpu%64)) != 0 }
-
-	out := make([]byte, 0, 8*len(cpus))
-	for cpu := 0; cpu <= highest; cpu++ {
-		if words[cpu/64] == 0 {
-			cpu += 63 - cpu%64 // skip the rest of an empty word
-			continue
-		}
-		if !isSet(cpu) {
-			continue
-		}
-		last := cpu
-		for isSet(last + 1) {
-			last++
-		}
-		if len(out) > 0 {
-			out = append(out, ',')
-		}
-		out = strconv.AppendInt(out, int64(cpu), 10)
-		if last > cpu {
-			out = append(out, '-')
-			out = strconv.AppendInt(out, int64(last), 10)
-		}
-		cpu = last
-	}
-	return string(out)
+	return m.String()
 }
