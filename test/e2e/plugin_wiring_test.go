@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -105,17 +104,4 @@ func TestPluginWiring(t *testing.T) {
 	if _, err := again.WaitForLog(ctx, regexp.MustCompile(`synchronized pods=1 containers=1`)); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// onlineCPUs reads the machine's online CPUs.
-func onlineCPUs() (cpuset.CPUSet, error) {
-	data, err := readFile("/sys/devices/system/cpu/online")
-	if err != nil {
-		return cpuset.CPUSet{}, err
-	}
-	set, err := cpuset.Parse(data)
-	if err != nil {
-		return cpuset.CPUSet{}, fmt.Errorf("parse online CPUs: %w", err)
-	}
-	return set, nil
 }
