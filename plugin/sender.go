@@ -90,7 +90,7 @@ func (p *Plugin) sendPending() bool {
 	for _, u := range pending {
 		before[u.ContainerID] = p.generation[u.ContainerID]
 	}
-	lend := cpuset.New().Union(distinct...).Intersection(p.policy.Free(p.model))
+	lend := p.policy.FreeAmong(p.model, distinct...)
 	p.model = p.model.Lend(lend)
 	done := make(chan struct{})
 	p.sendDone = done

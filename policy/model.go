@@ -148,7 +148,11 @@ func (m *Model) edit(id string) *Tracked {
 // in flight (see Lending).
 func (m *Model) Lend(cpus cpuset.CPUSet) *Model {
 	c := m.Clone()
-	c.Lending = m.Lending.Union(cpus)
+	if m.Lending.IsEmpty() {
+		c.Lending = cpus // cpusets are immutable: no copy of the usual case
+	} else {
+		c.Lending = m.Lending.Union(cpus)
+	}
 	return c
 }
 
@@ -156,7 +160,11 @@ func (m *Model) Lend(cpus cpuset.CPUSet) *Model {
 // that carried them has been delivered (or has failed).
 func (m *Model) Unlend(cpus cpuset.CPUSet) *Model {
 	c := m.Clone()
-	c.Lending = m.Lending.Difference(cpus)
+	if sameCPUs(m.Lending, cpus) {
+		c.Lending = cpuset.New() // the usual case: one update in flight
+	} else {
+		c.Lending = m.Lending.Difference(cpus)
+	}
 	return c
 }
 

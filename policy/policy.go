@@ -49,8 +49,10 @@ type Policy struct {
 	// reserved. poolBase is what the shared pool is without exclusive
 	// containers: online, minus reserved under strict-cpu-reservation.
 	allocatable, poolBase cpuset.CPUSet
-	// allocatableList is allocatable, sorted.
+	// allocatableList is allocatable, sorted; allocatableMask is it as a
+	// bitmap.
 	allocatableList []int
+	allocatableMask cpumask.Mask
 }
 
 // New validates the options against the allocator's topology.
@@ -78,6 +80,7 @@ func New(alloc *cpuallocator.Allocator, opts Options) (*Policy, error) {
 		pol.poolBase = pol.allocatable
 	}
 	pol.allocatableList = pol.allocatable.List()
+	pol.allocatableMask, _ = cpumask.Of(pol.allocatable) // online CPUs: no negative id
 	return pol, nil
 }
 
@@ -126,7 +129,21 @@ func (p *Policy) free(m *Model) cpuset.CPUSet {
 // whose release is not confirmed. It marks them in a bitmap, so that the
 // only set it builds is the one it returns.
 func (p *Policy) availability(m *Model) (free cpuset.CPUSet, unavailable int) {
-	taken := cpumask.New(p.allocatableList[len(p.allocatableList)-1])
+	taken, unavailable := p.taken(m)
+	list := make([]int, 0, len(p.allocatableList))
+	for _, cpu := range p.allocatableList {
+		if !taken.Has(cpu) {
+			list = append(list, cpu)
+		}
+	}
+	return cpuset.New(list...), unavailable
+}
+
+// taken marks the CPUs that may not be handed out exclusively in m besides
+// the reserved ones: the exclusive ones, those whose release is not
+// confirmed and those lent; unavailable counts the first two.
+func (p *Policy) taken(m *Model) (taken cpumask.Mask, unavailable int) {
+	taken = cpumask.New(p.allocatableList[len(p.allocatableList)-1])
 	for _, containers := range m.State.Entries {
 		for _, a := range containers {
 			taken.AddSet(a.Assigned()) // a negative id is no CPU: nothing to take
@@ -137,17 +154,23 @@ func (p *Policy) availability(m *Model) (free cpuset.CPUSet, unavailable int) {
 	}
 	unavailable = taken.Count()
 	taken.AddSet(m.Lending)
-	list := make([]int, 0, len(p.allocatableList))
-	for _, cpu := range p.allocatableList {
-		if !taken.Has(cpu) {
-			list = append(list, cpu)
-		}
-	}
-	return cpuset.New(list...), unavailable
+	return taken, unavailable
 }
 
 // Free returns the CPUs that may be handed out exclusively in m.
 func (p *Policy) Free(m *Model) cpuset.CPUSet { return p.free(m) }
+
+// FreeAmong returns the CPUs of the given sets that may be handed out
+// exclusively in m: those an unsolicited update carrying the sets must
+// borrow (Model.Lend). It builds no set but the one it returns.
+func (p *Policy) FreeAmong(m *Model, sets ...cpuset.CPUSet) cpuset.CPUSet {
+	taken, _ := p.taken(m)
+	var among cpumask.Mask
+	for _, s := range sets {
+		among.AddSet(s)
+	}
+	return among.And(p.allocatableMask).AndNot(taken).CPUSet()
+}
 
 // mems returns the memory nodes to pin a cpuset to, or an empty set when
 // memory alignment is off.

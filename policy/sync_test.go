@@ -310,3 +310,29 @@ func TestSynchronizeDoesNotAdoptLentCPUs(t *testing.T) {
 		t.Errorf("assignment %+v (present %v), want two CPUs other than the lent 2-3", a, ok)
 	}
 }
+
+// TestFreeAmong: of the CPUs an unsolicited update carries, only those free
+// for exclusive use must be lent — not reserved, exclusive, releasing or
+// already lent ones, nor CPUs the machine does not have.
+func TestFreeAmong(t *testing.T) {
+	pol := eightCPUs(t) // CPU 0 reserved
+	d := pol.Synchronize(policy.NewModel(pol.NewState()), nil, []policy.Container{running(t, "gu", "guaranteed", 2000, "2-3")})
+	if err := pol.CheckInvariants(d.Model); err != nil {
+		t.Fatal(err)
+	}
+	m := d.Model.Lend(cpuset.New(7))
+	m.Releasing["gone"] = cpuset.New(5)
+	for _, tc := range []struct {
+		carried []cpuset.CPUSet
+		want    string
+	}{
+		{[]cpuset.CPUSet{cpuset.New(0, 1, 4, 5, 6, 7)}, "1,4,6"},
+		{[]cpuset.CPUSet{cpuset.New(1), cpuset.New(1, 2), cpuset.New(6, 9)}, "1,6"},
+		{[]cpuset.CPUSet{cpuset.New(2, 3, 5, 7)}, ""},
+		{nil, ""},
+	} {
+		if got := pol.FreeAmong(m, tc.carried...); got.String() != tc.want || !got.Equals(pol.Free(m).Intersection(cpuset.New().Union(tc.carried...))) {
+			t.Errorf("FreeAmong(%v) = %q, want %q (Free ∩ carried)", tc.carried, got, tc.want)
+		}
+	}
+}
