@@ -78,8 +78,8 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 }
 
 // UpdatePodSandbox records the pod-level resources of a resized pod (the
-// runtime keeps only the creation values) and reconciles the pod's
-// containers. It returns an error only for a real fault.
+// runtime keeps only the creation values) and logs a pod CPU limit below
+// its containers' exclusive CPUs. It returns an error only for a real fault.
 func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhead, resources *api.LinuxResources) (err error) {
 	defer recoverInto(&err, "UpdatePodSandbox", p.log)
 	defer p.metrics.observeEvent("UpdatePodSandbox", time.Now())
@@ -91,11 +91,7 @@ func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhe
 	for _, note := range d.Notes {
 		p.log.WithField("pod", pp.Namespace+"/"+pp.Name).Warn(note)
 	}
-	if err := p.commit(d.Model); err != nil {
-		return err
-	}
-	p.markPending(d.Others)
-	return nil
+	return p.commit(d.Model)
 }
 
 // PostUpdatePodSandbox triggers a verification of the cpusets.

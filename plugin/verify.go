@@ -149,7 +149,7 @@ func (p *Plugin) verify(all bool) {
 			continue
 		}
 		p.checked[pr.id] = pr.generation
-		if _, releasing := p.model.Releasing[pr.id]; releasing && cpus.Size() == t.CPUs.Size() && cpus.IsSubsetOf(t.CPUs) {
+		if _, releasing := p.model.Releasing[pr.id]; releasing && cpus.Equals(p.model.CPUsOf(pr.id)) {
 			p.confirm(pr.id)
 		}
 		if applied := p.applied[pr.id]; !(applied.Size() == cpus.Size() && applied.IsSubsetOf(cpus)) {

@@ -21,9 +21,8 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 	t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive}
 
 	if !class.Exclusive {
-		t.setCPUs(nm.SharedPool(), "")
 		nm.add(t)
-		return Decision{Model: nm, Target: &Update{ContainerID: c.ID, Display: display, CPUs: t.CPUs}}, nil
+		return Decision{Model: nm, Target: &Update{ContainerID: c.ID, Display: display, CPUs: nm.SharedPool(), CPUList: nm.poolList}}, nil
 	}
 
 	var notes []string
@@ -39,7 +38,6 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 	}
 	nm.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 	p.takeFromPool(nm, cpus)
-	t.setCPUs(cpus, "")
 	nm.add(t)
 	return Decision{
 		Model:  nm,
@@ -63,7 +61,6 @@ func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpuset.CPUSet, bool) 
 			delete(m.State.Containers, id)
 			if old := m.edit(id); old != nil {
 				old.Stopped = true
-				old.setCPUs(cpuset.New(), "")
 			}
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // CheckInvariants verifies a model against the rules every decision must
@@ -17,8 +19,8 @@ import (
 //   - the checkpointed shared pool is exactly the CPUs nobody holds
 //     exclusively (minus reserved ones under strict-cpu-reservation), and
 //     the pool shared containers run on is not empty;
-//   - every running shared container runs on the shared pool, every
-//     exclusive one on its assigned CPUs;
+//   - the shared pool's text kept for the shared containers' updates is
+//     the pool's (their cpusets follow from the model: Model.CPUsOf);
 //   - every container id of the state names an existing assignment;
 //   - CPUs being released belong to nobody, CPUs being lent to shared
 //     containers to no exclusive one.
@@ -82,20 +84,8 @@ func (p *Policy) CheckInvariants(m *Model) error {
 	if !slices.Equal(m.ids, ids) {
 		errs = append(errs, fmt.Errorf("the model's sorted container ids %q are not those of its containers %q", m.ids, ids))
 	}
-	for _, id := range ids {
-		t := m.Containers[id]
-		if t.Stopped {
-			continue
-		}
-		if a, ok := m.ownAssignment(id); ok {
-			if !sameCPUs(t.CPUs, a.Assigned()) {
-				errs = append(errs, fmt.Errorf("%s: runs on %s, assigned %s", t.Display, describe(t.CPUs), a.Assigned()))
-			}
-			continue
-		}
-		if !sameCPUs(t.CPUs, pool) {
-			errs = append(errs, fmt.Errorf("%s: shared container runs on %s, not the shared pool %s", t.Display, describe(t.CPUs), describe(pool)))
-		}
+	if m.poolList != "" && m.poolList != state.FormatCPUList(pool) {
+		errs = append(errs, fmt.Errorf("the shared pool's kept text %q is not the pool %s", m.poolList, describe(pool)))
 	}
 	return errors.Join(errs...)
 }

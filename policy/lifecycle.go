@@ -3,7 +3,6 @@ package policy
 import (
 	"fmt"
 
-	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
@@ -18,6 +17,7 @@ func (p *Policy) Confirm(m *Model, id string) Decision {
 	}
 	nm := m.Clone()
 	delete(nm.Releasing, id)
+	nm.poolChanged()
 	return Decision{Model: nm, Others: p.syncShared(m, nm)}
 }
 
@@ -30,9 +30,7 @@ func (p *Policy) StopContainer(m *Model, id string) Decision {
 		return Decision{Model: m}
 	}
 	nm := m.Clone()
-	t = nm.edit(id)
-	t.Stopped = true
-	t.setCPUs(cpuset.New(), "")
+	nm.edit(id).Stopped = true
 	notes := p.release(nm, id)
 	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
 }
@@ -57,7 +55,10 @@ func (p *Policy) RemoveContainer(m *Model, id string) Decision {
 
 // release drops the assignment a container owns, if any.
 func (p *Policy) release(m *Model, id string) []string {
-	delete(m.Releasing, id)
+	if _, releasing := m.Releasing[id]; releasing {
+		delete(m.Releasing, id)
+		m.poolChanged()
+	}
 	ref, owns := m.State.Containers[id]
 	if !owns {
 		return nil
@@ -91,12 +92,9 @@ func (p *Policy) forgetPodIfGone(m *Model, podUID string) {
 }
 
 // UpdatePodSandbox records the pod-level resources delivered by
-// UpdatePodSandbox (the runtime keeps only the creation values), checks
-// them against the pod's exclusive CPUs and re-points any of the pod's
-// containers whose tracked cpuset drifted from its assignment
-// (Decision.Others, to send as an unsolicited update). It never refuses:
-// the kubelet ignores errors of this call. Mismatches are reported in
-// Decision.Notes.
+// UpdatePodSandbox (the runtime keeps only the creation values) and checks
+// them against the pod's exclusive CPUs. It never refuses: the kubelet
+// ignores errors of this call. Mismatches are reported in Decision.Notes.
 func (p *Policy) UpdatePodSandbox(m *Model, pod Pod, res state.PodResources) Decision {
 	nm := m.Clone()
 	nm.State.SetPodResources(pod.UID, res)
@@ -110,24 +108,7 @@ func (p *Policy) UpdatePodSandbox(m *Model, pod Pod, res state.PodResources) Dec
 		notes = append(notes, fmt.Sprintf("pod %s/%s: its CPU limit %dm is below the %d exclusive CPUs its containers hold",
 			pod.Namespace, pod.Name, limit, exclusive))
 	}
-	var others []Update
-	for _, id := range nm.sortedIDs() {
-		t := nm.Containers[id]
-		if t.PodUID != pod.UID || t.Stopped {
-			continue
-		}
-		a, ok := nm.ownAssignment(id)
-		if !ok || sameCPUs(t.CPUs, a.Assigned()) {
-			continue
-		}
-		if _, pending := nm.Releasing[id]; pending {
-			continue
-		}
-		t = nm.edit(id)
-		t.setCPUs(a.Assigned(), "")
-		others = append(others, *p.targetUpdate(id, t.Display, t.CPUs))
-	}
-	return Decision{Model: nm, Others: others, Notes: notes}
+	return Decision{Model: nm, Notes: notes}
 }
 
 // RemovePodSandbox forgets a pod and whatever of it is still known.

@@ -43,21 +43,9 @@ type Tracked struct {
 	Display string
 	// Exclusive tells which pool the container runs on.
 	Exclusive bool
-	// CPUs is the cpuset last handed to the runtime for this container.
-	// Only the policy changes it (setCPUs).
-	CPUs cpuset.CPUSet
 	// Stopped is set once the container's process is gone; it holds no
 	// CPUs any more and is forgotten at RemoveContainer.
 	Stopped bool
-	// cpuList is CPUs in the Linux list format when the policy formatted
-	// it (once for all the containers of the shared pool), else "".
-	cpuList string
-}
-
-// setCPUs changes the container's cpuset; list is its list format, or ""
-// when not at hand.
-func (t *Tracked) setCPUs(cpus cpuset.CPUSet, list string) {
-	t.CPUs, t.cpuList = cpus, list
 }
 
 // Model is everything the policy decides from: the persisted exclusive
@@ -85,6 +73,11 @@ type Model struct {
 	// clones and never changed in place: adding or removing a container
 	// (add, remove) makes a new one.
 	ids []string
+	// poolList is SharedPool() in the Linux list format when a decision
+	// formatted it for this model (syncShared, Synchronize), else "". Every
+	// change of the checkpointed pool or of Releasing clears it
+	// (poolChanged).
+	poolList string
 }
 
 // NewModel returns a model over st with no known container.
@@ -108,7 +101,35 @@ func (m *Model) Clone() *Model {
 		Releasing:  maps.Clone(m.Releasing),
 		Lending:    m.Lending,
 		ids:        m.ids,
+		poolList:   m.poolList,
 	}
+}
+
+// poolChanged forgets the shared pool's formatted text: called by every
+// change of State.DefaultCPUSet or Releasing.
+func (m *Model) poolChanged() { m.poolList = "" }
+
+// sharedPoolList returns SharedPool() in the Linux list format.
+func (m *Model) sharedPoolList() string {
+	if m.poolList != "" {
+		return m.poolList
+	}
+	return state.FormatCPUList(m.SharedPool())
+}
+
+// CPUsOf returns the cpuset the model wants for a tracked container: its
+// exclusive CPUs when it owns an assignment, the shared pool when it runs
+// without one, none once stopped or when it is not tracked. (A container's
+// cpuset follows from the model: it is not stored, so it cannot disagree.)
+func (m *Model) CPUsOf(id string) cpuset.CPUSet {
+	t := m.Containers[id]
+	if t == nil || t.Stopped {
+		return cpuset.New()
+	}
+	if a, owns := m.ownAssignment(id); owns {
+		return a.Assigned()
+	}
+	return m.SharedPool()
 }
 
 // add starts tracking a container, or replaces its record.
@@ -219,14 +240,18 @@ func (m *Model) ownAssignment(id string) (state.Assignment, bool) {
 // cpuset the model wants for it.
 func (p *Policy) Desired(m *Model, id string) (Update, bool) {
 	t := m.Containers[id]
-	if t == nil || t.Stopped || t.CPUs.IsEmpty() {
+	if t == nil || t.Stopped {
 		return Update{}, false
 	}
-	u := Update{ContainerID: id, Display: t.Display, CPUs: t.CPUs, CPUList: t.cpuList}
-	if _, owns := m.ownAssignment(id); owns {
-		u.Mems = p.mems(t.CPUs)
+	if a, owns := m.ownAssignment(id); owns {
+		cpus := a.Assigned()
+		return Update{ContainerID: id, Display: t.Display, CPUs: cpus, Mems: p.mems(cpus)}, true
 	}
-	return u, true
+	pool := m.SharedPool()
+	if pool.IsEmpty() {
+		return Update{}, false
+	}
+	return Update{ContainerID: id, Display: t.Display, CPUs: pool, CPUList: m.sharedPoolList()}, true
 }
 
 // SortedContainerIDs returns the ids of the tracked containers, sorted.

@@ -106,16 +106,19 @@ func (p *Policy) poolWithout(exclusive cpuset.CPUSet) cpuset.CPUSet {
 // under strict-cpu-reservation too the pool is exactly what they leave).
 func (p *Policy) takeFromPool(m *Model, cpus cpuset.CPUSet) {
 	m.State.DefaultCPUSet = m.State.DefaultCPUSet.Difference(cpus)
+	m.poolChanged()
 }
 
 func (p *Policy) returnToPool(m *Model, cpus cpuset.CPUSet) {
 	m.State.DefaultCPUSet = m.State.DefaultCPUSet.Union(cpus)
+	m.poolChanged()
 }
 
 // recomputePool sets the checkpointed shared pool from all the
 // assignments.
 func (p *Policy) recomputePool(m *Model) {
 	m.State.DefaultCPUSet = p.poolWithout(m.State.ExclusiveCPUs())
+	m.poolChanged()
 }
 
 // free returns the CPUs that may be handed out exclusively now.
@@ -181,26 +184,24 @@ func (p *Policy) mems(cpus cpuset.CPUSet) cpuset.CPUSet {
 	return cpuset.New(p.topo.NUMANodesOf(cpus).Nodes()...)
 }
 
-// syncShared points every running container that owns no assignment (the
-// shared containers, and exclusive ones whose CPUs are unknown) at the
-// shared pool of m, recording the change in m, and returns the updates in
-// container id order. Every such container already runs on the shared pool
-// of the model before the decision (each decision keeps it so), hence
-// nothing to do when the pool did not change.
+// syncShared returns the updates, in container id order, that point every
+// running container owning no assignment (the shared containers, and
+// exclusive ones whose CPUs are unknown) at the shared pool of m, when it
+// differs from before's: such containers run on the shared pool of the
+// model before the decision (Model.CPUsOf). It keeps the pool's text in m.
 func (p *Policy) syncShared(before, m *Model) []Update {
 	pool := m.SharedPool()
 	if sameCPUs(before.SharedPool(), pool) {
 		return nil
 	}
 	list := state.FormatCPUList(pool)
+	m.poolList = list
 	updates := make([]Update, 0, max(0, len(m.ids)-len(m.State.Containers)))
 	for _, id := range m.sortedIDs() {
 		t := m.Containers[id]
-		if _, owns := m.ownAssignment(id); t.Stopped || owns {
+		if _, owns := m.State.Containers[id]; t.Stopped || owns {
 			continue
 		}
-		t = m.edit(id)
-		t.setCPUs(pool, list)
 		updates = append(updates, Update{ContainerID: id, Display: t.Display, CPUs: pool, CPUList: list})
 	}
 	return updates

@@ -83,7 +83,8 @@ func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignmen
 	released := assigned.Difference(kept)
 	p.returnToPool(nm, released)
 	nm.Releasing[c.ID] = nm.Releasing[c.ID].Union(released)
-	p.track(nm, c, display, kept)
+	nm.poolChanged()
+	p.track(nm, c, display)
 	return Decision{
 		Model:     nm,
 		Target:    p.targetUpdate(c.ID, display, kept),
@@ -107,7 +108,7 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 	nm := m.Clone()
 	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: cpus})
 	p.takeFromPool(nm, cpus.Difference(assigned))
-	p.track(nm, c, display, cpus)
+	p.track(nm, c, display)
 	return Decision{
 		Model:     nm,
 		Target:    p.targetUpdate(c.ID, display, cpus),
@@ -117,14 +118,12 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 	}, nil
 }
 
-// track records an exclusive container's cpuset in the model.
-func (p *Policy) track(m *Model, c Container, display string, cpus cpuset.CPUSet) {
-	t := m.edit(c.ID)
-	if t == nil {
-		t = &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: true}
-		m.add(t)
+// track records that a container owns the assignment of its name (its
+// cpuset follows from it: Model.CPUsOf).
+func (p *Policy) track(m *Model, c Container, display string) {
+	if m.Containers[c.ID] == nil {
+		m.add(&Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: true})
 	}
-	t.setCPUs(cpus, "")
 	m.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 }
 

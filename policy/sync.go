@@ -89,6 +89,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	}
 	pool := nm.SharedPool()
 	poolList := state.FormatCPUList(pool)
+	nm.poolList = poolList
 	var shrinking, other []Update
 	for _, id := range nm.sortedIDs() {
 		t := nm.Containers[id]
@@ -96,7 +97,6 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		if a, ok := nm.ownAssignment(id); ok {
 			want, list, mems = a.Assigned(), "", p.mems(a.Assigned())
 		}
-		t.setCPUs(want, list)
 		if sameCPUs(current[id], want) {
 			continue
 		}

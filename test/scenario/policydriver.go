@@ -62,7 +62,7 @@ func fingerprint(m *policy.Model) string {
 	}
 	for _, id := range m.SortedContainerIDs() {
 		t := m.Containers[id]
-		fmt.Fprintf(&b, "tracked %s %v %s %v\n", id, t.Exclusive, t.CPUs, t.Stopped)
+		fmt.Fprintf(&b, "tracked %s %v %s %v\n", id, t.Exclusive, m.CPUsOf(id), t.Stopped)
 	}
 	for _, id := range slices.Sorted(maps.Keys(m.Releasing)) {
 		fmt.Fprintf(&b, "releasing %s %s\n", id, m.Releasing[id])
