@@ -8,7 +8,6 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
-	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
@@ -159,15 +158,10 @@ func (p *Plugin) checkInvariants(event string) {
 }
 
 // forgetContainersNotIn drops the plugin's per-container bookkeeping of
-// containers the model no longer tracks. Each map is walked: a container
-// stopped before its removal is no longer in applied, but still in the
-// others.
+// containers the model no longer tracks.
 func (p *Plugin) forgetContainersNotIn(m *policy.Model) {
 	gone := func(id string) bool { return m.Containers[id] == nil }
-	maps.DeleteFunc(p.applied, func(id string, _ cpuset.CPUSet) bool { return gone(id) })
-	maps.DeleteFunc(p.cgroupPaths, func(id string, _ string) bool { return gone(id) })
-	maps.DeleteFunc(p.generation, func(id string, _ uint64) bool { return gone(id) })
-	maps.DeleteFunc(p.checked, func(id string, _ uint64) bool { return gone(id) })
+	maps.DeleteFunc(p.ctrs, func(id string, _ *runtimeView) bool { return gone(id) })
 	maps.DeleteFunc(p.pending, func(id string, _ bool) bool { return gone(id) })
 }
 

@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,9 +159,8 @@ func TestRemovedContainersLeaveNoBookkeeping(t *testing.T) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if n := len(p.applied) + len(p.cgroupPaths) + len(p.generation) + len(p.checked) + len(p.pending); n != 0 {
-		t.Errorf("bookkeeping left after removal: applied %v, cgroup paths %v, generations %v, checked %v, pending %v",
-			p.applied, p.cgroupPaths, p.generation, p.checked, p.pending)
+	if n := len(p.ctrs) + len(p.pending); n != 0 {
+		t.Errorf("bookkeeping left after removal: containers %v, pending %v", slices.Sorted(maps.Keys(p.ctrs)), p.pending)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
-	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
@@ -34,11 +33,13 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 		p.pods[pod.GetId()] = pp
 		policyPods = append(policyPods, pp)
 	}
-	p.cgroupPaths = map[string]string{}
+	for _, v := range p.ctrs {
+		v.cgroupPath, v.known = "", false
+	}
 	containers := make([]policy.Container, 0, len(ctrs))
 	for _, ctr := range ctrs {
 		containers = append(containers, containerFromNRI(p.pods[ctr.GetPodSandboxId()], ctr, p.log))
-		p.cgroupPaths[ctr.GetId()] = ctr.GetLinux().GetCgroupsPath()
+		p.view(ctr.GetId()).cgroupPath = ctr.GetLinux().GetCgroupsPath()
 	}
 
 	model := p.model
@@ -50,7 +51,6 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	p.logNotes("Synchronize", d.Notes)
 	p.commitOrKeep(d.Model)
 
-	p.applied = map[string]cpuset.CPUSet{}
 	p.pending = map[string]bool{}
 	for _, c := range containers {
 		p.setApplied(c.ID, c.CPUs)
@@ -136,7 +136,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, nil, err
 	}
 	p.logNotes("CreateContainer", d.Notes)
-	p.cgroupPaths[c.ID] = ctr.GetLinux().GetCgroupsPath()
+	p.view(c.ID).cgroupPath = ctr.GetLinux().GetCgroupsPath()
 	p.delivered(*d.Target)
 	updates = p.replyUpdates(d.Others, c.ID)
 	p.containerLog(c).WithFields(logrus.Fields{"cpus": d.Target.CPUs.String(), "exclusive": d.Model.Containers[c.ID].Exclusive,
@@ -205,7 +205,9 @@ func (p *Plugin) StopContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Co
 	d := p.policy.StopContainer(p.model, ctr.GetId())
 	p.logNotes("StopContainer", d.Notes)
 	p.commitOrKeep(d.Model)
-	delete(p.applied, ctr.GetId())
+	if v := p.ctrs[ctr.GetId()]; v != nil {
+		v.known = false // nothing runs any more
+	}
 	return p.replyUpdates(d.Others, ctr.GetId()), nil
 }
 

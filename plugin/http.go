@@ -84,7 +84,7 @@ func (p *Plugin) Snapshot() Snapshot {
 	}
 	for id, t := range p.model.Containers {
 		s.Containers[id] = ContainerView{Name: t.Display, Exclusive: t.Exclusive, CPUs: p.model.CPUsOf(id).String(),
-			Applied: p.applied[id].String(), Stopped: t.Stopped}
+			Applied: p.appliedTo(id).String(), Stopped: t.Stopped}
 	}
 	for id, cpus := range p.model.Releasing {
 		s.Releasing[id] = cpus.String()

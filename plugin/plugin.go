@@ -92,18 +92,9 @@ type Plugin struct {
 	model *policy.Model
 	// pods maps a sandbox id to what the policy needs of the pod.
 	pods map[string]policy.Pod
-	// cgroupPaths maps a container id to its cgroups path.
-	cgroupPaths map[string]string
-	// applied is what the plugin believes each container runs on: set when
-	// an update is handed to containerd, corrected by cgroup verification.
-	applied map[string]cpuset.CPUSet
-	// generation counts the changes of applied per container, so that a
-	// verification or a send that raced with a reply does not overwrite it.
-	generation map[string]uint64
-	// checked is, per container, the generation of applied its cgroup was
-	// last read at: after an event only containers sent an update since are
-	// read again.
-	checked map[string]uint64
+	// ctrs is the plugin's own record of each container besides the model,
+	// by id (see runtimeView); forgetContainersNotIn drops it.
+	ctrs map[string]*runtimeView
 	// pending are the containers whose cpuset must still be sent: the
 	// shared growth after a confirmed shrink, updates that failed, drift
 	// found by verification. They ride on the next reply or an unsolicited
@@ -121,6 +112,33 @@ type Plugin struct {
 	synchronized bool
 }
 
+// runtimeView is what the plugin knows of a container's runtime side.
+type runtimeView struct {
+	// cgroupPath is the container's cgroups path, for verification.
+	cgroupPath string
+	// applied is what the plugin believes the container runs on (when
+	// known is set): set when an update is handed to containerd, corrected
+	// by cgroup verification.
+	applied cpuset.CPUSet
+	known   bool
+	// generation counts the changes of applied, so that a verification or
+	// a send that raced with a reply does not overwrite it.
+	generation uint64
+	// checked is the generation of applied the cgroup was last read at:
+	// after an event only containers sent an update since are read again.
+	checked uint64
+}
+
+// view returns the record of container id, making it if needed.
+func (p *Plugin) view(id string) *runtimeView {
+	v := p.ctrs[id]
+	if v == nil {
+		v = &runtimeView{}
+		p.ctrs[id] = v
+	}
+	return v
+}
+
 // New returns a plugin deciding with pol and keeping its checkpoint in
 // store. It loads the checkpoint: a missing one starts empty (or from the
 // kubelet's checkpoint at the first Synchronize), a corrupt one is moved
@@ -132,20 +150,17 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 	}
 	opts.setDefaults()
 	p := &Plugin{
-		opts:        opts,
-		log:         opts.Log.WithField("component", "plugin"),
-		store:       store,
-		metrics:     opts.Metrics,
-		cgroups:     cgroupReader{root: opts.CgroupfsRoot},
-		kick:        make(chan struct{}, 1),
-		policy:      pol,
-		pods:        map[string]policy.Pod{},
-		cgroupPaths: map[string]string{},
-		applied:     map[string]cpuset.CPUSet{},
-		generation:  map[string]uint64{},
-		pending:     map[string]bool{},
-		checked:     map[string]uint64{},
-		verifyKick:  make(chan struct{}, 1),
+		opts:       opts,
+		log:        opts.Log.WithField("component", "plugin"),
+		store:      store,
+		metrics:    opts.Metrics,
+		cgroups:    cgroupReader{root: opts.CgroupfsRoot},
+		kick:       make(chan struct{}, 1),
+		policy:     pol,
+		pods:       map[string]policy.Pod{},
+		ctrs:       map[string]*runtimeView{},
+		pending:    map[string]bool{},
+		verifyKick: make(chan struct{}, 1),
 	}
 	st, err := p.loadState()
 	if err != nil {

@@ -23,7 +23,7 @@ func (p *Plugin) pendingUpdates() []policy.Update {
 			continue
 		}
 		// (Sizes first: most pending updates grow, and the sets are maps.)
-		if applied, known := p.applied[id]; known && u.CPUs.Size() <= applied.Size() && u.CPUs.IsSubsetOf(applied) {
+		if v := p.ctrs[id]; v != nil && v.known && u.CPUs.Size() <= v.applied.Size() && u.CPUs.IsSubsetOf(v.applied) {
 			shrinking = append(shrinking, u)
 		} else {
 			other = append(other, u)
@@ -88,7 +88,7 @@ func (p *Plugin) sendPending() bool {
 	updates, distinct := convertUpdates(pending)
 	before := make(map[string]uint64, len(pending))
 	for _, u := range pending {
-		before[u.ContainerID] = p.generation[u.ContainerID]
+		before[u.ContainerID] = p.view(u.ContainerID).generation
 	}
 	lend := p.policy.FreeAmong(p.model, distinct...)
 	p.model = p.model.Lend(lend)
@@ -109,8 +109,8 @@ func (p *Plugin) sendPending() bool {
 	}
 	for _, u := range pending {
 		// Record what was delivered unless a reply meanwhile set newer.
-		if err == nil && !failedIDs[u.ContainerID] && p.generation[u.ContainerID] == before[u.ContainerID] &&
-			p.model.Containers[u.ContainerID] != nil { // not removed meanwhile
+		if err == nil && !failedIDs[u.ContainerID] && p.model.Containers[u.ContainerID] != nil && // not removed meanwhile
+			p.view(u.ContainerID).generation == before[u.ContainerID] {
 			p.delivered(u)
 		}
 	}
@@ -127,8 +127,18 @@ func (p *Plugin) sendPending() bool {
 // setApplied records what a container runs on (an update handed to the
 // runtime, or what verification read) and bumps its generation.
 func (p *Plugin) setApplied(id string, cpus cpuset.CPUSet) {
-	p.applied[id] = cpus
-	p.generation[id]++
+	v := p.view(id)
+	v.applied, v.known = cpus, true
+	v.generation++
+}
+
+// appliedTo returns what the plugin believes container id runs on (empty
+// when unknown).
+func (p *Plugin) appliedTo(id string) cpuset.CPUSet {
+	if v := p.ctrs[id]; v != nil && v.known {
+		return v.applied
+	}
+	return cpuset.New()
 }
 
 // delivered records an update handed to the runtime: no longer pending.

@@ -119,13 +119,14 @@ func (p *Plugin) verify(all bool) {
 	p.mu.Lock()
 	var probes []probe
 	for _, id := range p.model.SortedContainerIDs() {
-		if t := p.model.Containers[id]; t.Stopped || p.cgroupPaths[id] == "" {
+		v := p.ctrs[id]
+		if t := p.model.Containers[id]; t.Stopped || v == nil || v.cgroupPath == "" {
 			continue
 		}
-		if _, releasing := p.model.Releasing[id]; !all && !releasing && p.checked[id] == p.generation[id] {
+		if _, releasing := p.model.Releasing[id]; !all && !releasing && v.checked == v.generation {
 			continue
 		}
-		probes = append(probes, probe{id: id, path: p.cgroupPaths[id], generation: p.generation[id]})
+		probes = append(probes, probe{id: id, path: v.cgroupPath, generation: v.generation})
 	}
 	p.mu.Unlock()
 
@@ -144,20 +145,20 @@ func (p *Plugin) verify(all bool) {
 	drifted := false
 	for _, pr := range probes {
 		cpus, ok := actual[pr.id]
-		t := p.model.Containers[pr.id]
-		if !ok || t == nil || t.Stopped || p.generation[pr.id] != pr.generation {
+		t, v := p.model.Containers[pr.id], p.ctrs[pr.id]
+		if !ok || t == nil || t.Stopped || v == nil || v.generation != pr.generation {
 			continue
 		}
-		p.checked[pr.id] = pr.generation
+		v.checked = pr.generation
 		if _, releasing := p.model.Releasing[pr.id]; releasing && cpus.Equals(p.model.CPUsOf(pr.id)) {
 			p.confirm(pr.id)
 		}
-		if applied := p.applied[pr.id]; !(applied.Size() == cpus.Size() && applied.IsSubsetOf(cpus)) {
+		if applied := p.appliedTo(pr.id); !(applied.Size() == cpus.Size() && applied.IsSubsetOf(cpus)) {
 			p.log.WithFields(map[string]any{"id": pr.id, "believed": applied.String(), "actual": cpus.String()}).
 				Warn("container cpuset differs from the last update; re-sending")
 			p.metrics.drift()
 			p.setApplied(pr.id, cpus)
-			p.checked[pr.id] = p.generation[pr.id]
+			v.checked = v.generation
 			p.pending[pr.id] = true
 			drifted = true
 		}
