@@ -48,25 +48,36 @@ func (p *Policy) UpdateContainer(m *Model, c Container, update state.Resources) 
 	if n == assigned.Size() {
 		return Decision{Model: m, Target: p.targetUpdate(c.ID, display, assigned), Operation: op}, nil
 	}
-	if !p.opts.InPlaceResize {
-		return Decision{}, refuse(Infeasible, ReasonFeatureDisabled,
-			"in-place resize of exclusive CPUs is disabled (inPlaceResize: false): container %s keeps its %d CPUs %s, requested %d",
-			display, assigned.Size(), assigned, n)
-	}
-	if !p.smtAligned(n) {
-		return Decision{}, refuse(Infeasible, ReasonSMTAlignment,
-			"container %s requests %d CPUs, not a multiple of the %d threads per core that full-pcpus-only requires; it keeps %s",
-			display, n, p.topo.ThreadsPerCore(), assigned)
-	}
-	if n < a.Original.Size() {
-		return Decision{}, refuse(Infeasible, ReasonProhibitedCPUAllocation,
-			"container %s cannot shrink to %d CPUs: its original exclusive CPUs %s (%d CPUs) must be kept; it keeps %s",
-			display, n, a.Original, a.Original.Size(), assigned)
+	if err := p.admitResize(display, a, n); err != nil {
+		return Decision{}, err
 	}
 	if n < assigned.Size() {
 		return p.shrink(m, c, display, a, n)
 	}
 	return p.grow(m, c, display, a, n)
+}
+
+// admitResize refuses a change of an exclusive container's CPU count to n
+// that the configuration or KEP-5554 forbids, whatever the free CPUs: in-place
+// resize disabled, a count full-pcpus-only cannot align, a shrink below the
+// original CPUs.
+func (p *Policy) admitResize(display string, a state.Assignment, n int) error {
+	assigned := a.Assigned()
+	switch {
+	case !p.opts.InPlaceResize:
+		return refuse(Infeasible, ReasonFeatureDisabled,
+			"in-place resize of exclusive CPUs is disabled (inPlaceResize: false): container %s keeps its %d CPUs %s, requested %d",
+			display, assigned.Size(), assigned, n)
+	case !p.smtAligned(n):
+		return refuse(Infeasible, ReasonSMTAlignment,
+			"container %s requests %d CPUs, not a multiple of the %d threads per core that full-pcpus-only requires; it keeps %s",
+			display, n, p.topo.ThreadsPerCore(), assigned)
+	case n < a.Original.Size():
+		return refuse(Infeasible, ReasonProhibitedCPUAllocation,
+			"container %s cannot shrink to %d CPUs: its original exclusive CPUs %s (%d CPUs) must be kept; it keeps %s",
+			display, n, a.Original, a.Original.Size(), assigned)
+	}
+	return nil
 }
 
 // shrink keeps the original CPUs and releases the least compact rest. The

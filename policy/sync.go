@@ -219,13 +219,9 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 	keep := func(why string) string {
 		return fmt.Sprintf("%s: was resized to %d CPUs while the plugin was away; keeps %s: %s", display, n, assigned, why)
 	}
-	switch {
-	case !p.opts.InPlaceResize:
-		return keep("inPlaceResize is off")
-	case !p.smtAligned(n):
-		return keep(fmt.Sprintf("not a multiple of the %d threads per core", p.topo.ThreadsPerCore()))
-	case n < a.Original.Size():
-		return keep(fmt.Sprintf("below its original CPUs %s", a.Original))
+	if err := p.admitResize(display, a, n); err != nil {
+		// The refusal the kubelet would have shown, which says what it keeps.
+		return fmt.Sprintf("%s: was resized to %d CPUs while the plugin was away: %v", display, n, err)
 	}
 	var cpus cpuset.CPUSet
 	var err error

@@ -217,7 +217,7 @@ func TestSynchronizeCatchesUpMissedResizes(t *testing.T) {
 		t.Errorf("first update is %s: the shrink must come before the growth into its CPUs", d.Others[0].ContainerID)
 	}
 	noted := strings.Join(d.Notes, "\n")
-	if !strings.Contains(noted, "default/below/app: was resized to 1 CPUs while the plugin was away; keeps 6-7: below its original CPUs 6-7") {
+	if !strings.Contains(noted, "default/below/app: was resized to 1 CPUs while the plugin was away: Infeasible: prohibitedCPUAllocation: container default/below/app cannot shrink to 1 CPUs: its original exclusive CPUs 6-7 (2 CPUs) must be kept; it keeps 6-7") {
 		t.Errorf("notes:\n%s", noted)
 	}
 }
