@@ -3,7 +3,6 @@ package policy
 import (
 	"fmt"
 
-
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
