@@ -149,16 +149,34 @@ func (a *Allocator) usable(avail, held cpuBits) cpuBits {
 }
 
 // place picks need CPUs of avail for a container holding held, filling the
-// stages in order (each a superset of the one before). It fails when the
-// options leave fewer than need CPUs usable.
+// stages in order (each a superset of the one before, the last one every
+// node). It fails when the options leave fewer than need CPUs usable, or
+// under full-pcpus-only when no choice of whole cores adds up to need.
 func (a *Allocator) place(avail, held cpuBits, need int, stages []NodeMask) (cpuBits, error) {
 	return a.placeUsable(avail, a.usable(avail, held), held, need, stages)
 }
 
 // placeUsable is place for a caller that has computed a.usable(avail, held).
+//
+// In the regular case each stage takes all it can. Under full-pcpus-only
+// with whole cores of different sizes (see wholecores.go) the stages after
+// the first one whose whole cores can make up need are dropped, and each
+// stage takes the most it can while the cores left in that last stage
+// still make up the rest: the result is as packed as the stages allow and
+// a satisfiable request is never refused.
 func (a *Allocator) placeUsable(avail, usable, held cpuBits, need int, stages []NodeMask) (cpuBits, error) {
 	if got := usable.count(); got < need {
 		return nil, a.shortage(avail, usable, need)
+	}
+	// universe is, in exact mode only, the usable CPUs of the last stage:
+	// their whole cores make up need.
+	var universe cpuBits
+	if a.opts.FullPCPUsOnly && !a.regularCores(usable, held, need) {
+		if sizes := a.packTree.sizesOf(usable); !sizes.canMake(need) {
+			return nil, a.noWholeCores(usable, sizes, need)
+		}
+		stages = a.reachingStages(usable, need, stages)
+		universe = usable.and(a.topo.bitsInNodes(stages[len(stages)-1]))
 	}
 	picked := a.topo.newBits()
 	for _, stage := range stages {
@@ -166,12 +184,14 @@ func (a *Allocator) placeUsable(avail, usable, held cpuBits, need int, stages []
 			break
 		}
 		stageAvail := usable.and(a.topo.bitsInNodes(stage)).andNot(picked)
-		var got cpuBits
-		if a.opts.DistributeCPUsAcrossNUMA {
-			got = a.distribute(stageAvail, held.or(picked), need)
-		} else {
-			got = a.pack(stageAvail, held.or(picked), need)
-		}
+		got := a.fillStage(stageAvail, held.or(picked), need, outside(universe, stageAvail, picked))
+		picked = picked.or(got)
+		need -= got.count()
+	}
+	if need > 0 && universe != nil {
+		// distribute can leave a node's share short of what its whole
+		// cores make up; the rest is still reachable in the universe.
+		got := a.pack(universe.andNot(picked), held.or(picked), need, nil)
 		picked = picked.or(got)
 		need -= got.count()
 	}
@@ -181,11 +201,94 @@ func (a *Allocator) placeUsable(avail, usable, held cpuBits, need int, stages []
 	return picked, nil
 }
 
-// pack takes up to need CPUs of avail in the packed order.
-func (a *Allocator) pack(avail, held cpuBits, need int) cpuBits {
+// regularCores reports whether taking need CPUs of usable, for a
+// container holding held, is a matter of counting under full-pcpus-only
+// (see wholecores.go): no usable CPU is on a core missing threads or on a
+// core the container partly holds, and the SMT level divides need.
+func (a *Allocator) regularCores(usable, held cpuBits, need int) bool {
+	tree := a.plainTree
+	if need%tree.threads != 0 {
+		return false
+	}
+	if !tree.complete {
+		for id := range usable.all() {
+			if len(tree.coreCPUs(id)) != tree.threads {
+				return false
+			}
+		}
+	}
+	for id := range held.all() {
+		for _, sibling := range tree.coreCPUs(id) {
+			if usable.has(sibling) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// reachingStages drops the stages after the first one whose usable whole
+// cores can make up need. The last stage, every node, always can.
+func (a *Allocator) reachingStages(usable cpuBits, need int, stages []NodeMask) []NodeMask {
+	for i, stage := range stages[:len(stages)-1] {
+		if a.packTree.sizesOf(usable.and(a.topo.bitsInNodes(stage))).canMake(need) {
+			return stages[:i+1]
+		}
+	}
+	return stages
+}
+
+// outside returns the CPUs of universe that are neither in avail nor
+// picked: where the rest of a request must come from once avail has given
+// its share. It is nil when universe is (the regular case).
+func outside(universe, avail, picked cpuBits) cpuBits {
+	if universe == nil {
+		return nil
+	}
+	return universe.andNot(avail).andNot(picked)
+}
+
+// fillStage takes up to need CPUs of avail, distributed or packed as the
+// options say. When rest is not nil (exact mode) it leaves a remainder the
+// whole cores of rest can make up.
+func (a *Allocator) fillStage(avail, held cpuBits, need int, rest cpuBits) cpuBits {
+	if a.opts.DistributeCPUsAcrossNUMA {
+		return a.distribute(avail, held, need, rest)
+	}
+	return a.pack(avail, held, need, leftFor(rest, need))
+}
+
+// remainder says, in exact mode, where the rest of a request comes from
+// once a pack has taken its part: the whole cores of cpus must make up
+// total, the CPUs still to place in all, minus what the pack takes.
+type remainder struct {
+	cpus  cpuBits
+	total int
+}
+
+// leftFor returns the remainder of total CPUs to place with rest, nil
+// when rest is (the regular case).
+func leftFor(rest cpuBits, total int) *remainder {
+	if rest == nil {
+		return nil
+	}
+	return &remainder{cpus: rest, total: total}
+}
+
+// pack takes up to want CPUs of avail in the packed order, all it can
+// unless rest is not nil: then the most that leaves a remainder its whole
+// cores can make up (picker.share).
+func (a *Allocator) pack(avail, held cpuBits, want int, rest *remainder) cpuBits {
 	p := newPicker(a.packTree, avail, held, a.mode)
-	p.take(min(need, p.available()))
+	p.take(p.share(want, rest))
 	return p.takenBits(len(avail))
+}
+
+// noWholeCores explains a full-pcpus-only request no choice of whole cores
+// adds up to.
+func (a *Allocator) noWholeCores(usable cpuBits, sizes coreSizes, need int) error {
+	return fmt.Errorf("need %d CPUs as whole cores (%s), no choice of the whole free cores adds up to %d (%s, cores of %s): %w",
+		need, optFullPCPUsOnly, need, usable.cpuSet(), sizes, ErrTopology)
 }
 
 // shortage explains why need CPUs cannot be had from avail.

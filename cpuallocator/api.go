@@ -38,8 +38,9 @@ var (
 	// ErrNotEnoughCPUs: fewer CPUs are available than requested.
 	ErrNotEnoughCPUs = errors.New("not enough free CPUs")
 	// ErrTopology: the CPUs exist but not in a shape the options or the
-	// requested NUMA affinity allow (e.g. not enough whole free cores under
-	// full-pcpus-only, or the affinity cannot hold the request).
+	// requested NUMA affinity allow (e.g. under full-pcpus-only no choice of
+	// whole free cores adds up to the request, or the affinity cannot hold
+	// the request).
 	ErrTopology = errors.New("topology constraint cannot be met")
 	// ErrSMTAlignment: full-pcpus-only and the request is not a multiple of
 	// the number of threads per core.
@@ -55,7 +56,12 @@ var (
 // that shape allocation. strict-cpu-reservation is not here: it changes the
 // set of available CPUs, which the caller builds.
 type StaticPolicyOptions struct {
-	FullPCPUsOnly             bool // full-pcpus-only
+	// FullPCPUsOnly (full-pcpus-only) allocates whole physical cores
+	// only: a core is its online, non-isolated CPUs, so a core with
+	// offline siblings is a whole core of fewer CPUs. Sizes must be a
+	// multiple of ThreadsPerCore(). A request is refused only when no
+	// choice of whole free cores adds up to it (see wholecores.go).
+	FullPCPUsOnly             bool
 	DistributeCPUsAcrossNUMA  bool // distribute-cpus-across-numa
 	AlignBySocket             bool // align-by-socket
 	DistributeCPUsAcrossCores bool // distribute-cpus-across-cores

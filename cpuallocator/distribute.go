@@ -1,7 +1,8 @@
 package cpuallocator
 
 // distribute takes up to need CPUs of avail (all usable) for a container
-// holding held, under distribute-cpus-across-numa:
+// holding held, under distribute-cpus-across-numa, leaving a remainder the
+// whole cores of rest can make up when rest is not nil (see fillStage):
 //
 //   - a new container whose request fits one NUMA node is packed there;
 //   - otherwise the request is spread evenly, in groups of groupSize(), over
@@ -13,21 +14,21 @@ package cpuallocator
 //     per-node counts end as even as the free CPUs allow.
 //
 // When no set of nodes can take an even share the request is packed.
-func (a *Allocator) distribute(avail, held cpuBits, need int) cpuBits {
+func (a *Allocator) distribute(avail, held cpuBits, need int, rest cpuBits) cpuBits {
 	capacity := a.topo.countPerNode(avail)
 	heldNodes := a.topo.nodesOfBits(held)
 	var target NodeMask
 	switch {
 	case heldNodes == 0:
 		if a.fitsOneNode(&capacity, need) {
-			return a.pack(avail, held, need)
+			return a.pack(avail, held, need, leftFor(rest, need))
 		}
 		target = a.evenNodes(&capacity, need)
 		if target == 0 {
-			return a.pack(avail, held, need)
+			return a.pack(avail, held, need, leftFor(rest, need))
 		}
 	case heldNodes.Count() == 1 && capacity.sum(heldNodes) >= need:
-		return a.pack(avail, held, need)
+		return a.pack(avail, held, need, leftFor(rest, need))
 	default:
 		target = heldNodes
 		if short := need - capacity.sum(heldNodes); short > 0 {
@@ -41,9 +42,20 @@ func (a *Allocator) distribute(avail, held cpuBits, need int) cpuBits {
 			continue
 		}
 		nodeAvail := avail.and(a.topo.nodeBits[n])
-		picked = picked.or(a.pack(nodeAvail, held.or(picked), shares[n]))
+		left := leftFor(a.besides(avail, rest, nodeAvail, picked), need-picked.count())
+		picked = picked.or(a.pack(nodeAvail, held.or(picked), shares[n], left))
 	}
 	return picked
+}
+
+// besides returns what the rest of a request may come from once part of
+// avail has given its share: rest and the CPUs of avail outside part and
+// picked; nil when rest is (the regular case).
+func (a *Allocator) besides(avail, rest, part, picked cpuBits) cpuBits {
+	if rest == nil {
+		return nil
+	}
+	return outside(rest.or(avail), part, picked)
 }
 
 func (a *Allocator) fitsOneNode(capacity *nodeCounts, need int) bool {

@@ -27,6 +27,15 @@
 // unit with the most free CPUs. At the core level this takes whole cores
 // before single threads, and single threads from partly used cores first.
 //
+// # Whole cores
+//
+// Under full-pcpus-only a core is its online, non-isolated CPUs, taken
+// whole: a core with offline or isolated siblings is a whole core of fewer
+// CPUs. A request is granted whenever some choice of whole free cores adds
+// up to it, which with cores of different sizes is a subset sum that the
+// packed order above solves exactly (wholecores.go), and refused with
+// ErrTopology otherwise.
+//
 // This package is the only one of the plugin that reads sysfs (the demo
 // under test/ reads the host's online CPUs to print them).
 package cpuallocator

@@ -17,13 +17,16 @@ import (
 //
 // Details: CPUs of either set that are not in the topology are ignored, as
 // are CPUs of available that are also in mustKeep. Under full-pcpus-only a
-// free CPU counts only when its whole core is free or must-keep. Every
-// returned hint has the narrowest width that fits. The search enumerates
-// every set of that width when there are at most exactSearchLimit (1024);
-// beyond that it tries, from each node, the set grown closest-first plus
-// the set of the largest free capacity: at most nodes+1 sets, in
-// O(nodes² · width) steps (see visitNodeSets). Under align-by-socket hints
-// on fewer sockets come first among equals.
+// free CPU counts only when its whole core is free or must-keep, and with
+// whole cores of different sizes (offline or isolated siblings) a mask
+// fits only when some of its whole free cores add up to the CPUs missing
+// from mustKeep, the condition Allocate and Grow meet (see wholecores.go).
+// Every returned hint has the narrowest width that fits. The search
+// enumerates every set of that width when there are at most
+// exactSearchLimit (1024); beyond that it tries, from each node, the set
+// grown closest-first plus the set of the largest free capacity: at most
+// nodes+1 sets, in O(nodes² · width) steps (see visitNodeSets). Under
+// align-by-socket hints on fewer sockets come first among equals.
 func (a *Allocator) NUMAHints(available, mustKeep cpuset.CPUSet, n int) []NUMAHint {
 	if n <= 0 {
 		return nil
@@ -34,7 +37,8 @@ func (a *Allocator) NUMAHints(available, mustKeep cpuset.CPUSet, n int) []NUMAHi
 	if keep.count() > n {
 		return nil
 	}
-	capacity := a.topo.countPerNode(a.usable(avail, keep))
+	usable := a.usable(avail, keep)
+	capacity := a.topo.countPerNode(usable)
 	held := a.topo.countPerNode(keep)
 	for _, node := range a.topo.nodes {
 		capacity[node] += held[node]
@@ -42,18 +46,23 @@ func (a *Allocator) NUMAHints(available, mustKeep cpuset.CPUSet, n int) []NUMAHi
 	base := a.topo.nodesOfBits(keep)
 	cands := a.topo.byCount(&capacity, base)
 	extra := fewestToReach(&capacity, cands, n-capacity.sum(base))
-	if extra < 0 || base.Count()+extra > a.tmOpts.maxNodes() {
+	if extra < 0 {
 		return nil
 	}
+	holds := a.holdsWholeCores(usable, keep, n-keep.count())
 	preferredWidth := a.minWidth(n)
 	seen := map[NodeMask]bool{}
 	var hints []NUMAHint
-	a.topo.visitNodeSets(base, cands, extra, func(m NodeMask) {
-		if !seen[m] && capacity.sum(m) >= n {
-			seen[m] = true
-			hints = append(hints, NUMAHint{Nodes: m, Preferred: m.Count() == preferredWidth})
-		}
-	})
+	// Counting CPUs gives the width; whole cores of different sizes may
+	// need a wider one.
+	for ; len(hints) == 0 && extra <= len(cands) && base.Count()+extra <= a.tmOpts.maxNodes(); extra++ {
+		a.topo.visitNodeSets(base, cands, extra, func(m NodeMask) {
+			if !seen[m] && capacity.sum(m) >= n && holds(m) {
+				seen[m] = true
+				hints = append(hints, NUMAHint{Nodes: m, Preferred: m.Count() == preferredWidth})
+			}
+		})
+	}
 	sort.Slice(hints, func(i, j int) bool {
 		x, y := hints[i], hints[j]
 		if x.Preferred != y.Preferred {
@@ -65,6 +74,19 @@ func (a *Allocator) NUMAHints(available, mustKeep cpuset.CPUSet, n int) []NUMAHi
 		return a.maskLess(x.Nodes, y.Nodes, a.tmOpts.PreferClosestNUMANodes)
 	})
 	return hints
+}
+
+// holdsWholeCores returns a test of whether the usable CPUs of a set of
+// NUMA nodes can give need CPUs: always true but under full-pcpus-only with
+// whole cores of different sizes, where some of their whole cores must add
+// up to need (see wholecores.go).
+func (a *Allocator) holdsWholeCores(usable, keep cpuBits, need int) func(NodeMask) bool {
+	if !a.opts.FullPCPUsOnly || a.regularCores(usable, keep, need) {
+		return func(NodeMask) bool { return true }
+	}
+	return func(m NodeMask) bool {
+		return a.packTree.sizesOf(usable.and(a.topo.bitsInNodes(m))).canMake(need)
+	}
 }
 
 // minWidth is the width of a preferred hint, as the kubelet defines it: the

@@ -13,6 +13,13 @@ type picker struct {
 	// taken are the CPUs picked so far, in order.
 	taken []int
 	mode  pickMode
+	// exact is set under wholeCores when the free parts of the cores differ
+	// in size (see wholecores.go): every take then keeps the rest of the
+	// request reachable (takeExactFrom).
+	exact bool
+	// sizes holds, in exact mode, a coreSizes of threads+1 counters per
+	// unit: the cores under the unit by their free CPUs.
+	sizes []int32
 }
 
 // pickMode selects how CPUs are taken inside a unit.
@@ -40,10 +47,49 @@ func newPicker(tree *unitTree, avail, held cpuBits, mode pickMode) *picker {
 	for id := range avail.all() {
 		p.add(p.free, tree.coreOf[id], 1)
 	}
+	// Only cores missing threads or partly held make parts of different
+	// sizes.
+	partial := !tree.complete
 	for id := range held.all() {
-		p.add(p.held, tree.coreOf[id], 1)
+		core := tree.coreOf[id]
+		p.add(p.held, core, 1)
+		partial = partial || p.free[core] > 0
+	}
+	if mode.wholeCores && partial {
+		p.initSizes()
 	}
 	return p
+}
+
+// initSizes switches to exact mode when the free parts of the cores differ
+// in size, and then counts them per unit.
+func (p *picker) initSizes() {
+	stride := p.tree.threads + 1
+	root := make(coreSizes, stride)
+	for c := range p.tree.units {
+		if p.tree.units[c].level == levelCore && p.free[c] > 0 {
+			root[p.free[c]]++
+		}
+	}
+	if root.total() == 0 || root.only() != 0 {
+		return
+	}
+	p.exact = true
+	p.sizes = make([]int32, len(p.tree.units)*stride)
+	for c := range p.tree.units {
+		if f := p.free[c]; p.tree.units[c].level == levelCore && f > 0 {
+			for u := int32(c); u >= 0; u = p.tree.units[u].parent {
+				p.sizes[int(u)*stride+int(f)]++
+			}
+		}
+	}
+}
+
+// sizesOf returns the whole-core parts under unit u (exact mode only). The
+// result aliases the picker's counters: copy it before taking CPUs.
+func (p *picker) sizesOf(u int32) coreSizes {
+	stride := p.tree.threads + 1
+	return coreSizes(p.sizes[int(u)*stride : int(u+1)*stride : int(u+1)*stride])
 }
 
 // coreWithin reports whether every CPU of a core is in a or in b.
@@ -66,20 +112,61 @@ func (p *picker) add(counts []int32, u int32, delta int32) {
 // available returns how many CPUs the picker may take.
 func (p *picker) available() int { return int(p.free[0]) }
 
-// take picks up to n CPUs and returns how many it picked.
+// take picks up to n CPUs and returns how many it picked. In exact mode it
+// picks the most whole cores can make up, n when they can.
 func (p *picker) take(n int) int {
 	if n <= 0 {
 		return 0
 	}
-	return p.takeFrom(0, n)
+	if !p.exact {
+		return p.takeFrom(0, n)
+	}
+	n = p.sizesOf(0).largestAtMost(min(n, p.available()))
+	before := len(p.taken)
+	p.takeExactFrom(0, n)
+	return len(p.taken) - before
+}
+
+// share returns how many of want CPUs to take from this picker: all it
+// can, unless rest is not nil (under full-pcpus-only with whole cores of
+// different sizes): then the most that leaves a remainder of rest.total
+// the whole cores of rest.cpus, which this picker cannot take, make up.
+func (p *picker) share(want int, rest *remainder) int {
+	n := min(want, p.available())
+	if rest == nil || !p.mode.wholeCores {
+		return n
+	}
+	return max(largestSplit(p.tree.sizesOf(p.avail), p.tree.sizesOf(rest.cpus), rest.total, n), 0)
 }
 
 func (p *picker) takeCPU(id int) {
 	core := p.tree.coreOf[id]
+	if p.exact {
+		p.moveSize(core)
+	}
 	p.avail.clear(id)
 	p.add(p.free, core, -1)
 	p.add(p.held, core, 1)
 	p.taken = append(p.taken, id)
+}
+
+// moveSize updates the exact-mode counters of core's ancestors for one
+// more CPU of core taken.
+func (p *picker) moveSize(core int32) {
+	stride := p.tree.threads + 1
+	f := int(p.free[core])
+	for u := core; u >= 0; u = p.tree.units[u].parent {
+		p.sizes[int(u)*stride+f]--
+		if f > 1 {
+			p.sizes[int(u)*stride+f-1]++
+		}
+	}
+}
+
+// holds reports whether unit u can give exactly r CPUs: it has r free
+// ones and, in exact mode, whole cores that add up to r.
+func (p *picker) holds(u int32, r int) bool {
+	return int(p.free[u]) >= r && (!p.exact || p.sizesOf(u).canMake(r))
 }
 
 // takeFrom picks up to r CPUs inside unit u, in the packed order:
@@ -96,8 +183,9 @@ func (p *picker) takeCPU(id int) {
 //  3. otherwise all of the child with the most free CPUs, and back to 1.
 //
 // Under full-pcpus-only the cores of a unit are taken whole, lowest id
-// first, and under distribute-cpus-across-cores one thread per core at a
-// time (spreadOverCores).
+// first (in exact mode takeExactFrom follows this order instead), and
+// under distribute-cpus-across-cores one thread per core at a time
+// (spreadOverCores).
 func (p *picker) takeFrom(u int32, r int) int {
 	un := &p.tree.units[u]
 	if un.level == levelCore {
@@ -162,7 +250,7 @@ func (p *picker) firstWhole(children []int32, r int, exhausted map[int32]bool) i
 func (p *picker) bestFit(children []int32, r int, exhausted map[int32]bool) int32 {
 	best, bestDepth, bestTight := int32(-1), 0, int32(0)
 	for _, c := range children {
-		if int(p.free[c]) < r || exhausted[c] {
+		if exhausted[c] || !p.holds(c, r) {
 			continue
 		}
 		depth, tight := p.fit(c, r)
@@ -177,8 +265,8 @@ func (p *picker) bestFit(children []int32, r int, exhausted map[int32]bool) int3
 }
 
 // fit returns the depth of the deepest unit within u (u included, cores
-// excluded) that has r free CPUs, and the fewest free CPUs of such a unit
-// at that depth. u must have r free CPUs.
+// excluded) that holds r CPUs, and the fewest free CPUs of such a unit at
+// that depth. u must hold r CPUs.
 func (p *picker) fit(u int32, r int) (int, int32) {
 	un := &p.tree.units[u]
 	depth, tight := un.depth, p.free[u]
@@ -186,7 +274,7 @@ func (p *picker) fit(u int32, r int) (int, int32) {
 		return depth, tight
 	}
 	for _, c := range un.children {
-		if int(p.free[c]) < r {
+		if !p.holds(c, r) {
 			continue
 		}
 		if d, t := p.fit(c, r); d > depth || (d == depth && t < tight) {
@@ -213,12 +301,7 @@ func (p *picker) largest(children []int32, exhausted map[int32]bool) int32 {
 func (p *picker) takeColocated(children []int32, r int) int {
 	got := 0
 	for r > got {
-		best := int32(-1)
-		for _, c := range children {
-			if p.held[c] > 0 && p.free[c] > 0 && (best < 0 || p.held[c] > p.held[best]) {
-				best = c
-			}
-		}
+		best := p.mostHeld(children, nil)
 		if best < 0 {
 			break
 		}
@@ -232,6 +315,18 @@ func (p *picker) takeColocated(children []int32, r int) int {
 		}
 	}
 	return got
+}
+
+// mostHeld returns the child outside skip that holds the most CPUs of the
+// container and has free ones, lowest id on ties, or -1.
+func (p *picker) mostHeld(children []int32, skip map[int32]bool) int32 {
+	best := int32(-1)
+	for _, c := range children {
+		if p.held[c] > 0 && p.free[c] > 0 && !skip[c] && (best < 0 || p.held[c] > p.held[best]) {
+			best = c
+		}
+	}
+	return best
 }
 
 // takeThreads picks up to r free CPUs of core u, lowest id first. Under

@@ -120,7 +120,9 @@ func (s *sim) checkWholeCores(what string, set cpuset.CPUSet) {
 }
 
 // checkRefusal accepts an error only when it is one of the allocator's
-// sentinels and, for a shortage, when there really is one.
+// sentinels and the request really cannot be met: for a shortage, fewer
+// free CPUs than need; for a topology refusal, no choice of whole usable
+// cores that adds up to need (see canMake).
 func (s *sim) checkRefusal(what string, err error, need int, usable cpuset.CPUSet, free cpuset.CPUSet) {
 	switch {
 	case errors.Is(err, cpuallocator.ErrNotEnoughCPUs):
@@ -128,37 +130,46 @@ func (s *sim) checkRefusal(what string, err error, need int, usable cpuset.CPUSe
 			s.t.Fatalf("%s: %v although %d CPUs are free (%s)", what, err, free.Size(), free)
 		}
 	case errors.Is(err, cpuallocator.ErrTopology):
-		if usable.Size() >= need && !s.a.Options().FullPCPUsOnly {
-			s.t.Fatalf("%s: %v although %d CPUs are usable (%s)", what, err, usable.Size(), usable)
+		if s.canMake(usable, need) {
+			s.t.Fatalf("%s: %v although the usable CPUs (%s) can give %d", what, err, usable, need)
 		}
 	default:
 		s.t.Fatalf("%s: unexpected error %v", what, err)
 	}
 }
 
-// uniformCores reports whether "fits one node" is decided by counting CPUs:
-// always without full-pcpus-only, and with it when every core has the same
-// number of threads or there are at most 2 (an even request always splits
-// into cores of 2 and pairs of cores of 1). Otherwise a core missing
-// threads (offline or isolated siblings) makes it a subset-sum question the
-// allocator answers on a best effort basis only.
-func (s *sim) uniformCores() bool {
-	if !s.a.Options().FullPCPUsOnly || s.topo.ThreadsPerCore() <= 2 {
-		return true
+// canMake reports whether need CPUs can be taken of usable (what s.usable
+// returns): any need of them, but under full-pcpus-only only whole parts,
+// each being all the usable CPUs of one core, so some of the parts must add
+// up to need (a subset sum; cores missing threads make parts of different
+// sizes).
+func (s *sim) canMake(usable cpuset.CPUSet, need int) bool {
+	if !s.a.Options().FullPCPUsOnly || need <= 0 {
+		return usable.Size() >= need
 	}
-	for _, id := range s.topo.CPUs().UnsortedList() {
-		if s.topo.CoreSiblings(id).Size() != s.topo.ThreadsPerCore() {
-			return false
+	reachable := make([]bool, need+1)
+	reachable[0] = true
+	done := map[int]bool{}
+	for _, id := range usable.List() {
+		if done[id] {
+			continue
+		}
+		part := s.topo.CoreSiblings(id).Intersection(usable)
+		for _, sibling := range part.UnsortedList() {
+			done[sibling] = true
+		}
+		for sum := need; sum >= part.Size(); sum-- {
+			reachable[sum] = reachable[sum] || reachable[sum-part.Size()]
 		}
 	}
-	return true
+	return reachable[need]
 }
 
-// fitsOneNode reports whether the usable CPUs of one NUMA node can hold
+// fitsOneNode reports whether the usable CPUs of one NUMA node can give
 // need.
 func (s *sim) fitsOneNode(usable cpuset.CPUSet, need int) bool {
 	for _, n := range s.topo.NUMANodes() {
-		if usable.Intersection(s.topo.CPUsInNUMANodes(cpuallocator.NewNodeMask(n))).Size() >= need {
+		if s.canMake(usable.Intersection(s.topo.CPUsInNUMANodes(cpuallocator.NewNodeMask(n))), need) {
 			return true
 		}
 	}
@@ -189,7 +200,7 @@ func (s *sim) create() {
 		s.t.Fatalf("%s = %s: wrong size or not free", what, got)
 	}
 	s.checkWholeCores(what, got)
-	if s.fitsOneNode(usable, n) && s.uniformCores() && s.topo.NUMANodesOf(got).Count() != 1 {
+	if s.fitsOneNode(usable, n) && s.topo.NUMANodesOf(got).Count() != 1 {
 		s.t.Fatalf("%s = %s: spans nodes %s although one node can hold it", what, got, s.topo.NUMANodesOf(got))
 	}
 	if !s.topo.NUMANodesOf(got).IsSubsetOf(s.allowed(affinity)) {
@@ -246,7 +257,7 @@ func (s *sim) grow(c *container) {
 	}
 	s.checkWholeCores(what, got)
 	home := s.topo.NUMANodesOf(c.current)
-	if affinity == 0 && usable.Intersection(s.topo.CPUsInNUMANodes(home)).Size() >= need && !s.topo.NUMANodesOf(got).IsSubsetOf(home) {
+	if affinity == 0 && s.canMake(usable.Intersection(s.topo.CPUsInNUMANodes(home)), need) && !s.topo.NUMANodesOf(got).IsSubsetOf(home) {
 		s.t.Fatalf("%s = %s: left nodes %s although they can hold the growth", what, got, home)
 	}
 	if !s.topo.NUMANodesOf(got).IsSubsetOf(s.allowed(affinity)) {
@@ -265,7 +276,11 @@ func (s *sim) shrink(c *container) {
 	what := fmt.Sprintf("Shrink(%s, %s, %d)", c.current, c.original, n)
 	got, err := s.a.Shrink(c.current, c.original, n)
 	if err != nil {
-		s.t.Fatalf("%s: %v", what, err)
+		// Cores missing threads can leave no choice of whole cores of the
+		// grown CPUs that adds up to the size.
+		extra := c.current.Difference(c.original)
+		s.checkRefusal(what, err, n-c.original.Size(), s.usable(extra, c.original), extra)
+		return
 	}
 	if got.Size() != n || !c.original.IsSubsetOf(got) || !got.IsSubsetOf(c.current) {
 		s.t.Fatalf("%s = %s: wrong size, lost original CPUs or gained CPUs", what, got)
@@ -279,9 +294,9 @@ func (s *sim) shrink(c *container) {
 func (s *sim) checkHints(hints []cpuallocator.NUMAHint, free, keep cpuset.CPUSet, n int) {
 	keepNodes := s.topo.NUMANodesOf(keep)
 	for i, h := range hints {
-		capacity := s.usable(free, keep).Intersection(s.topo.CPUsInNUMANodes(h.Nodes)).Size() + keep.Size()
-		if !keepNodes.IsSubsetOf(h.Nodes) || capacity < n || h.Nodes.Count() != hints[0].Nodes.Count() {
-			s.t.Fatalf("NUMAHints(%s, %s, %d): bad hint %v (capacity %d) in %v", free, keep, n, h, capacity, hints)
+		usable := s.usable(free, keep).Intersection(s.topo.CPUsInNUMANodes(h.Nodes))
+		if !keepNodes.IsSubsetOf(h.Nodes) || !s.canMake(usable, n-keep.Size()) || h.Nodes.Count() != hints[0].Nodes.Count() {
+			s.t.Fatalf("NUMAHints(%s, %s, %d): bad hint %v (usable %s) in %v", free, keep, n, h, usable, hints)
 		}
 		if i > 0 && h.Preferred && !hints[i-1].Preferred {
 			s.t.Fatalf("NUMAHints(%s, %s, %d): preferred hint after a non-preferred one: %v", free, keep, n, hints)
@@ -294,35 +309,74 @@ func TestRandomSequences(t *testing.T) {
 		r := rand.New(rand.NewSource(seed))
 		m := randomMachine(r)
 		opts := randomOptions(r)
-		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
-			topo := topologyOfMachine(t, m)
-			a := allocatorFor(t, topo, opts, cpuallocator.TopologyOptions{MaxAllowableNUMANodes: 6})
-			reserved, err := a.ReservedCPUs(r.Intn(2))
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := &sim{t: t, r: r, a: a, topo: topo, reserved: reserved}
-			for step := 0; step < 60; step++ {
-				switch op := r.Intn(10); {
-				case op < 4 || len(s.containers) == 0:
-					s.create()
-				case op < 7:
-					s.grow(s.containers[r.Intn(len(s.containers))])
-				case op < 9:
-					s.shrink(s.containers[r.Intn(len(s.containers))])
-				default:
-					i := r.Intn(len(s.containers))
-					s.containers = append(s.containers[:i], s.containers[i+1:]...)
-				}
-			}
-			// No CPU is in two containers or reserved.
-			seen := reserved
-			for _, c := range s.containers {
-				if !c.current.Intersection(seen).IsEmpty() {
-					t.Fatalf("%s overlaps another container or the reserved CPUs", c.current)
-				}
-				seen = seen.Union(c.current)
-			}
-		})
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) { simulate(t, r, m, opts) })
+	}
+}
+
+// TestRandomSequencesMissingThreads runs the simulation under
+// full-pcpus-only on machines with many offline SMT siblings, where whole
+// cores differ in size and a request is a subset sum (checkRefusal).
+func TestRandomSequencesMissingThreads(t *testing.T) {
+	for seed := int64(1); seed <= 200; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		m := sparseMachine(r)
+		opts := randomOptions(r)
+		opts.FullPCPUsOnly, opts.DistributeCPUsAcrossCores = true, false
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) { simulate(t, r, m, opts) })
+	}
+}
+
+// sparseMachine returns a small random machine with 2, 4 or 8 threads per
+// core and up to half of its CPUs (never CPU 0) offline.
+func sparseMachine(r *rand.Rand) sysfs.Machine {
+	spec := sysfs.Spec{
+		Sockets:        1 + r.Intn(2),
+		NUMAPerSocket:  1 + r.Intn(3),
+		CoresPerNUMA:   1 + r.Intn(6),
+		ThreadsPerCore: []int{2, 4, 4, 8}[r.Intn(4)],
+		Numbering:      sysfs.Numbering(r.Intn(2)),
+	}
+	spec.L3PerNUMA = 1 + r.Intn(min(3, spec.CoresPerNUMA))
+	total := spec.NumCPUs()
+	for i := r.Intn(total/2 + 1); i > 0; i-- {
+		spec.Offline = append(spec.Offline, 1+r.Intn(total-1))
+	}
+	m, err := spec.Machine()
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// simulate runs 60 random creations, resizes and removals on machine m
+// with the given options, checking every result (see sim), and that no CPU
+// ends in two containers.
+func simulate(t *testing.T, r *rand.Rand, m sysfs.Machine, opts cpuallocator.StaticPolicyOptions) {
+	topo := topologyOfMachine(t, m)
+	a := allocatorFor(t, topo, opts, cpuallocator.TopologyOptions{MaxAllowableNUMANodes: 6})
+	reserved, err := a.ReservedCPUs(r.Intn(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sim{t: t, r: r, a: a, topo: topo, reserved: reserved}
+	for step := 0; step < 60; step++ {
+		switch op := r.Intn(10); {
+		case op < 4 || len(s.containers) == 0:
+			s.create()
+		case op < 7:
+			s.grow(s.containers[r.Intn(len(s.containers))])
+		case op < 9:
+			s.shrink(s.containers[r.Intn(len(s.containers))])
+		default:
+			i := r.Intn(len(s.containers))
+			s.containers = append(s.containers[:i], s.containers[i+1:]...)
+		}
+	}
+	seen := reserved
+	for _, c := range s.containers {
+		if !c.current.Intersection(seen).IsEmpty() {
+			t.Fatalf("%s overlaps another container or the reserved CPUs", c.current)
+		}
+		seen = seen.Union(c.current)
 	}
 }

@@ -10,7 +10,9 @@ import (
 // original (original ⊆ current, |original| ≤ n ≤ |current|). It keeps the
 // most compact set: CPUs on NUMA nodes, sockets and uncore caches outside the
 // original's affinity are released first, whole cores first under
-// full-pcpus-only.
+// full-pcpus-only. There it fails with ErrTopology only when no choice of
+// whole cores of current − original adds up to n − |original| (cores with
+// offline siblings have fewer CPUs, see wholecores.go).
 //
 // Which of the other CPUs stay is decided by the packed order run over
 // them with the original CPUs as the container's: siblings of original

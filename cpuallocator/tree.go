@@ -40,6 +40,9 @@ type unitTree struct {
 	coreOf []int32
 	// threads is the SMT level: the size of a core with every thread.
 	threads int
+	// complete is set when no core misses a thread (offline or isolated
+	// siblings).
+	complete bool
 }
 
 // packingLevels returns the group levels the packed order fills, largest
@@ -104,9 +107,13 @@ func buildTree(t *Topology, levels []level) *unitTree {
 		tree.units[u].cpus = append(tree.units[u].cpus, c.ID)
 		tree.coreOf[c.ID] = u
 	}
+	tree.complete = true
 	for i := range tree.units {
 		children := tree.units[i].children
 		sort.Slice(children, func(a, b int) bool { return tree.units[children[a]].id < tree.units[children[b]].id })
+		if tree.units[i].level == levelCore && tree.units[i].size != tree.threads {
+			tree.complete = false
+		}
 	}
 	return tree
 }
