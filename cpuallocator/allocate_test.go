@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
 )
 
@@ -76,6 +77,9 @@ func TestAllocate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := allocatorFor(t, topologyOf(t, tc.machine), tc.opts, cpuallocator.TopologyOptions{})
 			got, err := a.Allocate(cpus(t, tc.available), tc.n, tc.affinity)
+			checkResult(t, got, err, tc.want, tc.wantErr)
+			available, _ := cpumask.Of(cpus(t, tc.available))
+			got, err = a.AllocateFrom(available, tc.n, tc.affinity)
 			checkResult(t, got, err, tc.want, tc.wantErr)
 		})
 	}

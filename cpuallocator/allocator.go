@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
 )
 
 // Allocator decides CPU placement on one topology with one set of options.
@@ -61,13 +63,24 @@ func (a *Allocator) Options() StaticPolicyOptions { return a.opts }
 // zero, CPUs of those NUMA nodes are taken first and others only when the
 // affinity cannot hold n.
 func (a *Allocator) Allocate(available cpuset.CPUSet, n int, affinity NodeMask) (cpuset.CPUSet, error) {
+	avail, err := a.availableBits(available)
+	return a.allocate(avail, err, n, affinity)
+}
+
+// AllocateFrom is Allocate with the available CPUs as a mask: a caller that
+// computes them as one (the policy, on every decision) builds no set.
+func (a *Allocator) AllocateFrom(available cpumask.Mask, n int, affinity NodeMask) (cpuset.CPUSet, error) {
+	avail, err := a.availableMaskBits(available)
+	return a.allocate(avail, err, n, affinity)
+}
+
+func (a *Allocator) allocate(avail cpuBits, err error, n int, affinity NodeMask) (cpuset.CPUSet, error) {
 	if n < 0 {
 		return cpuset.New(), fmt.Errorf("allocate %d CPUs: negative size: %w", n, ErrInvalidRequest)
 	}
 	if n == 0 {
 		return cpuset.New(), nil
 	}
-	avail, err := a.availableBits(available)
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("allocate %d CPUs: %w", n, err)
 	}
@@ -87,7 +100,15 @@ func (a *Allocator) Allocate(available cpuset.CPUSet, n int, affinity NodeMask) 
 // availableBits converts the caller's available set, which must hold only
 // CPUs of the topology.
 func (a *Allocator) availableBits(available cpuset.CPUSet) (cpuBits, error) {
-	b, unknown := a.topo.bitsOf(available)
+	return checkAvailable(a.topo.bitsOf(available))
+}
+
+// availableMaskBits is availableBits for a mask.
+func (a *Allocator) availableMaskBits(available cpumask.Mask) (cpuBits, error) {
+	return checkAvailable(a.topo.bitsOfMask(available))
+}
+
+func checkAvailable(b cpuBits, unknown []int) (cpuBits, error) {
 	if len(unknown) > 0 {
 		return nil, fmt.Errorf("available CPUs %s are not online CPUs of this machine: %w", cpuset.New(unknown...), ErrInvalidRequest)
 	}

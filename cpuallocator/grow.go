@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
 )
 
 // Grow returns a set of n CPUs that holds every CPU of current plus
@@ -12,10 +14,21 @@ import (
 // extra nodes, closest first. A non-zero affinity (which must contain
 // current's nodes) is filled first, as in Allocate.
 func (a *Allocator) Grow(available, current cpuset.CPUSet, n int, affinity NodeMask) (cpuset.CPUSet, error) {
+	avail, err := a.availableBits(available)
+	return a.grow(avail, err, current, n, affinity)
+}
+
+// GrowFrom is Grow with the available CPUs as a mask: a caller that
+// computes them as one (the policy, on every decision) builds no set.
+func (a *Allocator) GrowFrom(available cpumask.Mask, current cpuset.CPUSet, n int, affinity NodeMask) (cpuset.CPUSet, error) {
+	avail, err := a.availableMaskBits(available)
+	return a.grow(avail, err, current, n, affinity)
+}
+
+func (a *Allocator) grow(avail cpuBits, err error, current cpuset.CPUSet, n int, affinity NodeMask) (cpuset.CPUSet, error) {
 	fail := func(err error) (cpuset.CPUSet, error) {
 		return cpuset.New(), fmt.Errorf("grow %s to %d CPUs: %w", current, n, err)
 	}
-	avail, err := a.availableBits(available)
 	if err != nil {
 		return fail(err)
 	}
@@ -26,7 +39,7 @@ func (a *Allocator) Grow(available, current cpuset.CPUSet, n int, affinity NodeM
 	case n < current.Size():
 		return fail(fmt.Errorf("%d CPUs is fewer than the %d it holds: %w", n, current.Size(), ErrInvalidRequest))
 	case avail.intersects(held):
-		return fail(fmt.Errorf("available CPUs %s overlap the current ones: %w", available.Intersection(current), ErrInvalidRequest))
+		return fail(fmt.Errorf("available CPUs %s overlap the current ones: %w", avail.and(held).cpuSet(), ErrInvalidRequest))
 	}
 	if err := a.checkAffinity(affinity); err != nil {
 		return fail(err)

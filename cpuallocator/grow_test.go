@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
 )
 
@@ -60,6 +61,9 @@ func TestGrow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := allocatorFor(t, topologyOf(t, tc.machine), tc.opts, cpuallocator.TopologyOptions{})
 			got, err := a.Grow(cpus(t, tc.available), cpus(t, tc.current), tc.n, tc.affinity)
+			checkResult(t, got, err, tc.want, tc.wantErr)
+			available, _ := cpumask.Of(cpus(t, tc.available))
+			got, err = a.GrowFrom(available, cpus(t, tc.current), tc.n, tc.affinity)
 			checkResult(t, got, err, tc.want, tc.wantErr)
 		})
 	}

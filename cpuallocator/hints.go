@@ -4,6 +4,8 @@ import (
 	"sort"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
 )
 
 // NUMAHints returns the NUMA affinities that can hold n CPUs, made of the
@@ -28,11 +30,21 @@ import (
 // nodes+1 sets, in O(nodes² · width) steps (see visitNodeSets). Under
 // align-by-socket hints on fewer sockets come first among equals.
 func (a *Allocator) NUMAHints(available, mustKeep cpuset.CPUSet, n int) []NUMAHint {
+	avail, _ := a.topo.bitsOf(available)
+	return a.numaHints(avail, mustKeep, n)
+}
+
+// NUMAHintsFrom is NUMAHints with the available CPUs as a mask.
+func (a *Allocator) NUMAHintsFrom(available cpumask.Mask, mustKeep cpuset.CPUSet, n int) []NUMAHint {
+	avail, _ := a.topo.bitsOfMask(available)
+	return a.numaHints(avail, mustKeep, n)
+}
+
+func (a *Allocator) numaHints(avail cpuBits, mustKeep cpuset.CPUSet, n int) []NUMAHint {
 	if n <= 0 {
 		return nil
 	}
 	keep, _ := a.topo.bitsOf(mustKeep)
-	avail, _ := a.topo.bitsOf(available)
 	avail = avail.andNot(keep)
 	if keep.count() > n {
 		return nil

@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
+	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
 )
 
 // randomMachine returns a small random machine: 1-2 sockets, 1-3 NUMA
@@ -184,13 +187,15 @@ func (s *sim) create() {
 	n := s.size(max(free.Size()/2, 1))
 	var affinity cpuallocator.NodeMask
 	if s.r.Intn(2) == 0 {
-		if hints := s.a.NUMAHints(free, cpuset.New(), n); len(hints) > 0 {
+		if hints := s.a.NUMAHints(free, cpuset.New(), n); s.sameHints(hints, s.a.NUMAHintsFrom(s.mask(free), cpuset.New(), n)) && len(hints) > 0 {
 			s.checkHints(hints, free, cpuset.New(), n)
 			affinity = hints[0].Nodes
 		}
 	}
 	what := fmt.Sprintf("Allocate(%s, %d, %s)", free, n, affinity)
 	got, err := s.a.Allocate(free, n, affinity)
+	fromMask, maskErr := s.a.AllocateFrom(s.mask(free), n, affinity)
+	s.sameAnswer(what, got, err, fromMask, maskErr)
 	usable := s.usable(free, cpuset.New())
 	if err != nil {
 		s.checkRefusal(what, err, n, usable, free)
@@ -207,6 +212,31 @@ func (s *sim) create() {
 		s.t.Fatalf("%s = %s: outside the affinity, which can hold it", what, got)
 	}
 	s.containers = append(s.containers, &container{original: got, current: got})
+}
+
+// mask returns cpus as a mask, for the API's mask variants.
+func (s *sim) mask(cpus cpuset.CPUSet) cpumask.Mask {
+	m, ok := cpumask.Of(cpus)
+	if !ok {
+		s.t.Fatalf("negative CPU id in %s", cpus)
+	}
+	return m
+}
+
+// sameAnswer checks that a mask variant answered as the cpuset one did.
+func (s *sim) sameAnswer(what string, got cpuset.CPUSet, err error, fromMask cpuset.CPUSet, maskErr error) {
+	if !got.Equals(fromMask) || fmt.Sprint(err) != fmt.Sprint(maskErr) {
+		s.t.Fatalf("%s = %s, %v; from a mask: %s, %v", what, got, err, fromMask, maskErr)
+	}
+}
+
+// sameHints checks that NUMAHintsFrom answered as NUMAHints did; it
+// returns true to chain in a condition.
+func (s *sim) sameHints(hints, fromMask []cpuallocator.NUMAHint) bool {
+	if !slices.Equal(hints, fromMask) {
+		s.t.Fatalf("NUMAHints = %v, from a mask %v", hints, fromMask)
+	}
+	return true
 }
 
 // allowed returns the nodes a request with a hint's affinity must stay in:
@@ -239,13 +269,15 @@ func (s *sim) grow(c *container) {
 	n := c.current.Size() + s.size(max(free.Size(), 1))
 	var affinity cpuallocator.NodeMask
 	if s.r.Intn(2) == 0 {
-		if hints := s.a.NUMAHints(free, c.current, n); len(hints) > 0 {
+		if hints := s.a.NUMAHints(free, c.current, n); s.sameHints(hints, s.a.NUMAHintsFrom(s.mask(free), c.current, n)) && len(hints) > 0 {
 			s.checkHints(hints, free, c.current, n)
 			affinity = hints[0].Nodes
 		}
 	}
 	what := fmt.Sprintf("Grow(%s, %s, %d, %s)", free, c.current, n, affinity)
 	got, err := s.a.Grow(free, c.current, n, affinity)
+	fromMask, maskErr := s.a.GrowFrom(s.mask(free), c.current, n, affinity)
+	s.sameAnswer(what, got, err, fromMask, maskErr)
 	need := n - c.current.Size()
 	usable := s.usable(free, c.current)
 	if err != nil {

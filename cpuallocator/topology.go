@@ -2,10 +2,13 @@ package cpuallocator
 
 import (
 	"fmt"
+	"math/bits"
 	"sort"
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
 )
 
 // Topology is the CPU topology of a machine. It is immutable once built and
@@ -236,6 +239,25 @@ func (t *Topology) bitsOf(s cpuset.CPUSet) (cpuBits, []int) {
 			continue
 		}
 		b.set(id)
+	}
+	return b, unknown
+}
+
+// bitsOfMask is bitsOf for a mask: a copy of m sized for this topology,
+// and the CPUs of m that are not in the topology.
+func (t *Topology) bitsOfMask(m cpumask.Mask) (cpuBits, []int) {
+	b := t.newBits()
+	copy(b, m)
+	var unknown []int
+	for i, w := range m {
+		extra := w
+		if i < len(t.allBits) {
+			extra &^= t.allBits[i]
+			b[i] &^= extra
+		}
+		for ; extra != 0; extra &= extra - 1 {
+			unknown = append(unknown, i*64+bits.TrailingZeros64(extra))
+		}
 	}
 	return b, unknown
 }

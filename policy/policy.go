@@ -124,22 +124,16 @@ func (p *Policy) recomputePool(m *Model) {
 // free returns the CPUs that may be handed out exclusively now.
 func (p *Policy) free(m *Model) cpuset.CPUSet {
 	free, _ := p.availability(m)
-	return free
+	return free.CPUSet()
 }
 
 // availability returns the CPUs that may be handed out exclusively now, and
 // how many CPUs stay out of the shared pool: the exclusive ones and those
-// whose release is not confirmed. It marks them in a bitmap, so that the
-// only set it builds is the one it returns.
-func (p *Policy) availability(m *Model) (free cpuset.CPUSet, unavailable int) {
+// whose release is not confirmed. It works on bitmaps: a decision builds no
+// set of the free CPUs, which on a big machine are hundreds.
+func (p *Policy) availability(m *Model) (free cpumask.Mask, unavailable int) {
 	taken, unavailable := p.taken(m)
-	list := make([]int, 0, len(p.allocatableList))
-	for _, cpu := range p.allocatableList {
-		if !taken.Has(cpu) {
-			list = append(list, cpu)
-		}
-	}
-	return cpuset.New(list...), unavailable
+	return p.allocatableMask.AndNot(taken), unavailable
 }
 
 // taken marks the CPUs that may not be handed out exclusively in m besides
@@ -218,9 +212,9 @@ type placement struct {
 // the CPUs that stay out of the shared pool besides the placement's: the
 // exclusive CPUs of every other container and those whose release is not
 // confirmed (disjoint sets, none of them reserved).
-func (p *Policy) place(pl placement, free cpuset.CPUSet, unavailable int) (cpuset.CPUSet, error) {
-	if have := free.Size() + pl.keep.Size(); have < pl.n {
-		return cpuset.New(), fmt.Errorf("need %d more CPUs, %d free: %w", pl.n-pl.keep.Size(), free.Size(), cpuallocator.ErrNotEnoughCPUs)
+func (p *Policy) place(pl placement, free cpumask.Mask, unavailable int) (cpuset.CPUSet, error) {
+	if have := free.Count() + pl.keep.Size(); have < pl.n {
+		return cpuset.New(), fmt.Errorf("need %d more CPUs, %d free: %w", pl.n-pl.keep.Size(), free.Count(), cpuallocator.ErrNotEnoughCPUs)
 	}
 	affinity, err := p.admitTopology(pl, free)
 	if err != nil {
@@ -228,9 +222,9 @@ func (p *Policy) place(pl placement, free cpuset.CPUSet, unavailable int) (cpuse
 	}
 	var cpus cpuset.CPUSet
 	if pl.keep.IsEmpty() {
-		cpus, err = p.alloc.Allocate(free, pl.n, affinity)
+		cpus, err = p.alloc.AllocateFrom(free, pl.n, affinity)
 	} else {
-		cpus, err = p.alloc.Grow(free, pl.keep, pl.n, affinity)
+		cpus, err = p.alloc.GrowFrom(free, pl.keep, pl.n, affinity)
 	}
 	if err != nil {
 		return cpuset.New(), err
@@ -246,11 +240,11 @@ var errTopologyPolicy = errors.New("topology manager policy")
 
 // admitTopology applies the topology manager policy to a placement and
 // returns the NUMA affinity to allocate in (0: no preference).
-func (p *Policy) admitTopology(pl placement, free cpuset.CPUSet) (cpuallocator.NodeMask, error) {
+func (p *Policy) admitTopology(pl placement, free cpumask.Mask) (cpuallocator.NodeMask, error) {
 	if p.opts.TopologyPolicy == TopologyNone {
 		return 0, nil
 	}
-	hints := p.alloc.NUMAHints(free, pl.keep, pl.n)
+	hints := p.alloc.NUMAHintsFrom(free, pl.keep, pl.n)
 	if len(hints) == 0 {
 		if p.opts.TopologyPolicy == TopologyBestEffort {
 			return 0, nil
@@ -284,7 +278,8 @@ func (p *Policy) keeping(pl placement) string {
 // every other container released its CPUs: Deferred if so, Infeasible if it
 // can never fit on this node as configured.
 func (p *Policy) verdictFor(pl placement) Verdict {
-	if _, err := p.place(pl, p.allocatable.Difference(pl.keep), 0); err != nil {
+	keep, _ := cpumask.Of(pl.keep) // assigned CPUs: no negative id
+	if _, err := p.place(pl, p.allocatableMask.AndNot(keep), 0); err != nil {
 		return Infeasible
 	}
 	return Deferred
