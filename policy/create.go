@@ -69,6 +69,7 @@ func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpuset.CPUSet, bool) 
 		return a.Assigned(), true
 	}
 	m.State.DeleteAssignment(c.Pod.UID, c.Name)
+	p.returnToPool(m, a.Assigned())
 	return cpuset.New(), false
 }
 

@@ -49,10 +49,11 @@ type Policy struct {
 	// reserved. poolBase is what the shared pool is without exclusive
 	// containers: online, minus reserved under strict-cpu-reservation.
 	allocatable, poolBase cpuset.CPUSet
-	// allocatableList is allocatable, sorted; allocatableMask is it as a
-	// bitmap.
+	// allocatableList is allocatable, sorted; allocatableMask and
+	// poolBaseMask are allocatable and poolBase as bitmaps.
 	allocatableList []int
 	allocatableMask cpumask.Mask
+	poolBaseMask    cpumask.Mask
 }
 
 // New validates the options against the allocator's topology.
@@ -81,6 +82,7 @@ func New(alloc *cpuallocator.Allocator, opts Options) (*Policy, error) {
 	}
 	pol.allocatableList = pol.allocatable.List()
 	pol.allocatableMask, _ = cpumask.Of(pol.allocatable) // online CPUs: no negative id
+	pol.poolBaseMask, _ = cpumask.Of(pol.poolBase)
 	return pol, nil
 }
 
@@ -138,14 +140,14 @@ func (p *Policy) availability(m *Model) (free cpumask.Mask, unavailable int) {
 
 // taken marks the CPUs that may not be handed out exclusively in m besides
 // the reserved ones: the exclusive ones, those whose release is not
-// confirmed and those lent; unavailable counts the first two.
+// confirmed and those lent; unavailable counts the first two. The
+// exclusive CPUs are those of poolBase outside the checkpointed pool: every
+// decision keeps the pool so (takeFromPool, returnToPool, recomputePool;
+// CheckInvariants checks it), and reading one set is much cheaper than
+// reading every assignment.
 func (p *Policy) taken(m *Model) (taken cpumask.Mask, unavailable int) {
-	taken = cpumask.New(p.allocatableList[len(p.allocatableList)-1])
-	for _, containers := range m.State.Entries {
-		for _, a := range containers {
-			taken.AddSet(a.Assigned()) // a negative id is no CPU: nothing to take
-		}
-	}
+	pool, _ := cpumask.Of(m.State.DefaultCPUSet) // a negative id is no CPU: nothing to take
+	taken = p.poolBaseMask.AndNot(pool)
 	for _, cpus := range m.Releasing {
 		taken.AddSet(cpus)
 	}

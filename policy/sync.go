@@ -49,6 +49,9 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	}
 	notes = append(notes, p.dropStaleEntries(nm, byRef)...)
 	p.dropStalePods(nm, pods, live)
+	// From here on the pool is kept in step with every assignment made:
+	// the free CPUs are read off it (Policy.taken).
+	p.recomputePool(nm)
 
 	var adopt, resized []*Container
 	for _, c := range live {
@@ -170,6 +173,7 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 		}
 		m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: c.CPUs})
 		m.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
+		p.takeFromPool(m, c.CPUs)
 		notes = append(notes, fmt.Sprintf("%s: adopted with its current CPUs %s as original", displayName(c.Pod, c.Name), c.CPUs))
 	}
 	for _, c := range later {
@@ -183,6 +187,7 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 		}
 		m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: cpus})
 		m.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
+		p.takeFromPool(m, cpus)
 		notes = append(notes, fmt.Sprintf("%s: current CPUs %s cannot be adopted; pinned to %s", display, describe(c.CPUs), cpus))
 	}
 	return append(notes, retry...)
@@ -235,5 +240,7 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 		return keep(err.Error())
 	}
 	m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: cpus})
+	p.returnToPool(m, assigned.Difference(cpus))
+	p.takeFromPool(m, cpus.Difference(assigned))
 	return fmt.Sprintf("%s: was resized to %d CPUs while the plugin was away; now runs on %s", display, n, cpus)
 }
