@@ -37,7 +37,7 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 		}
 		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: cpus})
 	}
-	nm.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
+	nm.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
 	p.takeFromPool(nm, cpus)
 	nm.add(t)
 	return Decision{
@@ -59,7 +59,7 @@ func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpuset.CPUSet, bool) 
 	}
 	for id, ref := range m.State.Containers {
 		if ref.PodUID == c.Pod.UID && ref.Name == c.Name {
-			delete(m.State.Containers, id)
+			m.State.DeleteContainer(id)
 			if old := m.edit(id); old != nil {
 				old.Stopped = true
 			}

@@ -62,7 +62,7 @@ func (p *Policy) release(m *Model, id string) []string {
 	if !owns {
 		return nil
 	}
-	delete(m.State.Containers, id)
+	m.State.DeleteContainer(id)
 	a, ok := m.State.Assignment(ref.PodUID, ref.Name)
 	if !ok {
 		return nil

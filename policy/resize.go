@@ -135,7 +135,7 @@ func (p *Policy) track(m *Model, c Container, display string) {
 	if m.Containers[c.ID] == nil {
 		m.add(&Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: true})
 	}
-	m.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
+	m.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
 }
 
 func (p *Policy) targetUpdate(id, display string, cpus cpuset.CPUSet) *Update {

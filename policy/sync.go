@@ -33,7 +33,7 @@ import (
 func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decision {
 	nm := NewModel(m.State.Clone())
 	nm.Lending = m.Lending.Clone()
-	nm.State.Containers = map[string]state.ContainerRef{}
+	nm.State.DeleteContainers()
 	var notes []string
 
 	live := liveContainers(containers)
@@ -68,7 +68,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		switch {
 		case has:
 			t.Exclusive = true
-			nm.State.Containers[c.ID] = ref
+			nm.State.SetContainer(c.ID, ref)
 			if !class.Exclusive {
 				notes = append(notes, fmt.Sprintf("%s: holds exclusive CPUs %s but %s; keeping them", display, a.Assigned(), class.Why))
 			} else if class.CPUs != a.Assigned().Size() {
@@ -152,7 +152,7 @@ func (p *Policy) dropStalePods(m *Model, pods []Pod, live []*Container) {
 	}
 	for uid := range m.State.Pods {
 		if !exists[uid] {
-			delete(m.State.Pods, uid)
+			m.State.DeletePodResources(uid)
 		}
 	}
 }
@@ -172,7 +172,7 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 			continue
 		}
 		m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: c.CPUs})
-		m.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
+		m.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
 		p.takeFromPool(m, c.CPUs)
 		notes = append(notes, fmt.Sprintf("%s: adopted with its current CPUs %s as original", displayName(c.Pod, c.Name), c.CPUs))
 	}
@@ -186,7 +186,7 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 			continue
 		}
 		m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: cpus})
-		m.State.Containers[c.ID] = state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
+		m.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
 		p.takeFromPool(m, cpus)
 		notes = append(notes, fmt.Sprintf("%s: current CPUs %s cannot be adopted; pinned to %s", display, describe(c.CPUs), cpus))
 	}

@@ -80,9 +80,15 @@ type State struct {
 	// SetAssignment, DeleteAssignment and DeletePod.
 	Entries map[string]map[string]Assignment
 	// Containers maps a runtime container id to the entry it owns.
+	// Containers and Pods may be shared with clones of the state (see
+	// Clone): change them only through the State's methods.
 	Containers map[string]ContainerRef
 	// Pods maps pod UID → pod-level resources last seen in UpdatePodSandbox.
 	Pods map[string]PodResources
+
+	// sharedMaps says that Containers and Pods may be shared with a clone:
+	// the next change copies them first (ownMaps).
+	sharedMaps bool
 }
 
 // ErrNoCheckpoint is returned by Load and Inspect when the state directory

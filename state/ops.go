@@ -87,7 +87,16 @@ func diff(from, to *State) []op {
 		}
 	}
 
-	kept = 0
+	ops = diffContainers(ops, from, to)
+	return diffPods(ops, from, to)
+}
+
+// diffContainers appends the changes of the container ids.
+func diffContainers(ops []op, from, to *State) []op {
+	if sameMap(from.Containers, to.Containers) {
+		return ops // shared by clones until changed (copy on write)
+	}
+	kept := 0
 	for id, ref := range to.Containers {
 		old, ok := from.Containers[id]
 		if ok {
@@ -104,8 +113,24 @@ func diff(from, to *State) []op {
 			}
 		}
 	}
+	return ops
+}
 
-	kept = 0
+// diffPods appends the changes of the pod-level resources, and sorts all
+// the changes.
+func diffPods(ops []op, from, to *State) []op {
+	if !sameMap(from.Pods, to.Pods) {
+		ops = appendPodChanges(ops, from, to)
+	}
+	slices.SortFunc(ops, func(a, b op) int {
+		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.key, b.key), cmp.Compare(a.name, b.name))
+	})
+	return ops
+}
+
+// appendPodChanges appends the changes of the pod-level resources.
+func appendPodChanges(ops []op, from, to *State) []op {
+	kept := 0
 	for podUID, r := range to.Pods {
 		old, ok := from.Pods[podUID]
 		if ok {
@@ -122,10 +147,6 @@ func diff(from, to *State) []op {
 			}
 		}
 	}
-
-	slices.SortFunc(ops, func(a, b op) int {
-		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.key, b.key), cmp.Compare(a.name, b.name))
-	})
 	return ops
 }
 
@@ -152,7 +173,7 @@ func (o op) apply(s *State) {
 	case opSetPod:
 		s.SetPodResources(o.key, o.pod)
 	case opDeletePod:
-		delete(s.Pods, o.key)
+		s.DeletePodResources(o.key)
 	}
 }
 

@@ -1,8 +1,14 @@
 package state
 
 import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/utils/cpuset"
 )
 
 // stateChanges are pairs of states the journal must carry a change
@@ -173,5 +179,83 @@ func TestDecodePayloadRefuses(t *testing.T) {
 				t.Error("ops returned along with an error")
 			}
 		})
+	}
+}
+
+// fingerprint prints every value of a state in a fixed order.
+func fingerprint(s *State) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "default %s\n", s.DefaultCPUSet)
+	for _, pod := range slices.Sorted(maps.Keys(s.Entries)) {
+		for _, name := range slices.Sorted(maps.Keys(s.Entries[pod])) {
+			a := s.Entries[pod][name]
+			fmt.Fprintf(&b, "entry %s/%s %s %s\n", pod, name, a.Original, a.Resized)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.Containers)) {
+		fmt.Fprintf(&b, "id %s %v\n", id, s.Containers[id])
+	}
+	for _, pod := range slices.Sorted(maps.Keys(s.Pods)) {
+		fmt.Fprintf(&b, "pod %s %v\n", pod, s.Pods[pod])
+	}
+	return b.String()
+}
+
+// mutate changes s through one of its methods, at random.
+func mutate(r *rand.Rand, s *State) {
+	pod, name, id := fmt.Sprintf("pod-%d", r.IntN(4)), fmt.Sprintf("c%d", r.IntN(2)), fmt.Sprintf("id-%d", r.IntN(6))
+	switch r.IntN(9) {
+	case 0:
+		s.SetAssignment(pod, name, Assignment{Original: cpuset.New(r.IntN(16))})
+	case 1:
+		s.DeleteAssignment(pod, name)
+	case 2:
+		s.SetContainer(id, ContainerRef{PodUID: pod, Name: name})
+	case 3:
+		s.DeleteContainer(id)
+	case 4:
+		s.SetPodResources(pod, PodResources{Resources: Resources{CPUShares: uint64(r.IntN(3))}})
+	case 5:
+		s.DeletePodResources(pod)
+	case 6:
+		s.DeletePod(pod)
+	case 7:
+		s.DeleteContainers()
+	case 8:
+		s.DefaultCPUSet = cpuset.New(r.IntN(16))
+	}
+}
+
+// TestClonesShareMapsSafely walks random chains of clones changed through
+// every method, the clone or the original first: a change never shows in
+// the other state, and the journal's diff between them still carries
+// every change (it skips maps the two states share).
+func TestClonesShareMapsSafely(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	s := New(cpuset.New(0))
+	for step := range 3000 {
+		c := s.Clone()
+		first, second := s, c
+		if r.IntN(2) == 0 {
+			first, second = c, s
+		}
+		before := fingerprint(second)
+		for range 1 + r.IntN(3) {
+			mutate(r, first)
+		}
+		if got := fingerprint(second); got != before {
+			t.Fatalf("step %d: changing one state changed its clone:\nbefore\n%s\nafter\n%s", step, before, got)
+		}
+		replayed := New(cpuset.New())
+		for _, o := range diff(replayed, second) {
+			o.apply(replayed)
+		}
+		for _, o := range diff(second, first) {
+			o.apply(replayed)
+		}
+		if fingerprint(replayed) != fingerprint(first) {
+			t.Fatalf("step %d: the diff from the clone's twin does not give the changed state:\n%s\nwant\n%s", step, fingerprint(replayed), fingerprint(first))
+		}
+		s = first
 	}
 }

@@ -17,31 +17,57 @@ func New(defaultCPUSet cpuset.CPUSet) *State {
 	}
 }
 
-// Clone returns a copy that can be changed without changing s. A pod's
-// entry map is shared by both until one of them changes it: SetAssignment
-// and DeleteAssignment copy the pod's map before writing (copy on write), so
-// a clone costs a copy of the outer maps, not one map per pod. (cpusets are
-// immutable values and are always shared.)
+// Clone returns a copy that can be changed without changing s. Maps are
+// shared by both until one of them changes them (copy on write): a pod's
+// entry map is copied by SetAssignment and DeleteAssignment before they
+// write, Containers and Pods by every method that changes them, in
+// whichever state changes first. A clone thus costs a copy of Entries, not
+// of every map. (cpusets are immutable values and are always shared.)
+//
+// Clone marks s as sharing its maps too, and writes nothing else of s: a
+// state being saved or scraped may be read meanwhile.
 func (s *State) Clone() *State {
 	// maps.Clone copies a map's table as it is, much faster than inserting
 	// every key into a new one.
 	c := &State{
 		DefaultCPUSet: s.DefaultCPUSet,
 		Entries:       maps.Clone(s.Entries),
-		Containers:    maps.Clone(s.Containers),
-		Pods:          maps.Clone(s.Pods),
+		Containers:    s.Containers,
+		Pods:          s.Pods,
+	}
+	if c.Containers == nil || c.Pods == nil {
+		c.Containers, c.Pods = maps.Clone(s.Containers), maps.Clone(s.Pods)
+		if c.Containers == nil {
+			c.Containers = map[string]ContainerRef{}
+		}
+		if c.Pods == nil {
+			c.Pods = map[string]PodResources{}
+		}
+	} else {
+		s.sharedMaps, c.sharedMaps = true, true
 	}
 	maps.DeleteFunc(c.Entries, func(_ string, containers map[string]Assignment) bool { return len(containers) == 0 })
 	if c.Entries == nil {
 		c.Entries = map[string]map[string]Assignment{}
 	}
-	if c.Containers == nil {
-		c.Containers = map[string]ContainerRef{}
-	}
-	if c.Pods == nil {
-		c.Pods = map[string]PodResources{}
-	}
 	return c
+}
+
+// ownMaps gives s its own Containers and Pods before a change, when they
+// may be shared with a clone.
+func (s *State) ownMaps() {
+	if !s.sharedMaps {
+		return
+	}
+	s.Containers = maps.Clone(s.Containers)
+	if s.Containers == nil {
+		s.Containers = map[string]ContainerRef{}
+	}
+	s.Pods = maps.Clone(s.Pods)
+	if s.Pods == nil {
+		s.Pods = map[string]PodResources{}
+	}
+	s.sharedMaps = false
 }
 
 // Equal reports whether two states hold the same data. A nil map and an
@@ -102,6 +128,7 @@ func (s *State) SetAssignment(podUID, name string, a Assignment) {
 func (s *State) DeleteAssignment(podUID, name string) {
 	s.deleteEntry(podUID, name)
 	ref := ContainerRef{PodUID: podUID, Name: name}
+	s.ownMaps()
 	maps.DeleteFunc(s.Containers, func(_ string, r ContainerRef) bool { return r == ref })
 }
 
@@ -125,6 +152,7 @@ func (s *State) deleteEntry(podUID, name string) {
 // the container ids that point at them, and its pod-level resources.
 func (s *State) DeletePod(podUID string) {
 	delete(s.Entries, podUID)
+	s.ownMaps()
 	delete(s.Pods, podUID)
 	maps.DeleteFunc(s.Containers, func(_ string, r ContainerRef) bool { return r.PodUID == podUID })
 }
@@ -159,6 +187,10 @@ func (s *State) ForEach(fn func(ref ContainerRef, a Assignment)) {
 
 // SetContainer records that the runtime container id owns the entry ref.
 func (s *State) SetContainer(id string, ref ContainerRef) {
+	if old, ok := s.Containers[id]; ok && old == ref {
+		return // nothing to change: keep sharing
+	}
+	s.ownMaps()
 	if s.Containers == nil {
 		s.Containers = map[string]ContainerRef{}
 	}
@@ -173,7 +205,17 @@ func (s *State) Container(id string) (ContainerRef, bool) {
 
 // DeleteContainer forgets a runtime container id; the entry it owned stays.
 func (s *State) DeleteContainer(id string) {
+	if _, ok := s.Containers[id]; !ok {
+		return
+	}
+	s.ownMaps()
 	delete(s.Containers, id)
+}
+
+// DeleteContainers forgets every runtime container id; the entries stay.
+func (s *State) DeleteContainers() {
+	s.ownMaps()
+	clear(s.Containers)
 }
 
 // ContainerIDOf returns the runtime container id that owns the entry ref.
@@ -192,10 +234,20 @@ func (s *State) ContainerIDOf(ref ContainerRef) (string, bool) {
 // SetPodResources records the pod-level resources last delivered by
 // UpdatePodSandbox.
 func (s *State) SetPodResources(podUID string, r PodResources) {
+	s.ownMaps()
 	if s.Pods == nil {
 		s.Pods = map[string]PodResources{}
 	}
 	s.Pods[podUID] = r
+}
+
+// DeletePodResources forgets the pod-level resources of a pod.
+func (s *State) DeletePodResources(podUID string) {
+	if _, ok := s.Pods[podUID]; !ok {
+		return
+	}
+	s.ownMaps()
+	delete(s.Pods, podUID)
 }
 
 // PodResources returns the pod-level resources last recorded for a pod.
