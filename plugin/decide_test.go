@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
@@ -192,5 +193,64 @@ func TestReplyDeliversAPendingTarget(t *testing.T) {
 	defer p.mu.Unlock()
 	if p.pending[ctr.Id] {
 		t.Error("the resized container is still pending after its reply carried its cpuset")
+	}
+}
+
+// sendBlockingStub is a stub whose unsolicited update blocks until
+// released, to play events that come while it is in flight.
+type sendBlockingStub struct {
+	stub.Stub
+	entered, release chan struct{}
+}
+
+func (s *sendBlockingStub) UpdateContainers([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	close(s.entered)
+	<-s.release
+	return nil, nil
+}
+
+// TestStopDuringASendIsNotUndone: a container stopped while an unsolicited
+// update to it is in flight is not believed to run on the sent cpuset once
+// the update returns.
+func TestStopDuringASendIsNotUndone(t *testing.T) {
+	p, _ := newTestPlugin(t)
+	ctx := context.Background()
+	if _, err := p.Synchronize(ctx, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	spod := &api.PodSandbox{Id: "sb-s", Uid: "uid-s", Name: "s", Namespace: "ns",
+		Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/besteffort/poduid-s"}}
+	sctr := &api.Container{Id: "s", PodSandboxId: "sb-s", Name: "app", Linux: &api.LinuxContainer{CgroupsPath: "/s"}}
+	if _, _, err := p.CreateContainer(ctx, spod, sctr); err != nil {
+		t.Fatal(err)
+	}
+	epod, ectr := guaranteedCtr("e", 1)
+	if _, _, err := p.CreateContainer(ctx, epod, ectr); err != nil {
+		t.Fatal(err)
+	}
+	// Removed without a stop: the shared container grows unsolicited.
+	if err := p.RemoveContainer(ctx, epod, ectr); err != nil {
+		t.Fatal(err)
+	}
+	blocking := &sendBlockingStub{entered: make(chan struct{}), release: make(chan struct{})}
+	p.mu.Lock()
+	if !p.pending["s"] {
+		p.mu.Unlock()
+		t.Fatal("the shared container's growth is not pending")
+	}
+	p.stub = blocking
+	p.mu.Unlock()
+	sent := make(chan bool)
+	go func() { sent <- p.sendPending() }()
+	<-blocking.entered
+	if _, err := p.StopContainer(ctx, spod, sctr); err != nil {
+		t.Fatal(err)
+	}
+	close(blocking.release)
+	<-sent
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if v := p.ctrs["s"]; v != nil && v.known {
+		t.Errorf("the stopped container is believed to run on %s", v.applied)
 	}
 }

@@ -206,7 +206,9 @@ func (p *Plugin) StopContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Co
 	p.logNotes("StopContainer", d.Notes)
 	p.commitOrKeep(d.Model)
 	if v := p.ctrs[ctr.GetId()]; v != nil {
-		v.known = false // nothing runs any more
+		// Nothing runs any more; a send in flight must not record otherwise.
+		v.known = false
+		v.generation++
 	}
 	return p.replyUpdates(d.Others, ctr.GetId()), nil
 }

@@ -16,14 +16,13 @@ import (
 // run: those that only lose CPUs first, then the others, each in id order.
 func (p *Plugin) pendingUpdates() []policy.Update {
 	var shrinking, other []policy.Update
-	for _, id := range slices.Sorted(maps.Keys(p.pending)) {
-		u, ok := p.policy.Desired(p.model, id)
-		if !ok {
-			delete(p.pending, id)
-			continue
-		}
+	desired, none := p.policy.DesiredUpdates(p.model, slices.Sorted(maps.Keys(p.pending)))
+	for _, id := range none {
+		delete(p.pending, id)
+	}
+	for _, u := range desired {
 		// (Sizes first: most pending updates grow, and the sets are maps.)
-		if v := p.ctrs[id]; v != nil && v.known && u.CPUs.Size() <= v.applied.Size() && u.CPUs.IsSubsetOf(v.applied) {
+		if v := p.ctrs[u.ContainerID]; v != nil && v.known && u.CPUs.Size() <= v.applied.Size() && u.CPUs.IsSubsetOf(v.applied) {
 			shrinking = append(shrinking, u)
 		} else {
 			other = append(other, u)

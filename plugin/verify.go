@@ -150,7 +150,7 @@ func (p *Plugin) verify(all bool) {
 			continue
 		}
 		v.checked = pr.generation
-		if _, releasing := p.model.Releasing[pr.id]; releasing && cpus.Equals(p.model.CPUsOf(pr.id)) {
+		if _, releasing := p.model.Releasing[pr.id]; releasing && sameSet(cpus, p.model.CPUsOf(pr.id)) {
 			p.confirm(pr.id)
 		}
 		if applied := p.appliedTo(pr.id); !(applied.Size() == cpus.Size() && applied.IsSubsetOf(cpus)) {
@@ -166,4 +166,10 @@ func (p *Plugin) verify(all bool) {
 	if drifted {
 		p.kickSender()
 	}
+}
+
+// sameSet compares two cpusets by content (cpuset.CPUSet.Equals tells the
+// zero set from an empty one).
+func sameSet(a, b cpuset.CPUSet) bool {
+	return a.Size() == b.Size() && a.IsSubsetOf(b)
 }

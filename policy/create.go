@@ -23,7 +23,7 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 
 	if !class.Exclusive {
 		nm.add(t)
-		return Decision{Model: nm, Target: &Update{ContainerID: c.ID, Display: display, CPUs: nm.SharedPool(), CPUList: nm.poolList}}, nil
+		return Decision{Model: nm, Target: &Update{ContainerID: c.ID, Display: display, CPUs: nm.SharedPool()}}, nil
 	}
 
 	var notes []string
@@ -38,7 +38,9 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: cpus})
 	}
 	nm.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
-	p.takeFromPool(nm, cpus)
+	if !reused {
+		p.takeFromPool(nm, cpus)
+	}
 	nm.add(t)
 	return Decision{
 		Model:  nm,
@@ -57,13 +59,19 @@ func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpuset.CPUSet, bool) 
 	if !ok {
 		return cpuset.New(), false
 	}
-	for id, ref := range m.State.Containers {
-		if ref.PodUID == c.Pod.UID && ref.Name == c.Name {
-			m.State.DeleteContainer(id)
-			if old := m.edit(id); old != nil {
-				old.Stopped = true
-			}
+	ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
+	for id, owner := range m.State.Containers {
+		if owner != ref {
+			continue
 		}
+		m.State.DeleteContainer(id) // copy on write: the range goes on over the old map
+		if old := m.edit(id); old != nil {
+			old.Stopped = true
+		}
+		// The predecessor's process is gone: CPUs its unconfirmed shrink
+		// released go to the shared pool now (its stop will not come: it
+		// is marked stopped).
+		delete(m.Releasing, id)
 	}
 	if a.Assigned().Size() == n {
 		return a.Assigned(), true

@@ -53,7 +53,7 @@ type Decision struct {
 	Others []Update
 	// Operation is the kind of resize (OpNone for other requests).
 	Operation Operation
-	// Notes are human-readable remarks for the log (adoptions, repairs,
-	// mismatches), one line each.
+	// Notes are human-readable remarks for the log (adoptions, missed
+	// resizes, mismatches), one line each.
 	Notes []string
 }

@@ -7,8 +7,6 @@ import (
 	"slices"
 
 	"k8s.io/utils/cpuset"
-
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // CheckInvariants verifies a model against the rules every decision must
@@ -19,8 +17,6 @@ import (
 //   - the checkpointed shared pool is exactly the CPUs nobody holds
 //     exclusively (minus reserved ones under strict-cpu-reservation), and
 //     the pool shared containers run on is not empty;
-//   - the shared pool's text kept for the shared containers' updates is
-//     the pool's (their cpusets follow from the model: Model.CPUsOf);
 //   - every container id of the state names an existing assignment;
 //   - CPUs being released belong to nobody, CPUs being lent to shared
 //     containers to no exclusive one.
@@ -83,9 +79,6 @@ func (p *Policy) CheckInvariants(m *Model) error {
 	ids := slices.Sorted(maps.Keys(m.Containers))
 	if !slices.Equal(m.ids, ids) {
 		errs = append(errs, fmt.Errorf("the model's sorted container ids %q are not those of its containers %q", m.ids, ids))
-	}
-	if m.poolList != "" && m.poolList != state.FormatCPUList(pool) {
-		errs = append(errs, fmt.Errorf("the shared pool's kept text %q is not the pool %s", m.poolList, describe(pool)))
 	}
 	return errors.Join(errs...)
 }

@@ -16,7 +16,6 @@ func (p *Policy) Confirm(m *Model, id string) Decision {
 	}
 	nm := m.Clone()
 	delete(nm.Releasing, id)
-	nm.poolChanged()
 	return Decision{Model: nm, Others: p.syncShared(m, nm)}
 }
 
@@ -54,10 +53,7 @@ func (p *Policy) RemoveContainer(m *Model, id string) Decision {
 
 // release drops the assignment a container owns, if any.
 func (p *Policy) release(m *Model, id string) []string {
-	if _, releasing := m.Releasing[id]; releasing {
-		delete(m.Releasing, id)
-		m.poolChanged()
-	}
+	delete(m.Releasing, id)
 	ref, owns := m.State.Containers[id]
 	if !owns {
 		return nil

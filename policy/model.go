@@ -73,11 +73,6 @@ type Model struct {
 	// clones and never changed in place: adding or removing a container
 	// (add, remove) makes a new one.
 	ids []string
-	// poolList is SharedPool() in the Linux list format when a decision
-	// formatted it for this model (syncShared, Synchronize), else "". Every
-	// change of the checkpointed pool or of Releasing clears it
-	// (poolChanged).
-	poolList string
 }
 
 // NewModel returns a model over st with no known container.
@@ -101,20 +96,7 @@ func (m *Model) Clone() *Model {
 		Releasing:  maps.Clone(m.Releasing),
 		Lending:    m.Lending,
 		ids:        m.ids,
-		poolList:   m.poolList,
 	}
-}
-
-// poolChanged forgets the shared pool's formatted text: called by every
-// change of State.DefaultCPUSet or Releasing.
-func (m *Model) poolChanged() { m.poolList = "" }
-
-// sharedPoolList returns SharedPool() in the Linux list format.
-func (m *Model) sharedPoolList() string {
-	if m.poolList != "" {
-		return m.poolList
-	}
-	return state.FormatCPUList(m.SharedPool())
 }
 
 // CPUsOf returns the cpuset the model wants for a tracked container: its
@@ -165,10 +147,18 @@ func (m *Model) edit(id string) *Tracked {
 	return &own
 }
 
+// withLending returns a shallow copy of m for a change of Lending only: it
+// shares m's state and maps, which neither changes (models are never
+// changed once made; a decision clones).
+func (m *Model) withLending() *Model {
+	c := *m
+	return &c
+}
+
 // Lend returns a copy of m in which cpus are lent to an unsolicited update
 // in flight (see Lending).
 func (m *Model) Lend(cpus cpuset.CPUSet) *Model {
-	c := m.Clone()
+	c := m.withLending()
 	if m.Lending.IsEmpty() {
 		c.Lending = cpus // cpusets are immutable: no copy of the usual case
 	} else {
@@ -180,7 +170,7 @@ func (m *Model) Lend(cpus cpuset.CPUSet) *Model {
 // Unlend returns a copy of m in which cpus are no longer lent: the update
 // that carried them has been delivered (or has failed).
 func (m *Model) Unlend(cpus cpuset.CPUSet) *Model {
-	c := m.Clone()
+	c := m.withLending()
 	if sameCPUs(m.Lending, cpus) {
 		c.Lending = cpuset.New() // the usual case: one update in flight
 	} else {
@@ -239,19 +229,41 @@ func (m *Model) ownAssignment(id string) (state.Assignment, bool) {
 // Desired returns the update that puts a tracked, running container on the
 // cpuset the model wants for it.
 func (p *Policy) Desired(m *Model, id string) (Update, bool) {
-	t := m.Containers[id]
-	if t == nil || t.Stopped {
+	updates, _ := p.DesiredUpdates(m, []string{id})
+	if len(updates) == 0 {
 		return Update{}, false
 	}
-	if a, owns := m.ownAssignment(id); owns {
-		cpus := a.Assigned()
-		return Update{ContainerID: id, Display: t.Display, CPUs: cpus, Mems: p.mems(cpus)}, true
+	return updates[0], true
+}
+
+// DesiredUpdates returns Desired for each of ids that has an update, in
+// the order of ids, and the ids that have none (not tracked, stopped, or
+// on an empty pool). The shared pool's text is formatted once for all.
+func (p *Policy) DesiredUpdates(m *Model, ids []string) (updates []Update, none []string) {
+	var pool cpuset.CPUSet
+	var poolList string
+	for _, id := range ids {
+		t := m.Containers[id]
+		if t == nil || t.Stopped {
+			none = append(none, id)
+			continue
+		}
+		if a, owns := m.ownAssignment(id); owns {
+			cpus := a.Assigned()
+			updates = append(updates, Update{ContainerID: id, Display: t.Display, CPUs: cpus, Mems: p.mems(cpus)})
+			continue
+		}
+		if poolList == "" {
+			pool = m.SharedPool()
+			poolList = state.FormatCPUList(pool)
+		}
+		if pool.IsEmpty() {
+			none = append(none, id)
+			continue
+		}
+		updates = append(updates, Update{ContainerID: id, Display: t.Display, CPUs: pool, CPUList: poolList})
 	}
-	pool := m.SharedPool()
-	if pool.IsEmpty() {
-		return Update{}, false
-	}
-	return Update{ContainerID: id, Display: t.Display, CPUs: pool, CPUList: m.sharedPoolList()}, true
+	return updates, none
 }
 
 // SortedContainerIDs returns the ids of the tracked containers, sorted.

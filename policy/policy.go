@@ -49,9 +49,8 @@ type Policy struct {
 	// reserved. poolBase is what the shared pool is without exclusive
 	// containers: online, minus reserved under strict-cpu-reservation.
 	allocatable, poolBase cpuset.CPUSet
-	// allocatableList is allocatable, sorted; allocatableMask and
-	// poolBaseMask are allocatable and poolBase as bitmaps.
-	allocatableList []int
+	// allocatableMask and poolBaseMask are allocatable and poolBase as
+	// bitmaps.
 	allocatableMask cpumask.Mask
 	poolBaseMask    cpumask.Mask
 }
@@ -80,7 +79,6 @@ func New(alloc *cpuallocator.Allocator, opts Options) (*Policy, error) {
 	if opts.StrictCPUReservation {
 		pol.poolBase = pol.allocatable
 	}
-	pol.allocatableList = pol.allocatable.List()
 	pol.allocatableMask, _ = cpumask.Of(pol.allocatable) // online CPUs: no negative id
 	pol.poolBaseMask, _ = cpumask.Of(pol.poolBase)
 	return pol, nil
@@ -108,25 +106,16 @@ func (p *Policy) poolWithout(exclusive cpuset.CPUSet) cpuset.CPUSet {
 // under strict-cpu-reservation too the pool is exactly what they leave).
 func (p *Policy) takeFromPool(m *Model, cpus cpuset.CPUSet) {
 	m.State.DefaultCPUSet = m.State.DefaultCPUSet.Difference(cpus)
-	m.poolChanged()
 }
 
 func (p *Policy) returnToPool(m *Model, cpus cpuset.CPUSet) {
 	m.State.DefaultCPUSet = m.State.DefaultCPUSet.Union(cpus)
-	m.poolChanged()
 }
 
 // recomputePool sets the checkpointed shared pool from all the
 // assignments.
 func (p *Policy) recomputePool(m *Model) {
 	m.State.DefaultCPUSet = p.poolWithout(m.State.ExclusiveCPUs())
-	m.poolChanged()
-}
-
-// free returns the CPUs that may be handed out exclusively now.
-func (p *Policy) free(m *Model) cpuset.CPUSet {
-	free, _ := p.availability(m)
-	return free.CPUSet()
 }
 
 // availability returns the CPUs that may be handed out exclusively now, and
@@ -157,7 +146,10 @@ func (p *Policy) taken(m *Model) (taken cpumask.Mask, unavailable int) {
 }
 
 // Free returns the CPUs that may be handed out exclusively in m.
-func (p *Policy) Free(m *Model) cpuset.CPUSet { return p.free(m) }
+func (p *Policy) Free(m *Model) cpuset.CPUSet {
+	free, _ := p.availability(m)
+	return free.CPUSet()
+}
 
 // FreeAmong returns the CPUs of the given sets that may be handed out
 // exclusively in m: those an unsolicited update carrying the sets must
@@ -184,14 +176,15 @@ func (p *Policy) mems(cpus cpuset.CPUSet) cpuset.CPUSet {
 // running container owning no assignment (the shared containers, and
 // exclusive ones whose CPUs are unknown) at the shared pool of m, when it
 // differs from before's: such containers run on the shared pool of the
-// model before the decision (Model.CPUsOf). It keeps the pool's text in m.
+// model before the decision (Model.CPUsOf). (A container owns an
+// assignment when State.Containers names it: a state whose ids name a
+// missing assignment is never saved.)
 func (p *Policy) syncShared(before, m *Model) []Update {
 	pool := m.SharedPool()
 	if sameCPUs(before.SharedPool(), pool) {
 		return nil
 	}
 	list := state.FormatCPUList(pool)
-	m.poolList = list
 	updates := make([]Update, 0, max(0, len(m.ids)-len(m.State.Containers)))
 	for _, id := range m.sortedIDs() {
 		t := m.Containers[id]

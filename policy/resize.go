@@ -94,7 +94,6 @@ func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignmen
 	released := assigned.Difference(kept)
 	p.returnToPool(nm, released)
 	nm.Releasing[c.ID] = nm.Releasing[c.ID].Union(released)
-	nm.poolChanged()
 	p.track(nm, c, display)
 	return Decision{
 		Model:     nm,

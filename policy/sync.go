@@ -84,7 +84,8 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	for _, c := range resized {
 		notes = append(notes, p.resizeMissed(nm, c))
 	}
-	p.recomputePool(nm)
+	// The pool was kept in step with every assignment above (no recompute
+	// that would hide a step that was not: CheckInvariants checks it).
 
 	current := map[string]cpuset.CPUSet{}
 	for _, c := range live {
@@ -92,7 +93,6 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	}
 	pool := nm.SharedPool()
 	poolList := state.FormatCPUList(pool)
-	nm.poolList = poolList
 	var shrinking, other []Update
 	for _, id := range nm.sortedIDs() {
 		t := nm.Containers[id]

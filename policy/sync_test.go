@@ -320,8 +320,9 @@ func TestFreeAmong(t *testing.T) {
 	if err := pol.CheckInvariants(d.Model); err != nil {
 		t.Fatal(err)
 	}
-	m := d.Model.Lend(cpuset.New(7))
+	m := d.Model.Clone() // the test's own model, to set up a release in flight
 	m.Releasing["gone"] = cpuset.New(5)
+	m = m.Lend(cpuset.New(7))
 	for _, tc := range []struct {
 		carried []cpuset.CPUSet
 		want    string
@@ -334,5 +335,55 @@ func TestFreeAmong(t *testing.T) {
 		if got := pol.FreeAmong(m, tc.carried...); got.String() != tc.want || !got.Equals(pol.Free(m).Intersection(cpuset.New().Union(tc.carried...))) {
 			t.Errorf("FreeAmong(%v) = %q, want %q (Free ∩ carried)", tc.carried, got, tc.want)
 		}
+	}
+}
+
+// TestRecreationReleasesThePredecessorsShrink: a container that shrank
+// (not confirmed yet) and is created again under the same name, its stop
+// never seen, does not keep the CPUs its shrink released out of the shared
+// pool: its process is gone, so they go to the shared containers at once.
+func TestRecreationReleasesThePredecessorsShrink(t *testing.T) {
+	pol := eightCPUs(t) // CPU 0 reserved
+	pod, _ := scenario.KubeletPod("gu", "guaranteed")
+	two, four := scenario.KubeletResources("guaranteed", 2000, 2000, 1<<30), scenario.KubeletResources("guaranteed", 4000, 4000, 1<<30)
+	old := policy.Container{ID: "old", Name: "app", Pod: pod, Resources: two}
+	m := policy.NewModel(pol.NewState())
+	for _, step := range []func(*policy.Model) (policy.Decision, error){
+		func(m *policy.Model) (policy.Decision, error) {
+			return pol.CreateContainer(m, running(t, "web", "burstable", 500, ""))
+		},
+		func(m *policy.Model) (policy.Decision, error) { return pol.CreateContainer(m, old) },
+		func(m *policy.Model) (policy.Decision, error) { return pol.UpdateContainer(m, old, four) },
+		func(m *policy.Model) (policy.Decision, error) {
+			grown := old
+			grown.Resources = four
+			return pol.UpdateContainer(m, grown, two) // released CPUs wait for the confirmation
+		},
+	} {
+		d, err := step(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m = d.Model
+	}
+	if len(m.Releasing) != 1 {
+		t.Fatalf("releasing %v, want the shrink's CPUs", m.Releasing)
+	}
+	again := old
+	again.ID = "again"
+	d, err := pol.CreateContainer(m, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pol.CheckInvariants(d.Model); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Model.Releasing) != 0 {
+		t.Errorf("the predecessor still holds %v out of the shared pool", d.Model.Releasing)
+	}
+	// 8 CPUs minus the re-created container's 2: the reserved CPU 0 is
+	// shared, and the predecessor's released ones are back.
+	if got, want := updatesOf(d)["web"], d.Model.SharedPool().String(); got != want || d.Model.SharedPool().Size() != 6 {
+		t.Errorf("the shared container gets %q, want the whole pool of 6 CPUs (%s)", got, want)
 	}
 }

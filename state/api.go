@@ -16,6 +16,7 @@ package state
 
 import (
 	"errors"
+	"sync/atomic"
 
 	"k8s.io/utils/cpuset"
 )
@@ -87,8 +88,9 @@ type State struct {
 	Pods map[string]PodResources
 
 	// sharedMaps says that Containers and Pods may be shared with a clone:
-	// the next change copies them first (ownMaps).
-	sharedMaps bool
+	// the next change copies them first (ownMaps). Atomic: Clone sets it on
+	// the state it copies, which other goroutines may be cloning too.
+	sharedMaps atomic.Bool
 }
 
 // ErrNoCheckpoint is returned by Load and Inspect when the state directory

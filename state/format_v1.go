@@ -184,6 +184,7 @@ func (cp *checkpointV1) toState() (*State, error) {
 			s.SetAssignment(podUID, name, Assignment{Original: original, Resized: resized})
 		}
 	}
+	// s is new and shares no map: its maps are filled directly.
 	for id, ref := range cp.Containers {
 		s.Containers[id] = ContainerRef(ref)
 	}

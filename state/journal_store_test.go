@@ -547,14 +547,14 @@ func TestCompactionRuns(t *testing.T) {
 // TestSavesPostponeCompaction: Saves that keep coming less than idleDelay
 // apart postpone the compaction (until maxDelay); once they stop, it runs.
 func TestSavesPostponeCompaction(t *testing.T) {
-	const idle = 300 * time.Millisecond
+	const idle = time.Second // far above one Save's fdatasync on a loaded disk
 	dir := filepath.Join(t.TempDir(), "state")
 	st := openTestStore(t, dir, storeOptions{compactBytes: 1 << 40, idleDelay: idle, maxDelay: time.Hour, prealloc: 64 << 10})
 	states := stateLine(t, 2)
-	for start := time.Now(); time.Since(start) < 4*idle; {
+	for start := time.Now(); time.Since(start) < 3*idle; {
 		for _, s := range states {
 			save(t, st, s)
-			time.Sleep(idle / 30)
+			time.Sleep(idle / 50)
 		}
 	}
 	if _, err := os.Stat(st.Path()); !errors.Is(err, os.ErrNotExist) {

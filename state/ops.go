@@ -88,7 +88,11 @@ func diff(from, to *State) []op {
 	}
 
 	ops = diffContainers(ops, from, to)
-	return diffPods(ops, from, to)
+	ops = diffPods(ops, from, to)
+	slices.SortFunc(ops, func(a, b op) int {
+		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.key, b.key), cmp.Compare(a.name, b.name))
+	})
+	return ops
 }
 
 // diffContainers appends the changes of the container ids.
@@ -116,20 +120,11 @@ func diffContainers(ops []op, from, to *State) []op {
 	return ops
 }
 
-// diffPods appends the changes of the pod-level resources, and sorts all
-// the changes.
+// diffPods appends the changes of the pod-level resources.
 func diffPods(ops []op, from, to *State) []op {
-	if !sameMap(from.Pods, to.Pods) {
-		ops = appendPodChanges(ops, from, to)
+	if sameMap(from.Pods, to.Pods) {
+		return ops // shared by clones until changed (copy on write)
 	}
-	slices.SortFunc(ops, func(a, b op) int {
-		return cmp.Or(cmp.Compare(a.kind, b.kind), cmp.Compare(a.key, b.key), cmp.Compare(a.name, b.name))
-	})
-	return ops
-}
-
-// appendPodChanges appends the changes of the pod-level resources.
-func appendPodChanges(ops []op, from, to *State) []op {
 	kept := 0
 	for podUID, r := range to.Pods {
 		old, ok := from.Pods[podUID]

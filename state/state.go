@@ -44,7 +44,8 @@ func (s *State) Clone() *State {
 			c.Pods = map[string]PodResources{}
 		}
 	} else {
-		s.sharedMaps, c.sharedMaps = true, true
+		s.sharedMaps.Store(true)
+		c.sharedMaps.Store(true)
 	}
 	maps.DeleteFunc(c.Entries, func(_ string, containers map[string]Assignment) bool { return len(containers) == 0 })
 	if c.Entries == nil {
@@ -56,7 +57,7 @@ func (s *State) Clone() *State {
 // ownMaps gives s its own Containers and Pods before a change, when they
 // may be shared with a clone.
 func (s *State) ownMaps() {
-	if !s.sharedMaps {
+	if !s.sharedMaps.Load() {
 		return
 	}
 	s.Containers = maps.Clone(s.Containers)
@@ -67,7 +68,7 @@ func (s *State) ownMaps() {
 	if s.Pods == nil {
 		s.Pods = map[string]PodResources{}
 	}
-	s.sharedMaps = false
+	s.sharedMaps.Store(false)
 }
 
 // Equal reports whether two states hold the same data. A nil map and an
@@ -214,6 +215,9 @@ func (s *State) DeleteContainer(id string) {
 
 // DeleteContainers forgets every runtime container id; the entries stay.
 func (s *State) DeleteContainers() {
+	if len(s.Containers) == 0 {
+		return
+	}
 	s.ownMaps()
 	clear(s.Containers)
 }
@@ -234,6 +238,9 @@ func (s *State) ContainerIDOf(ref ContainerRef) (string, bool) {
 // SetPodResources records the pod-level resources last delivered by
 // UpdatePodSandbox.
 func (s *State) SetPodResources(podUID string, r PodResources) {
+	if old, ok := s.Pods[podUID]; ok && old == r {
+		return // nothing to change: keep sharing
+	}
 	s.ownMaps()
 	if s.Pods == nil {
 		s.Pods = map[string]PodResources{}

@@ -24,7 +24,8 @@ func New(maxID int) Mask { return make(Mask, max(maxID, 0)/64+1) }
 // Of returns the mask of s, or false if s holds a negative CPU id.
 func Of(s cpuset.CPUSet) (Mask, bool) {
 	var m Mask
-	return m, m.AddSet(s)
+	ok := m.AddSet(s)
+	return m, ok
 }
 
 // Add adds CPU id, growing the mask as needed. id must not be negative.
