@@ -94,7 +94,7 @@ func (a *Allocator) allocate(avail cpuBits, err error, n int, affinity NodeMask)
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("allocate %d CPUs: %w", n, err)
 	}
-	return picked.cpuSet(), nil
+	return picked.CPUSet(), nil
 }
 
 // availableBits converts the caller's available set, which must hold only
@@ -160,10 +160,10 @@ func (a *Allocator) usable(avail, held cpuBits) cpuBits {
 	if !a.opts.FullPCPUsOnly {
 		return avail
 	}
-	out := avail.clone()
-	for id := range avail.all() {
+	out := avail.Clone()
+	for id := range avail.All() {
 		if !coreWithin(a.plainTree.coreCPUs(id), avail, held) {
-			out.clear(id)
+			out.Remove(id)
 		}
 	}
 	return out
@@ -186,7 +186,7 @@ func (a *Allocator) place(avail, held cpuBits, need int, stages []NodeMask) (cpu
 // still make up the rest: the result is as packed as the stages allow and
 // a satisfiable request is never refused.
 func (a *Allocator) placeUsable(avail, usable, held cpuBits, need int, stages []NodeMask) (cpuBits, error) {
-	if got := usable.count(); got < need {
+	if got := usable.Count(); got < need {
 		return nil, a.shortage(avail, usable, need)
 	}
 	// universe is, in exact mode only, the usable CPUs of the last stage:
@@ -197,27 +197,27 @@ func (a *Allocator) placeUsable(avail, usable, held cpuBits, need int, stages []
 			return nil, a.noWholeCores(usable, sizes, need)
 		}
 		stages = a.reachingStages(usable, need, stages)
-		universe = usable.and(a.topo.bitsInNodes(stages[len(stages)-1]))
+		universe = usable.And(a.topo.bitsInNodes(stages[len(stages)-1]))
 	}
 	picked := a.topo.newBits()
 	for _, stage := range stages {
 		if need == 0 {
 			break
 		}
-		stageAvail := usable.and(a.topo.bitsInNodes(stage)).andNot(picked)
-		got := a.fillStage(stageAvail, held.or(picked), need, outside(universe, stageAvail, picked))
-		picked = picked.or(got)
-		need -= got.count()
+		stageAvail := usable.And(a.topo.bitsInNodes(stage)).AndNot(picked)
+		got := a.fillStage(stageAvail, held.Or(picked), need, outside(universe, stageAvail, picked))
+		picked = picked.Or(got)
+		need -= got.Count()
 	}
 	if need > 0 && universe != nil {
 		// distribute can leave a node's share short of what its whole
 		// cores make up; the rest is still reachable in the universe.
-		got := a.pack(universe.andNot(picked), held.or(picked), need, nil)
-		picked = picked.or(got)
-		need -= got.count()
+		got := a.pack(universe.AndNot(picked), held.Or(picked), need, nil)
+		picked = picked.Or(got)
+		need -= got.Count()
 	}
 	if need > 0 {
-		return nil, a.shortage(avail, usable, need+picked.count())
+		return nil, a.shortage(avail, usable, need+picked.Count())
 	}
 	return picked, nil
 }
@@ -232,15 +232,15 @@ func (a *Allocator) regularCores(usable, held cpuBits, need int) bool {
 		return false
 	}
 	if !tree.complete {
-		for id := range usable.all() {
+		for id := range usable.All() {
 			if len(tree.coreCPUs(id)) != tree.threads {
 				return false
 			}
 		}
 	}
-	for id := range held.all() {
+	for id := range held.All() {
 		for _, sibling := range tree.coreCPUs(id) {
-			if usable.has(sibling) {
+			if usable.Has(sibling) {
 				return false
 			}
 		}
@@ -252,7 +252,7 @@ func (a *Allocator) regularCores(usable, held cpuBits, need int) bool {
 // cores can make up need. The last stage, every node, always can.
 func (a *Allocator) reachingStages(usable cpuBits, need int, stages []NodeMask) []NodeMask {
 	for i, stage := range stages[:len(stages)-1] {
-		if a.packTree.sizesOf(usable.and(a.topo.bitsInNodes(stage))).canMake(need) {
+		if a.packTree.sizesOf(usable.And(a.topo.bitsInNodes(stage))).canMake(need) {
 			return stages[:i+1]
 		}
 	}
@@ -266,7 +266,7 @@ func outside(universe, avail, picked cpuBits) cpuBits {
 	if universe == nil {
 		return nil
 	}
-	return universe.andNot(avail).andNot(picked)
+	return universe.AndNot(avail).AndNot(picked)
 }
 
 // fillStage takes up to need CPUs of avail, distributed or packed as the
@@ -309,18 +309,18 @@ func (a *Allocator) pack(avail, held cpuBits, want int, rest *remainder) cpuBits
 // adds up to.
 func (a *Allocator) noWholeCores(usable cpuBits, sizes coreSizes, need int) error {
 	return fmt.Errorf("need %d CPUs as whole cores (%s), no choice of the whole free cores adds up to %d (%s, cores of %s): %w",
-		need, optFullPCPUsOnly, need, usable.cpuSet(), sizes, ErrTopology)
+		need, optFullPCPUsOnly, need, usable.CPUSet(), sizes, ErrTopology)
 }
 
 // shortage explains why need CPUs cannot be had from avail.
 func (a *Allocator) shortage(avail, usable cpuBits, need int) error {
-	free := avail.count()
+	free := avail.Count()
 	if free < need {
-		return fmt.Errorf("need %d CPUs, %d free (%s): %w", need, free, avail.cpuSet(), ErrNotEnoughCPUs)
+		return fmt.Errorf("need %d CPUs, %d free (%s): %w", need, free, avail.CPUSet(), ErrNotEnoughCPUs)
 	}
 	if a.opts.FullPCPUsOnly {
 		return fmt.Errorf("need %d CPUs as whole cores of %d threads (%s), only %d free CPUs form whole free cores (%s): %w",
-			need, a.topo.threads, optFullPCPUsOnly, usable.count(), usable.cpuSet(), ErrTopology)
+			need, a.topo.threads, optFullPCPUsOnly, usable.Count(), usable.CPUSet(), ErrTopology)
 	}
-	return fmt.Errorf("need %d CPUs, only %d can be placed (%s free): %w", need, usable.count(), avail.cpuSet(), ErrTopology)
+	return fmt.Errorf("need %d CPUs, only %d can be placed (%s free): %w", need, usable.Count(), avail.CPUSet(), ErrTopology)
 }

@@ -41,9 +41,9 @@ func (a *Allocator) distribute(avail, held cpuBits, need int, rest cpuBits) cpuB
 		if shares[n] == 0 {
 			continue
 		}
-		nodeAvail := avail.and(a.topo.nodeBits[n])
-		left := leftFor(a.besides(avail, rest, nodeAvail, picked), need-picked.count())
-		picked = picked.or(a.pack(nodeAvail, held.or(picked), shares[n], left))
+		nodeAvail := avail.And(a.topo.nodeBits[n])
+		left := leftFor(a.besides(avail, rest, nodeAvail, picked), need-picked.Count())
+		picked = picked.Or(a.pack(nodeAvail, held.Or(picked), shares[n], left))
 	}
 	return picked
 }
@@ -55,7 +55,7 @@ func (a *Allocator) besides(avail, rest, part, picked cpuBits) cpuBits {
 	if rest == nil {
 		return nil
 	}
-	return outside(rest.or(avail), part, picked)
+	return outside(rest.Or(avail), part, picked)
 }
 
 func (a *Allocator) fitsOneNode(capacity *nodeCounts, need int) bool {

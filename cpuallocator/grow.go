@@ -38,8 +38,8 @@ func (a *Allocator) grow(avail cpuBits, err error, current cpuset.CPUSet, n int,
 		return fail(fmt.Errorf("current CPUs %s are not online CPUs of this machine: %w", cpuset.New(unknown...), ErrInvalidRequest))
 	case n < current.Size():
 		return fail(fmt.Errorf("%d CPUs is fewer than the %d it holds: %w", n, current.Size(), ErrInvalidRequest))
-	case avail.intersects(held):
-		return fail(fmt.Errorf("available CPUs %s overlap the current ones: %w", avail.and(held).cpuSet(), ErrInvalidRequest))
+	case avail.Intersects(held):
+		return fail(fmt.Errorf("available CPUs %s overlap the current ones: %w", avail.And(held).CPUSet(), ErrInvalidRequest))
 	}
 	if err := a.checkAffinity(affinity); err != nil {
 		return fail(err)
@@ -80,5 +80,5 @@ func (a *Allocator) grow(avail cpuBits, err error, current cpuset.CPUSet, n int,
 	if err != nil {
 		return fail(err)
 	}
-	return current.Union(picked.cpuSet()), nil
+	return current.Union(picked.CPUSet()), nil
 }

@@ -45,8 +45,8 @@ func (a *Allocator) numaHints(avail cpuBits, mustKeep cpuset.CPUSet, n int) []NU
 		return nil
 	}
 	keep, _ := a.topo.bitsOf(mustKeep)
-	avail = avail.andNot(keep)
-	if keep.count() > n {
+	avail = avail.AndNot(keep)
+	if keep.Count() > n {
 		return nil
 	}
 	usable := a.usable(avail, keep)
@@ -61,7 +61,7 @@ func (a *Allocator) numaHints(avail cpuBits, mustKeep cpuset.CPUSet, n int) []NU
 	if extra < 0 {
 		return nil
 	}
-	holds := a.holdsWholeCores(usable, keep, n-keep.count())
+	holds := a.holdsWholeCores(usable, keep, n-keep.Count())
 	preferredWidth := a.minWidth(n)
 	seen := map[NodeMask]bool{}
 	var hints []NUMAHint
@@ -97,7 +97,7 @@ func (a *Allocator) holdsWholeCores(usable, keep cpuBits, need int) func(NodeMas
 		return func(NodeMask) bool { return true }
 	}
 	return func(m NodeMask) bool {
-		return a.packTree.sizesOf(usable.and(a.topo.bitsInNodes(m))).canMake(need)
+		return a.packTree.sizesOf(usable.And(a.topo.bitsInNodes(m))).canMake(need)
 	}
 }
 

@@ -13,7 +13,7 @@ type nodeCounts [maxNUMANodes]int
 // countPerNode counts the CPUs of b on each NUMA node.
 func (t *Topology) countPerNode(b cpuBits) nodeCounts {
 	var c nodeCounts
-	for id := range b.all() {
+	for id := range b.All() {
 		c[t.nodeOf[id]]++
 	}
 	return c

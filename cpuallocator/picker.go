@@ -39,18 +39,18 @@ type pickMode struct {
 func newPicker(tree *unitTree, avail, held cpuBits, mode pickMode) *picker {
 	p := &picker{
 		tree:  tree,
-		avail: avail.clone(),
+		avail: avail.Clone(),
 		free:  make([]int32, len(tree.units)),
 		held:  make([]int32, len(tree.units)),
 		mode:  mode,
 	}
-	for id := range avail.all() {
+	for id := range avail.All() {
 		p.add(p.free, tree.coreOf[id], 1)
 	}
 	// Only cores missing threads or partly held make parts of different
 	// sizes.
 	partial := !tree.complete
-	for id := range held.all() {
+	for id := range held.All() {
 		core := tree.coreOf[id]
 		p.add(p.held, core, 1)
 		partial = partial || p.free[core] > 0
@@ -95,7 +95,7 @@ func (p *picker) sizesOf(u int32) coreSizes {
 // coreWithin reports whether every CPU of a core is in a or in b.
 func coreWithin(cpus []int, a, b cpuBits) bool {
 	for _, id := range cpus {
-		if !a.has(id) && !b.has(id) {
+		if !a.Has(id) && !b.Has(id) {
 			return false
 		}
 	}
@@ -144,7 +144,7 @@ func (p *picker) takeCPU(id int) {
 	if p.exact {
 		p.moveSize(core)
 	}
-	p.avail.clear(id)
+	p.avail.Remove(id)
 	p.add(p.free, core, -1)
 	p.add(p.held, core, 1)
 	p.taken = append(p.taken, id)
@@ -341,7 +341,7 @@ func (p *picker) takeThreads(u int32, r int) int {
 		if got == r {
 			break
 		}
-		if p.avail.has(id) {
+		if p.avail.Has(id) {
 			p.takeCPU(id)
 			got++
 		}
@@ -371,7 +371,7 @@ func (p *picker) spreadOverCores(u int32, r int) int {
 func (p *picker) takenBits(words int) cpuBits {
 	b := make(cpuBits, words)
 	for _, id := range p.taken {
-		b.set(id)
+		b.Add(id)
 	}
 	return b
 }

@@ -43,7 +43,7 @@ func (a *Allocator) Shrink(current, original cpuset.CPUSet, n int) (cpuset.CPUSe
 		return current.Clone(), nil
 	}
 	orig, _ := a.topo.bitsOf(original)
-	p := newPicker(a.shrinkTree, a.usable(cur.andNot(orig), orig), orig, a.mode)
+	p := newPicker(a.shrinkTree, a.usable(cur.AndNot(orig), orig), orig, a.mode)
 	keep := n - original.Size()
 	if got := p.take(keep); got < keep {
 		return fail(fmt.Errorf("cannot keep %d more CPUs of %s as whole cores (%s): %w", keep, current.Difference(original), optFullPCPUsOnly, ErrTopology))

@@ -62,7 +62,7 @@ func NewTopology(cpus []CPUInfo, distances map[int]map[int]int) (*Topology, erro
 		t.index[i] = -1
 	}
 	t.nodeOf = make([]int8, maxID+1)
-	t.allBits = newCPUBits(maxID)
+	t.allBits = cpumask.New(maxID)
 	coreOf := map[int]CPUInfo{}
 	nodeIDs := map[int][]int{}
 	socketSet := map[int]bool{}
@@ -83,7 +83,7 @@ func NewTopology(cpus []CPUInfo, distances map[int]map[int]int) (*Topology, erro
 		}
 		t.index[c.ID] = int32(i)
 		t.nodeOf[c.ID] = int8(c.NUMANode)
-		t.allBits.set(c.ID)
+		t.allBits.Add(c.ID)
 		t.coreCPUs[c.Core] = append(t.coreCPUs[c.Core], c.ID)
 		nodeIDs[c.NUMANode] = append(nodeIDs[c.NUMANode], c.ID)
 		if _, ok := t.nodeSocket[c.NUMANode]; !ok {
@@ -94,13 +94,13 @@ func NewTopology(cpus []CPUInfo, distances map[int]map[int]int) (*Topology, erro
 			t.threads = n
 		}
 	}
-	t.all = cpuset.New(t.allBits.ids()...)
+	t.all = cpuset.New(t.allBits.IDs()...)
 	for node, ids := range nodeIDs {
 		t.nodes = append(t.nodes, node)
 		t.nodeCPUs[node] = cpuset.New(ids...)
-		b := newCPUBits(maxID)
+		b := cpumask.New(maxID)
 		for _, id := range ids {
-			b.set(id)
+			b.Add(id)
 		}
 		t.nodeBits[node] = b
 	}
@@ -238,7 +238,7 @@ func (t *Topology) bitsOf(s cpuset.CPUSet) (cpuBits, []int) {
 			unknown = append(unknown, id)
 			continue
 		}
-		b.set(id)
+		b.Add(id)
 	}
 	return b, unknown
 }
@@ -266,7 +266,7 @@ func (t *Topology) bitsOfMask(m cpumask.Mask) (cpuBits, []int) {
 func (t *Topology) nodesOfBits(b cpuBits) NodeMask {
 	var m NodeMask
 	for _, n := range t.nodes {
-		if b.intersects(t.nodeBits[n]) {
+		if b.Intersects(t.nodeBits[n]) {
 			m |= 1 << uint(n)
 		}
 	}

@@ -54,7 +54,7 @@ type coreSizes []int32
 // Under full-pcpus-only b is a usable set, so each count is a whole part.
 func (t *unitTree) sizesOf(b cpuBits) coreSizes {
 	perCore := make([]int32, len(t.units))
-	for id := range b.all() {
+	for id := range b.All() {
 		perCore[t.coreOf[id]]++
 	}
 	s := make(coreSizes, t.threads+1)
@@ -108,7 +108,7 @@ func (s coreSizes) canMake(r int) bool {
 	case s.only() != 0:
 		return r%s.only() == 0
 	}
-	return s.sums(r).has(r)
+	return s.sums(r).Has(r)
 }
 
 // sums returns, as a bitmap, every total up to limit that some of the
@@ -116,11 +116,11 @@ func (s coreSizes) canMake(r int) bool {
 // size are grouped 1, 2, 4, ... so that each size costs O(log c) shifts.
 func (s coreSizes) sums(limit int) cpuBits {
 	b := make(cpuBits, limit/64+1)
-	b.set(0)
+	b.Add(0)
 	for w := 1; w < len(s); w++ {
 		for left, chunk := int(s[w]), 1; left > 0; chunk *= 2 {
 			m := min(chunk, left)
-			b.orShifted(m * w)
+			orShifted(b, m*w)
 			left -= m
 		}
 	}
@@ -148,7 +148,7 @@ func largestSplit(in, out coreSizes, r, limit int) int {
 	}
 	inSums, outSums := in.sums(limit), out.sums(r)
 	for x := limit; x >= 0; x-- {
-		if inSums.has(x) && outSums.has(r-x) {
+		if inSums.Has(x) && outSums.Has(r-x) {
 			return x
 		}
 	}
@@ -160,7 +160,7 @@ func largestSplit(in, out coreSizes, r, limit int) int {
 func (s coreSizes) largestAtMost(limit int) int {
 	sums := s.sums(limit)
 	for x := limit; x > 0; x-- {
-		if sums.has(x) {
+		if sums.Has(x) {
 			return x
 		}
 	}
@@ -189,7 +189,7 @@ func (s coreSizes) String() string {
 
 // orShifted sets b to b ∪ (b shifted up by k), dropping what moves past
 // the end.
-func (b cpuBits) orShifted(k int) {
+func orShifted(b cpuBits, k int) {
 	words, shift := k/64, uint(k%64)
 	for i := len(b) - 1; i >= words; i-- {
 		v := b[i-words] << shift

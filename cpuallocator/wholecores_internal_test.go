@@ -34,8 +34,8 @@ func TestCoreSizesSums(t *testing.T) {
 		want := naiveSums(s)
 		sums := s.sums(s.total())
 		for x, ok := range want {
-			if sums.has(x) != ok || s.canMake(x) != ok {
-				t.Fatalf("%v: %d reachable = %v (bitmap %v, canMake %v)", s, x, ok, sums.has(x), s.canMake(x))
+			if sums.Has(x) != ok || s.canMake(x) != ok {
+				t.Fatalf("%v: %d reachable = %v (bitmap %v, canMake %v)", s, x, ok, sums.Has(x), s.canMake(x))
 			}
 		}
 		if s.canMake(s.total() + 1) {
