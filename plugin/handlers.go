@@ -78,8 +78,10 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 }
 
 // UpdatePodSandbox records the pod-level resources of a resized pod (the
-// runtime keeps only the creation values) and logs a pod CPU limit below
-// its containers' exclusive CPUs. It returns an error only for a real fault.
+// runtime keeps only the creation values), logs a pod CPU limit below its
+// containers' exclusive CPUs, and marks the pod's containers due for a
+// cgroup read at PostUpdatePodSandbox, which reconciles them with the state.
+// It returns an error only for a real fault.
 func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhead, resources *api.LinuxResources) (err error) {
 	defer recoverInto(&err, "UpdatePodSandbox", p.log)
 	defer p.metrics.observeEvent("UpdatePodSandbox", time.Now())
@@ -91,7 +93,15 @@ func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhe
 	for _, note := range d.Notes {
 		p.log.WithField("pod", pp.Namespace+"/"+pp.Name).Warn(note)
 	}
-	return p.commit(d.Model)
+	if err := p.commit(d.Model); err != nil {
+		return err
+	}
+	for id, t := range p.model.Containers {
+		if v := p.ctrs[id]; v != nil && t.PodUID == pp.UID {
+			v.due = true
+		}
+	}
+	return nil
 }
 
 // PostUpdatePodSandbox triggers a verification of the cpusets.

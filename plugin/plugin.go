@@ -125,8 +125,10 @@ type runtimeView struct {
 	// a send that raced with a reply does not overwrite it.
 	generation uint64
 	// checked is the generation of applied the cgroup was last read at:
-	// after an event only containers sent an update since are read again.
+	// after an event only containers sent an update since are read again,
+	// and those marked due.
 	checked uint64
+	due     bool
 }
 
 // view returns the record of container id, making it if needed.

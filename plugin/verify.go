@@ -123,7 +123,7 @@ func (p *Plugin) verify(all bool) {
 		if t := p.model.Containers[id]; t.Stopped || v == nil || v.cgroupPath == "" {
 			continue
 		}
-		if _, releasing := p.model.Releasing[id]; !all && !releasing && v.checked == v.generation {
+		if _, releasing := p.model.Releasing[id]; !all && !releasing && !v.due && v.checked == v.generation {
 			continue
 		}
 		probes = append(probes, probe{id: id, path: v.cgroupPath, generation: v.generation})
@@ -149,7 +149,7 @@ func (p *Plugin) verify(all bool) {
 		if !ok || t == nil || t.Stopped || v == nil || v.generation != pr.generation {
 			continue
 		}
-		v.checked = pr.generation
+		v.checked, v.due = pr.generation, false
 		if _, releasing := p.model.Releasing[pr.id]; releasing && sameSet(cpus, p.model.CPUsOf(pr.id)) {
 			p.confirm(pr.id)
 		}

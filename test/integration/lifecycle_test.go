@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
@@ -542,4 +543,40 @@ func TestKubeletCheckpointImported(t *testing.T) {
 		t.Errorf("shrink below the kubelet's original CPUs: %v", err)
 	}
 	noViolations(t, rt)
+}
+
+// TestPodUpdateReconcilesThePodsContainers: a pod resize (CRI
+// UpdatePodSandboxResources) has the plugin read its containers' cgroups
+// again and put back a cpuset that differs from the state, although the
+// plugin sent them nothing since it last read them.
+func TestPodUpdateReconcilesThePodsContainers(t *testing.T) {
+	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt.cgroupRoot = t.TempDir()
+	// No periodic pass: only the pod update may find the difference.
+	rp := startPluginWith(t, rt, n.pol, t.TempDir(), func(o *plugin.Options) { o.VerifyInterval = 0 })
+	sb := pod(t, rt, "gu", "guaranteed")
+	g := mustCreate(t, rt, sb, "app", guaranteed(2))
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	// Let the read that follows the creation happen first (it takes a
+	// millisecond), so that only the pod update can find what follows.
+	time.Sleep(100 * time.Millisecond)
+	file := filepath.Join(rt.cgroupRoot, "cpuset", g.Linux.CgroupsPath, "cpuset.cpus")
+	if err := os.WriteFile(file, []byte("0-7\n"), 0o644); err != nil { // changed behind the plugin's back
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if data, _ := os.ReadFile(file); strings.TrimSpace(string(data)) != "0-7" {
+		t.Fatalf("the cgroup was put back (%q) before the pod update: the test cannot tell what the update does", data)
+	}
+	if err := rt.UpdatePod(sb, state.PodResources{Resources: state.Resources{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pod's container put back on its CPUs", func() bool {
+		data, err := os.ReadFile(file)
+		return err == nil && strings.TrimSpace(string(data)) == "1-2"
+	})
+	if v := metricValue(t, rp, "nri_cpumanager_cpuset_drift_total", nil); v != 1 {
+		t.Errorf("cpuset_drift_total = %v, want 1", v)
+	}
 }
