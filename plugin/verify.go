@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // cgroupReader reads the cpuset a container's cgroup really has.
@@ -150,10 +152,10 @@ func (p *Plugin) verify(all bool) {
 			continue
 		}
 		v.checked, v.due = pr.generation, false
-		if _, releasing := p.model.Releasing[pr.id]; releasing && sameSet(cpus, p.model.CPUsOf(pr.id)) {
+		if _, releasing := p.model.Releasing[pr.id]; releasing && state.SameCPUs(cpus, p.model.CPUsOf(pr.id)) {
 			p.confirm(pr.id)
 		}
-		if applied := p.appliedTo(pr.id); !(applied.Size() == cpus.Size() && applied.IsSubsetOf(cpus)) {
+		if applied := p.appliedTo(pr.id); !state.SameCPUs(applied, cpus) {
 			p.log.WithFields(map[string]any{"id": pr.id, "believed": applied.String(), "actual": cpus.String()}).
 				Warn("container cpuset differs from the last update; re-sending")
 			p.metrics.drift()
@@ -166,10 +168,4 @@ func (p *Plugin) verify(all bool) {
 	if drifted {
 		p.kickSender()
 	}
-}
-
-// sameSet compares two cpusets by content (cpuset.CPUSet.Equals tells the
-// zero set from an empty one).
-func sameSet(a, b cpuset.CPUSet) bool {
-	return a.Size() == b.Size() && a.IsSubsetOf(b)
 }

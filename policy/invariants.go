@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // CheckInvariants verifies a model against the rules every decision must
@@ -51,7 +53,7 @@ func (p *Policy) CheckInvariants(m *Model) error {
 			exclusive = exclusive.Union(assigned)
 		}
 	}
-	if want := p.poolWithout(exclusive); !sameCPUs(m.State.DefaultCPUSet, want) {
+	if want := p.poolWithout(exclusive); !state.SameCPUs(m.State.DefaultCPUSet, want) {
 		errs = append(errs, fmt.Errorf("shared pool is %s, want %s", describe(m.State.DefaultCPUSet), describe(want)))
 	}
 	pool := m.SharedPool()

@@ -171,7 +171,7 @@ func (m *Model) Lend(cpus cpuset.CPUSet) *Model {
 // that carried them has been delivered (or has failed).
 func (m *Model) Unlend(cpus cpuset.CPUSet) *Model {
 	c := m.withLending()
-	if sameCPUs(m.Lending, cpus) {
+	if state.SameCPUs(m.Lending, cpus) {
 		c.Lending = cpuset.New() // the usual case: one update in flight
 	} else {
 		c.Lending = m.Lending.Difference(cpus)

@@ -181,7 +181,7 @@ func (p *Policy) mems(cpus cpuset.CPUSet) cpuset.CPUSet {
 // missing assignment is never saved.)
 func (p *Policy) syncShared(before, m *Model) []Update {
 	pool := m.SharedPool()
-	if sameCPUs(before.SharedPool(), pool) {
+	if state.SameCPUs(before.SharedPool(), pool) {
 		return nil
 	}
 	list := state.FormatCPUList(pool)
@@ -295,10 +295,4 @@ func displayName(pod Pod, name string) string {
 		return pod.UID + "/" + name
 	}
 	return pod.Namespace + "/" + pod.Name + "/" + name
-}
-
-// sameCPUs compares two cpusets by content. (cpuset.CPUSet.Equals tells a
-// zero-value set from an empty one.)
-func sameCPUs(a, b cpuset.CPUSet) bool {
-	return a.Size() == b.Size() && a.IsSubsetOf(b)
 }

@@ -100,7 +100,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		if a, ok := nm.ownAssignment(id); ok {
 			want, list, mems = a.Assigned(), "", p.mems(a.Assigned())
 		}
-		if sameCPUs(current[id], want) {
+		if state.SameCPUs(current[id], want) {
 			continue
 		}
 		u := Update{ContainerID: id, Display: t.Display, CPUs: want, CPUList: list, Mems: mems}

@@ -46,7 +46,7 @@ func TestFormatCPUListMatchesTheLibrary(t *testing.T) {
 func TestFormatCPUListParsesBack(t *testing.T) {
 	set := benchState(200).DefaultCPUSet
 	back, err := parseCPUList(FormatCPUList(set))
-	if err != nil || !sameCPUs(back, set) {
-		t.Errorf("parseCPUList(FormatCPUList(set)): %v, equal %v", err, sameCPUs(back, set))
+	if err != nil || !SameCPUs(back, set) {
+		t.Errorf("parseCPUList(FormatCPUList(set)): %v, equal %v", err, SameCPUs(back, set))
 	}
 }

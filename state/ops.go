@@ -50,7 +50,7 @@ type op struct {
 // nothing is encoded.
 func diff(from, to *State) []op {
 	var ops []op
-	if !sameCPUs(from.DefaultCPUSet, to.DefaultCPUSet) {
+	if !SameCPUs(from.DefaultCPUSet, to.DefaultCPUSet) {
 		ops = append(ops, op{kind: opSetDefault, cpus: to.DefaultCPUSet})
 	}
 
@@ -147,7 +147,7 @@ func diffPods(ops []op, from, to *State) []op {
 
 // sameAssignment compares two assignments by content.
 func sameAssignment(a, b Assignment) bool {
-	return sameCPUs(a.Original, b.Original) && sameCPUs(a.Resized, b.Resized)
+	return SameCPUs(a.Original, b.Original) && SameCPUs(a.Resized, b.Resized)
 }
 
 // apply performs one op on s. Unlike State.DeleteAssignment, deleting an

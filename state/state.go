@@ -78,7 +78,7 @@ func (s *State) Equal(o *State) bool {
 	if s == nil || o == nil {
 		return s == o
 	}
-	if !sameCPUs(s.DefaultCPUSet, o.DefaultCPUSet) {
+	if !SameCPUs(s.DefaultCPUSet, o.DefaultCPUSet) {
 		return false
 	}
 	if !maps.Equal(s.Containers, o.Containers) || !maps.Equal(s.Pods, o.Pods) {
@@ -92,7 +92,7 @@ func (s *State) entriesContain(o *State) bool {
 	for podUID, containers := range o.Entries {
 		for name, a := range containers {
 			b, ok := s.Assignment(podUID, name)
-			if !ok || !sameCPUs(a.Original, b.Original) || !sameCPUs(a.Resized, b.Resized) {
+			if !ok || !SameCPUs(a.Original, b.Original) || !SameCPUs(a.Resized, b.Resized) {
 				return false
 			}
 		}
@@ -100,9 +100,9 @@ func (s *State) entriesContain(o *State) bool {
 	return true
 }
 
-// sameCPUs compares two sets by content (cpuset.CPUSet.Equals tells the
+// SameCPUs compares two sets by content (cpuset.CPUSet.Equals tells the
 // zero CPUSet from an empty one made by cpuset.New).
-func sameCPUs(a, b cpuset.CPUSet) bool {
+func SameCPUs(a, b cpuset.CPUSet) bool {
 	return a.Size() == b.Size() && (a.IsEmpty() || a.IsSubsetOf(b))
 }
 
