@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
@@ -99,15 +98,7 @@ func (p *Policy) allocateNew(m *Model, display string, n int) (cpuset.CPUSet, er
 		reason = ReasonTopologyAffinity
 	}
 	return cpuset.New(), refuse(p.verdictFor(pl), reason,
-		"cannot allocate %d exclusive CPUs for container %s (free: %s): %v", n, display, describeMask(free), err)
-}
-
-// describeMask is describe for a mask.
-func describeMask(cpus cpumask.Mask) string {
-	if cpus.IsEmpty() {
-		return "none"
-	}
-	return cpus.String()
+		"cannot allocate %d exclusive CPUs for container %s (free: %s): %v", n, display, describe(free.CPUSet()), err)
 }
 
 // describe prints a cpuset for messages, naming the empty set.

@@ -113,7 +113,7 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 	if err != nil {
 		return Decision{}, refuse(p.verdictFor(pl), ReasonResizeAllocateCPUs,
 			"cannot grow container %s from %d to %d exclusive CPUs keeping %s (free: %s): %v",
-			display, assigned.Size(), n, assigned, describeMask(free), err)
+			display, assigned.Size(), n, assigned, describe(free.CPUSet()), err)
 	}
 	nm := m.Clone()
 	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: cpus})

@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
 )
 
 // claims is a bitmap of the CPUs a state holds: its shared pool and every
@@ -51,33 +53,24 @@ func wellFormed(name string, a Assignment) bool {
 // take adds cpus to c; false if one of them is claimed already or is not
 // a CPU id c tracks.
 func (c *claims) take(cpus cpuset.CPUSet) bool {
+	m := (*cpumask.Mask)(c)
 	for _, cpu := range cpus.UnsortedList() {
-		if cpu < 0 || cpu > maxCPUID {
+		if cpu < 0 || cpu > maxCPUID || m.Has(cpu) {
 			return false
 		}
-		word, bit := cpu/64, uint64(1)<<(cpu%64)
-		if word >= len(*c) {
-			*c = append(*c, make([]uint64, word+1-len(*c))...)
-		}
-		if (*c)[word]&bit != 0 {
-			return false
-		}
-		(*c)[word] |= bit
+		m.Add(cpu)
 	}
 	return true
 }
 
 // give removes cpus from c; false if one of them was not claimed.
 func (c claims) give(cpus cpuset.CPUSet) bool {
+	m := cpumask.Mask(c)
 	for _, cpu := range cpus.UnsortedList() {
-		if cpu < 0 || cpu/64 >= len(c) {
+		if !m.Has(cpu) {
 			return false
 		}
-		word, bit := cpu/64, uint64(1)<<(cpu%64)
-		if c[word]&bit == 0 {
-			return false
-		}
-		c[word] &^= bit
+		m.Remove(cpu)
 	}
 	return true
 }
