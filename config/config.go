@@ -48,6 +48,10 @@ type Config struct {
 	// MetricsAddress is the listen address of /metrics, /healthz and
 	// /readyz; "" disables the endpoint (metricsAddress).
 	MetricsAddress string
+	// DebugAddress is the listen address of /debug/state, which shows pod
+	// UIDs, names and cpusets: loopback by default; "" disables it
+	// (debugAddress).
+	DebugAddress string
 	// LogLevel is the logrus level (logLevel).
 	LogLevel logrus.Level
 	// KubeletCheckpoint is the kubelet's cpu_manager_state, imported once
@@ -115,6 +119,7 @@ func Default() *Config {
 		},
 		InPlaceResize:     true,
 		MetricsAddress:    ":9101",
+		DebugAddress:      "127.0.0.1:9102",
 		LogLevel:          logrus.InfoLevel,
 		KubeletCheckpoint: DefaultKubeletCheckpoint,
 	}

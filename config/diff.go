@@ -51,6 +51,7 @@ var keyRules = []keyRule{
 	{"inPlaceResize", applyLive, func(c *Config) string { return strconv.FormatBool(c.InPlaceResize) }},
 	{"alignMemory", applyLive, func(c *Config) string { return strconv.FormatBool(c.AlignMemory) }},
 	{"metricsAddress", applyAtRestart, func(c *Config) string { return c.MetricsAddress }},
+	{"debugAddress", applyAtRestart, func(c *Config) string { return c.DebugAddress }},
 	{"logLevel", applyLive, func(c *Config) string { return logLevelName(c.LogLevel) }},
 	{"kubeletCheckpoint", applyAtRestart, func(c *Config) string { return c.KubeletCheckpoint }},
 }

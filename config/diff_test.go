@@ -29,6 +29,7 @@ func TestDiffClassifiesEveryKey(t *testing.T) {
 		{"inPlaceResize", func(c *Config) { c.InPlaceResize = false }, Changes{Live: []string{"inPlaceResize"}}},
 		{"alignMemory", func(c *Config) { c.AlignMemory = true }, Changes{Live: []string{"alignMemory"}}},
 		{"metricsAddress", func(c *Config) { c.MetricsAddress = "" }, Changes{Restart: []string{"metricsAddress"}}},
+		{"debugAddress", func(c *Config) { c.DebugAddress = ":9999" }, Changes{Restart: []string{"debugAddress"}}},
 		{"logLevel", func(c *Config) { c.LogLevel = logrus.DebugLevel }, Changes{Live: []string{"logLevel"}}},
 		{"kubeletCheckpoint", func(c *Config) { c.KubeletCheckpoint = "" }, Changes{Restart: []string{"kubeletCheckpoint"}}},
 	}

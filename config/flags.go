@@ -31,6 +31,7 @@ type flagRule struct {
 //	--cgroupfs-root       cgroupfsRoot
 //	--reserved-cpus       reservedSystemCPUs (and sets reservedCPUCount to 0)
 //	--metrics-address     metricsAddress
+//	--debug-address       debugAddress
 //	--log-level           logLevel
 //	--kubelet-checkpoint  kubeletCheckpoint
 //
@@ -94,6 +95,8 @@ func flagRules() []flagRule {
 		},
 		stringFlag("metrics-address", "metricsAddress", "host:port `address` of /metrics, \"\" disables it", parseMetricsAddress,
 			func(c *Config) *string { return &c.MetricsAddress }),
+		stringFlag("debug-address", "debugAddress", "host:port `address` of /debug/state, \"\" disables it", parseMetricsAddress,
+			func(c *Config) *string { return &c.DebugAddress }),
 		{
 			flag: "log-level", key: "logLevel", usage: "`level`: trace, debug, info, warn or error",
 			set: func(v string) (func(*Config), error) {

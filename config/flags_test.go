@@ -37,6 +37,7 @@ func TestFlagsOverrideOnlyWhatIsGiven(t *testing.T) {
 			return c.ReservedSystemCPUs.Equals(cpuset.New(0, 1)) && c.ReservedCPUCount == 0
 		}},
 		{"metrics off", []string{"--metrics-address="}, func(c *Config) bool { return c.MetricsAddress == "" }},
+		{"debug endpoint off", []string{"--debug-address="}, func(c *Config) bool { return c.DebugAddress == "" }},
 		{"log level", []string{"--log-level=trace"}, func(c *Config) bool { return c.LogLevel == logrus.TraceLevel }},
 		{"import off", []string{"--kubelet-checkpoint="}, func(c *Config) bool { return c.KubeletCheckpoint == "" }},
 		{"last of a repeated flag wins", []string{"--log-level=debug", "--log-level=error"}, func(c *Config) bool {
@@ -95,7 +96,7 @@ func TestFlagsApplyChecksTheWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := flags.Apply(Default())
-	want := `stateDir: "/var/lib/kubelet" would put the plugin's checkpoint at kubeletCheckpoint "/var/lib/kubelet/cpu_manager_state"`
+	want := `stateDir: "/var/lib/kubelet" holds kubeletCheckpoint "/var/lib/kubelet/cpu_manager_state"`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Apply error = %v, want it to contain %q", err, want)
 	}

@@ -46,6 +46,7 @@ func TestDefaultValues(t *testing.T) {
 		"inPlaceResize":                "true",
 		"alignMemory":                  "false",
 		"metricsAddress":               ":9101",
+		"debugAddress":                 "127.0.0.1:9102",
 		"logLevel":                     "info",
 		"kubeletCheckpoint":            "/var/lib/kubelet/cpu_manager_state",
 	}
@@ -133,6 +134,7 @@ func TestParseValidValues(t *testing.T) {
 		{"metrics on loopback", `metricsAddress: "127.0.0.1:9000"`, func(c *Config) bool { return c.MetricsAddress == "127.0.0.1:9000" }},
 		{"metrics on IPv6", `metricsAddress: "[::1]:9000"`, func(c *Config) bool { return c.MetricsAddress == "[::1]:9000" }},
 		{"metrics disabled", `metricsAddress: ""`, func(c *Config) bool { return c.MetricsAddress == "" }},
+		{"debug endpoint on every address", `debugAddress: ":9102"`, func(c *Config) bool { return c.DebugAddress == ":9102" }},
 		{"log trace", "logLevel: trace", func(c *Config) bool { return c.LogLevel == logrus.TraceLevel }},
 		{"log debug", "logLevel: debug", func(c *Config) bool { return c.LogLevel == logrus.DebugLevel }},
 		{"log warn", "logLevel: warn", func(c *Config) bool { return c.LogLevel == logrus.WarnLevel }},
@@ -178,10 +180,10 @@ func TestParseValidationMessages(t *testing.T) {
 		{"empty state dir", `stateDir: ""`, []string{`stateDir: "" is not a path`}},
 		{"empty sysfs root", `sysfsRoot: ""`, []string{`sysfsRoot: "" is not a path`}},
 		{"empty cgroupfs root", `cgroupfsRoot: ""`, []string{`cgroupfsRoot: "" is not a path`}},
-		{"bad CPU list", `reservedSystemCPUs: "0-"`, []string{`reservedSystemCPUs: "0-" is not a CPU list such as "0,2-3": strconv.Atoi: parsing "": invalid syntax`}},
-		{"reversed CPU range", `reservedSystemCPUs: "3-1"`, []string{`reservedSystemCPUs: "3-1" is not a CPU list such as "0,2-3": invalid range "3-1" (3 > 1)`}},
-		{"huge CPU range", `reservedSystemCPUs: "0-99999999"`, []string{`reservedSystemCPUs: "0-99999999" names CPU 99999999, above the largest CPU id 16383`}},
-		{"huge single CPU", `reservedSystemCPUs: "1,16384"`, []string{`reservedSystemCPUs: "1,16384" names CPU 16384, above the largest CPU id 16383`}},
+		{"bad CPU list", `reservedSystemCPUs: "0-"`, []string{`reservedSystemCPUs: "0-" is not a CPU list such as "0,2-3": "0-": missing CPU number`}},
+		{"reversed CPU range", `reservedSystemCPUs: "3-1"`, []string{`reservedSystemCPUs: "3-1" is not a CPU list such as "0,2-3": "3-1": range runs backwards`}},
+		{"huge CPU range", `reservedSystemCPUs: "0-99999999"`, []string{`reservedSystemCPUs: "0-99999999" is not a CPU list such as "0,2-3": "0-99999999": CPU 99999999 is above the largest supported CPU 65535`}},
+		{"huge single CPU", `reservedSystemCPUs: "1,65536"`, []string{`reservedSystemCPUs: "1,65536" is not a CPU list such as "0,2-3": "65536": CPU 65536 is above the largest supported CPU 65535`}},
 		{"negative count", `reservedCPUCount: -1`, []string{`reservedCPUCount: -1 is not a CPU count ≥ 0`}},
 		{"list and count", "reservedSystemCPUs: \"0-1\"\nreservedCPUCount: 2", []string{
 			`reservedSystemCPUs and reservedCPUCount are both set ("0-1" and 2): remove reservedCPUCount to reserve exactly CPUs 0-1, or remove reservedSystemCPUs to reserve 2 CPUs placed by topology`}},
@@ -204,15 +206,15 @@ func TestParseValidationMessages(t *testing.T) {
 		{"non-integer node limit", `topologyManagerPolicyOptions: {max-allowable-numa-nodes: "eight"}`, []string{
 			`topologyManagerPolicyOptions.max-allowable-numa-nodes: "eight" is not an integer ≥ 1`}},
 		{"port missing", `metricsAddress: "9101"`, []string{
-			`metricsAddress: "9101" is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable metrics`}},
+			`metricsAddress: "9101" is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable the endpoint`}},
 		{"named port", `metricsAddress: ":http"`, []string{
-			`metricsAddress: ":http" is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable metrics`}},
+			`metricsAddress: ":http" is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable the endpoint`}},
 		{"port out of range", `metricsAddress: ":70000"`, []string{
-			`metricsAddress: ":70000" is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable metrics`}},
+			`metricsAddress: ":70000" is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable the endpoint`}},
 		{"bad log level", `logLevel: verbose`, []string{`logLevel: "verbose" is not one of trace, debug, info, warn, error`}},
 		{"logrus-only log level", `logLevel: warning`, []string{`logLevel: "warning" is not one of trace, debug, info, warn, error`}},
 		{"checkpoint clash", `stateDir: /var/lib/kubelet/`, []string{
-			`stateDir: "/var/lib/kubelet/" would put the plugin's checkpoint at kubeletCheckpoint "/var/lib/kubelet/cpu_manager_state"; give the plugin a directory of its own`}},
+			`stateDir: "/var/lib/kubelet/" holds kubeletCheckpoint "/var/lib/kubelet/cpu_manager_state"; the plugin would write its own checkpoint over it: give the plugin a directory of its own`}},
 		{"all problems at once", "pluginIndex: \"9\"\nlogLevel: verbose\ntopologyManagerPolicy: single-numa\ncpuManagerPolicyOptions: {b: \"1\", a: \"1\"}", []string{
 			`pluginIndex: "9" is not two digits 00-99; write it quoted, e.g. "09"`,
 			`topologyManagerPolicy: "single-numa" is not one of none, best-effort, restricted, single-numa-node`,
@@ -243,10 +245,10 @@ func TestParseRejectsUnknownKeys(t *testing.T) {
 		{"wrong case", `reservedSystemCpus: "1"`, []string{`unknown key "reservedSystemCpus" (did you mean "reservedSystemCPUs"?)`}},
 		{"typo", `logLvel: debug`, []string{`unknown key "logLvel" (did you mean "logLevel"?)`}},
 		{"kubelet key this plugin has no use for", `cpuManagerPolicy: static`, []string{
-			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, logLevel, kubeletCheckpoint`}},
+			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`}},
 		{"every unknown key reported", "zz: 1\nlogLevel: debug\naa: 2", []string{
-			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, logLevel, kubeletCheckpoint`,
-			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, logLevel, kubeletCheckpoint`,
+			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`,
+			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`,
 		}},
 	}
 	for _, tt := range tests {

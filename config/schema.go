@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 	"k8s.io/utils/cpuset"
 )
 
@@ -29,6 +28,7 @@ type file struct {
 	InPlaceResize                bool              `json:"inPlaceResize"`
 	AlignMemory                  bool              `json:"alignMemory"`
 	MetricsAddress               string            `json:"metricsAddress"`
+	DebugAddress                 string            `json:"debugAddress"`
 	LogLevel                     string            `json:"logLevel"`
 	KubeletCheckpoint            string            `json:"kubeletCheckpoint"`
 }
@@ -61,6 +61,7 @@ func toFile(c *Config) *file {
 		InPlaceResize:                c.InPlaceResize,
 		AlignMemory:                  c.AlignMemory,
 		MetricsAddress:               c.MetricsAddress,
+		DebugAddress:                 c.DebugAddress,
 		LogLevel:                     logLevelName(c.LogLevel),
 		KubeletCheckpoint:            c.KubeletCheckpoint,
 	}
@@ -101,6 +102,8 @@ func (f *file) build() (*Config, error) {
 	check("topologyManagerPolicy", err)
 	c.MetricsAddress, err = parseMetricsAddress(f.MetricsAddress)
 	check("metricsAddress", err)
+	c.DebugAddress, err = parseMetricsAddress(f.DebugAddress)
+	check("debugAddress", err)
 	c.LogLevel, err = parseLogLevel(f.LogLevel)
 	check("logLevel", err)
 
@@ -137,16 +140,16 @@ func (f *file) reservedCPUs() (cpuset.CPUSet, error) {
 	return parseCPUList(*f.ReservedSystemCPUs)
 }
 
-// checkCheckpointsApart refuses a stateDir whose checkpoint would be the
-// kubelet's own file: the plugin would overwrite what it means to import.
+// checkCheckpointsApart refuses a kubeletCheckpoint inside stateDir: the
+// plugin owns that directory (it writes its own cpu_manager_state there and
+// moves untrusted files aside) and would overwrite what it means to import.
 func checkCheckpointsApart(stateDir, kubeletCheckpoint string) error {
 	if stateDir == "" || kubeletCheckpoint == "" {
 		return nil
 	}
-	own := filepath.Join(stateDir, state.CheckpointFile)
-	if own != filepath.Clean(kubeletCheckpoint) {
+	if filepath.Dir(filepath.Clean(kubeletCheckpoint)) != filepath.Clean(stateDir) {
 		return nil
 	}
-	return fmt.Errorf("stateDir: %q would put the plugin's checkpoint at kubeletCheckpoint %q; "+
+	return fmt.Errorf("stateDir: %q holds kubeletCheckpoint %q; the plugin would write its own checkpoint over it: "+
 		"give the plugin a directory of its own", stateDir, kubeletCheckpoint)
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"net"
 	"strconv"
 	"strings"
@@ -48,22 +49,10 @@ func parsePluginIndex(s string) (string, error) {
 	return s, nil
 }
 
-// MaxCPUID is the largest CPU id a CPU list may name. Linux supports at
-// most 8192 CPUs today; the bound keeps a typo such as "0-99999999" from
-// building a set of a hundred million CPUs.
-const MaxCPUID = 16383
-
 // parseCPUList accepts a Linux CPU list such as "0,2-3" or "" (no CPUs),
-// with ids up to MaxCPUID.
+// with ids up to cpumask.MaxID.
 func parseCPUList(s string) (cpuset.CPUSet, error) {
-	for _, term := range strings.Split(s, ",") {
-		for _, bound := range strings.SplitN(term, "-", 2) {
-			if id, err := strconv.Atoi(bound); err == nil && id > MaxCPUID {
-				return cpuset.New(), fmt.Errorf("%q names CPU %d, above the largest CPU id %d", s, id, MaxCPUID)
-			}
-		}
-	}
-	cpus, err := cpuset.Parse(s)
+	cpus, err := cpumask.Parse(s, cpumask.MaxID)
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("%q is not a CPU list such as \"0,2-3\": %w", s, err)
 	}
@@ -131,7 +120,7 @@ func logLevelName(level logrus.Level) string {
 }
 
 // parseMetricsAddress accepts host:port with a numeric port, or "" to
-// disable the endpoint.
+// disable the endpoint (metricsAddress, debugAddress).
 func parseMetricsAddress(s string) (string, error) {
 	if s == "" {
 		return "", nil
@@ -141,7 +130,7 @@ func parseMetricsAddress(s string) (string, error) {
 		_, err = strconv.ParseUint(port, 10, 16)
 	}
 	if err != nil {
-		return "", fmt.Errorf(`%q is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable metrics`, s)
+		return "", fmt.Errorf(`%q is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable the endpoint`, s)
 	}
 	return s, nil
 }

@@ -4,15 +4,15 @@ import (
 	"testing"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 func TestAllocate(t *testing.T) {
 	node := cpuallocator.NewNodeMask
 	tests := []struct {
 		name      string
-		machine   sysfs.Spec
+		machine   fakesysfs.Spec
 		opts      cpuallocator.StaticPolicyOptions
 		available string
 		n         int
@@ -125,7 +125,7 @@ func TestAllocateOnRealLayouts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := sysfs.Layout(tc.layout)
+			m, err := fakesysfs.Layout(tc.layout)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // Allocator decides CPU placement on one topology with one set of options.

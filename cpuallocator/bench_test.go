@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"k8s.io/utils/cpuset"
 )
 
@@ -16,11 +16,11 @@ import (
 // count as on most x86 servers.
 var benchMachines = []struct {
 	cpus int
-	spec sysfs.Spec
+	spec fakesysfs.Spec
 }{
-	{64, sysfs.Spec{Sockets: 2, CoresPerNUMA: 16, ThreadsPerCore: 2, L3PerNUMA: 2, Numbering: sysfs.SiblingsOffset}},
-	{512, sysfs.Spec{Sockets: 2, NUMAPerSocket: 4, CoresPerNUMA: 32, ThreadsPerCore: 2, L3PerNUMA: 4, Numbering: sysfs.SiblingsOffset}},
-	{4096, sysfs.Spec{Sockets: 4, NUMAPerSocket: 4, CoresPerNUMA: 128, ThreadsPerCore: 2, L3PerNUMA: 8, Numbering: sysfs.SiblingsOffset}},
+	{64, fakesysfs.Spec{Sockets: 2, CoresPerNUMA: 16, ThreadsPerCore: 2, L3PerNUMA: 2, Numbering: fakesysfs.SiblingsOffset}},
+	{512, fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 4, CoresPerNUMA: 32, ThreadsPerCore: 2, L3PerNUMA: 4, Numbering: fakesysfs.SiblingsOffset}},
+	{4096, fakesysfs.Spec{Sockets: 4, NUMAPerSocket: 4, CoresPerNUMA: 128, ThreadsPerCore: 2, L3PerNUMA: 8, Numbering: fakesysfs.SiblingsOffset}},
 }
 
 // benchNode is a machine about half used by containers of 2-16 CPUs, half
@@ -32,7 +32,7 @@ type benchNode struct {
 	resized    []container
 }
 
-func newBenchNode(b *testing.B, spec sysfs.Spec, opts cpuallocator.StaticPolicyOptions) *benchNode {
+func newBenchNode(b *testing.B, spec fakesysfs.Spec, opts cpuallocator.StaticPolicyOptions) *benchNode {
 	b.Helper()
 	m, err := spec.Machine()
 	if err != nil {

@@ -1,6 +1,6 @@
 package cpuallocator
 
-import "github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
+import "github.com/nri-cpumanager/nri-cpumanager/cpumask"
 
 // cpuBits is a set of CPU ids as a bitmap. The allocator works on bitmaps
 // because cpuset.CPUSet, a map, is too slow for thousands of CPUs; it

@@ -3,6 +3,7 @@ package cpuallocator
 import (
 	"errors"
 	"fmt"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"io/fs"
 	"os"
 	"path"
@@ -79,7 +80,7 @@ func (r sysfsReader) readList(rel string) (cpuset.CPUSet, error) {
 	if err != nil {
 		return cpuset.New(), err
 	}
-	set, err := cpuset.Parse(s)
+	set, err := cpumask.Parse(s, cpumask.MaxID)
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("%s: malformed CPU list %q: %w", r.name(rel), s, err)
 	}

@@ -11,16 +11,16 @@ import (
 	"testing"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"k8s.io/utils/cpuset"
 )
 
 // checkDiscovered compares a discovered topology with the machine its tree
 // was written from.
-func checkDiscovered(t *testing.T, topo *cpuallocator.Topology, m sysfs.Machine) {
+func checkDiscovered(t *testing.T, topo *cpuallocator.Topology, m fakesysfs.Machine) {
 	t.Helper()
 	excluded := cpuset.New(m.Offline...).Union(cpuset.New(m.Isolated...))
-	var usable []sysfs.CPU
+	var usable []fakesysfs.CPU
 	for _, c := range m.CPUs {
 		if !excluded.Contains(c.ID) {
 			usable = append(usable, c)
@@ -33,15 +33,15 @@ func checkDiscovered(t *testing.T, topo *cpuallocator.Topology, m sysfs.Machine)
 	if got, want := topo.CPUs(), cpuset.New(ids...); !got.Equals(want) {
 		t.Fatalf("CPUs() = %s, want %s", got, want)
 	}
-	nodeOf := func(c sysfs.CPU) int {
+	nodeOf := func(c fakesysfs.CPU) int {
 		if m.Quirks.OmitNodeDirs {
 			return 0
 		}
 		return c.Node
 	}
-	sameCore := func(a, b sysfs.CPU) bool { return a.Socket == b.Socket && a.Die == b.Die && a.Core == b.Core }
-	sameDie := func(a, b sysfs.CPU) bool { return a.Socket == b.Socket && (a.Die == b.Die || m.Quirks.OmitDieID) }
-	sameL3 := func(a, b sysfs.CPU) bool { return a.Socket == b.Socket && a.L3 == b.L3 }
+	sameCore := func(a, b fakesysfs.CPU) bool { return a.Socket == b.Socket && a.Die == b.Die && a.Core == b.Core }
+	sameDie := func(a, b fakesysfs.CPU) bool { return a.Socket == b.Socket && (a.Die == b.Die || m.Quirks.OmitDieID) }
+	sameL3 := func(a, b fakesysfs.CPU) bool { return a.Socket == b.Socket && a.L3 == b.L3 }
 	coreSize := map[int]int{}
 	sockets, nodes := map[int]bool{}, map[int]bool{}
 	for _, a := range usable {
@@ -124,11 +124,11 @@ func keys(m map[int]bool) []int {
 
 // shuffled renumbers the CPUs of m in a random order, as some firmware
 // does, to check that nothing depends on regular numbering.
-func shuffled(m sysfs.Machine, seed int64) sysfs.Machine {
+func shuffled(m fakesysfs.Machine, seed int64) fakesysfs.Machine {
 	r := rand.New(rand.NewSource(seed))
 	perm := r.Perm(len(m.CPUs))
 	out := m
-	out.CPUs = make([]sysfs.CPU, len(m.CPUs))
+	out.CPUs = make([]fakesysfs.CPU, len(m.CPUs))
 	for i, c := range m.CPUs {
 		c.ID = perm[i]
 		out.CPUs[i] = c
@@ -137,60 +137,60 @@ func shuffled(m sysfs.Machine, seed int64) sysfs.Machine {
 }
 
 func TestDiscover(t *testing.T) {
-	machine := func(spec sysfs.Spec) sysfs.Machine {
+	machine := func(spec fakesysfs.Spec) fakesysfs.Machine {
 		m, err := spec.Machine()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return m
 	}
-	layout := func(name string) sysfs.Machine {
-		m, err := sysfs.Layout(name)
+	layout := func(name string) fakesysfs.Machine {
+		m, err := fakesysfs.Layout(name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return m
 	}
-	smt2 := sysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 3, ThreadsPerCore: 2, L3PerNUMA: 1}
-	with := func(s sysfs.Spec, change func(*sysfs.Spec)) sysfs.Spec {
+	smt2 := fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 3, ThreadsPerCore: 2, L3PerNUMA: 1}
+	with := func(s fakesysfs.Spec, change func(*fakesysfs.Spec)) fakesysfs.Spec {
 		change(&s)
 		return s
 	}
 	tests := []struct {
 		name string
-		m    sysfs.Machine
+		m    fakesysfs.Machine
 		// onDisk writes the tree to a directory and uses Discover, as in
 		// production; the others use an in-memory tree and DiscoverFS.
 		onDisk bool
 	}{
-		{"KEP-5554 use-case machine", machine(sysfs.KEP5554UseCases()), true},
-		{"KEP-5554 checkpoint machine", machine(sysfs.KEP5554Checkpoint()), false},
+		{"KEP-5554 use-case machine", machine(fakesysfs.KEP5554UseCases()), true},
+		{"KEP-5554 checkpoint machine", machine(fakesysfs.KEP5554Checkpoint()), false},
 		{"siblings adjacent", machine(smt2), false},
-		{"siblings offset", machine(with(smt2, func(s *sysfs.Spec) { s.Numbering = sysfs.SiblingsOffset })), false},
-		{"4 threads per core", machine(sysfs.Spec{Sockets: 1, CoresPerNUMA: 4, ThreadsPerCore: 4, Numbering: sysfs.SiblingsOffset}), false},
-		{"dies", machine(with(smt2, func(s *sysfs.Spec) { s.DiesPerSocket = 3 })), false},
-		{"L3 groups per node", machine(with(smt2, func(s *sysfs.Spec) { s.L3PerNUMA = 3 })), false},
-		{"no L3", machine(with(smt2, func(s *sysfs.Spec) { s.NoL3 = true })), false},
-		{"offline and isolated CPUs", machine(with(smt2, func(s *sysfs.Spec) { s.Offline = []int{1, 7}; s.Isolated = []int{2, 3, 20} })), false},
-		{"no die_id", machine(with(smt2, func(s *sysfs.Spec) { s.DiesPerSocket = 1; s.Quirks.OmitDieID = true })), false},
-		{"no cache id", machine(with(smt2, func(s *sysfs.Spec) { s.L3PerNUMA = 3; s.Quirks.OmitCacheID = true })), false},
-		{"no node dirs", machine(with(sysfs.Spec{Sockets: 1, CoresPerNUMA: 4, ThreadsPerCore: 2}, func(s *sysfs.Spec) { s.Quirks.OmitNodeDirs = true })), false},
-		{"no core_cpus_list", machine(with(smt2, func(s *sysfs.Spec) { s.Quirks.OmitCoreCPUsList = true })), false},
-		{"only L3 cache dirs", machine(with(smt2, func(s *sysfs.Spec) { s.Quirks.OmitL1L2 = true })), false},
-		{"explicit distances", machine(with(smt2, func(s *sysfs.Spec) {
+		{"siblings offset", machine(with(smt2, func(s *fakesysfs.Spec) { s.Numbering = fakesysfs.SiblingsOffset })), false},
+		{"4 threads per core", machine(fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4, ThreadsPerCore: 4, Numbering: fakesysfs.SiblingsOffset}), false},
+		{"dies", machine(with(smt2, func(s *fakesysfs.Spec) { s.DiesPerSocket = 3 })), false},
+		{"L3 groups per node", machine(with(smt2, func(s *fakesysfs.Spec) { s.L3PerNUMA = 3 })), false},
+		{"no L3", machine(with(smt2, func(s *fakesysfs.Spec) { s.NoL3 = true })), false},
+		{"offline and isolated CPUs", machine(with(smt2, func(s *fakesysfs.Spec) { s.Offline = []int{1, 7}; s.Isolated = []int{2, 3, 20} })), false},
+		{"no die_id", machine(with(smt2, func(s *fakesysfs.Spec) { s.DiesPerSocket = 1; s.Quirks.OmitDieID = true })), false},
+		{"no cache id", machine(with(smt2, func(s *fakesysfs.Spec) { s.L3PerNUMA = 3; s.Quirks.OmitCacheID = true })), false},
+		{"no node dirs", machine(with(fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4, ThreadsPerCore: 2}, func(s *fakesysfs.Spec) { s.Quirks.OmitNodeDirs = true })), false},
+		{"no core_cpus_list", machine(with(smt2, func(s *fakesysfs.Spec) { s.Quirks.OmitCoreCPUsList = true })), false},
+		{"only L3 cache dirs", machine(with(smt2, func(s *fakesysfs.Spec) { s.Quirks.OmitL1L2 = true })), false},
+		{"explicit distances", machine(with(smt2, func(s *fakesysfs.Spec) {
 			s.Distances = [][]int{{10, 12, 30, 31}, {12, 10, 32, 33}, {30, 32, 10, 14}, {31, 33, 14, 10}}
 		})), false},
 		{"Intel Xeon SNC-2 layout", layout("intel-xeon-gold-6338-snc2"), false},
 		{"AMD EPYC NPS2 layout", layout("amd-epyc-7313-2s-nps2"), true},
 		{"shuffled AMD EPYC layout", shuffled(layout("amd-epyc-7313-2s-nps2"), 1), false},
-		{"shuffled generated machine", shuffled(machine(with(smt2, func(s *sysfs.Spec) { s.L3PerNUMA = 3 })), 2), false},
+		{"shuffled generated machine", shuffled(machine(with(smt2, func(s *fakesysfs.Spec) { s.L3PerNUMA = 3 })), 2), false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var topo *cpuallocator.Topology
 			if tc.onDisk {
 				root := t.TempDir()
-				if err := sysfs.Write(root, tc.m); err != nil {
+				if err := fakesysfs.Write(root, tc.m); err != nil {
 					t.Fatal(err)
 				}
 				var err error
@@ -218,7 +218,7 @@ func TestDiscoverLayoutShapes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.layout, func(t *testing.T) {
-			m, err := sysfs.Layout(tc.layout)
+			m, err := fakesysfs.Layout(tc.layout)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,7 +247,7 @@ func TestDiscoverErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		// change edits the tree of the KEP-5554 use-case machine.
-		change func(*sysfs.MemFS)
+		change func(*fakesysfs.MemFS)
 		// file is the path the error must name; text is another part of
 		// the message ("": the file is missing, fs.ErrNotExist).
 		file, text string
@@ -261,7 +261,7 @@ func TestDiscoverErrors(t *testing.T) {
 		{"core id missing", remove(cpu + "/cpu4/topology/core_id"), cpu + "/cpu4/topology/core_id", ""},
 		{"core id malformed", write(cpu+"/cpu4/topology/core_id", "four"), cpu + "/cpu4/topology/core_id", "malformed integer"},
 		{"die id malformed", write(cpu+"/cpu4/topology/die_id", ""), cpu + "/cpu4/topology/die_id", "malformed integer"},
-		{"no sibling list", func(fsys *sysfs.MemFS) {
+		{"no sibling list", func(fsys *fakesysfs.MemFS) {
 			remove(cpu + "/cpu5/topology/core_cpus_list")(fsys)
 			remove(cpu + "/cpu5/topology/thread_siblings_list")(fsys)
 		}, cpu + "/cpu5/topology/thread_siblings_list", ""},
@@ -280,7 +280,7 @@ func TestDiscoverErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			fsys, err := sysfs.GenerateFS(sysfs.KEP5554UseCases())
+			fsys, err := fakesysfs.GenerateFS(fakesysfs.KEP5554UseCases())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -302,17 +302,17 @@ func TestDiscoverErrors(t *testing.T) {
 	}
 }
 
-func remove(rel string) func(*sysfs.MemFS) {
-	return func(fsys *sysfs.MemFS) { fsys.Remove(rel) }
+func remove(rel string) func(*fakesysfs.MemFS) {
+	return func(fsys *fakesysfs.MemFS) { fsys.Remove(rel) }
 }
 
-func write(rel, content string) func(*sysfs.MemFS) {
-	return func(fsys *sysfs.MemFS) { fsys.WriteFile(rel, content+"\n") }
+func write(rel, content string) func(*fakesysfs.MemFS) {
+	return func(fsys *fakesysfs.MemFS) { fsys.WriteFile(rel, content+"\n") }
 }
 
 func TestDiscoverErrorNamesFileUnderRoot(t *testing.T) {
 	root := t.TempDir()
-	if err := sysfs.Generate(root, sysfs.KEP5554UseCases()); err != nil {
+	if err := fakesysfs.Generate(root, fakesysfs.KEP5554UseCases()); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(root, "devices/system/cpu/cpu7/topology/core_id")

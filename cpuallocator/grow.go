@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // Grow returns a set of n CPUs that holds every CPU of current plus

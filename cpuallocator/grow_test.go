@@ -4,15 +4,15 @@ import (
 	"testing"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 func TestGrow(t *testing.T) {
 	node := cpuallocator.NewNodeMask
 	tests := []struct {
 		name      string
-		machine   sysfs.Spec
+		machine   fakesysfs.Spec
 		opts      cpuallocator.StaticPolicyOptions
 		available string
 		current   string

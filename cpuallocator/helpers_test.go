@@ -5,13 +5,13 @@ import (
 	"testing"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"k8s.io/utils/cpuset"
 )
 
 // topologyOf discovers the topology of a generated machine from an
 // in-memory sysfs tree.
-func topologyOf(t testing.TB, spec sysfs.Spec) *cpuallocator.Topology {
+func topologyOf(t testing.TB, spec fakesysfs.Spec) *cpuallocator.Topology {
 	t.Helper()
 	m, err := spec.Machine()
 	if err != nil {
@@ -20,9 +20,9 @@ func topologyOf(t testing.TB, spec sysfs.Spec) *cpuallocator.Topology {
 	return topologyOfMachine(t, m)
 }
 
-func topologyOfMachine(t testing.TB, m sysfs.Machine) *cpuallocator.Topology {
+func topologyOfMachine(t testing.TB, m fakesysfs.Machine) *cpuallocator.Topology {
 	t.Helper()
-	fsys, err := sysfs.FS(m)
+	fsys, err := fakesysfs.FS(m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,18 +54,18 @@ func cpus(t testing.TB, list string) cpuset.CPUSet {
 
 // twoSocketFourNodes is 2 sockets × 2 NUMA nodes × 2 cores × 2 threads,
 // siblings adjacent: node n holds CPUs 4n..4n+3.
-var twoSocketFourNodes = sysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 2, ThreadsPerCore: 2}
+var twoSocketFourNodes = fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 2, ThreadsPerCore: 2}
 
 var (
 	// kep12 is KEP-5554's use-case machine: CPUs 0-5 on node 0, 6-11 on
 	// node 1, cores {0,1}, {2,3}, ... .
-	kep12 = sysfs.KEP5554UseCases()
+	kep12 = fakesysfs.KEP5554UseCases()
 	// twoL3 is one NUMA node of 8 cores × 2 threads in two L3 groups:
 	// CPUs 0-7 and 8-15.
-	twoL3 = sysfs.Spec{Sockets: 1, CoresPerNUMA: 8, ThreadsPerCore: 2, L3PerNUMA: 2}
+	twoL3 = fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8, ThreadsPerCore: 2, L3PerNUMA: 2}
 	// farSocket is twoSocketFourNodes with node 2 (other socket) closer to
 	// node 0 than node 1 (same socket) is.
-	farSocket = func() sysfs.Spec {
+	farSocket = func() fakesysfs.Spec {
 		s := twoSocketFourNodes
 		s.Distances = [][]int{
 			{10, 30, 15, 31},

@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // NUMAHints returns the NUMA affinities that can hold n CPUs, made of the

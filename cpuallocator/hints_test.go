@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 )
 
 func TestNUMAHints(t *testing.T) {
@@ -16,7 +16,7 @@ func TestNUMAHints(t *testing.T) {
 	closest := cpuallocator.TopologyOptions{PreferClosestNUMANodes: true}
 	tests := []struct {
 		name      string
-		machine   sysfs.Spec
+		machine   fakesysfs.Spec
 		opts      cpuallocator.StaticPolicyOptions
 		tm        cpuallocator.TopologyOptions
 		available string
@@ -52,7 +52,7 @@ func TestNUMAHints(t *testing.T) {
 
 // sixteenNodes has 4 sockets × 4 NUMA nodes × 4 cores × 2 threads: 8 CPUs
 // per node, 128 CPUs.
-var sixteenNodes = sysfs.Spec{Sockets: 4, NUMAPerSocket: 4, CoresPerNUMA: 4, ThreadsPerCore: 2}
+var sixteenNodes = fakesysfs.Spec{Sockets: 4, NUMAPerSocket: 4, CoresPerNUMA: 4, ThreadsPerCore: 2}
 
 func TestNUMAHintsSixteenNodes(t *testing.T) {
 	topo := topologyOf(t, sixteenNodes)

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"k8s.io/utils/cpuset"
 )
 
@@ -88,7 +88,7 @@ func (s *node16) check(name, want string) {
 // default set 0-15 never hands 0 out). Where the packed order differs from
 // the KEP's hand-written numbers it is said below.
 func TestKEP5554CheckpointWalkthrough(t *testing.T) {
-	topo := topologyOf(t, sysfs.KEP5554Checkpoint())
+	topo := topologyOf(t, fakesysfs.KEP5554Checkpoint())
 	s := &node16{
 		t:        t,
 		a:        allocatorFor(t, topo, none, cpuallocator.TopologyOptions{}),

@@ -10,21 +10,21 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // randomMachine returns a small random machine: 1-2 sockets, 1-3 NUMA
 // nodes per socket, 1-6 cores per node, 1, 2 or 4 threads, L3 groups,
 // either numbering, a few offline and isolated CPUs, and sometimes
 // shuffled CPU ids.
-func randomMachine(r *rand.Rand) sysfs.Machine {
-	spec := sysfs.Spec{
+func randomMachine(r *rand.Rand) fakesysfs.Machine {
+	spec := fakesysfs.Spec{
 		Sockets:        1 + r.Intn(2),
 		NUMAPerSocket:  1 + r.Intn(3),
 		CoresPerNUMA:   1 + r.Intn(6),
 		ThreadsPerCore: []int{1, 2, 2, 2, 4}[r.Intn(5)],
-		Numbering:      sysfs.Numbering(r.Intn(2)),
+		Numbering:      fakesysfs.Numbering(r.Intn(2)),
 	}
 	spec.L3PerNUMA = 1 + r.Intn(min(3, spec.CoresPerNUMA))
 	// CPU 0 stays online and not isolated, so the machine is never empty.
@@ -360,13 +360,13 @@ func TestRandomSequencesMissingThreads(t *testing.T) {
 
 // sparseMachine returns a small random machine with 2, 4 or 8 threads per
 // core and up to half of its CPUs (never CPU 0) offline.
-func sparseMachine(r *rand.Rand) sysfs.Machine {
-	spec := sysfs.Spec{
+func sparseMachine(r *rand.Rand) fakesysfs.Machine {
+	spec := fakesysfs.Spec{
 		Sockets:        1 + r.Intn(2),
 		NUMAPerSocket:  1 + r.Intn(3),
 		CoresPerNUMA:   1 + r.Intn(6),
 		ThreadsPerCore: []int{2, 4, 4, 8}[r.Intn(4)],
-		Numbering:      sysfs.Numbering(r.Intn(2)),
+		Numbering:      fakesysfs.Numbering(r.Intn(2)),
 	}
 	spec.L3PerNUMA = 1 + r.Intn(min(3, spec.CoresPerNUMA))
 	total := spec.NumCPUs()
@@ -383,7 +383,7 @@ func sparseMachine(r *rand.Rand) sysfs.Machine {
 // simulate runs 60 random creations, resizes and removals on machine m
 // with the given options, checking every result (see sim), and that no CPU
 // ends in two containers.
-func simulate(t *testing.T, r *rand.Rand, m sysfs.Machine, opts cpuallocator.StaticPolicyOptions) {
+func simulate(t *testing.T, r *rand.Rand, m fakesysfs.Machine, opts cpuallocator.StaticPolicyOptions) {
 	topo := topologyOfMachine(t, m)
 	a := allocatorFor(t, topo, opts, cpuallocator.TopologyOptions{MaxAllowableNUMANodes: 6})
 	reserved, err := a.ReservedCPUs(r.Intn(2))

@@ -4,14 +4,14 @@ import (
 	"testing"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 )
 
 func TestReservedCPUs(t *testing.T) {
-	offset := sysfs.Spec{Sockets: 1, CoresPerNUMA: 8, ThreadsPerCore: 2, Numbering: sysfs.SiblingsOffset}
+	offset := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8, ThreadsPerCore: 2, Numbering: fakesysfs.SiblingsOffset}
 	tests := []struct {
 		name    string
-		machine sysfs.Spec
+		machine fakesysfs.Spec
 		opts    cpuallocator.StaticPolicyOptions
 		n       int
 		want    string

@@ -4,13 +4,13 @@ import (
 	"testing"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 )
 
 func TestShrink(t *testing.T) {
 	tests := []struct {
 		name     string
-		machine  sysfs.Spec
+		machine  fakesysfs.Spec
 		opts     cpuallocator.StaticPolicyOptions
 		current  string
 		original string

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // Topology is the CPU topology of a machine. It is immutable once built and

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 )
 
 // Machines with offline SMT siblings. Under full-pcpus-only a core missing
@@ -14,13 +14,13 @@ var (
 	// smt2Offline is one socket, two NUMA nodes of two cores × 2 threads,
 	// CPUs 3 and 7 offline: node 0 has cores {0,1} and {2}, node 1 has
 	// {4,5} and {6}.
-	smt2Offline = sysfs.Spec{Sockets: 1, NUMAPerSocket: 2, CoresPerNUMA: 2, ThreadsPerCore: 2, Offline: []int{3, 7}}
+	smt2Offline = fakesysfs.Spec{Sockets: 1, NUMAPerSocket: 2, CoresPerNUMA: 2, ThreadsPerCore: 2, Offline: []int{3, 7}}
 	// smt4Offline is one NUMA node of five cores × 4 threads, CPUs 7, 11,
 	// 14 and 15 offline: cores 0-3, 4-6, 8-10, 12-13 and 16-19.
-	smt4Offline = sysfs.Spec{Sockets: 1, CoresPerNUMA: 5, ThreadsPerCore: 4, Offline: []int{7, 11, 14, 15}}
+	smt4Offline = fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 5, ThreadsPerCore: 4, Offline: []int{7, 11, 14, 15}}
 	// smt4TwoNodes is two NUMA nodes of two cores × 4 threads, CPUs 3 and
 	// 7 offline: node 0 has cores 0-2 and 4-6, node 1 has 8-11 and 12-15.
-	smt4TwoNodes = sysfs.Spec{Sockets: 1, NUMAPerSocket: 2, CoresPerNUMA: 2, ThreadsPerCore: 4, Offline: []int{3, 7}}
+	smt4TwoNodes = fakesysfs.Spec{Sockets: 1, NUMAPerSocket: 2, CoresPerNUMA: 2, ThreadsPerCore: 4, Offline: []int{3, 7}}
 )
 
 // TestFullPCPUsOnlyMissingThreads covers full-pcpus-only requests that
@@ -32,7 +32,7 @@ func TestFullPCPUsOnlyMissingThreads(t *testing.T) {
 	node := cpuallocator.NewNodeMask
 	tests := []struct {
 		name    string
-		machine sysfs.Spec
+		machine fakesysfs.Spec
 		opts    cpuallocator.StaticPolicyOptions
 		// op is "allocate", "grow" (from current) or "shrink" (current
 		// to n keeping original).
@@ -104,7 +104,7 @@ func TestNUMAHintsMissingThreads(t *testing.T) {
 	sparse.Offline = []int{3, 7, 9, 10, 11, 13, 14, 15}
 	tests := []struct {
 		name      string
-		machine   sysfs.Spec
+		machine   fakesysfs.Spec
 		available string
 		n         int
 		want      []cpuallocator.NUMAHint

@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
@@ -38,7 +39,7 @@ func resourcesFromNRI(r *api.LinuxResources) state.Resources {
 // that does not parse is reported and treated as unknown.
 func containerFromNRI(pod policy.Pod, ctr *api.Container, log *logrus.Entry) policy.Container {
 	res := ctr.GetLinux().GetResources()
-	cpus, err := cpuset.Parse(res.GetCpu().GetCpus())
+	cpus, err := cpumask.Parse(res.GetCpu().GetCpus(), cpumask.MaxID)
 	if err != nil {
 		log.WithError(err).WithField("container", ctr.GetId()).Warn("container reports an invalid cpuset; treating it as unknown")
 		cpus = cpuset.New()

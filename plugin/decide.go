@@ -127,14 +127,8 @@ func (p *Plugin) refused(event string, c policy.Container, err error) {
 	entry := p.containerLog(c).WithError(err)
 	if r, ok := policy.AsRefusal(err); ok {
 		p.metrics.refusal(r)
-		if event == "UpdateContainer" {
-			p.metrics.resize(policy.OpNone, outcomeFor(r))
-		}
 		entry.WithField("reason", r.Reason).Warnf("%s refused", event)
 		return
-	}
-	if event == "UpdateContainer" {
-		p.metrics.resize(policy.OpNone, outcomeError)
 	}
 	entry.Errorf("%s failed", event)
 }

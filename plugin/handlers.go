@@ -173,9 +173,11 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	defer p.mu.Unlock()
 	c := containerFromNRI(p.rememberPod(pod), ctr, p.log)
 	requested := resourcesFromNRI(res)
+	op := policy.RequestedOperation(c, requested)
 	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.UpdateContainer(m, c, requested) })
 	if err != nil {
 		p.refused("UpdateContainer", c, err)
+		p.metrics.resize(op, outcomeOf(err))
 		return nil, err
 	}
 	if err := p.commit(d.Model); err != nil {

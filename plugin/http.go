@@ -13,8 +13,9 @@ import (
 //	/metrics      Prometheus metrics of gatherer
 //	/healthz      200 while the process runs
 //	/readyz       200 once registered with NRI and synchronized, else 503
-//	/debug/state  the assignments, the shared pool, the tracked containers
-//	              and the result of the invariant check, as JSON
+//
+// /debug/state has a handler of its own (DebugHandler): it names pods and
+// should not be served wherever metrics are.
 func (p *Plugin) Handler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
@@ -28,6 +29,13 @@ func (p *Plugin) Handler(gatherer prometheus.Gatherer) http.Handler {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	return mux
+}
+
+// DebugHandler serves /debug/state: the assignments, the shared pool, the
+// tracked containers and the result of the invariant check, as JSON.
+func (p *Plugin) DebugHandler() http.Handler {
+	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/state", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)

@@ -1,16 +1,29 @@
 package plugin
 
 import (
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
 // Metric name prefix.
 const namespace = "nri_cpumanager"
+
+// BuildInfo describes the running binary, for the build_info metric.
+type BuildInfo struct {
+	Version, Revision, GoVersion string
+}
+
+// Results of an operation (label "result"), one word set for every metric.
+const (
+	resultOK    = "ok"
+	resultError = "error"
+)
 
 // Resize outcomes.
 const (
@@ -38,11 +51,25 @@ type Metrics struct {
 }
 
 // NewMetrics creates the collectors and registers them with reg.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+// Empty fields of info are reported as "unknown" (a label is never empty).
+func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
+	orUnknown := func(s string) string {
+		if s == "" {
+			return "unknown"
+		}
+		return s
+	}
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info",
+		Help: "Always 1; the labels say which build of the plugin runs.",
+		ConstLabels: prometheus.Labels{"version": orUnknown(info.Version), "revision": orUnknown(info.Revision),
+			"goversion": orUnknown(info.GoVersion)},
+	})
+	buildInfo.Set(1)
 	m := &Metrics{
 		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "resize_requests_total",
-			Help: "Container resize requests (NRI UpdateContainer), by operation (increase, decrease, unchanged; empty when refused or failed) and outcome (applied, infeasible, deferred, error).",
+			Help: "Container resize requests (NRI UpdateContainer), by requested operation (increase, decrease, unchanged) and outcome (applied, infeasible, deferred, error).",
 		}, []string{"operation", "outcome"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "refusals_total",
@@ -73,7 +100,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		unsolicitedSent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "unsolicited_updates_total",
-			Help: "Container updates sent outside of event replies (shared pool growth after a confirmed shrink, repairs), by result (ok, failed).",
+			Help: "Container updates sent outside of event replies (shared pool growth after a confirmed shrink, repairs), by result (ok, error).",
 		}, []string{"result"}),
 		drifts: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "cpuset_drift_total",
@@ -83,7 +110,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: namespace, Name: "pod_resource_updates_total", Help: "UpdatePodSandbox requests (CRI UpdatePodSandboxResources) handled.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.resizes, m.refusals, m.model,
+	for _, c := range []prometheus.Collector{buildInfo, m.resizes, m.refusals, m.model,
 		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.ready,
 		m.unsolicitedSent, m.drifts, m.podUpdates} {
 		if err := reg.Register(c); err != nil {
@@ -123,9 +150,9 @@ func (m *Metrics) checkpointWrite(start time.Time, err error) {
 		return
 	}
 	m.checkpointTime.Observe(time.Since(start).Seconds())
-	result := "ok"
+	result := resultOK
 	if err != nil {
-		result = "error"
+		result = resultError
 	}
 	m.checkpointWrites.WithLabelValues(result).Inc()
 }
@@ -158,11 +185,11 @@ func (m *Metrics) unsolicited(sent, failed int, err error) {
 		return
 	}
 	if err != nil {
-		m.unsolicitedSent.WithLabelValues("failed").Add(float64(sent))
+		m.unsolicitedSent.WithLabelValues(resultError).Add(float64(sent))
 		return
 	}
-	m.unsolicitedSent.WithLabelValues("ok").Add(float64(sent - failed))
-	m.unsolicitedSent.WithLabelValues("failed").Add(float64(failed))
+	m.unsolicitedSent.WithLabelValues(resultOK).Add(float64(sent - failed))
+	m.unsolicitedSent.WithLabelValues(resultError).Add(float64(failed))
 }
 
 func (m *Metrics) drift() {
@@ -177,35 +204,68 @@ func (m *Metrics) podUpdate() {
 	}
 }
 
-// outcomeFor maps a refusal to a resize outcome.
-func outcomeFor(r *policy.Refusal) string {
-	if r.Verdict == policy.Deferred {
+// outcomeOf maps a failed resize to its outcome: the refusal's verdict, or
+// error for a fault.
+func outcomeOf(err error) string {
+	r, ok := policy.AsRefusal(err)
+	switch {
+	case !ok:
+		return outcomeError
+	case r.Verdict == policy.Deferred:
 		return outcomeDeferred
 	}
 	return outcomeInfeasible
 }
 
-// modelCollector reports the CPU gauges (exclusive CPUs, shared CPUs,
-// exclusive containers) from the current model when scraped, not at every
+// setTopology names the NUMA node of every CPU for the per-node gauge.
+func (m *Metrics) setTopology(t *cpuallocator.Topology) {
+	if m == nil {
+		return
+	}
+	nodeOf := map[int]string{}
+	for _, cpu := range t.CPUs().UnsortedList() {
+		if info, ok := t.CPU(cpu); ok {
+			nodeOf[cpu] = strconv.Itoa(info.NUMANode)
+		}
+	}
+	nodes := make([]string, 0, len(t.NUMANodes()))
+	for _, n := range t.NUMANodes() {
+		nodes = append(nodes, strconv.Itoa(n))
+	}
+	m.model.numa.Store(&numaNodes{nodeOf: nodeOf, nodes: nodes})
+}
+
+// numaNodes maps CPUs to their NUMA node's label value.
+type numaNodes struct {
+	nodeOf map[int]string
+	nodes  []string
+}
+
+// modelCollector reports the CPU gauges (exclusive CPUs, in all and per
+// NUMA node, shared CPUs, exclusive containers) from the current model when scraped, not at every
 // commit: counting every assignment on the request path cost more than the
 // rest of the metrics together. A committed model is never changed (each
 // decision makes a new one), so a scrape reads it without the plugin's lock.
 type modelCollector struct {
-	current                         atomic.Pointer[policy.Model]
-	exclusiveCPUs, shared, ctrCount *prometheus.Desc
+	current                                  atomic.Pointer[policy.Model]
+	numa                                     atomic.Pointer[numaNodes]
+	exclusiveCPUs, perNode, shared, ctrCount *prometheus.Desc
 }
 
 func newModelCollector() *modelCollector {
 	return &modelCollector{
 		exclusiveCPUs: prometheus.NewDesc(namespace+"_exclusive_cpus", "CPUs assigned exclusively to containers.", nil, nil),
-		shared:        prometheus.NewDesc(namespace+"_shared_cpus", "CPUs in the shared pool that shared containers run on.", nil, nil),
-		ctrCount:      prometheus.NewDesc(namespace+"_exclusive_containers", "Containers holding exclusive CPUs.", nil, nil),
+		perNode: prometheus.NewDesc(namespace+"_numa_node_exclusive_cpus", "CPUs assigned exclusively to containers, by NUMA node.",
+			[]string{"numa_node"}, nil),
+		shared:   prometheus.NewDesc(namespace+"_shared_cpus", "CPUs in the shared pool that shared containers run on.", nil, nil),
+		ctrCount: prometheus.NewDesc(namespace+"_exclusive_containers", "Containers holding exclusive CPUs.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *modelCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.exclusiveCPUs
+	ch <- c.perNode
 	ch <- c.shared
 	ch <- c.ctrCount
 }
@@ -218,10 +278,23 @@ func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	exclusive, containers := 0, 0
+	numa := c.numa.Load()
+	perNode := map[string]int{}
 	for _, pod := range model.State.Entries {
 		for _, a := range pod {
-			exclusive += a.Assigned().Size()
+			cpus := a.Assigned()
+			exclusive += cpus.Size()
 			containers++
+			if numa != nil {
+				for _, cpu := range cpus.UnsortedList() {
+					perNode[numa.nodeOf[cpu]]++
+				}
+			}
+		}
+	}
+	if numa != nil {
+		for _, node := range numa.nodes {
+			ch <- prometheus.MustNewConstMetric(c.perNode, prometheus.GaugeValue, float64(perNode[node]), node)
 		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.exclusiveCPUs, prometheus.GaugeValue, float64(exclusive))

@@ -169,6 +169,7 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		return nil, err
 	}
 	p.model = policy.NewModel(st)
+	p.metrics.setTopology(pol.Allocator().Topology())
 	// The first commit (at Synchronize) writes the checkpoint even if
 	// nothing changed, so that the file always reflects the running plugin.
 	p.dirty = true

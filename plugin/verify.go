@@ -3,14 +3,13 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"k8s.io/utils/cpuset"
-
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // cgroupReader reads the cpuset a container's cgroup really has.
@@ -69,7 +68,7 @@ func (r cgroupReader) cpus(cgroupsPath string) (cpuset.CPUSet, error) {
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("reading cpuset: %w", err)
 	}
-	cpus, err := cpuset.Parse(strings.TrimSpace(string(data)))
+	cpus, err := cpumask.Parse(strings.TrimSpace(string(data)), cpumask.MaxID)
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("parsing %s: %w", file, err)
 	}
@@ -152,10 +151,10 @@ func (p *Plugin) verify(all bool) {
 			continue
 		}
 		v.checked, v.due = pr.generation, false
-		if _, releasing := p.model.Releasing[pr.id]; releasing && state.SameCPUs(cpus, p.model.CPUsOf(pr.id)) {
+		if _, releasing := p.model.Releasing[pr.id]; releasing && cpumask.Equal(cpus, p.model.CPUsOf(pr.id)) {
 			p.confirm(pr.id)
 		}
-		if applied := p.appliedTo(pr.id); !state.SameCPUs(applied, cpus) {
+		if applied := p.appliedTo(pr.id); !cpumask.Equal(applied, cpus) {
 			p.log.WithFields(map[string]any{"id": pr.id, "believed": applied.String(), "actual": cpus.String()}).
 				Warn("container cpuset differs from the last update; re-sending")
 			p.metrics.drift()

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/internal/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/test/scenario"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
 )
 
 // BenchmarkResizeDecision measures the policy's decision for a resize
@@ -21,7 +21,7 @@ import (
 // (with the runtime's confirmation of a shrink). It reports the median and
 // the 99th percentile.
 func BenchmarkResizeDecision(b *testing.B) {
-	fs, err := sysfs.GenerateFS(sysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 64, ThreadsPerCore: 2, L3PerNUMA: 2})
+	fs, err := fakesysfs.GenerateFS(fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 64, ThreadsPerCore: 2, L3PerNUMA: 2})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,9 +1,8 @@
 package policy
 
 import (
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"k8s.io/utils/cpuset"
-
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // Update is the cpuset the runtime should give a container.
@@ -26,7 +25,7 @@ func (u Update) List() string {
 	if u.CPUList != "" {
 		return u.CPUList
 	}
-	return state.FormatCPUList(u.CPUs)
+	return cpumask.Format(u.CPUs)
 }
 
 // Operation classifies a resize for metrics and logs.

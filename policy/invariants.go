@@ -3,12 +3,11 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"maps"
 	"slices"
 
 	"k8s.io/utils/cpuset"
-
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // CheckInvariants verifies a model against the rules every decision must
@@ -53,7 +52,7 @@ func (p *Policy) CheckInvariants(m *Model) error {
 			exclusive = exclusive.Union(assigned)
 		}
 	}
-	if want := p.poolWithout(exclusive); !state.SameCPUs(m.State.DefaultCPUSet, want) {
+	if want := p.poolWithout(exclusive); !cpumask.Equal(m.State.DefaultCPUSet, want) {
 		errs = append(errs, fmt.Errorf("shared pool is %s, want %s", describe(m.State.DefaultCPUSet), describe(want)))
 	}
 	pool := m.SharedPool()

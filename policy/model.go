@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"maps"
 	"slices"
 
@@ -171,7 +172,7 @@ func (m *Model) Lend(cpus cpuset.CPUSet) *Model {
 // that carried them has been delivered (or has failed).
 func (m *Model) Unlend(cpus cpuset.CPUSet) *Model {
 	c := m.withLending()
-	if state.SameCPUs(m.Lending, cpus) {
+	if cpumask.Equal(m.Lending, cpus) {
 		c.Lending = cpuset.New() // the usual case: one update in flight
 	} else {
 		c.Lending = m.Lending.Difference(cpus)
@@ -255,7 +256,7 @@ func (p *Policy) DesiredUpdates(m *Model, ids []string) (updates []Update, none 
 		}
 		if poolList == "" {
 			pool = m.SharedPool()
-			poolList = state.FormatCPUList(pool)
+			poolList = cpumask.Format(pool)
 		}
 		if pool.IsEmpty() {
 			none = append(none, id)

@@ -7,7 +7,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
@@ -181,10 +181,10 @@ func (p *Policy) mems(cpus cpuset.CPUSet) cpuset.CPUSet {
 // missing assignment is never saved.)
 func (p *Policy) syncShared(before, m *Model) []Update {
 	pool := m.SharedPool()
-	if state.SameCPUs(before.SharedPool(), pool) {
+	if cpumask.Equal(before.SharedPool(), pool) {
 		return nil
 	}
-	list := state.FormatCPUList(pool)
+	list := cpumask.Format(pool)
 	updates := make([]Update, 0, max(0, len(m.ids)-len(m.State.Containers)))
 	for _, id := range m.sortedIDs() {
 		t := m.Containers[id]

@@ -7,30 +7,30 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/internal/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/test/scenario"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
 )
 
 // randomNode builds a policy for a random machine and configuration.
 func randomNode(t *testing.T, rng *rand.Rand) (*policy.Policy, string) {
 	t.Helper()
-	spec := sysfs.Spec{
+	spec := fakesysfs.Spec{
 		Sockets:        1 + rng.IntN(2),
 		NUMAPerSocket:  1 + rng.IntN(2),
 		CoresPerNUMA:   2 + rng.IntN(6),
 		ThreadsPerCore: 1 + rng.IntN(2),
 		L3PerNUMA:      1 + rng.IntN(2),
-		Numbering:      sysfs.Numbering(rng.IntN(2)),
+		Numbering:      fakesysfs.Numbering(rng.IntN(2)),
 	}
 	if spec.CoresPerNUMA%spec.L3PerNUMA != 0 {
 		spec.L3PerNUMA = 1
 	}
 	dir := t.TempDir()
-	if err := sysfs.Generate(dir, spec); err != nil {
+	if err := fakesysfs.Generate(dir, spec); err != nil {
 		t.Fatal(err)
 	}
 	options := map[string]string{}

@@ -141,6 +141,14 @@ func (p *Policy) targetUpdate(id, display string, cpus cpuset.CPUSet) *Update {
 	return &Update{ContainerID: id, Display: display, CPUs: cpus, Mems: p.mems(cpus)}
 }
 
+// RequestedOperation classifies the CPU change a resize request asks for
+// (by CPU limit, or request for containers without a limit), whatever
+// becomes of it.
+func RequestedOperation(c Container, update state.Resources) Operation {
+	qos := c.Pod.QoS()
+	return operation(Classify(qos, c.Resources), Classify(qos, MergeResources(c.Resources, update)))
+}
+
 // resizeOperation classifies a change of exclusive CPU count.
 func resizeOperation(from, to int) Operation {
 	switch {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"maps"
 	"slices"
 	"sort"
@@ -92,7 +93,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		current[c.ID] = c.CPUs
 	}
 	pool := nm.SharedPool()
-	poolList := state.FormatCPUList(pool)
+	poolList := cpumask.Format(pool)
 	var shrinking, other []Update
 	for _, id := range nm.sortedIDs() {
 		t := nm.Containers[id]
@@ -100,7 +101,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		if a, ok := nm.ownAssignment(id); ok {
 			want, list, mems = a.Assigned(), "", p.mems(a.Assigned())
 		}
-		if state.SameCPUs(current[id], want) {
+		if cpumask.Equal(current[id], want) {
 			continue
 		}
 		u := Update{ContainerID: id, Display: t.Display, CPUs: want, CPUList: list, Mems: mems}

@@ -6,10 +6,10 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
-	"github.com/nri-cpumanager/nri-cpumanager/test/scenario"
 )
 
 // eightCPUs is a policy on 8 single-threaded cores, CPU 0 reserved.

@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/nri-cpumanager/nri-cpumanager/internal/cpumask"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // claims is a bitmap of the CPUs a state holds: its shared pool and every
@@ -55,7 +55,7 @@ func wellFormed(name string, a Assignment) bool {
 func (c *claims) take(cpus cpuset.CPUSet) bool {
 	m := (*cpumask.Mask)(c)
 	for _, cpu := range cpus.UnsortedList() {
-		if cpu < 0 || cpu > maxCPUID || m.Has(cpu) {
+		if cpu < 0 || cpu > cpumask.MaxID || m.Has(cpu) {
 			return false
 		}
 		m.Add(cpu)

@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"fmt"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -88,7 +89,7 @@ func randomChange(r *rand.Rand, s *State) (*State, string) {
 		n.DeleteContainer(ids[r.IntN(len(ids))])
 		return n, "an id is forgotten"
 	case k == 9:
-		n.SetAssignment(fmt.Sprintf("pod-%d", r.IntN(8)), "app", Assignment{Original: cpuset.New(maxCPUID + 1)})
+		n.SetAssignment(fmt.Sprintf("pod-%d", r.IntN(8)), "app", Assignment{Original: cpuset.New(cpumask.MaxID + 1)})
 		return n, "an assignment names a CPU beyond the largest"
 	}
 	return n, "nothing changes"

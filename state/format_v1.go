@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"hash/crc32"
 	"io"
 	"strconv"
@@ -81,7 +82,7 @@ func encodeV1(s *State) checkpointV1 {
 	cp := checkpointV1{
 		PolicyName:    PolicyName,
 		FormatVersion: 1,
-		DefaultCPUSet: FormatCPUList(s.DefaultCPUSet),
+		DefaultCPUSet: cpumask.Format(s.DefaultCPUSet),
 		Entries:       make(map[string]map[string]containerCPUsV1, len(s.Entries)),
 		Containers:    make(map[string]containerRefV1, len(s.Containers)),
 		Pods:          make(map[string]podResourcesV1, len(s.Pods)),
@@ -92,7 +93,7 @@ func encodeV1(s *State) checkpointV1 {
 		}
 		entries := make(map[string]containerCPUsV1, len(containers))
 		for name, a := range containers {
-			entries[name] = containerCPUsV1{Original: FormatCPUList(a.Original), Resized: FormatCPUList(a.Resized)}
+			entries[name] = containerCPUsV1{Original: cpumask.Format(a.Original), Resized: cpumask.Format(a.Resized)}
 		}
 		cp.Entries[podUID] = entries
 	}
@@ -165,7 +166,7 @@ func decodeV1(data []byte) (*State, journalRefV1, error) {
 
 // toState converts a decoded version-1 checkpoint, parsing its cpusets.
 func (cp *checkpointV1) toState() (*State, error) {
-	defaultSet, err := parseCPUList(cp.DefaultCPUSet)
+	defaultSet, err := cpumask.Parse(cp.DefaultCPUSet, cpumask.MaxID)
 	if err != nil {
 		return nil, fmt.Errorf("defaultCpuSet %q does not parse: %w", cp.DefaultCPUSet, err)
 	}
@@ -173,11 +174,11 @@ func (cp *checkpointV1) toState() (*State, error) {
 	for podUID, containers := range cp.Entries {
 		for name, e := range containers {
 			ref := ContainerRef{PodUID: podUID, Name: name}
-			original, err := parseCPUList(e.Original)
+			original, err := cpumask.Parse(e.Original, cpumask.MaxID)
 			if err != nil {
 				return nil, fmt.Errorf("%s: original %q does not parse: %w", ref, e.Original, err)
 			}
-			resized, err := parseCPUList(e.Resized)
+			resized, err := cpumask.Parse(e.Resized, cpumask.MaxID)
 			if err != nil {
 				return nil, fmt.Errorf("%s: resized %q does not parse: %w", ref, e.Resized, err)
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"io/fs"
 	"maps"
 	"os"
@@ -111,7 +112,7 @@ func importKubeletData(data []byte, online cpuset.CPUSet, resolve func(string) (
 	default:
 		return nil, nil, fmt.Errorf("unknown kubelet CPU manager policy %q (want %q or %q)", cp.PolicyName, PolicyName, kubeletPolicyNone)
 	}
-	defaultSet, err := parseCPUList(cp.DefaultCPUSet)
+	defaultSet, err := cpumask.Parse(cp.DefaultCPUSet, cpumask.MaxID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("defaultCpuSet %q does not parse: %w", cp.DefaultCPUSet, err)
 	}

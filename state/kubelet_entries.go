@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"maps"
 	"slices"
 	"strings"
@@ -93,11 +94,11 @@ func (imp *kubeletImport) add(ref ContainerRef, where, originalText, resizedText
 	if prev, dup := imp.source[ref]; dup {
 		return fmt.Errorf("%s and %s both assign CPUs to %s", prev, where, ref)
 	}
-	original, err := parseCPUList(originalText)
+	original, err := cpumask.Parse(originalText, cpumask.MaxID)
 	if err != nil {
 		return fmt.Errorf("%s: cpuset %q does not parse: %w", where, originalText, err)
 	}
-	resized, err := parseCPUList(resizedText)
+	resized, err := cpumask.Parse(resizedText, cpumask.MaxID)
 	if err != nil {
 		return fmt.Errorf("%s: resized %q does not parse: %w", where, resizedText, err)
 	}
@@ -120,7 +121,7 @@ func (imp *kubeletImport) parsePodEntries(podEntries map[string]kubeletPodEntry)
 	sets := make(map[string]cpuset.CPUSet, len(podEntries))
 	for _, podUID := range slices.Sorted(maps.Keys(podEntries)) {
 		text := podEntries[podUID].CPUSet
-		set, err := parseCPUList(text)
+		set, err := cpumask.Parse(text, cpumask.MaxID)
 		if err != nil {
 			return nil, fmt.Errorf("podEntries[%q]: cpuSet %q does not parse: %w", podUID, text, err)
 		}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"cmp"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"reflect"
 	"slices"
 
@@ -50,7 +51,7 @@ type op struct {
 // nothing is encoded.
 func diff(from, to *State) []op {
 	var ops []op
-	if !SameCPUs(from.DefaultCPUSet, to.DefaultCPUSet) {
+	if !cpumask.Equal(from.DefaultCPUSet, to.DefaultCPUSet) {
 		ops = append(ops, op{kind: opSetDefault, cpus: to.DefaultCPUSet})
 	}
 
@@ -147,7 +148,7 @@ func diffPods(ops []op, from, to *State) []op {
 
 // sameAssignment compares two assignments by content.
 func sameAssignment(a, b Assignment) bool {
-	return SameCPUs(a.Original, b.Original) && SameCPUs(a.Resized, b.Resized)
+	return cpumask.Equal(a.Original, b.Original) && cpumask.Equal(a.Resized, b.Resized)
 }
 
 // apply performs one op on s. Unlike State.DeleteAssignment, deleting an

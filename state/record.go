@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 
 	"k8s.io/utils/cpuset"
 )
@@ -21,12 +22,12 @@ func appendPayload(buf []byte, seq uint64, ops []op) []byte {
 		buf = append(buf, byte(o.kind))
 		switch o.kind {
 		case opSetDefault:
-			buf = appendString(buf, FormatCPUList(o.cpus))
+			buf = appendString(buf, cpumask.Format(o.cpus))
 		case opSetAssignment:
 			buf = appendString(buf, o.key)
 			buf = appendString(buf, o.name)
-			buf = appendString(buf, FormatCPUList(o.assignment.Original))
-			buf = appendString(buf, FormatCPUList(o.assignment.Resized))
+			buf = appendString(buf, cpumask.Format(o.assignment.Original))
+			buf = appendString(buf, cpumask.Format(o.assignment.Resized))
 		case opDeleteAssignment:
 			buf = appendString(buf, o.key)
 			buf = appendString(buf, o.name)
@@ -151,7 +152,7 @@ func (r *payloadReader) cpus(what string) cpuset.CPUSet {
 	if r.err != nil {
 		return cpuset.CPUSet{}
 	}
-	set, err := parseCPUList(text)
+	set, err := cpumask.Parse(text, cpumask.MaxID)
 	if err != nil {
 		r.err = fmt.Errorf("%s %q does not parse: %w", what, text, err)
 	}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"maps"
 	"slices"
 
@@ -78,7 +79,7 @@ func (s *State) Equal(o *State) bool {
 	if s == nil || o == nil {
 		return s == o
 	}
-	if !SameCPUs(s.DefaultCPUSet, o.DefaultCPUSet) {
+	if !cpumask.Equal(s.DefaultCPUSet, o.DefaultCPUSet) {
 		return false
 	}
 	if !maps.Equal(s.Containers, o.Containers) || !maps.Equal(s.Pods, o.Pods) {
@@ -92,18 +93,12 @@ func (s *State) entriesContain(o *State) bool {
 	for podUID, containers := range o.Entries {
 		for name, a := range containers {
 			b, ok := s.Assignment(podUID, name)
-			if !ok || !SameCPUs(a.Original, b.Original) || !SameCPUs(a.Resized, b.Resized) {
+			if !ok || !cpumask.Equal(a.Original, b.Original) || !cpumask.Equal(a.Resized, b.Resized) {
 				return false
 			}
 		}
 	}
 	return true
-}
-
-// SameCPUs compares two sets by content (cpuset.CPUSet.Equals tells the
-// zero CPUSet from an empty one made by cpuset.New).
-func SameCPUs(a, b cpuset.CPUSet) bool {
-	return a.Size() == b.Size() && (a.IsEmpty() || a.IsSubsetOf(b))
 }
 
 // Assignment returns the assignment of a container.

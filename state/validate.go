@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"maps"
 	"slices"
 
@@ -143,16 +144,16 @@ func (s *State) validateContainers() error {
 }
 
 // inRange reports the CPUs of set that are no CPU id a checkpoint can
-// name: negative, or above maxCPUID.
+// name: negative, or above cpumask.MaxID.
 func inRange(what string, set cpuset.CPUSet) error {
 	var outside []int
 	for _, cpu := range set.UnsortedList() {
-		if cpu < 0 || cpu > maxCPUID {
+		if cpu < 0 || cpu > cpumask.MaxID {
 			outside = append(outside, cpu)
 		}
 	}
 	if len(outside) > 0 {
-		return fmt.Errorf("%s names CPUs %v, outside the CPU ids 0-%d a checkpoint can hold", what, cpuset.New(outside...).List(), maxCPUID)
+		return fmt.Errorf("%s names CPUs %v, outside the CPU ids 0-%d a checkpoint can hold", what, cpuset.New(outside...).List(), cpumask.MaxID)
 	}
 	return nil
 }

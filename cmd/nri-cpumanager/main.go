@@ -9,6 +9,7 @@
 //	nri-cpumanager state [--config FILE] [--state-dir DIR]
 //	nri-cpumanager validate-config --config FILE
 //	nri-cpumanager simulate SCENARIO.yaml
+//	nri-cpumanager version
 package main
 
 import (
@@ -28,6 +29,7 @@ Usage:
   nri-cpumanager state [--config FILE] [flags]    print and verify the checkpoint
   nri-cpumanager validate-config --config FILE    check a configuration against this machine
   nri-cpumanager simulate SCENARIO.yaml           replay a scenario file and print each decision
+  nri-cpumanager version                          print the version, revision and Go version
 
 Run "nri-cpumanager <command> -h" for the flags of a command.
 `
@@ -48,6 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"state":           showState,
 		"validate-config": validateConfig,
 		"simulate":        simulate,
+		"version":         showVersion,
 	}
 	if cmd == "help" {
 		fmt.Fprint(stdout, usage)

@@ -9,15 +9,15 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
 )
 
 // TestCommands runs the helper subcommands on a fixture machine and checks
 // their exit status and what they print.
 func TestCommands(t *testing.T) {
 	root := t.TempDir()
-	if err := sysfs.Generate(root, sysfs.KEP5554UseCases()); err != nil {
+	if err := fakesysfs.Generate(root, fakesysfs.KEP5554UseCases()); err != nil {
 		t.Fatal(err)
 	}
 	stateDir := t.TempDir()
@@ -53,6 +53,7 @@ func TestCommands(t *testing.T) {
 		{"no state", []string{"state", sys, "--state-dir=" + t.TempDir()}, 0, "no checkpoint"},
 		{"simulate", []string{"simulate", "../../test/scenarios/kep-checkpoint-walkthrough.yaml"}, 0, "every expectation held"},
 		{"simulate without a file", []string{"simulate"}, 1, "one scenario file is required"},
+		{"version", []string{"version"}, 0, "nri-cpumanager devel (revision "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,4 +73,19 @@ func mustParse(t *testing.T, s string) cpuset.CPUSet {
 		t.Fatal(err)
 	}
 	return set
+}
+
+// TestVersionStamped checks what the release build's -ldflags stamp is
+// what the version command and the build info report.
+func TestVersionStamped(t *testing.T) {
+	oldVersion, oldRevision := version, revision
+	t.Cleanup(func() { version, revision = oldVersion, oldRevision })
+	version, revision = "v9.8.7", "0123abcd"
+	var out bytes.Buffer
+	if status := run([]string{"version"}, &out, &out); status != 0 || !strings.HasPrefix(out.String(), "nri-cpumanager v9.8.7 (revision 0123abcd, go") {
+		t.Errorf("version printed %q (status %d)", out.String(), status)
+	}
+	if info := buildInfo(); info.Version != "v9.8.7" || info.Revision != "0123abcd" || !strings.HasPrefix(info.GoVersion, "go") {
+		t.Errorf("buildInfo() = %+v", info)
+	}
 }

@@ -17,11 +17,32 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/config"
-	"github.com/nri-cpumanager/nri-cpumanager/internal/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
+
+// serveHTTP serves handler on address until the returned function shuts
+// it down.
+func serveHTTP(address string, handler http.Handler, log *logrus.Entry) (shutdown func(), err error) {
+	ln, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.WithError(err).Error("HTTP server stopped")
+		}
+	}()
+	log.WithField("address", ln.Addr().String()).Info("serving")
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}
 
 // runPlugin runs the plugin until SIGTERM or SIGINT.
 func runPlugin(args []string, _, stderr io.Writer) error {
@@ -57,7 +78,7 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := plugin.NewMetrics(reg)
+	metrics, err := plugin.NewMetrics(reg, buildInfo())
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
@@ -78,23 +99,21 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	if cfg.MetricsAddress != "" {
-		ln, err := net.Listen("tcp", cfg.MetricsAddress)
-		if err != nil {
-			return fmt.Errorf("metricsAddress: %w", err)
+	for _, ep := range []struct {
+		key, address, paths string
+		handler             http.Handler
+	}{
+		{"metricsAddress", cfg.MetricsAddress, "/metrics, /healthz, /readyz", p.Handler(reg)},
+		{"debugAddress", cfg.DebugAddress, "/debug/state", p.DebugHandler()},
+	} {
+		if ep.address == "" {
+			continue
 		}
-		srv := &http.Server{Handler: p.Handler(reg), ReadHeaderTimeout: 5 * time.Second}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.WithError(err).Error("metrics server stopped")
-			}
-		}()
-		defer func() {
-			shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(shutdownCtx)
-		}()
-		log.WithField("address", ln.Addr().String()).Info("serving /metrics, /healthz, /readyz, /debug/state")
+		shutdown, err := serveHTTP(ep.address, ep.handler, log.WithField("endpoint", ep.paths))
+		if err != nil {
+			return fmt.Errorf("%s: %w", ep.key, err)
+		}
+		defer shutdown()
 	}
 
 	if f.configPath != "" {
@@ -112,7 +131,9 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		go w.Run(ctx)
 	}
 
+	info := buildInfo()
 	log.WithFields(logrus.Fields{
+		"version": info.Version, "revision": info.Revision,
 		"socket": cfg.NRISocket, "stateDir": cfg.StateDir, "online": pol.Allocator().Topology().CPUs().String(),
 		"reserved": pol.Options().Reserved.String(), "topologyPolicy": pol.Options().TopologyPolicy,
 	}).Info("nri-cpumanager starting")

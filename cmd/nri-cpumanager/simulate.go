@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/nri-cpumanager/nri-cpumanager/test/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 )
 
 // simulate replays a scenario file against the policy on the scenario's

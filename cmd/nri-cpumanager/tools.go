@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/internal/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 

@@ -29,9 +29,9 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
-	"github.com/nri-cpumanager/nri-cpumanager/test/scenario"
 )
 
 func main() {

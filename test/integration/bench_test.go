@@ -12,8 +12,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"golang.org/x/sys/unix"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
 )
 
 // BenchmarkUpdateContainerRoundTrip measures a resize as containerd sees
@@ -28,7 +28,7 @@ import (
 // plugin's command sets (plugin.GCPercent).
 func BenchmarkUpdateContainerRoundTrip(b *testing.B) {
 	defer debug.SetGCPercent(debug.SetGCPercent(plugin.GCPercent))
-	n := newNode(b, sysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 64, ThreadsPerCore: 2, L3PerNUMA: 2},
+	n := newNode(b, fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 64, ThreadsPerCore: 2, L3PerNUMA: 2},
 		"reservedCPUCount: 4\ncpuManagerPolicyOptions: {full-pcpus-only: \"true\"}\ntopologyManagerPolicy: best-effort")
 	rt := newFakeRuntime(b, n.topo.CPUs())
 	stateDir := b.TempDir()

@@ -59,7 +59,7 @@ func startPluginWith(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	metrics, err := plugin.NewMetrics(reg)
+	metrics, err := plugin.NewMetrics(reg, plugin.BuildInfo{Version: "test", Revision: "test", GoVersion: "go"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,14 +12,14 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/internal/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
-	"github.com/nri-cpumanager/nri-cpumanager/test/scenario"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
 )
 
 // node is a fixture machine with a configuration.
@@ -30,11 +30,11 @@ type node struct {
 }
 
 // newNode writes spec as a sysfs tree and builds the policy of cfgYAML.
-func newNode(t testing.TB, spec sysfs.Spec, cfgYAML string) *node {
+func newNode(t testing.TB, spec fakesysfs.Spec, cfgYAML string) *node {
 	t.Helper()
 	// The sysfs tree stays in memory: writing thousands of files to disk
 	// would only slow the suite (and disturb the benchmark's fdatasyncs).
-	fsys, err := sysfs.GenerateFS(spec)
+	fsys, err := fakesysfs.GenerateFS(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func wantCPUs(t testing.TB, rt *fakeRuntime, c *api.Container, want string) {
 // carries only the target's smaller cpuset, and the shared containers grow
 // into the released CPUs only afterwards, through an unsolicited update.
 func TestShrinkDefersSharedGrowth(t *testing.T) {
-	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
 	rt := newFakeRuntime(t, n.topo.CPUs())
 	rp := startPlugin(t, rt, n.pol, t.TempDir())
 
@@ -127,7 +127,7 @@ func TestShrinkDefersSharedGrowth(t *testing.T) {
 // TestGrowthShrinksSharedFirst checks the ordering of a growth: the shared
 // containers' shrink comes in the same reply, before the target.
 func TestGrowthShrinksSharedFirst(t *testing.T) {
-	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
 	rt := newFakeRuntime(t, n.topo.CPUs())
 	startPlugin(t, rt, n.pol, t.TempDir())
 	mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
@@ -151,7 +151,7 @@ func TestGrowthShrinksSharedFirst(t *testing.T) {
 // growth it missed, keeps the CPUs a shrink below the original would take,
 // and puts the shared containers back on the shared pool.
 func TestPluginRestartKeepsCPUs(t *testing.T) {
-	n := newNode(t, sysfs.Spec{Sockets: 1, NUMAPerSocket: 2, CoresPerNUMA: 4, ThreadsPerCore: 2}, `reservedSystemCPUs: "0"`)
+	n := newNode(t, fakesysfs.Spec{Sockets: 1, NUMAPerSocket: 2, CoresPerNUMA: 4, ThreadsPerCore: 2}, `reservedSystemCPUs: "0"`)
 	rt := newFakeRuntime(t, n.topo.CPUs())
 	stateDir := t.TempDir()
 	rp := startPlugin(t, rt, n.pol, stateDir)
@@ -205,7 +205,7 @@ func TestPluginRestartKeepsCPUs(t *testing.T) {
 // down: the new plugin moves the file aside and rebuilds the assignments
 // from the runtime's view (the current cpusets become the original ones).
 func TestCorruptCheckpointRebuilds(t *testing.T) {
-	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
 	rt := newFakeRuntime(t, n.topo.CPUs())
 	stateDir := t.TempDir()
 	rp := startPlugin(t, rt, n.pol, stateDir)
@@ -260,7 +260,7 @@ func TestCorruptCheckpointRebuilds(t *testing.T) {
 // inPlaceResize at once, reserved CPUs only once no container holds
 // exclusive CPUs.
 func TestConfigReload(t *testing.T) {
-	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
 	rt := newFakeRuntime(t, n.topo.CPUs())
 	rp := startPlugin(t, rt, n.pol, t.TempDir())
 	r := assemble.NewReloader(testLogger(t), rp.Plugin, n.topo, n.cfg)
@@ -303,7 +303,7 @@ func TestConfigReload(t *testing.T) {
 // TestMalformedPayloads sends events with missing fields and unknown ids:
 // the plugin answers without crashing and stays connected.
 func TestMalformedPayloads(t *testing.T) {
-	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 4}, `reservedSystemCPUs: "0"`)
+	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4}, `reservedSystemCPUs: "0"`)
 	rt := newFakeRuntime(t, n.topo.CPUs())
 	rp := startPlugin(t, rt, n.pol, t.TempDir())
 	ctx, cancel := rt.ctx()
@@ -346,12 +346,12 @@ func TestMalformedPayloads(t *testing.T) {
 // invariant after every single applied update.
 func TestRandomThroughNRI(t *testing.T) {
 	for _, tc := range []struct {
-		spec sysfs.Spec
+		spec fakesysfs.Spec
 		cfg  string
 	}{
-		{sysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 8, ThreadsPerCore: 2, L3PerNUMA: 2, Numbering: sysfs.SiblingsOffset},
+		{fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 8, ThreadsPerCore: 2, L3PerNUMA: 2, Numbering: fakesysfs.SiblingsOffset},
 			"reservedCPUCount: 2\ntopologyManagerPolicy: single-numa-node\ncpuManagerPolicyOptions: {full-pcpus-only: \"true\"}"},
-		{sysfs.Spec{Sockets: 2, NUMAPerSocket: 4, CoresPerNUMA: 16, ThreadsPerCore: 2, L3PerNUMA: 2},
+		{fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 4, CoresPerNUMA: 16, ThreadsPerCore: 2, L3PerNUMA: 2},
 			"reservedCPUCount: 4\ntopologyManagerPolicy: best-effort\ncpuManagerPolicyOptions: {strict-cpu-reservation: \"true\"}"},
 	} {
 		t.Run(fmt.Sprint(tc.spec.NumCPUs()), func(t *testing.T) {
@@ -445,7 +445,7 @@ func TestRandomThroughNRI(t *testing.T) {
 // of another container. The plugin reads the container's real cpuset from
 // its cgroup, finds the difference and sends the update again.
 func TestFailedUpdateIsVerifiedAndResent(t *testing.T) {
-	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
 	rt := newFakeRuntime(t, n.topo.CPUs())
 	rt.cgroupRoot = t.TempDir()
 	// No periodic pass: the read after the event must find the difference.
@@ -483,7 +483,7 @@ func TestFailedUpdateIsVerifiedAndResent(t *testing.T) {
 // fails after the plugin allocated its CPUs, containerd stops and removes
 // the container that never ran; its CPUs go back to the shared pool.
 func TestFailedCreationReleasesCPUs(t *testing.T) {
-	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
 	rt := newFakeRuntime(t, n.topo.CPUs())
 	stateDir := t.TempDir()
 	rp := startPlugin(t, rt, n.pol, stateDir)
@@ -511,7 +511,7 @@ func TestFailedCreationReleasesCPUs(t *testing.T) {
 // back to 5-6 and not below; adopting its current cpuset instead would
 // have promised it all of 4-7.
 func TestKubeletCheckpointImported(t *testing.T) {
-	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
 	rt := newFakeRuntime(t, n.topo.CPUs())
 	rt.SetChecking(false) // no plugin yet: containers get every CPU
 	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
@@ -550,7 +550,7 @@ func TestKubeletCheckpointImported(t *testing.T) {
 // again and put back a cpuset that differs from the state, although the
 // plugin sent them nothing since it last read them.
 func TestPodUpdateReconcilesThePodsContainers(t *testing.T) {
-	n := newNode(t, sysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
 	rt := newFakeRuntime(t, n.topo.CPUs())
 	rt.cgroupRoot = t.TempDir()
 	// No periodic pass: only the pod update may find the difference.

@@ -6,7 +6,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/nri-cpumanager/nri-cpumanager/test/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 )
 
 // metricValue returns the value of a counter, gauge or histogram count with
@@ -96,7 +96,8 @@ func TestMetricsAfterScenario(t *testing.T) {
 		// odd count, a too large container and one that must wait.
 		{"nri_cpumanager_resize_requests_total", map[string]string{"operation": "increase", "outcome": "applied"}, 1},
 		{"nri_cpumanager_resize_requests_total", map[string]string{"operation": "decrease", "outcome": "applied"}, 1},
-		{"nri_cpumanager_resize_requests_total", map[string]string{"outcome": "infeasible"}, 4},
+		{"nri_cpumanager_resize_requests_total", map[string]string{"operation": "decrease", "outcome": "infeasible"}, 2},
+		{"nri_cpumanager_resize_requests_total", map[string]string{"operation": "increase", "outcome": "infeasible"}, 2},
 		{"nri_cpumanager_refusals_total", map[string]string{"reason": "prohibitedCPUAllocation", "verdict": "Infeasible"}, 1},
 		{"nri_cpumanager_refusals_total", map[string]string{"reason": "smtAlignment", "verdict": "Infeasible"}, 2},
 		{"nri_cpumanager_refusals_total", map[string]string{"reason": "inconsistentCPUAllocation", "verdict": "Infeasible"}, 1},
@@ -115,5 +116,35 @@ func TestMetricsAfterScenario(t *testing.T) {
 	}
 	if metricValue(t, d.rp, "nri_cpumanager_checkpoint_writes_total", map[string]string{"result": "ok"}) == 0 {
 		t.Errorf("no checkpoint write counted")
+	}
+	// The fixture machine has 2 NUMA nodes of 8 CPUs: the per-node gauges
+	// add up to the exclusive CPUs.
+	perNode := metricValue(t, d.rp, "nri_cpumanager_numa_node_exclusive_cpus", map[string]string{"numa_node": "0"}) +
+		metricValue(t, d.rp, "nri_cpumanager_numa_node_exclusive_cpus", map[string]string{"numa_node": "1"})
+	if perNode != 12 {
+		t.Errorf("nri_cpumanager_numa_node_exclusive_cpus adds up to %v over nodes 0 and 1, want 12", perNode)
+	}
+	if got := metricValue(t, d.rp, "nri_cpumanager_build_info", map[string]string{"version": "test", "revision": "test"}); got != 1 {
+		t.Errorf("nri_cpumanager_build_info = %v, want 1", got)
+	}
+	checkNoEmptyLabels(t, d.rp)
+}
+
+// checkNoEmptyLabels fails on any series of the plugin's with an empty
+// label value.
+func checkNoEmptyLabels(t *testing.T, rp *runningPlugin) {
+	t.Helper()
+	families, err := rp.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetValue() == "" {
+					t.Errorf("%s has an empty value for label %q", f.GetName(), l.GetName())
+				}
+			}
+		}
 	}
 }

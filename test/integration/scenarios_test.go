@@ -3,8 +3,9 @@ package integration
 import (
 	"testing"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/test/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/test/scenariotest"
 )
 
 // TestScenariosThroughNRI runs every scenario of test/scenarios through the
@@ -13,7 +14,7 @@ import (
 // every refusal is checked to have changed neither. After each scenario the
 // runtime must never have seen a CPU in two places.
 func TestScenariosThroughNRI(t *testing.T) {
-	scenario.RunFiles(t, "../scenarios/*.yaml", func(t *testing.T, pol *policy.Policy) scenario.Driver {
+	scenariotest.RunFiles(t, "../scenarios/*.yaml", func(t *testing.T, pol *policy.Policy) scenario.Driver {
 		d := newNRIDriver(t, pol)
 		t.Cleanup(func() { noViolations(t, d.rt) })
 		return d

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"maps"
 	"slices"
 	"strings"
@@ -180,7 +181,7 @@ func (r *Runner) check(s Step) error {
 			errs = append(errs, fmt.Sprintf("bad expectation %s %q: %v", what, wantText, err))
 			return
 		}
-		if !state.SameCPUs(w, got) {
+		if !cpumask.Equal(w, got) {
 			errs = append(errs, fmt.Sprintf("%s is %q, want %q", what, got, w))
 		}
 	}

@@ -25,7 +25,7 @@ type Topology struct {
 	// KEP is "use-cases" (KEP-5554's 12-CPU machine) or "checkpoint" (its
 	// 16-CPU walk-through machine).
 	KEP string `json:"kep,omitempty"`
-	// Layout names a layout of test/sysfs/layouts.
+	// Layout names a layout of cpuallocator/fakesysfs/layouts.
 	Layout string `json:"layout,omitempty"`
 	// A regular machine otherwise.
 	Sockets        int    `json:"sockets,omitempty"`

@@ -1,4 +1,4 @@
-package sysfs
+package fakesysfs
 
 // KEP5554UseCases is the machine of KEP-5554's "Use Cases for CPU Resize":
 // 6 physical cores with 2 threads each, CPUs 0-11, CPUs 0-5 on NUMA node 0

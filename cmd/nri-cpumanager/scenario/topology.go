@@ -5,34 +5,34 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/internal/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
 )
 
 // Machine returns the machine a scenario's topology describes.
-func (t Topology) Machine() (sysfs.Machine, error) {
+func (t Topology) Machine() (fakesysfs.Machine, error) {
 	switch {
 	case t.Layout != "":
-		return sysfs.Layout(t.Layout)
+		return fakesysfs.Layout(t.Layout)
 	case t.KEP == "use-cases":
-		return sysfs.KEP5554UseCases().Machine()
+		return fakesysfs.KEP5554UseCases().Machine()
 	case t.KEP == "checkpoint":
-		return sysfs.KEP5554Checkpoint().Machine()
+		return fakesysfs.KEP5554Checkpoint().Machine()
 	case t.KEP != "":
-		return sysfs.Machine{}, fmt.Errorf("unknown KEP machine %q (want use-cases or checkpoint)", t.KEP)
+		return fakesysfs.Machine{}, fmt.Errorf("unknown KEP machine %q (want use-cases or checkpoint)", t.KEP)
 	}
-	numbering := sysfs.SiblingsAdjacent
+	numbering := fakesysfs.SiblingsAdjacent
 	switch t.Numbering {
 	case "", "adjacent":
 	case "offset":
-		numbering = sysfs.SiblingsOffset
+		numbering = fakesysfs.SiblingsOffset
 	default:
-		return sysfs.Machine{}, fmt.Errorf("unknown numbering %q (want adjacent or offset)", t.Numbering)
+		return fakesysfs.Machine{}, fmt.Errorf("unknown numbering %q (want adjacent or offset)", t.Numbering)
 	}
-	return sysfs.Spec{
+	return fakesysfs.Spec{
 		Sockets:        t.Sockets,
 		NUMAPerSocket:  t.NUMAPerSocket,
 		CoresPerNUMA:   t.CoresPerNUMA,
@@ -48,7 +48,7 @@ func (f *File) WriteSysfs(dir string) error {
 	if err != nil {
 		return fmt.Errorf("topology: %w", err)
 	}
-	return sysfs.Write(dir, m)
+	return fakesysfs.Write(dir, m)
 }
 
 // PluginConfig returns the scenario's configuration, with sysfsRoot set.

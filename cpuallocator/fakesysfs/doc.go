@@ -1,4 +1,4 @@
-// Package sysfs writes sysfs-shaped directory trees that describe a
+// Package fakesysfs writes sysfs-shaped directory trees that describe a
 // machine's CPU topology, so that topology discovery can be tested on known
 // machines rather than on the host.
 //
@@ -15,4 +15,4 @@
 //
 // The package does not import the code under test, so any package's tests
 // can use it.
-package sysfs
+package fakesysfs

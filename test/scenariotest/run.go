@@ -1,0 +1,42 @@
+// Package scenariotest runs scenario files as subtests: the *testing.T glue
+// around the scenario package of the command.
+package scenariotest
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+)
+
+// RunFiles runs every scenario file matching pattern as a subtest, against
+// the driver newDriver returns for the scenario's policy, and returns the
+// scenarios it ran.
+func RunFiles(t *testing.T, pattern string, newDriver func(t *testing.T, pol *policy.Policy) scenario.Driver) []*scenario.File {
+	t.Helper()
+	paths, err := filepath.Glob(pattern)
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no scenario files match %s (%v)", pattern, err)
+	}
+	var files []*scenario.File
+	for _, path := range paths {
+		f, err := scenario.Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			pol, err := f.Policy(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := scenario.NewRunner(newDriver(t, pol))
+			r.Report = func(line string) { t.Log(line) }
+			if err := r.Run(f); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	return files
+}
