@@ -183,7 +183,7 @@ func (p *Plugin) importFromKubelet(m *policy.Model, containers []policy.Containe
 		p.log.WithError(err).WithField("file", p.opts.KubeletCheckpoint).Warn("kubelet checkpoint not imported")
 		return m
 	}
-	p.log.WithFields(logrus.Fields{"file": p.opts.KubeletCheckpoint, "entries": countEntries(st)}).Info("imported the kubelet's CPU assignments")
+	p.log.WithFields(logrus.Fields{"file": p.opts.KubeletCheckpoint, "entries": st.NumAssignments()}).Info("imported the kubelet's CPU assignments")
 	nm := policy.NewModel(st)
 	nm.Lending = m.Lending
 	return nm

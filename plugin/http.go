@@ -84,11 +84,11 @@ func (p *Plugin) Snapshot() Snapshot {
 		Lending:    p.model.Lending.String(),
 		Invariants: "ok",
 	}
-	for uid, names := range p.model.State.Entries {
-		s.Exclusive[uid] = map[string]Assign{}
-		for name, a := range names {
-			s.Exclusive[uid][name] = Assign{Original: a.Original.String(), Resized: a.Resized.String()}
+	for ref, a := range p.model.State.Assignments() {
+		if s.Exclusive[ref.PodUID] == nil {
+			s.Exclusive[ref.PodUID] = map[string]Assign{}
 		}
+		s.Exclusive[ref.PodUID][ref.Name] = Assign{Original: a.Original.String(), Resized: a.Resized.String()}
 	}
 	for id, t := range p.model.Containers {
 		s.Containers[id] = ContainerView{Name: t.Display, Exclusive: t.Exclusive, CPUs: p.model.CPUsOf(id).String(),

@@ -280,15 +280,13 @@ func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 	exclusive, containers := 0, 0
 	numa := c.numa.Load()
 	perNode := map[string]int{}
-	for _, pod := range model.State.Entries {
-		for _, a := range pod {
-			cpus := a.Assigned()
-			exclusive += cpus.Size()
-			containers++
-			if numa != nil {
-				for _, cpu := range cpus.UnsortedList() {
-					perNode[numa.nodeOf[cpu]]++
-				}
+	for _, a := range model.State.Assignments() {
+		cpus := a.Assigned()
+		exclusive += cpus.Size()
+		containers++
+		if numa != nil {
+			for _, cpu := range cpus.UnsortedList() {
+				perNode[numa.nodeOf[cpu]]++
 			}
 		}
 	}

@@ -185,7 +185,7 @@ func (p *Plugin) loadState() (*state.State, error) {
 	var corrupt *state.CorruptError
 	switch {
 	case err == nil:
-		p.log.WithFields(logrus.Fields{"checkpoint": p.store.Path(), "entries": countEntries(st)}).Info("loaded checkpoint")
+		p.log.WithFields(logrus.Fields{"checkpoint": p.store.Path(), "entries": st.NumAssignments()}).Info("loaded checkpoint")
 		return st, nil
 	case errors.Is(err, state.ErrNoCheckpoint):
 		p.importKubelet = p.opts.KubeletCheckpoint != ""
@@ -198,14 +198,6 @@ func (p *Plugin) loadState() (*state.State, error) {
 	default:
 		return nil, fmt.Errorf("loading checkpoint: %w", err)
 	}
-}
-
-func countEntries(st *state.State) int {
-	n := 0
-	for _, names := range st.Entries {
-		n += len(names)
-	}
-	return n
 }
 
 // Run connects to NRI and serves events until ctx is cancelled. When

@@ -23,7 +23,7 @@ func (e *ErrExclusiveContainers) Error() string {
 func (p *Plugin) Reconfigure(pol *policy.Policy, onlyWithoutExclusive bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if n := countEntries(p.model.State); onlyWithoutExclusive && n > 0 {
+	if n := p.model.State.NumAssignments(); onlyWithoutExclusive && n > 0 {
 		return &ErrExclusiveContainers{Count: n}
 	}
 	d := pol.Rebase(p.model)

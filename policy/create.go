@@ -59,7 +59,7 @@ func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpuset.CPUSet, bool) 
 		return cpuset.New(), false
 	}
 	ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
-	for id, owner := range m.State.Containers {
+	for id, owner := range m.State.ContainerRefs() {
 		if owner != ref {
 			continue
 		}

@@ -26,7 +26,7 @@ func (p *Policy) CheckInvariants(m *Model) error {
 	online := p.topo.CPUs()
 	exclusive := cpuset.New()
 	owner := map[int]string{}
-	for _, uid := range slices.Sorted(maps.Keys(m.State.Entries)) {
+	for _, uid := range m.State.PodUIDs() {
 		for _, name := range m.State.ContainersOfPod(uid) {
 			a, _ := m.State.Assignment(uid, name)
 			who := uid + "/" + name
@@ -52,14 +52,14 @@ func (p *Policy) CheckInvariants(m *Model) error {
 			exclusive = exclusive.Union(assigned)
 		}
 	}
-	if want := p.poolWithout(exclusive); !cpumask.Equal(m.State.DefaultCPUSet, want) {
-		errs = append(errs, fmt.Errorf("shared pool is %s, want %s", describe(m.State.DefaultCPUSet), describe(want)))
+	if want := p.poolWithout(exclusive); !cpumask.Equal(m.State.DefaultCPUSet(), want) {
+		errs = append(errs, fmt.Errorf("shared pool is %s, want %s", describe(m.State.DefaultCPUSet()), describe(want)))
 	}
 	pool := m.SharedPool()
 	if pool.IsEmpty() {
 		errs = append(errs, errors.New("the shared pool is empty"))
 	}
-	for id, ref := range m.State.Containers {
+	for id, ref := range m.State.ContainerRefs() {
 		if _, ok := m.State.Assignment(ref.PodUID, ref.Name); !ok {
 			errs = append(errs, fmt.Errorf("container %s refers to missing assignment %s/%s", id, ref.PodUID, ref.Name))
 		}

@@ -38,7 +38,7 @@ func (p *Policy) StopContainer(m *Model, id string) Decision {
 // as an unsolicited update (RemoveContainer replies carry none).
 func (p *Policy) RemoveContainer(m *Model, id string) Decision {
 	t := m.Containers[id]
-	_, owns := m.State.Containers[id]
+	_, owns := m.State.Container(id)
 	if t == nil && !owns {
 		return Decision{Model: m}
 	}
@@ -54,7 +54,7 @@ func (p *Policy) RemoveContainer(m *Model, id string) Decision {
 // release drops the assignment a container owns, if any.
 func (p *Policy) release(m *Model, id string) []string {
 	delete(m.Releasing, id)
-	ref, owns := m.State.Containers[id]
+	ref, owns := m.State.Container(id)
 	if !owns {
 		return nil
 	}

@@ -193,20 +193,20 @@ func (m *Model) releasing() cpuset.CPUSet {
 // checkpoint's shared pool minus CPUs whose release is not confirmed.
 func (m *Model) SharedPool() cpuset.CPUSet {
 	if len(m.Releasing) == 0 {
-		return m.State.DefaultCPUSet
+		return m.State.DefaultCPUSet()
 	}
-	return m.State.DefaultCPUSet.Difference(m.releasing())
+	return m.State.DefaultCPUSet().Difference(m.releasing())
 }
 
 // SharedPoolSize returns SharedPool().Size() without building the pool
 // (only the small set of CPUs whose release is unconfirmed).
 func (m *Model) SharedPoolSize() int {
-	n := m.State.DefaultCPUSet.Size()
+	n := m.State.DefaultCPUSet().Size()
 	if len(m.Releasing) == 0 {
 		return n
 	}
 	for _, cpu := range m.releasing().UnsortedList() {
-		if m.State.DefaultCPUSet.Contains(cpu) {
+		if m.State.DefaultCPUSet().Contains(cpu) {
 			n--
 		}
 	}
@@ -220,7 +220,7 @@ func (m *Model) sortedIDs() []string {
 
 // ownAssignment returns the assignment container id owns, if any.
 func (m *Model) ownAssignment(id string) (state.Assignment, bool) {
-	ref, ok := m.State.Containers[id]
+	ref, ok := m.State.Container(id)
 	if !ok {
 		return state.Assignment{}, false
 	}

@@ -105,17 +105,17 @@ func (p *Policy) poolWithout(exclusive cpuset.CPUSet) cpuset.CPUSet {
 // with a change of one assignment (exclusive CPUs are never reserved, so
 // under strict-cpu-reservation too the pool is exactly what they leave).
 func (p *Policy) takeFromPool(m *Model, cpus cpuset.CPUSet) {
-	m.State.DefaultCPUSet = m.State.DefaultCPUSet.Difference(cpus)
+	m.State.SetDefaultCPUSet(m.State.DefaultCPUSet().Difference(cpus))
 }
 
 func (p *Policy) returnToPool(m *Model, cpus cpuset.CPUSet) {
-	m.State.DefaultCPUSet = m.State.DefaultCPUSet.Union(cpus)
+	m.State.SetDefaultCPUSet(m.State.DefaultCPUSet().Union(cpus))
 }
 
 // recomputePool sets the checkpointed shared pool from all the
 // assignments.
 func (p *Policy) recomputePool(m *Model) {
-	m.State.DefaultCPUSet = p.poolWithout(m.State.ExclusiveCPUs())
+	m.State.SetDefaultCPUSet(p.poolWithout(m.State.ExclusiveCPUs()))
 }
 
 // availability returns the CPUs that may be handed out exclusively now, and
@@ -135,7 +135,7 @@ func (p *Policy) availability(m *Model) (free cpumask.Mask, unavailable int) {
 // CheckInvariants checks it), and reading one set is much cheaper than
 // reading every assignment.
 func (p *Policy) taken(m *Model) (taken cpumask.Mask, unavailable int) {
-	pool, _ := cpumask.Of(m.State.DefaultCPUSet) // a negative id is no CPU: nothing to take
+	pool, _ := cpumask.Of(m.State.DefaultCPUSet()) // a negative id is no CPU: nothing to take
 	taken = p.poolBaseMask.AndNot(pool)
 	for _, cpus := range m.Releasing {
 		taken.AddSet(cpus)
@@ -185,10 +185,10 @@ func (p *Policy) syncShared(before, m *Model) []Update {
 		return nil
 	}
 	list := cpumask.Format(pool)
-	updates := make([]Update, 0, max(0, len(m.ids)-len(m.State.Containers)))
+	updates := make([]Update, 0, max(0, len(m.ids)-m.State.NumContainers()))
 	for _, id := range m.sortedIDs() {
 		t := m.Containers[id]
-		if _, owns := m.State.Containers[id]; t.Stopped || owns {
+		if _, owns := m.State.Container(id); t.Stopped || owns {
 			continue
 		}
 		updates = append(updates, Update{ContainerID: id, Display: t.Display, CPUs: pool, CPUList: list})

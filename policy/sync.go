@@ -3,8 +3,6 @@ package policy
 import (
 	"fmt"
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
-	"maps"
-	"slices"
 	"sort"
 
 	"k8s.io/utils/cpuset"
@@ -129,7 +127,7 @@ func liveContainers(containers []Container) []*Container {
 // dropStaleEntries forgets assignments of containers that no longer run.
 func (p *Policy) dropStaleEntries(m *Model, live map[state.ContainerRef]*Container) []string {
 	var notes []string
-	for _, uid := range slices.Sorted(maps.Keys(m.State.Entries)) {
+	for _, uid := range m.State.PodUIDs() {
 		for _, name := range m.State.ContainersOfPod(uid) {
 			if live[state.ContainerRef{PodUID: uid, Name: name}] != nil {
 				continue
@@ -151,7 +149,7 @@ func (p *Policy) dropStalePods(m *Model, pods []Pod, live []*Container) {
 	for _, c := range live {
 		exists[c.Pod.UID] = true
 	}
-	for uid := range m.State.Pods {
+	for uid := range m.State.AllPodResources() {
 		if !exists[uid] {
 			m.State.DeletePodResources(uid)
 		}

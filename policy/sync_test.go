@@ -94,8 +94,8 @@ func TestSynchronizeRebuildsFromTheRuntime(t *testing.T) {
 		t.Errorf("an exited container got an assignment")
 	}
 	got := updatesOf(d)
-	if got["web"] != st.DefaultCPUSet.String() || got["adopt"] != "" {
-		t.Errorf("updates %v; want web on the pool %s and nothing for the adopted container", got, st.DefaultCPUSet)
+	if got["web"] != st.DefaultCPUSet().String() || got["adopt"] != "" {
+		t.Errorf("updates %v; want web on the pool %s and nothing for the adopted container", got, st.DefaultCPUSet())
 	}
 	if first := d.Others[0]; first.ContainerID != "never-pinned" && first.ContainerID != "web" {
 		t.Errorf("first update %s: the containers that only lose CPUs come first", first.ContainerID)
@@ -110,7 +110,7 @@ func TestSynchronizeKeepsRepairsAndDrops(t *testing.T) {
 	st := pol.NewState()
 	st.SetAssignment("kept-uid", "app", state.Assignment{Original: cpuset.New(1, 2), Resized: cpuset.New(1, 2, 3)})
 	st.SetAssignment("dead-uid", "app", state.Assignment{Original: cpuset.New(5)})
-	st.DefaultCPUSet = cpuset.New(0, 4, 6, 7)
+	st.SetDefaultCPUSet(cpuset.New(0, 4, 6, 7))
 	ctrs := []policy.Container{running(t, "kept", "guaranteed", 3000, "1-4")}
 	d := pol.Synchronize(policy.NewModel(st), nil, ctrs)
 	if err := pol.CheckInvariants(d.Model); err != nil {
@@ -125,8 +125,8 @@ func TestSynchronizeKeepsRepairsAndDrops(t *testing.T) {
 	if got := updatesOf(d)["kept"]; got != "1-3" {
 		t.Errorf("drifted container updated to %q, want 1-3", got)
 	}
-	if d.Model.State.DefaultCPUSet.String() != "0,4-7" {
-		t.Errorf("shared pool %s, want 0,4-7", d.Model.State.DefaultCPUSet)
+	if d.Model.State.DefaultCPUSet().String() != "0,4-7" {
+		t.Errorf("shared pool %s, want 0,4-7", d.Model.State.DefaultCPUSet())
 	}
 }
 
@@ -197,7 +197,7 @@ func TestSynchronizeCatchesUpMissedResizes(t *testing.T) {
 	st.SetAssignment("grown-uid", "app", state.Assignment{Original: cpuset.New(1, 2)})
 	st.SetAssignment("shrunk-uid", "app", state.Assignment{Original: cpuset.New(3), Resized: cpuset.New(3, 4, 5)})
 	st.SetAssignment("below-uid", "app", state.Assignment{Original: cpuset.New(6, 7)})
-	st.DefaultCPUSet = cpuset.New(0)
+	st.SetDefaultCPUSet(cpuset.New(0))
 	ctrs := []policy.Container{
 		running(t, "grown", "guaranteed", 3000, "1-2"),
 		running(t, "shrunk", "guaranteed", 2000, "3-5"),

@@ -69,25 +69,23 @@ type PodResources struct {
 	Overhead  Resources `json:"overhead"`
 }
 
-// State is the plugin's memory. The zero value is not usable; call New.
-// A Clone shares each pod's entry map with the original until one of them
-// changes it through SetAssignment or DeleteAssignment (copy on write):
-// change Entries only through the methods.
+// State is the plugin's memory: the shared pool, the exclusive assignments,
+// the runtime container ids that own them and the pods' last pod-level
+// resources. The zero value is not usable; call New. It changes only
+// through its methods: clones share maps until one side changes them (copy
+// on write, see Clone), and the journal's diff relies on that.
 type State struct {
-	// DefaultCPUSet is the shared pool (checkpoint key "defaultCpuSet").
-	DefaultCPUSet cpuset.CPUSet
-	// Entries maps pod UID → container name → assignment. A pod's map may
-	// be shared with clones of the state (see Clone): change it only through
-	// SetAssignment, DeleteAssignment and DeletePod.
-	Entries map[string]map[string]Assignment
-	// Containers maps a runtime container id to the entry it owns.
-	// Containers and Pods may be shared with clones of the state (see
-	// Clone): change them only through the State's methods.
-	Containers map[string]ContainerRef
-	// Pods maps pod UID → pod-level resources last seen in UpdatePodSandbox.
-	Pods map[string]PodResources
+	// defaultCPUSet is the shared pool (checkpoint key "defaultCpuSet").
+	defaultCPUSet cpuset.CPUSet
+	// entries maps pod UID → container name → assignment; a pod's map may
+	// be shared with clones.
+	entries map[string]map[string]Assignment
+	// containers maps a runtime container id to the entry it owns.
+	containers map[string]ContainerRef
+	// pods maps pod UID → pod-level resources last seen in UpdatePodSandbox.
+	pods map[string]PodResources
 
-	// sharedMaps says that Containers and Pods may be shared with a clone:
+	// sharedMaps says that containers and pods may be shared with a clone:
 	// the next change copies them first (ownMaps). Atomic: Clone sets it on
 	// the state it copies, which other goroutines may be cloning too.
 	sharedMaps atomic.Bool

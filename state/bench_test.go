@@ -24,7 +24,7 @@ func benchState(n int) *State {
 		if i%2 == 0 {
 			a.Resized = cpuset.New(3*i, 3*i+1, 3*i+2)
 		} else {
-			s.DefaultCPUSet = s.DefaultCPUSet.Union(cpuset.New(3*i + 2))
+			s.defaultCPUSet = s.defaultCPUSet.Union(cpuset.New(3*i + 2))
 		}
 		s.SetAssignment(pod, "app", a)
 		s.SetContainer(fmt.Sprintf("%064x", i), ContainerRef{PodUID: pod, Name: "app"})
@@ -50,10 +50,10 @@ func benchResizeRing(n int) []*State {
 		extra := cpuset.New(3*c + 2)
 		if a.Assigned().Size() == 3 {
 			a.Resized = a.Original
-			s.DefaultCPUSet = s.DefaultCPUSet.Union(extra)
+			s.defaultCPUSet = s.defaultCPUSet.Union(extra)
 		} else {
 			a.Resized = a.Original.Union(extra)
-			s.DefaultCPUSet = s.DefaultCPUSet.Difference(extra)
+			s.defaultCPUSet = s.defaultCPUSet.Difference(extra)
 		}
 		s.SetAssignment(pod, "app", a)
 		ring = append(ring, s)

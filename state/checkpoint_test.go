@@ -44,7 +44,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 			name: "gu-pod-1 created with 2 CPUs",
 			apply: func(s *State) {
 				s.SetAssignment(pod1, c1, Assignment{Original: cpus(t, "1-2")})
-				s.DefaultCPUSet = cpus(t, "0,3-15")
+				s.defaultCPUSet = cpus(t, "0,3-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,3-15",
 				"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":""}}}}`,
@@ -53,7 +53,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 			name: "gu-pod-1 grown by 2 CPUs",
 			apply: func(s *State) {
 				s.SetAssignment(pod1, c1, Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-4")})
-				s.DefaultCPUSet = cpus(t, "0,5-15")
+				s.defaultCPUSet = cpus(t, "0,5-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,5-15",
 				"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-4"}}}}`,
@@ -62,7 +62,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 			name: "gu-pod-1 shrunk by 2 CPUs",
 			apply: func(s *State) {
 				s.SetAssignment(pod1, c1, Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-2")})
-				s.DefaultCPUSet = cpus(t, "0,3-15")
+				s.defaultCPUSet = cpus(t, "0,3-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,3-15",
 				"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-2"}}}}`,
@@ -72,7 +72,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 			apply: func(s *State) {
 				s.SetAssignment(pod2, c1, Assignment{Original: cpus(t, "3-4")})
 				s.SetAssignment(pod2, c2, Assignment{Original: cpus(t, "5-6")})
-				s.DefaultCPUSet = cpus(t, "0,7-15")
+				s.defaultCPUSet = cpus(t, "0,7-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,7-15","entries":{
 				"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-2"}},
@@ -85,7 +85,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 				s.DeleteAssignment(pod1, c1)
 				s.SetAssignment(pod2, c1, Assignment{Original: cpus(t, "3-4"), Resized: cpus(t, "1,3-4,7")})
 				s.SetAssignment(pod2, c2, Assignment{Original: cpus(t, "5-6"), Resized: cpus(t, "5-6")})
-				s.DefaultCPUSet = cpus(t, "0,2,8-15")
+				s.defaultCPUSet = cpus(t, "0,2,8-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,2,8-15","entries":{
 				"gu-pod-2-uid":{"gu-container-1":{"original":"3-4","resized":"1,3-4,7"},
@@ -258,7 +258,7 @@ func TestMarshalRefusesInconsistentState(t *testing.T) {
 		reason string
 	}{
 		{"overlap", func(s *State) { s.SetAssignment("pod-c", "x", Assignment{Original: cpus(t, "7")}) }, "overlap on CPUs"},
-		{"shared", func(s *State) { s.DefaultCPUSet = cpus(t, "0,5") }, "overlaps defaultCpuSet"},
+		{"shared", func(s *State) { s.defaultCPUSet = cpus(t, "0,5") }, "overlaps defaultCpuSet"},
 		{"shrunk below original", func(s *State) {
 			s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "2-3")})
 		}, "does not contain original"},

@@ -18,10 +18,10 @@ type claims []uint64
 // cannot tell (a CPU id it does not track).
 func claimsOf(s *State) (claims, bool) {
 	var c claims
-	if !c.take(s.DefaultCPUSet) {
+	if !c.take(s.defaultCPUSet) {
 		return nil, false
 	}
-	for podUID, containers := range s.Entries {
+	for podUID, containers := range s.entries {
 		if podUID == "" {
 			return nil, false
 		}
@@ -31,9 +31,9 @@ func claimsOf(s *State) (claims, bool) {
 			}
 		}
 	}
-	pointedAt := make(map[ContainerRef]struct{}, len(s.Containers))
-	for id, ref := range s.Containers {
-		if _, ok := s.Entries[ref.PodUID][ref.Name]; !ok || id == "" {
+	pointedAt := make(map[ContainerRef]struct{}, len(s.containers))
+	for id, ref := range s.containers {
+		if _, ok := s.entries[ref.PodUID][ref.Name]; !ok || id == "" {
 			return nil, false
 		}
 		if _, taken := pointedAt[ref]; taken {
@@ -88,11 +88,11 @@ func (c claims) after(from, to *State, ops []op) (claims, bool) {
 	for _, o := range ops {
 		switch o.kind {
 		case opSetDefault:
-			if !next.give(from.DefaultCPUSet) {
+			if !next.give(from.defaultCPUSet) {
 				return nil, false
 			}
 		case opSetAssignment, opDeleteAssignment:
-			if a, ok := from.Entries[o.key][o.name]; ok && !next.give(a.Assigned()) {
+			if a, ok := from.entries[o.key][o.name]; ok && !next.give(a.Assigned()) {
 				return nil, false
 			}
 		}
@@ -113,11 +113,11 @@ func (c claims) after(from, to *State, ops []op) (claims, bool) {
 				return nil, false
 			}
 		case opSetContainer:
-			if _, ok := to.Entries[o.ref.PodUID][o.ref.Name]; !ok || o.key == "" {
+			if _, ok := to.entries[o.ref.PodUID][o.ref.Name]; !ok || o.key == "" {
 				return nil, false
 			}
 			// No other container may point at the same entry.
-			for id, ref := range to.Containers {
+			for id, ref := range to.containers {
 				if ref == o.ref && id != o.key {
 					return nil, false
 				}

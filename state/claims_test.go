@@ -28,8 +28,8 @@ func sameClaims(a, b claims) bool {
 // it the way a bug might, and says which.
 func randomChange(r *rand.Rand, s *State) (*State, string) {
 	n := s.Clone()
-	pods := slices.Sorted(maps.Keys(n.Entries))
-	ids := slices.Sorted(maps.Keys(n.Containers))
+	pods := slices.Sorted(maps.Keys(n.entries))
+	ids := slices.Sorted(maps.Keys(n.containers))
 	cpu := func() int { return r.IntN(70) } // beyond 64: a second word
 	set := func() cpuset.CPUSet {
 		c := cpuset.New()
@@ -40,21 +40,21 @@ func randomChange(r *rand.Rand, s *State) (*State, string) {
 	}
 	switch k := r.IntN(10); {
 	case k == 0:
-		n.DefaultCPUSet = n.DefaultCPUSet.Union(set())
+		n.defaultCPUSet = n.defaultCPUSet.Union(set())
 		return n, "the shared pool takes CPUs"
 	case k == 1:
-		n.DefaultCPUSet = n.DefaultCPUSet.Difference(set())
+		n.defaultCPUSet = n.defaultCPUSet.Difference(set())
 		return n, "the shared pool gives CPUs"
 	case k == 2 && len(pods) > 0:
 		pod := pods[r.IntN(len(pods))]
-		for name, a := range n.Entries[pod] {
+		for name, a := range n.entries[pod] {
 			a.Resized = a.Assigned().Union(set())
 			n.SetAssignment(pod, name, a)
 			return n, "an assignment grows"
 		}
 	case k == 3 && len(pods) > 0:
 		pod := pods[r.IntN(len(pods))]
-		for name, a := range n.Entries[pod] {
+		for name, a := range n.entries[pod] {
 			a.Resized = set() // may no longer hold the original
 			n.SetAssignment(pod, name, a)
 			return n, "an assignment is resized"
@@ -69,20 +69,20 @@ func randomChange(r *rand.Rand, s *State) (*State, string) {
 		return n, "an assignment is made"
 	case k == 5 && len(pods) > 0:
 		pod := pods[r.IntN(len(pods))]
-		for name := range n.Entries[pod] {
+		for name := range n.entries[pod] {
 			n.DeleteAssignment(pod, name) // cascades to the ids
 			return n, "an assignment is deleted"
 		}
 	case k == 6 && len(pods) > 0:
 		pod := pods[r.IntN(len(pods))]
-		for name := range n.Entries[pod] {
-			c := maps.Clone(n.Entries[pod])
+		for name := range n.entries[pod] {
+			c := maps.Clone(n.entries[pod])
 			delete(c, name) // leaves the ids pointing at it
-			n.Entries[pod] = c
+			n.entries[pod] = c
 			return n, "an assignment is dropped under its ids"
 		}
 	case k == 7 && len(ids) > 0:
-		ref := n.Containers[ids[r.IntN(len(ids))]]
+		ref := n.containers[ids[r.IntN(len(ids))]]
 		n.SetContainer(fmt.Sprintf("c-%d", r.IntN(100)), ref)
 		return n, "a second id points at an entry"
 	case k == 8 && len(ids) > 0:
@@ -139,7 +139,7 @@ func TestSaveRefusesInconsistentChanges(t *testing.T) {
 			s.SetAssignment("pod-x", "x", Assignment{Original: cpus(t, "6")})
 		}, `pod "pod-b" container "db" (CPUs "6-7") and pod "pod-x" container "x" (CPUs "6") overlap on CPUs "6"`},
 		{"overlap with the shared pool", func(s *State) {
-			s.DefaultCPUSet = s.DefaultCPUSet.Union(cpus(t, "5"))
+			s.defaultCPUSet = s.defaultCPUSet.Union(cpus(t, "5"))
 		}, `overlaps defaultCpuSet`},
 		{"resized without its original", func(s *State) {
 			s.SetAssignment("pod-b", "db", Assignment{Original: cpus(t, "6-7"), Resized: cpus(t, "7")})
@@ -154,7 +154,7 @@ func TestSaveRefusesInconsistentChanges(t *testing.T) {
 			s.SetContainer("c-db-2", ContainerRef{PodUID: "pod-b", Name: "db"})
 		}, `c-db`},
 		{"an entry dropped under its id", func(s *State) {
-			s.Entries["pod-b"] = map[string]Assignment{}
+			s.entries["pod-b"] = map[string]Assignment{}
 		}, `c-db`},
 	}
 	for _, tc := range tests {
@@ -162,7 +162,7 @@ func TestSaveRefusesInconsistentChanges(t *testing.T) {
 			st := newTestStore(t)
 			first := sampleState(t)
 			second := first.Clone()
-			second.DefaultCPUSet = cpus(t, "0,9-15")
+			second.defaultCPUSet = cpus(t, "0,9-15")
 			for _, s := range []*State{first, second} {
 				if err := st.Save(s); err != nil {
 					t.Fatal(err)

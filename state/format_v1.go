@@ -82,12 +82,12 @@ func encodeV1(s *State) checkpointV1 {
 	cp := checkpointV1{
 		PolicyName:    PolicyName,
 		FormatVersion: 1,
-		DefaultCPUSet: cpumask.Format(s.DefaultCPUSet),
-		Entries:       make(map[string]map[string]containerCPUsV1, len(s.Entries)),
-		Containers:    make(map[string]containerRefV1, len(s.Containers)),
-		Pods:          make(map[string]podResourcesV1, len(s.Pods)),
+		DefaultCPUSet: cpumask.Format(s.defaultCPUSet),
+		Entries:       make(map[string]map[string]containerCPUsV1, len(s.entries)),
+		Containers:    make(map[string]containerRefV1, len(s.containers)),
+		Pods:          make(map[string]podResourcesV1, len(s.pods)),
 	}
-	for podUID, containers := range s.Entries {
+	for podUID, containers := range s.entries {
 		if len(containers) == 0 {
 			continue
 		}
@@ -97,10 +97,10 @@ func encodeV1(s *State) checkpointV1 {
 		}
 		cp.Entries[podUID] = entries
 	}
-	for id, ref := range s.Containers {
+	for id, ref := range s.containers {
 		cp.Containers[id] = containerRefV1(ref)
 	}
-	for podUID, r := range s.Pods {
+	for podUID, r := range s.pods {
 		cp.Pods[podUID] = podResourcesV1{Resources: resourcesV1(r.Resources), Overhead: resourcesV1(r.Overhead)}
 	}
 	return cp
@@ -187,10 +187,10 @@ func (cp *checkpointV1) toState() (*State, error) {
 	}
 	// s is new and shares no map: its maps are filled directly.
 	for id, ref := range cp.Containers {
-		s.Containers[id] = ContainerRef(ref)
+		s.containers[id] = ContainerRef(ref)
 	}
 	for podUID, r := range cp.Pods {
-		s.Pods[podUID] = PodResources{Resources: Resources(r.Resources), Overhead: Resources(r.Overhead)}
+		s.pods[podUID] = PodResources{Resources: Resources(r.Resources), Overhead: Resources(r.Overhead)}
 	}
 	return s, nil
 }

@@ -27,10 +27,10 @@ func stateLine(t testing.TB, n int) []*State {
 		cpu := 8 + i%8
 		if i%16 < 8 {
 			s.SetAssignment("pod-line", fmt.Sprintf("c%d", cpu), Assignment{Original: cpus(t, fmt.Sprint(cpu))})
-			s.DefaultCPUSet = s.DefaultCPUSet.Difference(cpus(t, fmt.Sprint(cpu)))
+			s.defaultCPUSet = s.defaultCPUSet.Difference(cpus(t, fmt.Sprint(cpu)))
 		} else {
 			s.DeleteAssignment("pod-line", fmt.Sprintf("c%d", cpu))
-			s.DefaultCPUSet = s.DefaultCPUSet.Union(cpus(t, fmt.Sprint(cpu)))
+			s.defaultCPUSet = s.defaultCPUSet.Union(cpus(t, fmt.Sprint(cpu)))
 		}
 		s.SetPodResources("pod-line", PodResources{Resources: Resources{CPUShares: uint64(i)}})
 		states = append(states, s)
@@ -395,7 +395,7 @@ func TestLoadOfHandMadeDirectories(t *testing.T) {
 		}, nil, `replaying journal records 1 to 1 gives an inconsistent state: pod "pod-a" container "app" (CPUs "1-4") and pod "pod-x" container "x" (CPUs "1") overlap`},
 		{"records that leave the online CPUs", func(t *testing.T, dir string) {
 			outside := s[0].Clone()
-			outside.DefaultCPUSet = cpus(t, "0,8-16")
+			outside.defaultCPUSet = cpus(t, "0,8-16")
 			writeTestSnapshot(t, dir, s[0], journalRefV1{Generation: 1, Sequence: 0})
 			writeJournal(t, dir, 1, 1, s[0], outside)
 		}, nil, `lies outside the online CPUs "0-15"`},
@@ -435,7 +435,7 @@ func TestSavingTheSameStateAgainRewritesTheSnapshot(t *testing.T) {
 	s := sampleState(t)
 	save(t, st, s)
 	s.DeleteAssignment("pod-b", "db") // against the rules: the Store holds s
-	s.DefaultCPUSet = cpus(t, "0,6-15")
+	s.defaultCPUSet = cpus(t, "0,6-15")
 	save(t, st, s)
 	snapshot, err := os.ReadFile(st.Path())
 	if err != nil {

@@ -33,10 +33,10 @@ func buildJournal(gen uint64, prealloc int, records ...[]op) testJournal {
 func threeRecords(t *testing.T) [][]op {
 	resized := sampleState(t)
 	resized.SetAssignment("pod-b", "db", Assignment{Original: cpus(t, "6-7"), Resized: cpus(t, "6-8")})
-	resized.DefaultCPUSet = cpus(t, "0,9-15")
+	resized.defaultCPUSet = cpus(t, "0,9-15")
 	added := resized.Clone()
 	added.SetAssignment("pod-c", "web", Assignment{Original: cpus(t, "9-10")})
-	added.DefaultCPUSet = cpus(t, "0,11-15")
+	added.defaultCPUSet = cpus(t, "0,11-15")
 	return [][]op{diff(New(cpus(t, "")), sampleState(t)), diff(sampleState(t), resized), diff(resized, added)}
 }
 

@@ -51,13 +51,13 @@ type op struct {
 // nothing is encoded.
 func diff(from, to *State) []op {
 	var ops []op
-	if !cpumask.Equal(from.DefaultCPUSet, to.DefaultCPUSet) {
-		ops = append(ops, op{kind: opSetDefault, cpus: to.DefaultCPUSet})
+	if !cpumask.Equal(from.defaultCPUSet, to.defaultCPUSet) {
+		ops = append(ops, op{kind: opSetDefault, cpus: to.defaultCPUSet})
 	}
 
 	kept, fromEntries := 0, 0
-	for podUID, containers := range to.Entries {
-		old := from.Entries[podUID]
+	for podUID, containers := range to.entries {
+		old := from.entries[podUID]
 		if sameMap(old, containers) {
 			// Clones share a pod's map until it changes (copy on write):
 			// the same map holds the same assignments.
@@ -74,12 +74,12 @@ func diff(from, to *State) []op {
 			}
 		}
 	}
-	for _, containers := range from.Entries {
+	for _, containers := range from.entries {
 		fromEntries += len(containers)
 	}
 	if kept < fromEntries {
-		for podUID, containers := range from.Entries {
-			now := to.Entries[podUID]
+		for podUID, containers := range from.entries {
+			now := to.entries[podUID]
 			for name := range containers {
 				if _, ok := now[name]; !ok {
 					ops = append(ops, op{kind: opDeleteAssignment, key: podUID, name: name})
@@ -98,12 +98,12 @@ func diff(from, to *State) []op {
 
 // diffContainers appends the changes of the container ids.
 func diffContainers(ops []op, from, to *State) []op {
-	if sameMap(from.Containers, to.Containers) {
+	if sameMap(from.containers, to.containers) {
 		return ops // shared by clones until changed (copy on write)
 	}
 	kept := 0
-	for id, ref := range to.Containers {
-		old, ok := from.Containers[id]
+	for id, ref := range to.containers {
+		old, ok := from.containers[id]
 		if ok {
 			kept++
 		}
@@ -111,9 +111,9 @@ func diffContainers(ops []op, from, to *State) []op {
 			ops = append(ops, op{kind: opSetContainer, key: id, ref: ref})
 		}
 	}
-	if kept < len(from.Containers) {
-		for id := range from.Containers {
-			if _, ok := to.Containers[id]; !ok {
+	if kept < len(from.containers) {
+		for id := range from.containers {
+			if _, ok := to.containers[id]; !ok {
 				ops = append(ops, op{kind: opDeleteContainer, key: id})
 			}
 		}
@@ -123,12 +123,12 @@ func diffContainers(ops []op, from, to *State) []op {
 
 // diffPods appends the changes of the pod-level resources.
 func diffPods(ops []op, from, to *State) []op {
-	if sameMap(from.Pods, to.Pods) {
+	if sameMap(from.pods, to.pods) {
 		return ops // shared by clones until changed (copy on write)
 	}
 	kept := 0
-	for podUID, r := range to.Pods {
-		old, ok := from.Pods[podUID]
+	for podUID, r := range to.pods {
+		old, ok := from.pods[podUID]
 		if ok {
 			kept++
 		}
@@ -136,9 +136,9 @@ func diffPods(ops []op, from, to *State) []op {
 			ops = append(ops, op{kind: opSetPod, key: podUID, pod: r})
 		}
 	}
-	if kept < len(from.Pods) {
-		for podUID := range from.Pods {
-			if _, ok := to.Pods[podUID]; !ok {
+	if kept < len(from.pods) {
+		for podUID := range from.pods {
+			if _, ok := to.pods[podUID]; !ok {
 				ops = append(ops, op{kind: opDeletePod, key: podUID})
 			}
 		}
@@ -157,7 +157,7 @@ func sameAssignment(a, b Assignment) bool {
 func (o op) apply(s *State) {
 	switch o.kind {
 	case opSetDefault:
-		s.DefaultCPUSet = o.cpus
+		s.defaultCPUSet = o.cpus
 	case opSetAssignment:
 		s.SetAssignment(o.key, o.name, o.assignment)
 	case opDeleteAssignment:

@@ -20,17 +20,17 @@ func stateChanges(t *testing.T) []struct {
 } {
 	resized := sampleState(t)
 	resized.SetAssignment("pod-b", "db", Assignment{Original: cpus(t, "6-7"), Resized: cpus(t, "6-8")})
-	resized.DefaultCPUSet = cpus(t, "0,9-15")
+	resized.defaultCPUSet = cpus(t, "0,9-15")
 
 	podGone := sampleState(t)
 	podGone.DeletePod("pod-a")
-	podGone.DefaultCPUSet = cpus(t, "0-5,8-15")
+	podGone.defaultCPUSet = cpus(t, "0-5,8-15")
 
 	added := sampleState(t)
 	added.SetAssignment("pod-c", "web", Assignment{Original: cpus(t, "8-9")})
 	added.SetContainer("c-web", ContainerRef{PodUID: "pod-c", Name: "web"})
 	added.SetPodResources("pod-c", PodResources{Resources: Resources{CPUShares: 2048, CPUQuota: -1}})
-	added.DefaultCPUSet = cpus(t, "0,10-15")
+	added.defaultCPUSet = cpus(t, "0,10-15")
 
 	renamed := sampleState(t)
 	renamed.DeleteContainer("c-db")
@@ -116,7 +116,7 @@ func TestDeleteAssignmentOpTouchesOneKey(t *testing.T) {
 	if _, ok := s.Assignment("pod-b", "db"); ok {
 		t.Error("the assignment is still there")
 	}
-	if _, ok := s.Entries["pod-b"]; ok {
+	if _, ok := s.entries["pod-b"]; ok {
 		t.Error("the pod's empty entry map is still there")
 	}
 	if _, ok := s.Container("c-db"); !ok {
@@ -185,18 +185,18 @@ func TestDecodePayloadRefuses(t *testing.T) {
 // fingerprint prints every value of a state in a fixed order.
 func fingerprint(s *State) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "default %s\n", s.DefaultCPUSet)
-	for _, pod := range slices.Sorted(maps.Keys(s.Entries)) {
-		for _, name := range slices.Sorted(maps.Keys(s.Entries[pod])) {
-			a := s.Entries[pod][name]
+	fmt.Fprintf(&b, "default %s\n", s.defaultCPUSet)
+	for _, pod := range slices.Sorted(maps.Keys(s.entries)) {
+		for _, name := range slices.Sorted(maps.Keys(s.entries[pod])) {
+			a := s.entries[pod][name]
 			fmt.Fprintf(&b, "entry %s/%s %s %s\n", pod, name, a.Original, a.Resized)
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(s.Containers)) {
-		fmt.Fprintf(&b, "id %s %v\n", id, s.Containers[id])
+	for _, id := range slices.Sorted(maps.Keys(s.containers)) {
+		fmt.Fprintf(&b, "id %s %v\n", id, s.containers[id])
 	}
-	for _, pod := range slices.Sorted(maps.Keys(s.Pods)) {
-		fmt.Fprintf(&b, "pod %s %v\n", pod, s.Pods[pod])
+	for _, pod := range slices.Sorted(maps.Keys(s.pods)) {
+		fmt.Fprintf(&b, "pod %s %v\n", pod, s.pods[pod])
 	}
 	return b.String()
 }
@@ -222,7 +222,7 @@ func mutate(r *rand.Rand, s *State) {
 	case 7:
 		s.DeleteContainers()
 	case 8:
-		s.DefaultCPUSet = cpuset.New(r.IntN(16))
+		s.defaultCPUSet = cpuset.New(r.IntN(16))
 	}
 }
 

@@ -1,20 +1,22 @@
 package state
 
 import (
-	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
+	"iter"
 	"maps"
 	"slices"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // New returns an empty state whose shared pool is defaultCPUSet.
 func New(defaultCPUSet cpuset.CPUSet) *State {
 	return &State{
-		DefaultCPUSet: defaultCPUSet,
-		Entries:       map[string]map[string]Assignment{},
-		Containers:    map[string]ContainerRef{},
-		Pods:          map[string]PodResources{},
+		defaultCPUSet: defaultCPUSet,
+		entries:       map[string]map[string]Assignment{},
+		containers:    map[string]ContainerRef{},
+		pods:          map[string]PodResources{},
 	}
 }
 
@@ -31,26 +33,26 @@ func (s *State) Clone() *State {
 	// maps.Clone copies a map's table as it is, much faster than inserting
 	// every key into a new one.
 	c := &State{
-		DefaultCPUSet: s.DefaultCPUSet,
-		Entries:       maps.Clone(s.Entries),
-		Containers:    s.Containers,
-		Pods:          s.Pods,
+		defaultCPUSet: s.defaultCPUSet,
+		entries:       maps.Clone(s.entries),
+		containers:    s.containers,
+		pods:          s.pods,
 	}
-	if c.Containers == nil || c.Pods == nil {
-		c.Containers, c.Pods = maps.Clone(s.Containers), maps.Clone(s.Pods)
-		if c.Containers == nil {
-			c.Containers = map[string]ContainerRef{}
+	if c.containers == nil || c.pods == nil {
+		c.containers, c.pods = maps.Clone(s.containers), maps.Clone(s.pods)
+		if c.containers == nil {
+			c.containers = map[string]ContainerRef{}
 		}
-		if c.Pods == nil {
-			c.Pods = map[string]PodResources{}
+		if c.pods == nil {
+			c.pods = map[string]PodResources{}
 		}
 	} else {
 		s.sharedMaps.Store(true)
 		c.sharedMaps.Store(true)
 	}
-	maps.DeleteFunc(c.Entries, func(_ string, containers map[string]Assignment) bool { return len(containers) == 0 })
-	if c.Entries == nil {
-		c.Entries = map[string]map[string]Assignment{}
+	maps.DeleteFunc(c.entries, func(_ string, containers map[string]Assignment) bool { return len(containers) == 0 })
+	if c.entries == nil {
+		c.entries = map[string]map[string]Assignment{}
 	}
 	return c
 }
@@ -61,13 +63,13 @@ func (s *State) ownMaps() {
 	if !s.sharedMaps.Load() {
 		return
 	}
-	s.Containers = maps.Clone(s.Containers)
-	if s.Containers == nil {
-		s.Containers = map[string]ContainerRef{}
+	s.containers = maps.Clone(s.containers)
+	if s.containers == nil {
+		s.containers = map[string]ContainerRef{}
 	}
-	s.Pods = maps.Clone(s.Pods)
-	if s.Pods == nil {
-		s.Pods = map[string]PodResources{}
+	s.pods = maps.Clone(s.pods)
+	if s.pods == nil {
+		s.pods = map[string]PodResources{}
 	}
 	s.sharedMaps.Store(false)
 }
@@ -79,10 +81,10 @@ func (s *State) Equal(o *State) bool {
 	if s == nil || o == nil {
 		return s == o
 	}
-	if !cpumask.Equal(s.DefaultCPUSet, o.DefaultCPUSet) {
+	if !cpumask.Equal(s.defaultCPUSet, o.defaultCPUSet) {
 		return false
 	}
-	if !maps.Equal(s.Containers, o.Containers) || !maps.Equal(s.Pods, o.Pods) {
+	if !maps.Equal(s.containers, o.containers) || !maps.Equal(s.pods, o.pods) {
 		return false
 	}
 	return s.entriesContain(o) && o.entriesContain(s)
@@ -90,7 +92,7 @@ func (s *State) Equal(o *State) bool {
 
 // entriesContain reports whether every assignment of o is in s.
 func (s *State) entriesContain(o *State) bool {
-	for podUID, containers := range o.Entries {
+	for podUID, containers := range o.entries {
 		for name, a := range containers {
 			b, ok := s.Assignment(podUID, name)
 			if !ok || !cpumask.Equal(a.Original, b.Original) || !cpumask.Equal(a.Resized, b.Resized) {
@@ -101,21 +103,62 @@ func (s *State) entriesContain(o *State) bool {
 	return true
 }
 
+// DefaultCPUSet returns the shared pool (checkpoint key "defaultCpuSet").
+func (s *State) DefaultCPUSet() cpuset.CPUSet { return s.defaultCPUSet }
+
+// SetDefaultCPUSet records the shared pool.
+func (s *State) SetDefaultCPUSet(cpus cpuset.CPUSet) { s.defaultCPUSet = cpus }
+
+// Assignments yields every assignment, in no particular order (ForEach
+// sorts).
+func (s *State) Assignments() iter.Seq2[ContainerRef, Assignment] {
+	return func(yield func(ContainerRef, Assignment) bool) {
+		for podUID, containers := range s.entries {
+			for name, a := range containers {
+				if !yield(ContainerRef{PodUID: podUID, Name: name}, a) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// NumAssignments counts the assignments.
+func (s *State) NumAssignments() int {
+	n := 0
+	for _, containers := range s.entries {
+		n += len(containers)
+	}
+	return n
+}
+
+// PodUIDs returns the UIDs of the pods that hold an assignment, sorted.
+func (s *State) PodUIDs() []string {
+	uids := make([]string, 0, len(s.entries))
+	for uid, containers := range s.entries {
+		if len(containers) > 0 {
+			uids = append(uids, uid)
+		}
+	}
+	slices.Sort(uids)
+	return uids
+}
+
 // Assignment returns the assignment of a container.
 func (s *State) Assignment(podUID, name string) (Assignment, bool) {
-	a, ok := s.Entries[podUID][name]
+	a, ok := s.entries[podUID][name]
 	return a, ok
 }
 
 // SetAssignment records the assignment of a container.
 func (s *State) SetAssignment(podUID, name string, a Assignment) {
-	if s.Entries == nil {
-		s.Entries = map[string]map[string]Assignment{}
+	if s.entries == nil {
+		s.entries = map[string]map[string]Assignment{}
 	}
-	containers := make(map[string]Assignment, len(s.Entries[podUID])+1)
-	maps.Copy(containers, s.Entries[podUID]) // copy on write: see Clone
+	containers := make(map[string]Assignment, len(s.entries[podUID])+1)
+	maps.Copy(containers, s.entries[podUID]) // copy on write: see Clone
 	containers[name] = a
-	s.Entries[podUID] = containers
+	s.entries[podUID] = containers
 }
 
 // DeleteAssignment forgets a container's assignment (and the pod's entry map
@@ -125,38 +168,38 @@ func (s *State) DeleteAssignment(podUID, name string) {
 	s.deleteEntry(podUID, name)
 	ref := ContainerRef{PodUID: podUID, Name: name}
 	s.ownMaps()
-	maps.DeleteFunc(s.Containers, func(_ string, r ContainerRef) bool { return r == ref })
+	maps.DeleteFunc(s.containers, func(_ string, r ContainerRef) bool { return r == ref })
 }
 
 // deleteEntry removes one assignment, copying the pod's entry map first
 // (copy on write: see Clone) and dropping it when it becomes empty.
 func (s *State) deleteEntry(podUID, name string) {
-	containers, ok := s.Entries[podUID]
+	containers, ok := s.entries[podUID]
 	if _, has := containers[name]; !ok || !has {
 		return
 	}
 	if len(containers) == 1 {
-		delete(s.Entries, podUID)
+		delete(s.entries, podUID)
 		return
 	}
 	containers = maps.Clone(containers)
 	delete(containers, name)
-	s.Entries[podUID] = containers
+	s.entries[podUID] = containers
 }
 
 // DeletePod forgets everything about a pod: its containers' assignments,
 // the container ids that point at them, and its pod-level resources.
 func (s *State) DeletePod(podUID string) {
-	delete(s.Entries, podUID)
+	delete(s.entries, podUID)
 	s.ownMaps()
-	delete(s.Pods, podUID)
-	maps.DeleteFunc(s.Containers, func(_ string, r ContainerRef) bool { return r.PodUID == podUID })
+	delete(s.pods, podUID)
+	maps.DeleteFunc(s.containers, func(_ string, r ContainerRef) bool { return r.PodUID == podUID })
 }
 
 // ExclusiveCPUs returns the union of every assigned set.
 func (s *State) ExclusiveCPUs() cpuset.CPUSet {
 	var cpus []int
-	for _, containers := range s.Entries {
+	for _, containers := range s.entries {
 		for _, a := range containers {
 			cpus = append(cpus, a.Assigned().UnsortedList()...)
 		}
@@ -167,14 +210,14 @@ func (s *State) ExclusiveCPUs() cpuset.CPUSet {
 // ContainersOfPod returns the names of a pod's containers that hold an
 // assignment, sorted.
 func (s *State) ContainersOfPod(podUID string) []string {
-	return slices.Sorted(maps.Keys(s.Entries[podUID]))
+	return slices.Sorted(maps.Keys(s.entries[podUID]))
 }
 
 // ForEach calls fn for every assignment, ordered by pod UID and then by
 // container name.
 func (s *State) ForEach(fn func(ref ContainerRef, a Assignment)) {
-	for _, podUID := range slices.Sorted(maps.Keys(s.Entries)) {
-		containers := s.Entries[podUID]
+	for _, podUID := range slices.Sorted(maps.Keys(s.entries)) {
+		containers := s.entries[podUID]
 		for _, name := range slices.Sorted(maps.Keys(containers)) {
 			fn(ContainerRef{PodUID: podUID, Name: name}, containers[name])
 		}
@@ -183,46 +226,53 @@ func (s *State) ForEach(fn func(ref ContainerRef, a Assignment)) {
 
 // SetContainer records that the runtime container id owns the entry ref.
 func (s *State) SetContainer(id string, ref ContainerRef) {
-	if old, ok := s.Containers[id]; ok && old == ref {
+	if old, ok := s.containers[id]; ok && old == ref {
 		return // nothing to change: keep sharing
 	}
 	s.ownMaps()
-	if s.Containers == nil {
-		s.Containers = map[string]ContainerRef{}
+	if s.containers == nil {
+		s.containers = map[string]ContainerRef{}
 	}
-	s.Containers[id] = ref
+	s.containers[id] = ref
 }
 
 // Container returns the entry a runtime container id owns.
 func (s *State) Container(id string) (ContainerRef, bool) {
-	ref, ok := s.Containers[id]
+	ref, ok := s.containers[id]
 	return ref, ok
 }
 
 // DeleteContainer forgets a runtime container id; the entry it owned stays.
 func (s *State) DeleteContainer(id string) {
-	if _, ok := s.Containers[id]; !ok {
+	if _, ok := s.containers[id]; !ok {
 		return
 	}
 	s.ownMaps()
-	delete(s.Containers, id)
+	delete(s.containers, id)
 }
 
 // DeleteContainers forgets every runtime container id; the entries stay.
 func (s *State) DeleteContainers() {
-	if len(s.Containers) == 0 {
+	if len(s.containers) == 0 {
 		return
 	}
 	s.ownMaps()
-	clear(s.Containers)
+	clear(s.containers)
 }
+
+// ContainerRefs yields every runtime container id with the entry it owns,
+// in no particular order.
+func (s *State) ContainerRefs() iter.Seq2[string, ContainerRef] { return maps.All(s.containers) }
+
+// NumContainers counts the runtime container ids that own an entry.
+func (s *State) NumContainers() int { return len(s.containers) }
 
 // ContainerIDOf returns the runtime container id that owns the entry ref.
 // Should several ids point at it (a state Validate refuses), the smallest
 // one is returned.
 func (s *State) ContainerIDOf(ref ContainerRef) (string, bool) {
 	found, ok := "", false
-	for id, r := range s.Containers {
+	for id, r := range s.containers {
 		if r == ref && (!ok || id < found) {
 			found, ok = id, true
 		}
@@ -233,27 +283,31 @@ func (s *State) ContainerIDOf(ref ContainerRef) (string, bool) {
 // SetPodResources records the pod-level resources last delivered by
 // UpdatePodSandbox.
 func (s *State) SetPodResources(podUID string, r PodResources) {
-	if old, ok := s.Pods[podUID]; ok && old == r {
+	if old, ok := s.pods[podUID]; ok && old == r {
 		return // nothing to change: keep sharing
 	}
 	s.ownMaps()
-	if s.Pods == nil {
-		s.Pods = map[string]PodResources{}
+	if s.pods == nil {
+		s.pods = map[string]PodResources{}
 	}
-	s.Pods[podUID] = r
+	s.pods[podUID] = r
 }
 
 // DeletePodResources forgets the pod-level resources of a pod.
 func (s *State) DeletePodResources(podUID string) {
-	if _, ok := s.Pods[podUID]; !ok {
+	if _, ok := s.pods[podUID]; !ok {
 		return
 	}
 	s.ownMaps()
-	delete(s.Pods, podUID)
+	delete(s.pods, podUID)
 }
+
+// AllPodResources yields the pod-level resources of every pod that has
+// some, in no particular order.
+func (s *State) AllPodResources() iter.Seq2[string, PodResources] { return maps.All(s.pods) }
 
 // PodResources returns the pod-level resources last recorded for a pod.
 func (s *State) PodResources(podUID string) (PodResources, bool) {
-	r, ok := s.Pods[podUID]
+	r, ok := s.pods[podUID]
 	return r, ok
 }

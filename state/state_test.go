@@ -121,12 +121,12 @@ func TestDeleteAssignment(t *testing.T) {
 	if _, ok := s.Container("c-sidecar"); !ok {
 		t.Error("DeleteAssignment removed another container's id")
 	}
-	if _, ok := s.Entries["pod-a"]; !ok {
+	if _, ok := s.entries["pod-a"]; !ok {
 		t.Error("pod entry map removed while it still has a container")
 	}
 
 	s.DeleteAssignment("pod-a", "sidecar")
-	if _, ok := s.Entries["pod-a"]; ok {
+	if _, ok := s.entries["pod-a"]; ok {
 		t.Error("empty pod entry map kept")
 	}
 	if _, ok := s.PodResources("pod-a"); !ok {
@@ -147,7 +147,7 @@ func TestDeletePod(t *testing.T) {
 	if _, ok := s.PodResources("pod-a"); ok {
 		t.Error("pod-a still has pod resources")
 	}
-	for id, ref := range s.Containers {
+	for id, ref := range s.containers {
 		if ref.PodUID == "pod-a" {
 			t.Errorf("container id %q of pod-a still there", id)
 		}
@@ -167,7 +167,7 @@ func TestCloneIsIndependent(t *testing.T) {
 	c.SetAssignment("pod-c", "new", Assignment{Original: cpus(t, "8")})
 	c.DeleteContainer("c-db")
 	c.SetPodResources("pod-a", PodResources{})
-	c.DefaultCPUSet = cpus(t, "0")
+	c.defaultCPUSet = cpus(t, "0")
 
 	if a, _ := s.Assignment("pod-a", "app"); a.Assigned().String() != "1-4" {
 		t.Errorf("changing the clone changed the original's assignment to %v", a.Assigned())
@@ -181,7 +181,7 @@ func TestCloneIsIndependent(t *testing.T) {
 	if r, _ := s.PodResources("pod-a"); r.Resources.CPUQuota != 500000 {
 		t.Error("changing the clone's pod resources changed the original")
 	}
-	if s.DefaultCPUSet.String() != "0,8-15" {
+	if s.defaultCPUSet.String() != "0,8-15" {
 		t.Error("changing the clone's default set changed the original")
 	}
 }
@@ -194,9 +194,9 @@ func TestEqual(t *testing.T) {
 		equal  bool
 	}{
 		{"unchanged", func(*State) {}, true},
-		{"empty pod map is no pod", func(s *State) { s.Entries["ghost"] = map[string]Assignment{} }, true},
+		{"empty pod map is no pod", func(s *State) { s.entries["ghost"] = map[string]Assignment{} }, true},
 		{"nil maps are empty maps", nil, true},
-		{"default set", func(s *State) { s.DefaultCPUSet = cpus(t, "0,8-14") }, false},
+		{"default set", func(s *State) { s.defaultCPUSet = cpus(t, "0,8-14") }, false},
 		{"original", func(s *State) { s.SetAssignment("pod-b", "db", Assignment{Original: cpus(t, "6")}) }, false},
 		{"resized", func(s *State) {
 			s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-3")})

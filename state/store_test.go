@@ -133,7 +133,7 @@ func TestSaveFailureKeepsPreviousState(t *testing.T) {
 	st.mu.Unlock()
 	next := sampleState(t)
 	next.DeleteAssignment("pod-b", "db")
-	next.DefaultCPUSet = cpus(t, "0,6-15")
+	next.defaultCPUSet = cpus(t, "0,6-15")
 	if err := st.Save(next); err == nil || !strings.Contains(err.Error(), "write journal") {
 		t.Fatalf("Save into a closed journal: %v, want a journal write error", err)
 	}

@@ -26,11 +26,11 @@ func (s *State) Validate(online cpuset.CPUSet) error {
 // checks against the machine's CPUs (Marshal does not know them), but not
 // the range of CPU ids: what Save and Marshal write, Load must read back.
 func (s *State) validate(online *cpuset.CPUSet) error {
-	if err := inRange("defaultCpuSet", s.DefaultCPUSet); err != nil {
+	if err := inRange("defaultCpuSet", s.defaultCPUSet); err != nil {
 		return err
 	}
 	if online != nil {
-		if err := insideOnline("defaultCpuSet", s.DefaultCPUSet, *online); err != nil {
+		if err := insideOnline("defaultCpuSet", s.defaultCPUSet, *online); err != nil {
 			return err
 		}
 	}
@@ -60,17 +60,17 @@ func (s *State) looksConsistent() bool {
 // validateEntries checks each assignment on its own and against the others.
 func (s *State) validateEntries(online *cpuset.CPUSet) error {
 	total := 0
-	for _, containers := range s.Entries {
+	for _, containers := range s.entries {
 		for _, a := range containers {
 			total += a.Assigned().Size()
 		}
 	}
 	owner := make(map[int]ContainerRef, total)
-	for _, podUID := range slices.Sorted(maps.Keys(s.Entries)) {
+	for _, podUID := range slices.Sorted(maps.Keys(s.entries)) {
 		if podUID == "" {
 			return errors.New("an entry has an empty pod UID")
 		}
-		containers := s.Entries[podUID]
+		containers := s.entries[podUID]
 		for _, name := range slices.Sorted(maps.Keys(containers)) {
 			ref := ContainerRef{PodUID: podUID, Name: name}
 			a := containers[name]
@@ -79,12 +79,12 @@ func (s *State) validateEntries(online *cpuset.CPUSet) error {
 			}
 			assigned := a.Assigned()
 			for _, cpu := range assigned.List() {
-				if s.DefaultCPUSet.Contains(cpu) {
+				if s.defaultCPUSet.Contains(cpu) {
 					return fmt.Errorf("%s (CPUs %q) overlaps defaultCpuSet %q on CPUs %q",
-						ref, assigned, s.DefaultCPUSet, assigned.Intersection(s.DefaultCPUSet))
+						ref, assigned, s.defaultCPUSet, assigned.Intersection(s.defaultCPUSet))
 				}
 				if other, taken := owner[cpu]; taken {
-					otherSet := s.Entries[other.PodUID][other.Name].Assigned()
+					otherSet := s.entries[other.PodUID][other.Name].Assigned()
 					return fmt.Errorf("%s (CPUs %q) and %s (CPUs %q) overlap on CPUs %q",
 						other, otherSet, ref, assigned, otherSet.Intersection(assigned))
 				}
@@ -127,8 +127,8 @@ func validateAssignment(ref ContainerRef, a Assignment, online *cpuset.CPUSet) e
 // validateContainers checks the container id → entry mapping.
 func (s *State) validateContainers() error {
 	ownerID := map[ContainerRef]string{}
-	for _, id := range slices.Sorted(maps.Keys(s.Containers)) {
-		ref := s.Containers[id]
+	for _, id := range slices.Sorted(maps.Keys(s.containers)) {
+		ref := s.containers[id]
 		if id == "" {
 			return fmt.Errorf("containers has an empty container id (pointing at %s)", ref)
 		}

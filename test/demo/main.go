@@ -163,7 +163,7 @@ func (d *demo) checkpoint() string {
 	st.ForEach(func(ref state.ContainerRef, a state.Assignment) {
 		parts = append(parts, fmt.Sprintf("%s: original %q resized %q", ref, a.Original, a.Resized))
 	})
-	return fmt.Sprintf("shared pool %q; %s", st.DefaultCPUSet, strings.Join(parts, "; "))
+	return fmt.Sprintf("shared pool %q; %s", st.DefaultCPUSet(), strings.Join(parts, "; "))
 }
 
 func (d *demo) refused(what string, err error) error {

@@ -214,8 +214,8 @@ func TestSharedPoolFollowsPinnedContainer(t *testing.T) {
 	if a, ok := st.Assignment(pinned.Spec.UID, "app"); !ok || !a.Original.Equals(exclusive) {
 		t.Errorf("checkpoint entry of the pinned container: %+v (present %v), want original %s", a, ok, exclusive)
 	}
-	if !st.DefaultCPUSet.Equals(shared) {
-		t.Errorf("checkpoint shared pool %q, want %s", st.DefaultCPUSet, shared)
+	if !st.DefaultCPUSet().Equals(shared) {
+		t.Errorf("checkpoint shared pool %q, want %s", st.DefaultCPUSet(), shared)
 	}
 
 	if err := pinned.Remove(ctx); err != nil {
@@ -223,8 +223,8 @@ func TestSharedPoolFollowsPinnedContainer(t *testing.T) {
 	}
 	wantCPUs(ctx, t, web, mach.cpus)
 	wantCPUs(ctx, t, frac, mach.cpus)
-	if st := m.checkpoint(t); len(st.Entries) != 0 || !st.DefaultCPUSet.Equals(mach.cpus) {
-		t.Errorf("checkpoint after removal: entries %v, shared pool %q, want no entry and %s", st.Entries, st.DefaultCPUSet, mach.cpus)
+	if st := m.checkpoint(t); st.NumAssignments() != 0 || !st.DefaultCPUSet().Equals(mach.cpus) {
+		t.Errorf("checkpoint after removal: %d entries, shared pool %q, want no entry and %s", st.NumAssignments(), st.DefaultCPUSet(), mach.cpus)
 	}
 }
 
@@ -332,8 +332,8 @@ func TestPluginKilledAndRestartedKeepsCPUs(t *testing.T) {
 	if a, _ := st.Assignment(pinnedPod.Spec.UID, "app"); !a.Original.Equals(exclusive) {
 		t.Errorf("checkpoint after restart: %+v, want original %s", a, exclusive)
 	}
-	if !st.DefaultCPUSet.Equals(shared) {
-		t.Errorf("checkpoint shared pool after restart %q, want %s", st.DefaultCPUSet, shared)
+	if !st.DefaultCPUSet().Equals(shared) {
+		t.Errorf("checkpoint shared pool after restart %q, want %s", st.DefaultCPUSet(), shared)
 	}
 }
 
@@ -369,8 +369,8 @@ func TestContainerdRestartKeepsCPUs(t *testing.T) {
 	}
 	wantCPUs(ctx, t, web, mach.cpus)
 	st := m.checkpoint(t)
-	if len(st.Entries) != 0 {
-		t.Errorf("checkpoint still holds %v after the pod went", st.Entries)
+	if st.NumAssignments() != 0 {
+		t.Errorf("checkpoint still holds %d entries after the pod went", st.NumAssignments())
 	}
 	if _, ok := st.PodResources(pinnedPod.Spec.UID); ok {
 		t.Errorf("checkpoint still holds the removed pod's resources")

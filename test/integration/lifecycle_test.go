@@ -190,8 +190,8 @@ func TestPluginRestartKeepsCPUs(t *testing.T) {
 		t.Errorf("g2 runs on %s after the restart; want 6 CPUs keeping %s", grown, before[g2.Id])
 	}
 	after := checkpointState(t, stateDir, n.topo.CPUs())
-	wantCPUs(t, rt, web, after.DefaultCPUSet.String())
-	wantCPUs(t, rt, late, after.DefaultCPUSet.String())
+	wantCPUs(t, rt, web, after.DefaultCPUSet().String())
+	wantCPUs(t, rt, late, after.DefaultCPUSet().String())
 	if a, _ := after.Assignment("gu-uid", "c2"); !a.Assigned().Equals(grown) || a.Original.String() != "4-5" {
 		t.Errorf("checkpoint of c2 after the restart: %+v", a)
 	}
@@ -419,15 +419,13 @@ func TestRandomThroughNRI(t *testing.T) {
 			}
 			d.settle()
 			exclusive, owners := 0, 0
-			for _, pod := range saved.Entries {
-				for _, a := range pod {
-					exclusive, owners = exclusive+a.Assigned().Size(), owners+1
-				}
+			for _, a := range saved.Assignments() {
+				exclusive, owners = exclusive+a.Assigned().Size(), owners+1
 			}
 			for name, want := range map[string]int{
 				"nri_cpumanager_exclusive_cpus":       exclusive,
 				"nri_cpumanager_exclusive_containers": owners,
-				"nri_cpumanager_shared_cpus":          saved.DefaultCPUSet.Size(),
+				"nri_cpumanager_shared_cpus":          saved.DefaultCPUSet().Size(),
 			} {
 				if got := metricValue(t, d.rp, name, nil); got != float64(want) {
 					t.Errorf("%s = %v, the checkpoint says %d", name, got, want)
@@ -493,8 +491,8 @@ func TestFailedCreationReleasesCPUs(t *testing.T) {
 	}
 	waitFor(t, "settled", func() bool { return settled(rp, rt) })
 	wantCPUs(t, rt, web, "0-7")
-	if st := checkpointState(t, stateDir, n.topo.CPUs()); len(st.Entries) != 0 || st.DefaultCPUSet.String() != "0-7" {
-		t.Errorf("checkpoint after the failed creation: entries %v, shared pool %s", st.Entries, st.DefaultCPUSet)
+	if st := checkpointState(t, stateDir, n.topo.CPUs()); st.NumAssignments() != 0 || st.DefaultCPUSet().String() != "0-7" {
+		t.Errorf("checkpoint after the failed creation: entries %d, shared pool %s", st.NumAssignments(), st.DefaultCPUSet())
 	}
 	got := rt.Log()
 	want := []appliedUpdate{{"pre-create", "nginx", "0,4-7"}, {"post-stop", "nginx", "0-7"}}

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -48,17 +49,33 @@ func (d *PolicyDriver) id(pod policy.Pod, name string) (string, bool) {
 	return id, ok
 }
 
+// keys yields the keys of a sequence of pairs.
+func keys[K, V any](seq iter.Seq2[K, V]) iter.Seq[K] {
+	return func(yield func(K) bool) {
+		for k := range seq {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
 // fingerprint describes everything a model holds, to check that a
 // decision did not change the model it was given (the policy shares
 // records between a model and its clones, copy on write).
 func fingerprint(m *policy.Model) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "pool %s lending %s\n", m.State.DefaultCPUSet, m.Lending)
+	fmt.Fprintf(&b, "pool %s lending %s\n", m.State.DefaultCPUSet(), m.Lending)
 	m.State.ForEach(func(ref state.ContainerRef, a state.Assignment) {
 		fmt.Fprintf(&b, "%s %s %s\n", ref, a.Original, a.Resized)
 	})
-	for _, id := range slices.Sorted(maps.Keys(m.State.Containers)) {
-		fmt.Fprintf(&b, "id %s %s\n", id, m.State.Containers[id])
+	for _, id := range slices.Sorted(keys(m.State.ContainerRefs())) {
+		ref, _ := m.State.Container(id)
+		fmt.Fprintf(&b, "id %s %s\n", id, ref)
+	}
+	for _, uid := range slices.Sorted(keys(m.State.AllPodResources())) {
+		r, _ := m.State.PodResources(uid)
+		fmt.Fprintf(&b, "pod %s %+v\n", uid, r)
 	}
 	for _, id := range m.SortedContainerIDs() {
 		t := m.Containers[id]

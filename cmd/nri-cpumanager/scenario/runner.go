@@ -68,7 +68,7 @@ func (r *Runner) Run(f *File) error {
 			if err != nil {
 				outcome = "refused: " + err.Error()
 			}
-			r.Report(fmt.Sprintf("step %d: %s → %s; shared pool %s", i+1, s.Action(), outcome, r.d.State().DefaultCPUSet))
+			r.Report(fmt.Sprintf("step %d: %s → %s; shared pool %s", i+1, s.Action(), outcome, r.d.State().DefaultCPUSet()))
 		}
 	}
 	return nil
@@ -211,7 +211,7 @@ func (r *Runner) check(s Step) error {
 		want("original", e.Original, a.Original)
 		want("resized", e.Resized, a.Resized)
 	}
-	want("shared pool", e.Shared, st.DefaultCPUSet)
+	want("shared pool", e.Shared, st.DefaultCPUSet())
 	for _, key := range slices.Sorted(maps.Keys(e.Containers)) {
 		podName, name, _ := strings.Cut(key, "/")
 		pod, err := r.pod(podName)
