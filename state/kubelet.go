@@ -18,42 +18,16 @@ import (
 // assigns nothing.
 const kubeletPolicyNone = "none"
 
-// ImportKubelet reads the kubelet's own cpu_manager_state into a state
-// whose entries hold the kubelet's assignments as original sets. It
-// understands every layout the kubelet has written:
-//
-//   - v1 (before 1.18): "entries" maps a container id to a cpuset. resolve
-//     maps the id to its pod and container name; ids it cannot resolve
-//     (or all of them, when resolve is nil) are skipped with a warning.
-//   - v2: "entries" maps pod UID → container name → cpuset.
-//   - KEP-5554's v3: pod UID → container name → {"original", "resized"},
-//     imported as they are.
-//   - 1.36 with the PodLevelResourceManagers gate: v2 entries plus
-//     "podEntries" (pod UID → {"cpuSet"}), a pod-scope pod's whole CPU
-//     allocation; and 1.37's layout that carries the same object as a JSON
-//     string in "data" (with "dataChecksum"), which is then authoritative.
-//
-// A file of the "none" policy imports as an empty state whose shared pool
-// is online.
-//
-// Verified: the JSON, the policy name, that every cpuset parses and lies
-// inside online, that resized sets contain their originals, that no CPU is
-// held by two pods or by a pod and the shared pool (defaultCpuSet, taken
-// as the shared pool verbatim). Any of these failing is an error and
-// nothing is imported. Not verified: the kubelet's checksums (they hash Go
-// structures with the kubelet's own dumper, which this plugin does not
-// reproduce).
-//
-// Reported in the warnings, not imported: v1 ids resolve cannot map, empty
-// cpusets, a container whose CPUs overlap a larger one's of the same pod
-// (the kubelet lets app containers reuse an init container's CPUs; the
-// larger set is kept), a pod's pod-level CPUs that no container holds
-// exclusively (this plugin has no pod-level pools; the CPUs are neither
-// assigned nor added to the shared pool), and top-level fields this
-// importer does not know.
-//
-// A missing file gives an error wrapping ErrNoCheckpoint. The file is only
-// read, never moved or changed.
+// ImportKubelet reads the kubelet's own cpu_manager_state (every layout it
+// has written: v1, v2, KEP-5554's original/resized, 1.36's pod entries and
+// 1.37's "data" string) into a state whose entries hold the kubelet's
+// assignments as original sets; resolve maps v1's container ids to their
+// pod and name. Anything inconsistent (a cpuset that does not parse or lies
+// outside online, overlaps between pods or with the shared pool) is an error
+// and nothing is imported; what is skipped instead is listed in the warnings.
+// The file is only read. A missing file gives an error wrapping
+// ErrNoCheckpoint. state/README.md ("Importing the kubelet's checkpoint")
+// has the layouts and every check.
 func ImportKubelet(path string, online cpuset.CPUSet, resolve func(containerID string) (ContainerRef, bool)) (*State, []string, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -17,25 +17,14 @@ const (
 	inspectRetryDelay = 20 * time.Millisecond
 )
 
-// Load reads the saved state: the snapshot, then the journal records
-// after it, in order. online is the machine's CPUs: a cpuset outside it
-// makes the state untrusted.
-//
-// It returns ErrNoCheckpoint when the directory holds no saved state (no
-// snapshot and no journal record). When a file cannot be trusted it moves
-// the snapshot and every journal aside (each renamed to
-// <name>.corrupt-<UTC timestamp>), logs why at error level and returns a
-// *CorruptError: the snapshot is empty, truncated, not JSON, fails its
-// checksum, has an unknown policy name or format version, or values that
-// fail Validate; a journal has a bad header, a damaged record followed by
-// valid ones, a gap in its record numbers, or records that make the state
-// inconsistent. A torn last record, left by a crash in the middle of a
-// Save that therefore never returned, is ignored. Any other error (a file
-// cannot be read) leaves the files where they are.
-//
-// On success Load starts a new journal generation and rewrites the
-// snapshot, so the next Save appends to a journal that ends cleanly. Temp
-// files of an interrupted write are removed first.
+// Load reads the saved state: the snapshot, then the journal records after
+// it. online is the machine's CPUs: a cpuset outside it makes the state
+// untrusted. It returns ErrNoCheckpoint when there is no saved state, and a
+// *CorruptError, after moving every file of the state aside, when a file
+// cannot be trusted (state/README.md "Loading: what is never trusted"); a
+// torn last journal record (a crash inside a Save that never returned) is
+// ignored. On success it starts a new journal generation and rewrites the
+// snapshot.
 func (st *Store) Load(online cpuset.CPUSet) (*State, error) {
 	st.compactMu.Lock()
 	defer st.compactMu.Unlock()
