@@ -7,6 +7,8 @@ PKGS    := ./...
 # spurious "context deadline exceeded" when the deadline races a worker that is
 # mid-execution (golang/go#75804, fixed only in Go 1.27). A count has no deadline.
 FUZZTIME ?= 300000x
+# staticcheck, pinned; `go run` fetches it through the module proxy.
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build test unit fuzz e2e bench lint demo clean
 
@@ -39,11 +41,13 @@ e2e:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## lint: gofmt and go vet
+## lint: gofmt, go vet and staticcheck
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags e2e ./test/e2e/...
+	$(STATICCHECK) $(PKGS)
+	$(STATICCHECK) -tags e2e ./test/e2e/...
 
 ## demo: a real containerd + the plugin on this machine: pin, resize, refusals (root)
 demo:
