@@ -1,0 +1,367 @@
+package deploy
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"path"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/nri-cpumanager/nri-cpumanager/config"
+)
+
+// The plugin's container, the ConfigMap it mounts and where.
+const (
+	containerName = "nri-cpumanager"
+	configMount   = "/etc/nri-cpumanager"
+	enabledLabel  = "nri-cpumanager.io/enabled"
+	// tolerateMissing exempts the plugin's pod from containerd's NRI
+	// default validator when that requires the plugin.
+	tolerateMissing = "tolerate-missing-nri-plugins.noderesource.dev"
+)
+
+// deployed is the DaemonSet of a rendering with what it runs.
+type deployed struct {
+	ds  *appsv1.DaemonSet
+	pod *corev1.PodSpec
+	ctr *corev1.Container
+	cm  *corev1.ConfigMap
+	// cfg is the configuration the plugin runs with: the ConfigMap's
+	// config.yaml read by the plugin's parser, then the command-line flags
+	// of the container's args.
+	cfg *config.Config
+}
+
+// pluginOf finds the DaemonSet's container, its ConfigMap and its
+// effective configuration.
+func pluginOf(t *testing.T, m *manifests) *deployed {
+	t.Helper()
+	p := &deployed{ds: only(t, "DaemonSet", m.daemonSets)}
+	p.pod = &p.ds.Spec.Template.Spec
+	if len(p.pod.Containers) != 1 {
+		t.Fatalf("%d containers, want the plugin's only", len(p.pod.Containers))
+	}
+	p.ctr = &p.pod.Containers[0]
+	if p.ctr.Name != containerName {
+		t.Errorf("container %q, want %q", p.ctr.Name, containerName)
+	}
+	if len(p.pod.InitContainers) > 0 {
+		t.Errorf("init containers %v: none expected", p.pod.InitContainers)
+	}
+	vol := volume(t, p.pod, mountAt(t, p.ctr, configMount).Name)
+	if vol.ConfigMap == nil {
+		t.Fatalf("%s is not mounted from a ConfigMap: %+v", configMount, vol)
+	}
+	for _, cm := range m.configMaps {
+		if cm.Name == vol.ConfigMap.Name && cm.Namespace == p.ds.Namespace {
+			p.cm = cm
+		}
+	}
+	if p.cm == nil {
+		t.Fatalf("the DaemonSet mounts ConfigMap %s/%s, which is not rendered", p.ds.Namespace, vol.ConfigMap.Name)
+	}
+	p.cfg = effectiveConfig(t, p)
+	return p
+}
+
+// effectiveConfig parses the container's args as the plugin's run command
+// does and applies them to the ConfigMap's config.yaml.
+func effectiveConfig(t *testing.T, p *deployed) *config.Config {
+	t.Helper()
+	args := append(append([]string{}, p.ctr.Command...), p.ctr.Args...)
+	if len(args) == 0 || args[0] != "run" {
+		t.Fatalf("args %q: want the run command first (the image's entrypoint is the binary)", args)
+	}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	configPath := fs.String("config", "", "")
+	overrides := config.RegisterFlags(fs)
+	if err := fs.Parse(args[1:]); err != nil {
+		t.Fatalf("args %q: %v", args, err)
+	}
+	if fs.NArg() > 0 {
+		t.Fatalf("args %q: unexpected %q", args, fs.Args())
+	}
+	if path.Dir(*configPath) != configMount {
+		t.Fatalf("--config %q is not in the ConfigMap's mount %s", *configPath, configMount)
+	}
+	text, ok := p.cm.Data[path.Base(*configPath)]
+	if !ok {
+		t.Fatalf("ConfigMap %s has no key %s (--config %s)", p.cm.Name, path.Base(*configPath), *configPath)
+	}
+	cfg, err := config.Parse([]byte(text))
+	if err != nil {
+		t.Fatalf("the plugin rejects ConfigMap %s's %s:\n%v\n--- the file:\n%s", p.cm.Name, path.Base(*configPath), err, text)
+	}
+	cfg, err = overrides.Apply(cfg)
+	if err != nil {
+		t.Fatalf("args %q: %v", args, err)
+	}
+	return cfg
+}
+
+func mountAt(t *testing.T, ctr *corev1.Container, dir string) corev1.VolumeMount {
+	t.Helper()
+	for _, m := range ctr.VolumeMounts {
+		if m.MountPath == dir {
+			return m
+		}
+	}
+	t.Fatalf("nothing is mounted at %s", dir)
+	return corev1.VolumeMount{}
+}
+
+func volume(t *testing.T, pod *corev1.PodSpec, name string) corev1.Volume {
+	t.Helper()
+	for _, v := range pod.Volumes {
+		if v.Name == name {
+			return v
+		}
+	}
+	t.Fatalf("no volume %q", name)
+	return corev1.Volume{}
+}
+
+// hostMount is a hostPath mount: the container path, the host path, the
+// hostPath type and whether it is read-only.
+type hostMount struct {
+	mountPath, hostPath string
+	hostType            corev1.HostPathType
+	mount               corev1.VolumeMount
+}
+
+func hostMounts(t *testing.T, p *deployed) map[string]hostMount {
+	t.Helper()
+	out := map[string]hostMount{}
+	for _, m := range p.ctr.VolumeMounts {
+		v := volume(t, p.pod, m.Name)
+		if v.HostPath == nil {
+			continue
+		}
+		hm := hostMount{mountPath: m.MountPath, hostPath: v.HostPath.Path, mount: m}
+		if v.HostPath.Type != nil {
+			hm.hostType = *v.HostPath.Type
+		}
+		out[m.MountPath] = hm
+	}
+	return out
+}
+
+// under reports whether p is dir or below it.
+func under(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// checkSafe checks, one by one, the settings that keep the plugin from
+// hurting the node it runs on, and that the DaemonSet gives the plugin
+// every path its configuration names.
+func checkSafe(t *testing.T, p *deployed) {
+	t.Helper()
+	ctr, pod, cfg := p.ctr, p.pod, p.cfg
+
+	// A pinned image: a version tag (or a digest), never latest.
+	image := ctr.Image
+	if at := strings.Index(image, "@sha256:"); at >= 0 {
+		image = image[:at]
+	} else {
+		colon := strings.LastIndex(image, ":")
+		if colon < 0 || strings.Contains(image[colon:], "/") {
+			t.Errorf("image %q has no tag: the node would pull latest", ctr.Image)
+		} else if tag := image[colon+1:]; tag == "latest" || tag == "" {
+			t.Errorf("image %q: pin a version, not %q", ctr.Image, tag)
+		}
+	}
+	if ctr.ImagePullPolicy != corev1.PullIfNotPresent {
+		t.Errorf("imagePullPolicy %q, want IfNotPresent (the tag is pinned)", ctr.ImagePullPolicy)
+	}
+
+	// No CPU limit (CFS throttling stalls containerd's requests); CPU and
+	// memory requests; a memory limit that GOMEMLIMIT follows.
+	if q, ok := ctr.Resources.Limits[corev1.ResourceCPU]; ok {
+		t.Errorf("CPU limit %s: the plugin answers inside every creation and resize; a CFS quota can stall it", q.String())
+	}
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := ctr.Resources.Requests[r]; !ok || q.IsZero() {
+			t.Errorf("no %s request", r)
+		}
+	}
+	if q, ok := ctr.Resources.Limits[corev1.ResourceMemory]; !ok || q.IsZero() {
+		t.Errorf("no memory limit")
+	} else if req := ctr.Resources.Requests[corev1.ResourceMemory]; q.Cmp(req) < 0 {
+		t.Errorf("memory limit %s below the request %s", q.String(), req.String())
+	}
+	gomemlimit := 0
+	for _, e := range ctr.Env {
+		if e.Name != "GOMEMLIMIT" {
+			continue
+		}
+		gomemlimit++
+		ref := (*corev1.ResourceFieldSelector)(nil)
+		if e.ValueFrom != nil {
+			ref = e.ValueFrom.ResourceFieldRef
+		}
+		if e.Value != "" || ref == nil || ref.Resource != "limits.memory" ||
+			(ref.ContainerName != "" && ref.ContainerName != ctr.Name) || (!ref.Divisor.IsZero() && ref.Divisor.Value() != 1) {
+			t.Errorf("GOMEMLIMIT %+v: want the container's limits.memory in bytes through the downward API", e)
+		}
+	}
+	if gomemlimit != 1 {
+		t.Errorf("GOMEMLIMIT set %d times, want once", gomemlimit)
+	}
+
+	// Confinement: the runtime's seccomp profile, no capability, no
+	// privilege escalation, a read-only root filesystem, not the host's
+	// namespaces, no API token.
+	seccomp := (*corev1.SeccompProfile)(nil)
+	if pod.SecurityContext != nil {
+		seccomp = pod.SecurityContext.SeccompProfile
+	}
+	sc := ctr.SecurityContext
+	if sc == nil {
+		t.Fatal("the container has no securityContext")
+	}
+	if sc.SeccompProfile != nil {
+		seccomp = sc.SeccompProfile
+	}
+	if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("seccompProfile %+v, want RuntimeDefault", seccomp)
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		t.Error("privileged")
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Error("allowPrivilegeEscalation is not false")
+	}
+	if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Error("readOnlyRootFilesystem is not true")
+	}
+	if sc.Capabilities == nil || len(sc.Capabilities.Add) > 0 || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("capabilities %+v, want drop ALL and no add", sc.Capabilities)
+	}
+	if pod.HostNetwork || pod.HostPID || pod.HostIPC {
+		t.Errorf("host namespaces: network %v, pid %v, ipc %v", pod.HostNetwork, pod.HostPID, pod.HostIPC)
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Error("automountServiceAccountToken is not false: the plugin needs no API access")
+	}
+
+	// Opt-in nodes, and the plugin's own pod exempt from containerd's
+	// fail-closed validator.
+	if pod.NodeSelector[enabledLabel] != "true" {
+		t.Errorf("nodeSelector %v lacks %s=true", pod.NodeSelector, enabledLabel)
+	}
+	if p.ds.Spec.Template.Annotations[tolerateMissing] != "true" {
+		t.Errorf("pod annotation %s is not \"true\"", tolerateMissing)
+	}
+	if p.ds.Spec.Template.Labels == nil || !selects(p.ds.Spec.Selector.MatchLabels, p.ds.Spec.Template.Labels) {
+		t.Errorf("selector %v does not select the pod labels %v", p.ds.Spec.Selector.MatchLabels, p.ds.Spec.Template.Labels)
+	}
+
+	// Host paths: exactly those the configuration names, no FileOrCreate,
+	// and /sys read-only all the way down.
+	mounts := hostMounts(t, p)
+	want := map[string]bool{}
+	expect := func(what, mountPath, hostPath string, types ...corev1.HostPathType) {
+		want[mountPath] = true
+		m, ok := mounts[mountPath]
+		if !ok {
+			t.Errorf("%s: no hostPath mounted at %s", what, mountPath)
+			return
+		}
+		if m.hostPath != hostPath {
+			t.Errorf("%s: %s is mounted from host path %s, want %s", what, mountPath, m.hostPath, hostPath)
+		}
+		okType := false
+		for _, ty := range types {
+			okType = okType || m.hostType == ty
+		}
+		if !okType {
+			t.Errorf("%s: hostPath %s type %q, want one of %q", what, m.hostPath, m.hostType, types)
+		}
+	}
+	expect("nriSocket's directory", path.Dir(cfg.NRISocket), path.Dir(cfg.NRISocket), corev1.HostPathDirectory)
+	expect("stateDir", cfg.StateDir, cfg.StateDir, corev1.HostPathDirectoryOrCreate)
+	expect("sysfsRoot", cfg.SysfsRoot, "/sys", corev1.HostPathDirectory)
+	if cfg.KubeletCheckpoint != "" {
+		expect("kubeletCheckpoint", cfg.KubeletCheckpoint, cfg.KubeletCheckpoint, corev1.HostPathFile)
+		if m := mounts[cfg.KubeletCheckpoint]; !m.mount.ReadOnly {
+			t.Errorf("the kubelet checkpoint %s is mounted writable", cfg.KubeletCheckpoint)
+		}
+	}
+	for mp, m := range mounts {
+		if !want[mp] {
+			t.Errorf("hostPath %s mounted at %s, which the configuration does not name", m.hostPath, mp)
+		}
+		if m.hostType == corev1.HostPathFileOrCreate || strings.HasSuffix(m.hostPath, "cpu_manager_state") && m.hostType != corev1.HostPathFile {
+			t.Errorf("hostPath %s has type %q: it would create a file on the host", m.hostPath, m.hostType)
+		}
+	}
+	if sys, ok := mounts[cfg.SysfsRoot]; ok {
+		rro := sys.mount.RecursiveReadOnly
+		if !sys.mount.ReadOnly || rro == nil || *rro != corev1.RecursiveReadOnlyIfPossible {
+			t.Errorf("%s mount: readOnly %v, recursiveReadOnly %v; want read-only, recursively where possible", cfg.SysfsRoot, sys.mount.ReadOnly, rro)
+		}
+	}
+	if !under(cfg.CgroupfsRoot, cfg.SysfsRoot) {
+		t.Errorf("cgroupfsRoot %s is not under the host's /sys mounted at %s", cfg.CgroupfsRoot, cfg.SysfsRoot)
+	}
+	if under(cfg.StateDir, configMount) || under(configMount, cfg.StateDir) {
+		t.Errorf("stateDir %s overlaps the ConfigMap's mount %s", cfg.StateDir, configMount)
+	}
+
+	checkEndpoints(t, p)
+}
+
+// checkEndpoints checks that the probes and the scrape annotation follow
+// metricsAddress.
+func checkEndpoints(t *testing.T, p *deployed) {
+	t.Helper()
+	ctr, ann := p.ctr, p.ds.Spec.Template.Annotations
+	if p.cfg.MetricsAddress == "" {
+		if len(ctr.Ports) > 0 || ctr.ReadinessProbe != nil || ctr.LivenessProbe != nil || ann["prometheus.io/scrape"] != "" {
+			t.Errorf("metrics are off, yet ports %v, readiness %v, liveness %v, scrape %q",
+				ctr.Ports, ctr.ReadinessProbe, ctr.LivenessProbe, ann["prometheus.io/scrape"])
+		}
+		return
+	}
+	_, port, err := net.SplitHostPort(p.cfg.MetricsAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metricsPort int32
+	for _, cp := range ctr.Ports {
+		if cp.Name == "metrics" {
+			metricsPort = cp.ContainerPort
+		}
+	}
+	if fmt.Sprint(metricsPort) != port {
+		t.Errorf("container port metrics %d, metricsAddress %q", metricsPort, p.cfg.MetricsAddress)
+	}
+	for _, pr := range []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{{"readiness", ctr.ReadinessProbe, "/readyz"}, {"liveness", ctr.LivenessProbe, "/healthz"}} {
+		if pr.probe == nil || pr.probe.HTTPGet == nil || pr.probe.HTTPGet.Path != pr.path || pr.probe.HTTPGet.Port.String() != "metrics" {
+			t.Errorf("%s probe %+v, want GET %s on port metrics", pr.name, pr.probe, pr.path)
+		}
+	}
+	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != port {
+		t.Errorf("scrape annotations %v, want port %s", ann, port)
+	}
+}
+
+// selects reports whether every label of selector is in labels.
+func selects(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(selector) > 0
+}
