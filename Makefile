@@ -10,7 +10,7 @@ FUZZTIME ?= 300000x
 # staticcheck, pinned; `go run` fetches it through the module proxy.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test unit fuzz e2e bench lint demo clean
+.PHONY: all build test unit fuzz e2e deploy-test bench lint demo clean
 
 all: build
 
@@ -18,8 +18,8 @@ all: build
 build:
 	$(GO) build -o $(BIN)/nri-cpumanager ./cmd/nri-cpumanager
 
-## test: everything CI runs — lint, unit + integration (race detector), fuzz, e2e
-test: lint unit fuzz e2e
+## test: everything CI runs — lint, unit + integration (race detector), fuzz, deploy manifests, e2e
+test: lint unit fuzz deploy-test e2e
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
@@ -37,6 +37,11 @@ fuzz:
 e2e:
 	$(GO) test -tags e2e -count=1 -timeout 40m -v ./test/e2e/...
 
+## deploy-test: the kustomize manifests, the Helm chart, alerts and dashboard
+## (a module of its own, so the plugin's module does not depend on Helm)
+deploy-test:
+	cd test/deploy && $(GO) test -count=1 ./...
+
 ## bench: allocator and round-trip benchmarks
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
@@ -48,6 +53,7 @@ lint:
 	$(GO) vet -tags e2e ./test/e2e/...
 	$(STATICCHECK) $(PKGS)
 	$(STATICCHECK) -tags e2e ./test/e2e/...
+	cd test/deploy && $(GO) vet ./... && $(STATICCHECK) ./...
 
 ## demo: a real containerd + the plugin on this machine: pin, resize, refusals (root)
 demo:

@@ -2,12 +2,14 @@ package deploy
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/cpuset"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nri-cpumanager/nri-cpumanager/config"
@@ -156,4 +158,28 @@ func checkScraping(t *testing.T, p *deployed, svc *corev1.Service, sm *monitorin
 	if port.Name != "metrics" || port.TargetPort.String() != "metrics" || port.Port != p.ctr.Ports[0].ContainerPort {
 		t.Errorf("Service port %+v, want metrics → the container's metrics port %d", port, p.ctr.Ports[0].ContainerPort)
 	}
+}
+
+// TestKustomizeExampleOverlay renders the overlay docs/install.md shows:
+// an own config.yaml, a mirrored image, both components, and a label for
+// Prometheus.
+func TestKustomizeExampleOverlay(t *testing.T) {
+	m := kustomize(t, filepath.Join("testdata", "low-latency"))
+	p := pluginOf(t, m)
+	checkSafe(t, p)
+	want := shippedDefaults()
+	want.ReservedSystemCPUs = cpuset.New(0, 32)
+	want.CPUManagerPolicyOptions.FullPCPUsOnly = true
+	want.TopologyManagerPolicy = config.TopologyPolicySingleNUMANode
+	want.KubeletCheckpoint = config.DefaultKubeletCheckpoint
+	sameConfig(t, "the example overlay", p.cfg, want)
+	if p.ctr.Image != "registry.example.com/mirror/nri-cpumanager:v0.1.0" {
+		t.Errorf("image %s, want the mirror's", p.ctr.Image)
+	}
+	sm := only(t, "ServiceMonitor", m.serviceMonitors)
+	rule := only(t, "PrometheusRule", m.prometheusRules)
+	if sm.Labels["release"] != "monitoring" || rule.Labels["release"] != "monitoring" {
+		t.Errorf("the release label is missing: ServiceMonitor %v, PrometheusRule %v", sm.Labels, rule.Labels)
+	}
+	checkScraping(t, p, only(t, "Service", m.services), sm)
 }
