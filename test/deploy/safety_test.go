@@ -315,6 +315,15 @@ func checkSafe(t *testing.T, p *deployed) {
 	}
 
 	checkEndpoints(t, p)
+
+	// /debug/state names pods and their cpusets: the pod's loopback only,
+	// reached with kubectl port-forward.
+	if cfg.DebugAddress != "" {
+		host, _, err := net.SplitHostPort(cfg.DebugAddress)
+		if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+			t.Errorf("debugAddress %q is not on loopback: /debug/state would be open to the cluster network", cfg.DebugAddress)
+		}
+	}
 }
 
 // checkEndpoints checks that the probes and the scrape annotation follow
