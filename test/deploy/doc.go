@@ -7,4 +7,8 @@
 // Helm Go libraries, decode every object strictly into Kubernetes (and
 // Prometheus Operator) types, check the safety settings one by one, and read
 // the embedded configuration with the plugin's own parser.
+//
+// Run it with -count=1, as make deploy-test does: what it tests lies
+// outside this module, and Go's test cache does not look at files outside
+// the module, so a cached result can hide a changed manifest.
 package deploy

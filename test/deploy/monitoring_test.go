@@ -168,7 +168,7 @@ func checkQuery(t *testing.T, where, expr string, exported map[string]metric) []
 		}
 		name := vs.Name
 		for _, lm := range vs.LabelMatchers {
-			if lm.Name == labels.MetricName && lm.Type == labels.MatchEqual {
+			if lm.Name == model.MetricNameLabel && lm.Type == labels.MatchEqual {
 				name = lm.Value
 			}
 		}
@@ -179,7 +179,7 @@ func checkQuery(t *testing.T, where, expr string, exported map[string]metric) []
 		}
 		names = append(names, name)
 		for _, lm := range vs.LabelMatchers {
-			if lm.Name != labels.MetricName && !m.labels[lm.Name] && !targetLabels[lm.Name] {
+			if lm.Name != model.MetricNameLabel && !m.labels[lm.Name] && !targetLabels[lm.Name] {
 				t.Errorf("%s: %q matches label %q, which %s does not have", where, expr, lm.Name, name)
 			}
 		}
