@@ -21,6 +21,7 @@ func podFromNRI(pod *api.PodSandbox) policy.Pod {
 		Namespace:    pod.GetNamespace(),
 		Name:         pod.GetName(),
 		CgroupParent: pod.GetLinux().GetCgroupParent(),
+		Resources:    resourcesFromNRI(pod.GetLinux().GetPodResources()),
 	}
 }
 

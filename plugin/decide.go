@@ -122,15 +122,25 @@ func (p *Plugin) replyUpdates(own []policy.Update, target string) []*api.Contain
 	return updatesToNRI(all)
 }
 
-// refused records and logs a refusal.
-func (p *Plugin) refused(event string, c policy.Container, err error) {
-	entry := p.containerLog(c).WithError(err)
-	if r, ok := policy.AsRefusal(err); ok {
-		p.metrics.refusal(r)
-		entry.WithField("reason", r.Reason).Warnf("%s refused", event)
+// refused logs a failed request. A refusal is a warning, and counted in
+// refusals_total, the first time in refusalWindow; the kubelet's retries of
+// it are logged at debug. A fault is always an error. key names the
+// request; refused fills in the event and the refusal's reason.
+func (p *Plugin) refused(event string, entry *logrus.Entry, key refusalKey, err error) {
+	entry = entry.WithError(err)
+	r, ok := policy.AsRefusal(err)
+	if !ok {
+		entry.Errorf("%s failed", event)
 		return
 	}
-	entry.Errorf("%s failed", event)
+	key.event, key.reason, key.verdict = event, r.Reason, r.Verdict
+	entry = entry.WithFields(logrus.Fields{"reason": r.Reason, "verdict": r.Verdict})
+	if p.refusals.first(key) {
+		p.metrics.refusal(r)
+		entry.Warnf("%s refused", event)
+		return
+	}
+	entry.Debugf("%s refused again (the kubelet retries; warned about once every %s)", event, refusalWindow)
 }
 
 func (p *Plugin) containerLog(c policy.Container) *logrus.Entry {

@@ -2,12 +2,14 @@ package plugin
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // Configure logs which runtime the plugin talks to. The zero event mask
@@ -77,30 +79,57 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	return nil
 }
 
-// UpdatePodSandbox records the pod-level resources of a resized pod (the
-// runtime keeps only the creation values), logs a pod CPU limit below its
-// containers' exclusive CPUs, and marks the pod's containers due for a
-// cgroup read at PostUpdatePodSandbox, which reconciles them with the state.
-// It returns an error only for a real fault.
+// UpdatePodSandbox admits a pod's new pod-level resources (CRI
+// UpdatePodSandboxResources, which the kubelet sends before it writes the
+// pod's cgroup for a resize, and after which it stops the resize on an
+// error): a pod-level CPU change its exclusive containers could not get is
+// refused with the refusal they would get. Accepted resources are
+// checkpointed (the runtime keeps only the creation values), and the pod's
+// containers are marked due for a cgroup read at PostUpdatePodSandbox,
+// which reconciles them with the state. A refusal changes nothing.
 func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhead, resources *api.LinuxResources) (err error) {
 	defer recoverInto(&err, "UpdatePodSandbox", p.log)
 	defer p.metrics.observeEvent("UpdatePodSandbox", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pp := p.rememberPod(pod)
-	d := p.policy.UpdatePodSandbox(p.model, pp, podResourcesFromNRI(overhead, resources))
-	p.metrics.podUpdate()
-	for _, note := range d.Notes {
-		p.log.WithField("pod", pp.Namespace+"/"+pp.Name).Warn(note)
-	}
-	if err := p.commit(d.Model); err != nil {
+	log := p.podLog(pp)
+	log.WithFields(logrus.Fields{"resources": describeNRI(resources), "overhead": describeNRI(overhead)}).Debug("UpdatePodSandbox request")
+	res := podResourcesFromNRI(overhead, resources)
+	before, _ := p.model.PodResources(pp)
+	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.UpdatePodSandbox(m, pp, res) })
+	if err != nil {
+		p.refused("UpdatePodSandbox", log, refusalKey{podUID: pp.UID, requested: res}, err)
+		p.metrics.podUpdate(outcomeOf(err))
 		return err
 	}
-	for id, t := range p.model.Containers {
-		if v := p.ctrs[id]; v != nil && t.PodUID == pp.UID {
+	if err := p.commit(d.Model); err != nil {
+		p.metrics.podUpdate(outcomeError)
+		return err
+	}
+	p.metrics.podUpdate(outcomeApplied)
+	p.refusals.forget(pp.UID, "")
+	var cpusets []string
+	for _, id := range p.model.SortedContainerIDs() {
+		t := p.model.Containers[id]
+		if t.PodUID != pp.UID {
+			continue
+		}
+		if v := p.ctrs[id]; v != nil {
 			v.due = true
 		}
+		if !t.Stopped {
+			cpusets = append(cpusets, t.Name+"="+cpusText(p.model.CPUsOf(id)))
+		}
 	}
+	now := res.Resources
+	log.WithFields(logrus.Fields{
+		"cpuRequest":  change(formatMilli(policy.MilliCPUFromShares(before.CPUShares)), formatMilli(policy.MilliCPUFromShares(now.CPUShares))),
+		"cpuLimit":    change(formatMilli(policy.MilliCPUFromQuota(before.CPUQuota, before.CPUPeriod)), formatMilli(policy.MilliCPUFromQuota(now.CPUQuota, now.CPUPeriod))),
+		"memoryLimit": change(formatBytes(before.MemoryLimit), formatBytes(now.MemoryLimit)),
+		"operation":   d.Operation,
+		"cpusets":     strings.Join(cpusets, " "),
+	}).Info("pod resources updated")
 	return nil
 }
 
@@ -137,20 +166,27 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := containerFromNRI(p.rememberPod(pod), ctr, p.log)
+	log := p.containerLog(c)
+	log.WithField("resources", describeNRI(ctr.GetLinux().GetResources())).Debug("CreateContainer request")
+	sharedBefore := p.model.SharedPool()
 	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.CreateContainer(m, c) })
 	if err != nil {
-		p.refused("CreateContainer", c, err)
+		p.refused("CreateContainer", log, refusalKey{podUID: c.Pod.UID, container: c.Name, requested: state.PodResources{Resources: c.Resources}}, err)
 		return nil, nil, err
 	}
 	if err := p.commit(d.Model); err != nil {
 		return nil, nil, err
 	}
-	p.logNotes("CreateContainer", d.Notes)
+	p.refusals.forget(c.Pod.UID, c.Name)
 	p.view(c.ID).cgroupPath = ctr.GetLinux().GetCgroupsPath()
 	p.delivered(*d.Target)
 	updates = p.replyUpdates(d.Others, c.ID)
-	p.containerLog(c).WithFields(logrus.Fields{"cpus": d.Target.CPUs.String(), "exclusive": d.Model.Containers[c.ID].Exclusive,
-		"others": len(updates)}).Info("container created")
+	fields := requestFields(c.Resources)
+	fields["cpuset"] = cpusText(d.Target.CPUs)
+	fields["exclusive"] = d.Model.Containers[c.ID].Exclusive
+	fields["shared"] = change(cpusText(sharedBefore), cpusText(d.Model.SharedPool()))
+	fields["others"] = len(updates)
+	withNotes(log.WithFields(fields), d.Notes).Info("container created")
 	return adjustmentFor(d.Target), updates, nil
 }
 
@@ -172,11 +208,14 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := containerFromNRI(p.rememberPod(pod), ctr, p.log)
+	log := p.containerLog(c)
+	log.WithFields(logrus.Fields{"current": describeNRI(ctr.GetLinux().GetResources()), "requested": describeNRI(res)}).Debug("UpdateContainer request")
 	requested := resourcesFromNRI(res)
 	op := policy.RequestedOperation(c, requested)
+	before := p.model.CPUsOf(c.ID)
 	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.UpdateContainer(m, c, requested) })
 	if err != nil {
-		p.refused("UpdateContainer", c, err)
+		p.refused("UpdateContainer", log, refusalKey{podUID: c.Pod.UID, container: c.Name, requested: state.PodResources{Resources: requested}}, err)
 		p.metrics.resize(op, outcomeOf(err))
 		return nil, err
 	}
@@ -185,7 +224,11 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, err
 	}
 	p.metrics.resize(d.Operation, outcomeApplied)
-	p.logNotes("UpdateContainer", d.Notes)
+	p.refusals.forget(c.Pod.UID, c.Name)
+	fields := requestFields(policy.MergeResources(c.Resources, requested))
+	fields["operation"] = d.Operation
+	fields["cpuset"] = change(cpusText(before), cpusText(d.Model.CPUsOf(c.ID)))
+	withNotes(log.WithFields(fields), d.Notes).Info("container resized")
 	updates = p.replyUpdates(d.Others, c.ID)
 	if d.Target != nil {
 		p.delivered(*d.Target) // the reply carries it: no longer pending

@@ -47,7 +47,7 @@ type Metrics struct {
 	ready            prometheus.Gauge
 	unsolicitedSent  *prometheus.CounterVec
 	drifts           prometheus.Counter
-	podUpdates       prometheus.Counter
+	podUpdates       *prometheus.CounterVec
 }
 
 // NewMetrics creates the collectors and registers them with reg.
@@ -69,11 +69,11 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 	m := &Metrics{
 		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "resize_requests_total",
-			Help: "Container resize requests (NRI UpdateContainer), by requested operation (increase, decrease, unchanged) and outcome (applied, infeasible, deferred, error).",
+			Help: "Container resize requests (NRI UpdateContainer), by requested operation (increase, decrease, unchanged) and outcome (applied, infeasible, deferred, error); every request, the kubelet's retries included.",
 		}, []string{"operation", "outcome"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "refusals_total",
-			Help: "Requests refused, by reason (prohibitedCPUAllocation, inconsistentCPUAllocation, getOriginalCPUSet, resizeAllocateCPUs, smtAlignment, featureDisabled, allocateCPUs, topologyAffinity) and verdict.",
+			Help: "Distinct refusals, by reason (prohibitedCPUAllocation, inconsistentCPUAllocation, getOriginalCPUSet, resizeAllocateCPUs, smtAlignment, featureDisabled, allocateCPUs, topologyAffinity) and verdict: a request refused again for the same reason within 5 minutes (the kubelet retries about once a second) is not counted again; resize_requests_total and pod_resource_updates_total count every request.",
 		}, []string{"reason", "verdict"}),
 		model: newModelCollector(),
 		eventDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -106,9 +106,10 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 			Namespace: namespace, Name: "cpuset_drift_total",
 			Help: "Containers whose cgroup cpuset was found to differ from the last update sent (then re-sent).",
 		}),
-		podUpdates: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "pod_resource_updates_total", Help: "UpdatePodSandbox requests (CRI UpdatePodSandboxResources) handled.",
-		}),
+		podUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "pod_resource_updates_total",
+			Help: "Pod-level resource updates (NRI UpdatePodSandbox, from CRI UpdatePodSandboxResources), by outcome (applied, infeasible, deferred, error); every request, the kubelet's retries included.",
+		}, []string{"outcome"}),
 	}
 	for _, c := range []prometheus.Collector{buildInfo, m.resizes, m.refusals, m.model,
 		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.ready,
@@ -198,9 +199,9 @@ func (m *Metrics) drift() {
 	}
 }
 
-func (m *Metrics) podUpdate() {
+func (m *Metrics) podUpdate(outcome string) {
 	if m != nil {
-		m.podUpdates.Inc()
+		m.podUpdates.WithLabelValues(outcome).Inc()
 	}
 }
 

@@ -106,6 +106,9 @@ type Plugin struct {
 	// importKubelet is set until the first Synchronize when the plugin
 	// started without a checkpoint and should import the kubelet's.
 	importKubelet bool
+	// refusals remembers the refusals warned about, so that the kubelet's
+	// retries of one are logged at debug.
+	refusals *refusalLog
 	// dirty is set when the last checkpoint write failed.
 	dirty        bool
 	stub         stub.Stub
@@ -163,6 +166,7 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		ctrs:       map[string]*runtimeView{},
 		pending:    map[string]bool{},
 		verifyKick: make(chan struct{}, 1),
+		refusals:   newRefusalLog(),
 	}
 	st, err := p.loadState()
 	if err != nil {

@@ -18,7 +18,8 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 	nm := m.Clone()
 	class := Classify(c.Pod.QoS(), c.Resources)
 	display := displayName(c.Pod, c.Name)
-	t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive}
+	t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive,
+		CPULimitMilli: cpuLimitMilli(c.Resources)}
 
 	if !class.Exclusive {
 		nm.add(t)

@@ -1,10 +1,6 @@
 package policy
 
-import (
-	"fmt"
-
-	"github.com/nri-cpumanager/nri-cpumanager/state"
-)
+import "fmt"
 
 // Confirm is called when the runtime confirmed that a container's last
 // update was applied (PostUpdateContainer). CPUs its shrink released join
@@ -84,26 +80,6 @@ func (p *Policy) forgetPodIfGone(m *Model, podUID string) {
 	if len(m.State.ContainersOfPod(podUID)) == 0 {
 		m.State.DeletePod(podUID)
 	}
-}
-
-// UpdatePodSandbox records the pod-level resources delivered by
-// UpdatePodSandbox (the runtime keeps only the creation values) and checks
-// them against the pod's exclusive CPUs. It never refuses: the kubelet
-// ignores errors of this call. Mismatches are reported in Decision.Notes.
-func (p *Policy) UpdatePodSandbox(m *Model, pod Pod, res state.PodResources) Decision {
-	nm := m.Clone()
-	nm.State.SetPodResources(pod.UID, res)
-	var notes []string
-	exclusive := 0
-	for _, name := range nm.State.ContainersOfPod(pod.UID) {
-		a, _ := nm.State.Assignment(pod.UID, name)
-		exclusive += a.Assigned().Size()
-	}
-	if limit := MilliCPUFromQuota(res.Resources.CPUQuota, res.Resources.CPUPeriod); limit > 0 && int64(exclusive)*milliCPUPerCPU > limit {
-		notes = append(notes, fmt.Sprintf("pod %s/%s: its CPU limit %dm is below the %d exclusive CPUs its containers hold",
-			pod.Namespace, pod.Name, limit, exclusive))
-	}
-	return Decision{Model: nm, Notes: notes}
 }
 
 // RemovePodSandbox forgets a pod and whatever of it is still known.

@@ -16,6 +16,11 @@ type Pod struct {
 	Namespace    string
 	Name         string
 	CgroupParent string
+	// Resources are the pod-level resources the sandbox was created with
+	// (NRI PodSandbox.Linux.PodResources: the runtime keeps them forever),
+	// the pod's totals until an UpdatePodSandbox is accepted; zero when the
+	// runtime gave none.
+	Resources state.Resources
 }
 
 // QoS returns the pod's QoS class from its cgroup parent.
@@ -44,6 +49,10 @@ type Tracked struct {
 	Display string
 	// Exclusive tells which pool the container runs on.
 	Exclusive bool
+	// CPULimitMilli is the container's CPU limit in milli-CPU as last
+	// created or resized (0: none); UpdatePodSandbox compares the pod's
+	// totals with the sum of them.
+	CPULimitMilli int64
 	// Stopped is set once the container's process is gone; it holds no
 	// CPUs any more and is forgotten at RemoveContainer.
 	Stopped bool

@@ -13,6 +13,17 @@ import (
 // fields keep the current value). See DESIGN.md "Semantics" for the cases.
 // A refusal changes nothing.
 func (p *Policy) UpdateContainer(m *Model, c Container, update state.Resources) (Decision, error) {
+	d, err := p.decideResize(m, c, update)
+	if err != nil {
+		return Decision{}, err
+	}
+	d.Model = withCPULimit(m, d.Model, c.ID, cpuLimitMilli(MergeResources(c.Resources, update)))
+	return d, nil
+}
+
+// decideResize is UpdateContainer before the container's new CPU limit is
+// recorded.
+func (p *Policy) decideResize(m *Model, c Container, update state.Resources) (Decision, error) {
 	qos := c.Pod.QoS()
 	display := displayName(c.Pod, c.Name)
 	oldClass := Classify(qos, c.Resources)

@@ -56,7 +56,8 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	for _, c := range live {
 		display := displayName(c.Pod, c.Name)
 		class := Classify(c.Pod.QoS(), c.Resources)
-		t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive}
+		t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive,
+			CPULimitMilli: cpuLimitMilli(c.Resources)}
 		nm.add(t)
 		ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 		if byRef[ref] != c {

@@ -153,25 +153,6 @@ func TestResizeWithoutOriginalCPUs(t *testing.T) {
 	}
 }
 
-// TestUpdatePodSandbox records the pod's resources and notes a CPU limit
-// below its exclusive CPUs; it never refuses.
-func TestUpdatePodSandbox(t *testing.T) {
-	pol := eightCPUs(t)
-	d := scenario.NewPolicyDriver(pol)
-	pod, _ := scenario.KubeletPod("gu", "guaranteed")
-	if err := d.CreateContainer(pod, "app", scenario.KubeletResources("guaranteed", 2000, 2000, 1<<30)); err != nil {
-		t.Fatal(err)
-	}
-	res := state.PodResources{Resources: scenario.KubeletResources("guaranteed", 1000, 1000, 2<<30)}
-	dec := pol.UpdatePodSandbox(d.Model, pod, res)
-	if got, ok := dec.Model.State.PodResources(pod.UID); !ok || got != res {
-		t.Errorf("pod resources %+v (present %v), want %+v", got, ok, res)
-	}
-	if len(dec.Notes) != 1 || !strings.Contains(dec.Notes[0], "CPU limit 1000m is below the 2 exclusive CPUs") {
-		t.Errorf("notes %q", dec.Notes)
-	}
-}
-
 // TestLentCPUsAreNotHandedOut: CPUs lent to an unsolicited update in flight
 // are not free; the refusal is Deferred.
 func TestLentCPUsAreNotHandedOut(t *testing.T) {

@@ -79,7 +79,10 @@ func fingerprint(m *policy.Model) string {
 	}
 	for _, id := range m.SortedContainerIDs() {
 		t := m.Containers[id]
-		fmt.Fprintf(&b, "tracked %s %v %s %v\n", id, t.Exclusive, m.CPUsOf(id), t.Stopped)
+		fmt.Fprintf(&b, "tracked %s %v %s %v %dm\n", id, t.Exclusive, m.CPUsOf(id), t.Stopped, t.CPULimitMilli)
+	}
+	for _, uid := range slices.Sorted(maps.Keys(m.State.Pods)) {
+		fmt.Fprintf(&b, "pod %s %+v\n", uid, m.State.Pods[uid])
 	}
 	for _, id := range slices.Sorted(maps.Keys(m.Releasing)) {
 		fmt.Fprintf(&b, "releasing %s %s\n", id, m.Releasing[id])
@@ -232,8 +235,13 @@ func (d *PolicyDriver) RemovePod(pod policy.Pod) error {
 }
 
 // UpdatePod implements Driver.
+// A refusal must leave the model as it was.
 func (d *PolicyDriver) UpdatePod(pod policy.Pod, r state.PodResources) error {
-	return d.applyInfallible(func(m *policy.Model) policy.Decision { return d.Policy.UpdatePodSandbox(m, pod, r) })
+	dec, err := d.decide(func(m *policy.Model) (policy.Decision, error) { return d.Policy.UpdatePodSandbox(m, pod, r) })
+	if err != nil {
+		return err
+	}
+	return d.apply(dec)
 }
 
 // ContainerCPUs implements Driver.

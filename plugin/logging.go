@@ -1,0 +1,156 @@
+package plugin
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// The log lines an operator follows (docs/troubleshooting.md): one info
+// line per applied creation, resize and pod update, with what was asked
+// and the cpuset before → after; the raw NRI resources of every request at
+// debug.
+
+// requestFields are the CPU and memory a container or pod asks for, as the
+// kubelet wrote them in its spec: CPU request (from the shares), limit
+// (from quota and period) and memory limit.
+func requestFields(r state.Resources) logrus.Fields {
+	return logrus.Fields{
+		"cpuRequest":  formatMilli(policy.MilliCPUFromShares(r.CPUShares)),
+		"cpuLimit":    formatMilli(policy.MilliCPUFromQuota(r.CPUQuota, r.CPUPeriod)),
+		"memoryLimit": formatBytes(r.MemoryLimit),
+	}
+}
+
+// change formats a value before → after, or the value when it stayed.
+func change(before, after string) string {
+	if before == after {
+		return after
+	}
+	return before + " → " + after
+}
+
+// cpusText formats a cpuset for logs, naming the empty set.
+func cpusText(cpus cpuset.CPUSet) string {
+	if cpus.IsEmpty() {
+		return "none"
+	}
+	return cpus.String()
+}
+
+// formatMilli formats milli-CPU as Kubernetes does: "2", "1500m"; "none"
+// for 0.
+func formatMilli(milli int64) string {
+	switch {
+	case milli == 0:
+		return "none"
+	case milli%1000 == 0:
+		return fmt.Sprint(milli / 1000)
+	}
+	return fmt.Sprintf("%dm", milli)
+}
+
+// formatBytes formats a memory size as Kubernetes does: "1Gi", "1536Mi",
+// or bytes; "none" for 0.
+func formatBytes(b int64) string {
+	if b <= 0 {
+		return "none"
+	}
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
+		if b%u.size == 0 {
+			return fmt.Sprintf("%d%s", b/u.size, u.suffix)
+		}
+	}
+	return fmt.Sprint(b)
+}
+
+// describeNRI formats NRI resources as sent, every field that is set, in
+// cgroup terms: "cpu.shares=1024 cpu.quota=100000 cpu.period=100000
+// memory.limit=1073741824". Empty resources are "none".
+func describeNRI(r *api.LinuxResources) string {
+	var parts []string
+	add := func(name string, v any) { parts = append(parts, fmt.Sprintf("%s=%v", name, v)) }
+	if cpu := r.GetCpu(); cpu != nil {
+		if v := cpu.GetShares(); v != nil {
+			add("cpu.shares", v.GetValue())
+		}
+		if v := cpu.GetQuota(); v != nil {
+			add("cpu.quota", v.GetValue())
+		}
+		if v := cpu.GetPeriod(); v != nil {
+			add("cpu.period", v.GetValue())
+		}
+		if v := cpu.GetRealtimeRuntime(); v != nil {
+			add("cpu.rt_runtime", v.GetValue())
+		}
+		if v := cpu.GetRealtimePeriod(); v != nil {
+			add("cpu.rt_period", v.GetValue())
+		}
+		if cpu.GetCpus() != "" {
+			add("cpuset.cpus", cpu.GetCpus())
+		}
+		if cpu.GetMems() != "" {
+			add("cpuset.mems", cpu.GetMems())
+		}
+	}
+	if mem := r.GetMemory(); mem != nil {
+		for _, f := range []struct {
+			name string
+			v    *api.OptionalInt64
+		}{{"memory.limit", mem.GetLimit()}, {"memory.reservation", mem.GetReservation()}, {"memory.swap", mem.GetSwap()},
+			{"memory.kernel", mem.GetKernel()}, {"memory.kernel_tcp", mem.GetKernelTcp()}} {
+			if f.v != nil {
+				add(f.name, f.v.GetValue())
+			}
+		}
+		if v := mem.GetSwappiness(); v != nil {
+			add("memory.swappiness", v.GetValue())
+		}
+		if v := mem.GetDisableOomKiller(); v != nil {
+			add("memory.disable_oom_killer", v.GetValue())
+		}
+	}
+	for _, h := range r.GetHugepageLimits() {
+		add("hugetlb."+h.GetPageSize(), h.GetLimit())
+	}
+	if v := r.GetPids(); v != nil {
+		add("pids.max", v.GetLimit())
+	}
+	if v := r.GetBlockioClass(); v != nil {
+		add("blockio.class", v.GetValue())
+	}
+	if v := r.GetRdtClass(); v != nil {
+		add("rdt.class", v.GetValue())
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.GetUnified())) {
+		add("unified."+k, r.GetUnified()[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
+
+// podLog returns the log entry of a pod-level event.
+func (p *Plugin) podLog(pod policy.Pod) *logrus.Entry {
+	return p.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "podUID": pod.UID})
+}
+
+// withNotes adds a decision's notes to a log line.
+func withNotes(e *logrus.Entry, notes []string) *logrus.Entry {
+	if len(notes) == 0 {
+		return e
+	}
+	return e.WithField("notes", strings.Join(notes, "; "))
+}

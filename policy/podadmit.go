@@ -1,0 +1,256 @@
+package policy
+
+import (
+	"maps"
+	"math"
+	"strings"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// The kubelet's bounds of cgroup CPU shares (pkg/kubelet/cm).
+const maxShares = 262144
+
+// UpdatePodSandbox admits and records a pod's new pod-level resources (NRI
+// UpdatePodSandbox, from CRI UpdatePodSandboxResources; the runtime keeps
+// only the creation values). The kubelet sends it before it writes the
+// pod's cgroup for a resize and stops the resize when it fails, so a
+// pod-level CPU change that the pod's exclusive containers could not get
+// is refused here, with the refusal the container-level decision would
+// give. The pod's totals only bound what its containers may ask for: the
+// check is a necessary condition (docs/design.md, "UpdatePodSandbox") and
+// UpdateContainer stays authoritative. A refusal changes nothing.
+func (p *Policy) UpdatePodSandbox(m *Model, pod Pod, res state.PodResources) (Decision, error) {
+	before, known := m.PodResources(pod)
+	members := m.podMembers(pod.UID)
+	curLimit := cpuLimitMilli(before)
+	if !known {
+		curLimit = members.limitSum
+	}
+	if err := p.admitPodUpdate(m, pod, members, curLimit, cpuLimitMilli(res.Resources)); err != nil {
+		return Decision{}, err
+	}
+	op := OpUnchanged
+	if newLimit := cpuLimitMilli(res.Resources); newLimit != 0 && curLimit != 0 {
+		op = resizeOperation(int(curLimit), int(newLimit))
+	}
+	if old, ok := m.State.PodResources(pod.UID); ok && old == res {
+		return Decision{Model: m, Operation: op}, nil
+	}
+	nm := m.shallow()
+	nm.State = m.State.Clone()
+	nm.State.SetPodResources(pod.UID, res)
+	return Decision{Model: nm, Operation: op}, nil
+}
+
+// PodResources returns the pod-level resources a pod has as far as the
+// model knows: the last ones UpdatePodSandbox accepted, else those the
+// sandbox was created with; false when neither is known.
+func (m *Model) PodResources(pod Pod) (state.Resources, bool) {
+	if r, ok := m.State.PodResources(pod.UID); ok {
+		return r.Resources, true
+	}
+	if pod.Resources != (state.Resources{}) {
+		return pod.Resources, true
+	}
+	return state.Resources{}, false
+}
+
+// admitPodUpdate refuses a change of a pod's CPU limit from curLimit to
+// newLimit (milli-CPU) that no set of container resizes the container
+// level accepts could add up to. It checks only a pod whose current limit
+// is exactly the sum of its running containers' limits (otherwise pod-level
+// resources, an init container or a change the plugin missed make up the
+// difference, and nothing can be attributed to a container).
+func (p *Policy) admitPodUpdate(m *Model, pod Pod, pm podMembers, curLimit, newLimit int64) error {
+	if len(pm.exclusive) == 0 || newLimit == 0 || newLimit == curLimit || curLimit != pm.limitSum {
+		return nil
+	}
+	// Shrinks in flight are confirmed and loans come back before the
+	// containers are resized: count those CPUs as free.
+	view := m.settled()
+	if pm.others == 0 && len(pm.exclusive) == 1 {
+		// All of the change is the one container's: the container-level
+		// decision itself, for the pod's new limit as the container's.
+		t := pm.exclusive[0].t
+		c := Container{ID: t.ID, Name: t.Name, Pod: pod, Resources: state.Resources{MemoryLimit: 1}}
+		asked := state.Resources{CPUShares: sharesFromMilli(newLimit), CPUQuota: int64(newLimit), CPUPeriod: milliCPUPerCPU}
+		_, err := p.UpdateContainer(view, c, asked)
+		return err
+	}
+	return p.admitPodTotal(view, pod, pm, newLimit)
+}
+
+// admitPodTotal is admitPodUpdate for a pod with several containers.
+func (p *Policy) admitPodTotal(m *Model, pod Pod, pm podMembers, newLimit int64) error {
+	who := podDisplay(pod)
+	if pm.others > 0 {
+		// The change may be the shared containers': only the floor holds,
+		// each of them keeps some CPU (a Guaranteed container's limit is
+		// at least 1m).
+		if floor := int64(pm.original.Size())*milliCPUPerCPU + int64(pm.others); newLimit < floor {
+			return refuse(Infeasible, ReasonProhibitedCPUAllocation,
+				"pod %s cannot shrink to a CPU limit of %dm: its exclusive containers' original CPUs %s (%d CPUs) must be kept and its %d other containers need some CPU; they keep %s",
+				who, newLimit, pm.original, pm.original.Size(), pm.others, pm.held)
+		}
+		return nil
+	}
+	n, held := int(min(newLimit/milliCPUPerCPU, math.MaxInt32)), pm.held.Size()
+	switch {
+	case newLimit%milliCPUPerCPU != 0:
+		return refuse(Infeasible, ReasonInconsistentCPUAllocation,
+			"pod %s would get a CPU limit of %dm, not a whole number of CPUs, so one of its exclusive containers (%s) would move to the shared pool; a resize cannot change the CPU pool",
+			who, newLimit, pm.names())
+	case n == held:
+		return nil
+	case !p.opts.InPlaceResize:
+		return refuse(Infeasible, ReasonFeatureDisabled,
+			"in-place resize of exclusive CPUs is disabled (inPlaceResize: false): the containers of pod %s keep their %d CPUs %s, requested %d",
+			who, held, pm.held, n)
+	case !p.smtAligned(n) && pm.aligned(p):
+		return refuse(Infeasible, ReasonSMTAlignment,
+			"pod %s requests %d CPUs, not a multiple of the %d threads per core that full-pcpus-only requires of each of its exclusive containers (%s); they keep %s",
+			who, n, p.topo.ThreadsPerCore(), pm.names(), pm.held)
+	case n < pm.original.Size():
+		return refuse(Infeasible, ReasonProhibitedCPUAllocation,
+			"pod %s cannot shrink to %d CPUs: its containers' original exclusive CPUs %s (%d CPUs) must be kept; they keep %s",
+			who, n, pm.original, pm.original.Size(), pm.held)
+	case n < held:
+		return nil
+	}
+	free, unavailable := p.availability(m)
+	need, pool := n-held, p.poolBase.Size()-unavailable
+	if need <= free.Count() && pool-need >= 1 {
+		return nil
+	}
+	verdict := Deferred
+	if n > p.allocatable.Size() || p.poolBase.Size()-n < 1 {
+		verdict = Infeasible
+	}
+	return refuse(verdict, ReasonResizeAllocateCPUs,
+		"cannot grow the exclusive CPUs of pod %s from %d to %d keeping %s: its containers (%s) need %d more CPUs, %d free (free: %s), and the shared pool (%d CPUs) keeps at least one",
+		who, held, n, pm.held, pm.names(), need, free.Count(), describe(free.CPUSet()), pool)
+}
+
+// podMembers is what UpdatePodSandbox knows of a pod's running containers.
+type podMembers struct {
+	// exclusive are the containers that own an assignment; others counts
+	// the rest (shared containers, and exclusive ones whose CPUs are not
+	// known).
+	exclusive []podMember
+	others    int
+	// limitSum adds up the containers' CPU limits (milli-CPU).
+	limitSum int64
+	// held and original are the exclusive containers' assigned and
+	// original CPUs.
+	held, original cpuset.CPUSet
+}
+
+type podMember struct {
+	t *Tracked
+	a state.Assignment
+}
+
+// podMembers returns what the model knows of a pod's running containers.
+func (m *Model) podMembers(podUID string) podMembers {
+	pm := podMembers{held: cpuset.New(), original: cpuset.New()}
+	for _, id := range m.sortedIDs() {
+		t := m.Containers[id]
+		if t.PodUID != podUID || t.Stopped {
+			continue
+		}
+		pm.limitSum += t.CPULimitMilli
+		a, owns := m.ownAssignment(id)
+		if !owns {
+			pm.others++
+			continue
+		}
+		pm.exclusive = append(pm.exclusive, podMember{t: t, a: a})
+		pm.held = pm.held.Union(a.Assigned())
+		pm.original = pm.original.Union(a.Original)
+	}
+	return pm
+}
+
+// names lists the exclusive containers by name.
+func (pm podMembers) names() string {
+	names := make([]string, 0, len(pm.exclusive))
+	for _, e := range pm.exclusive {
+		names = append(names, e.t.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// aligned reports whether every exclusive container holds whole cores
+// under full-pcpus-only (then any resize the container level accepts
+// keeps each of them, and so their sum, a multiple of the core size).
+func (pm podMembers) aligned(p *Policy) bool {
+	for _, e := range pm.exclusive {
+		if !p.smtAligned(e.a.Assigned().Size()) {
+			return false
+		}
+	}
+	return true
+}
+
+// shallow returns a copy of m that shares its state and maps, for a change
+// that replaces (never modifies) one of them.
+func (m *Model) shallow() *Model {
+	c := *m
+	return &c
+}
+
+// settled returns m as it will be once the shrinks in flight are confirmed
+// and the CPUs on loan are back, for decisions that are never committed.
+func (m *Model) settled() *Model {
+	c := m.shallow()
+	c.Releasing = map[string]cpuset.CPUSet{}
+	c.Lending = cpuset.New()
+	return c
+}
+
+// withCPULimit returns after with container id's CPU limit recorded as
+// limit; before is the model the decision started from, which is never
+// changed.
+func withCPULimit(before, after *Model, id string, limit int64) *Model {
+	t := after.Containers[id]
+	if t == nil || t.CPULimitMilli == limit {
+		return after
+	}
+	if after == before {
+		after = before.shallow()
+		after.Containers = maps.Clone(before.Containers)
+	}
+	after.edit(id).CPULimitMilli = limit
+	return after
+}
+
+// cpuLimitMilli returns the CPU limit of r in milli-CPU, 0 without a quota.
+// It rounds up: the kubelet writes quota = milli·period/1000 rounded down
+// and periods are at least 1 ms, so this recovers its milli-CPU exactly.
+func cpuLimitMilli(r state.Resources) int64 {
+	if r.CPUQuota <= 0 || r.CPUPeriod == 0 {
+		return 0
+	}
+	if r.CPUQuota > math.MaxInt64/milliCPUPerCPU || r.CPUPeriod > math.MaxInt64/2 {
+		return math.MaxInt64 / milliCPUPerCPU // absurd values: no real limit
+	}
+	period := int64(r.CPUPeriod)
+	return (r.CPUQuota*milliCPUPerCPU + period - 1) / period
+}
+
+// sharesFromMilli returns the CPU shares the kubelet writes for a request
+// (MilliCPUToShares).
+func sharesFromMilli(milli int64) uint64 {
+	return uint64(min(max(milli*sharesPerCPU/milliCPUPerCPU, minShares), maxShares))
+}
+
+// podDisplay names a pod for humans.
+func podDisplay(pod Pod) string {
+	if pod.Name == "" {
+		return pod.UID
+	}
+	return pod.Namespace + "/" + pod.Name
+}
