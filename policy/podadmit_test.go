@@ -1,0 +1,587 @@
+package policy_test
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// node returns a policy on 8 CPUs: 8 single-threaded cores, or 4 cores of
+// 2 threads when smt (with full-pcpus-only), reserving reserved.
+func node(t *testing.T, smt bool, reserved cpuset.CPUSet, inPlaceResize bool) *policy.Policy {
+	t.Helper()
+	var cpus []cpuallocator.CPUInfo
+	for i := 0; i < 8; i++ {
+		core := i
+		if smt {
+			core = i / 2
+		}
+		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: core})
+	}
+	topo, err := cpuallocator.NewTopology(cpus, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc, err := cpuallocator.NewAllocator(topo, cpuallocator.StaticPolicyOptions{FullPCPUsOnly: smt}, cpuallocator.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.New(alloc, policy.Options{Reserved: reserved, InPlaceResize: inPlaceResize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+// gu is the kubelet's resources of a Guaranteed container or pod: milli
+// CPU as request and limit, memory in GiB.
+func gu(milli int64, gib int64) state.Resources {
+	return scenario.KubeletResources("guaranteed", milli, milli, gib<<30)
+}
+
+// podUpdate is one UpdatePodSandbox of a test: the pod's new resources and
+// the refusal expected ("" for accepted).
+type podUpdate struct {
+	res  state.Resources
+	want string
+}
+
+// TestUpdatePodSandboxAdmission checks each refusal reason of a pod-level
+// CPU change, and the changes the container level could accept that it
+// must let through. Every refusal must leave the model as it was (the
+// driver checks) and the recorded pod resources unchanged; every accepted
+// update is recorded.
+func TestUpdatePodSandboxAdmission(t *testing.T) {
+	type ctr struct {
+		pod, name string
+		res       state.Resources
+		resize    int64 // milli-CPU to resize to after creation (0: none)
+	}
+	noReserved := cpuset.New()
+	for _, tc := range []struct {
+		name          string
+		smt           bool
+		reserved      *cpuset.CPUSet // default: CPU 0
+		noResize      bool
+		podResources  state.Resources // the sandbox's creation values for pod "p"
+		containers    []ctr
+		updates       []podUpdate
+		thenContainer *ctr // a container resize after the updates, and its expected refusal in want
+		want          string
+	}{
+		{
+			name:       "growth that fits, the kubelet's two calls",
+			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}},
+			updates: []podUpdate{
+				// The new limit first (shares still the old ones), then the shares.
+				{res: state.Resources{CPUShares: 2048, CPUQuota: 400000, CPUPeriod: 100000, MemoryLimit: 1 << 30}},
+				{res: gu(4000, 1)},
+			},
+			thenContainer: &ctr{pod: "p", name: "app", resize: 4000},
+		},
+		{
+			name: "growth beyond the free CPUs: Deferred like the container",
+			containers: []ctr{
+				{pod: "big", name: "app", res: gu(4000, 1)},
+				{pod: "p", name: "app", res: gu(2000, 1)},
+			},
+			updates: []podUpdate{{res: gu(4000, 1),
+				want: "Deferred: resizeAllocateCPUs: cannot grow container default/p/app from 2 to 4 exclusive CPUs keeping 5-6 (free: 7): "}},
+			thenContainer: &ctr{pod: "p", name: "app", resize: 4000},
+			want:          "Deferred: resizeAllocateCPUs: cannot grow container default/p/app from 2 to 4 exclusive CPUs keeping 5-6 (free: 7): ",
+		},
+		{
+			name:       "growth that never fits: Infeasible",
+			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}},
+			updates:    []podUpdate{{res: gu(8000, 1), want: "Infeasible: resizeAllocateCPUs: cannot grow container default/p/app from 2 to 8"}},
+		},
+		{
+			name:       "the shared pool keeps its last CPU",
+			reserved:   &noReserved,
+			containers: []ctr{{pod: "big", name: "app", res: gu(5000, 1)}, {pod: "p", name: "app", res: gu(2000, 1)}},
+			updates:    []podUpdate{{res: gu(3000, 1), want: "Deferred: resizeAllocateCPUs: cannot grow container default/p/app from 2 to 3"}},
+		},
+		{
+			name:       "below the original CPUs",
+			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}},
+			updates: []podUpdate{{res: gu(1000, 1),
+				want: "Infeasible: prohibitedCPUAllocation: container default/p/app cannot shrink to 1 CPUs: its original exclusive CPUs 1-2 (2 CPUs) must be kept; it keeps 1-2"}},
+		},
+		{
+			name:       "grown and back to the original CPUs",
+			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1), resize: 3000}},
+			// The current totals are the containers' (3 CPUs): 1 is refused, 2 allowed.
+			updates: []podUpdate{{res: gu(1000, 1), want: "Infeasible: prohibitedCPUAllocation"}, {res: gu(2000, 1)}},
+		},
+		{
+			name:       "in-place resize disabled",
+			noResize:   true,
+			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}},
+			updates: []podUpdate{
+				{res: gu(3000, 1), want: "Infeasible: featureDisabled: in-place resize of exclusive CPUs is disabled (inPlaceResize: false): container default/p/app keeps its 2 CPUs 1-2, requested 3"},
+				{res: gu(2000, 2)}, // memory only
+			},
+		},
+		{
+			name:       "a fractional limit would move the container to the shared pool",
+			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}},
+			updates: []podUpdate{{res: gu(2500, 1),
+				want: "Infeasible: inconsistentCPUAllocation: container default/p/app would move from its exclusive CPUs 1-2 to the shared pool because its CPU limit 2500m is not a whole number of CPUs"}},
+		},
+		{
+			name:       "full-pcpus-only and an odd count",
+			smt:        true,
+			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}},
+			updates:    []podUpdate{{res: gu(3000, 1), want: "Infeasible: smtAlignment: container default/p/app requests 3 CPUs"}, {res: gu(4000, 1)}},
+		},
+		{
+			name:       "memory only, no CPU free",
+			containers: []ctr{{pod: "big", name: "app", res: gu(5000, 1)}, {pod: "p", name: "app", res: gu(2000, 1)}},
+			updates:    []podUpdate{{res: gu(2000, 4)}},
+		},
+		{
+			name:       "several exclusive containers: the count of free CPUs",
+			containers: []ctr{{pod: "p", name: "a", res: gu(2000, 1)}, {pod: "p", name: "b", res: gu(1000, 1)}},
+			// 4 CPUs free: 3 → 7 fits, 3 → 8 never does.
+			updates: []podUpdate{
+				{res: gu(8000, 2), want: "Infeasible: resizeAllocateCPUs: cannot grow the exclusive CPUs of pod default/p from 3 to 8 keeping 1-3: its containers (a, b) need 5 more CPUs, 4 free (free: 4-7)"},
+				{res: gu(7000, 2)},
+			},
+		},
+		{
+			name: "several exclusive containers: Deferred while another pod holds the CPUs",
+			containers: []ctr{
+				{pod: "big", name: "app", res: gu(3000, 1)},
+				{pod: "p", name: "a", res: gu(2000, 1)}, {pod: "p", name: "b", res: gu(1000, 1)},
+			},
+			updates: []podUpdate{{res: gu(5000, 2), want: "Deferred: resizeAllocateCPUs: cannot grow the exclusive CPUs of pod default/p from 3 to 5"}, {res: gu(4000, 2)}},
+		},
+		{
+			name:       "several exclusive containers: below their original CPUs",
+			containers: []ctr{{pod: "p", name: "a", res: gu(2000, 1), resize: 3000}, {pod: "p", name: "b", res: gu(1000, 1)}},
+			updates: []podUpdate{
+				{res: gu(2000, 1), want: "Infeasible: prohibitedCPUAllocation: pod default/p cannot shrink to 2 CPUs: its containers' original exclusive CPUs 1-2,4 (3 CPUs) must be kept; they keep 1-4"},
+				{res: gu(3000, 1)},
+			},
+		},
+		{
+			name:       "several exclusive containers: fractional, disabled, unaligned",
+			smt:        true,
+			noResize:   false,
+			containers: []ctr{{pod: "p", name: "a", res: gu(2000, 1)}, {pod: "p", name: "b", res: gu(2000, 1)}},
+			updates: []podUpdate{
+				{res: gu(4500, 1), want: "Infeasible: inconsistentCPUAllocation: pod default/p would get a CPU limit of 4500m, not a whole number of CPUs, so one of its exclusive containers (a, b) would move to the shared pool"},
+				{res: gu(5000, 1), want: "Infeasible: smtAlignment: pod default/p requests 5 CPUs, not a multiple of the 2 threads per core"},
+			},
+		},
+		{
+			name:       "several exclusive containers, in-place resize disabled",
+			noResize:   true,
+			containers: []ctr{{pod: "p", name: "a", res: gu(2000, 1)}, {pod: "p", name: "b", res: gu(1000, 1)}},
+			updates: []podUpdate{{res: gu(4000, 1),
+				want: "Infeasible: featureDisabled: in-place resize of exclusive CPUs is disabled (inPlaceResize: false): the containers of pod default/p keep their 3 CPUs 1-3, requested 4"}},
+		},
+		{
+			name: "a shared container may take any growth",
+			containers: []ctr{
+				{pod: "big", name: "app", res: gu(5000, 1)},
+				{pod: "p", name: "app", res: gu(2000, 1)}, {pod: "p", name: "side", res: gu(500, 1)},
+			},
+			// No CPU is free, but the growth may be the fractional
+			// container's; the app's own growth is refused by the container level.
+			updates:       []podUpdate{{res: gu(4500, 1)}},
+			thenContainer: &ctr{pod: "p", name: "app", resize: 4000},
+			want:          "Deferred: resizeAllocateCPUs",
+		},
+		{
+			name:       "a shared container keeps some CPU",
+			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}, {pod: "p", name: "side", res: gu(500, 1)}},
+			updates: []podUpdate{
+				{res: gu(2000, 1), want: "Infeasible: prohibitedCPUAllocation: pod default/p cannot shrink to a CPU limit of 2000m: its exclusive containers' original CPUs 1-2 (2 CPUs) must be kept and its 1 other containers need some CPU"},
+				// The side container shrinking to 100m is fine.
+				{res: gu(2100, 1)},
+			},
+		},
+		{
+			name:         "totals its containers do not explain are not checked",
+			podResources: gu(4000, 1), // pod-level resources or an init container larger than the app
+			containers:   []ctr{{pod: "big", name: "app", res: gu(5000, 1)}, {pod: "p", name: "app", res: gu(2000, 1)}},
+			updates:      []podUpdate{{res: gu(6000, 1)}},
+		},
+		{
+			name:         "creation totals that match the containers are checked",
+			podResources: gu(2000, 1),
+			containers:   []ctr{{pod: "big", name: "app", res: gu(5000, 1)}, {pod: "p", name: "app", res: gu(2000, 1)}},
+			updates:      []podUpdate{{res: gu(2000, 2)}, {res: gu(3000, 2), want: "Deferred: resizeAllocateCPUs"}},
+		},
+		{
+			name:       "a pod without exclusive CPUs",
+			containers: []ctr{{pod: "big", name: "app", res: gu(6000, 1)}, {pod: "p", name: "app", res: gu(500, 1)}},
+			updates:    []podUpdate{{res: gu(8000, 1)}, {res: gu(100, 1)}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reserved := cpuset.New(0)
+			if tc.reserved != nil {
+				reserved = *tc.reserved
+			}
+			pol := node(t, tc.smt, reserved, !tc.noResize)
+			d := scenario.NewPolicyDriver(pol)
+			pods := map[string]policy.Pod{}
+			podOf := func(name string) policy.Pod {
+				if p, ok := pods[name]; ok {
+					return p
+				}
+				p, err := scenario.KubeletPod(name, "guaranteed")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if name == "p" {
+					p.Resources = tc.podResources
+				}
+				pods[name] = p
+				return p
+			}
+			for _, c := range tc.containers {
+				if err := d.CreateContainer(podOf(c.pod), c.name, c.res); err != nil {
+					t.Fatalf("create %s/%s: %v", c.pod, c.name, err)
+				}
+				if c.resize != 0 {
+					if err := d.UpdateContainer(podOf(c.pod), c.name, gu(c.resize, c.res.MemoryLimit>>30)); err != nil {
+						t.Fatalf("resize %s/%s: %v", c.pod, c.name, err)
+					}
+				}
+			}
+			p := podOf("p")
+			for i, u := range tc.updates {
+				before, hadBefore := d.Model.State.PodResources(p.UID)
+				err := d.UpdatePod(p, state.PodResources{Resources: u.res})
+				switch {
+				case u.want == "" && err != nil:
+					t.Fatalf("update %d (%+v) refused: %v", i+1, u.res, err)
+				case u.want != "" && (err == nil || !strings.HasPrefix(err.Error(), u.want)):
+					t.Fatalf("update %d (%+v): got %v, want a refusal starting %q", i+1, u.res, err, u.want)
+				}
+				got, has := d.Model.State.PodResources(p.UID)
+				if err != nil {
+					if _, ok := policy.AsRefusal(err); !ok {
+						t.Errorf("update %d: %v is not a refusal", i+1, err)
+					}
+					if strings.Contains(err.Error(), "\n") {
+						t.Errorf("update %d: the refusal is not one line: %q", i+1, err)
+					}
+					if has != hadBefore || got != before {
+						t.Errorf("update %d refused, but the pod resources changed from %+v to %+v", i+1, before, got)
+					}
+				} else if !has || got.Resources != u.res {
+					t.Errorf("update %d accepted, but the pod resources are %+v (present %v)", i+1, got, has)
+				}
+			}
+			if c := tc.thenContainer; c != nil {
+				err := d.UpdateContainer(podOf(c.pod), c.name, gu(c.resize, 1))
+				if (err == nil) != (tc.want == "") || (err != nil && !strings.HasPrefix(err.Error(), tc.want)) {
+					t.Errorf("the container's own resize: %v, want %q", err, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestPodRefusalIsTheContainers: for a pod whose only container is
+// exclusive, the pod-level refusal is the container level's, word for
+// word, for the same request.
+func TestPodRefusalIsTheContainers(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		noResize bool
+		smt      bool
+		milli    int64
+	}{
+		{name: "growth", milli: 7000},
+		{name: "shrink", milli: 1000},
+		{name: "fractional", milli: 2500},
+		{name: "disabled", noResize: true, milli: 3000},
+		{name: "unaligned", smt: true, milli: 3000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := node(t, tc.smt, cpuset.New(0), !tc.noResize)
+			d := scenario.NewPolicyDriver(pol)
+			other, _ := scenario.KubeletPod("other", "guaranteed")
+			p, _ := scenario.KubeletPod("p", "guaranteed")
+			for _, c := range []struct {
+				pod   policy.Pod
+				milli int64
+			}{{other, 2000}, {p, 2000}} {
+				if err := d.CreateContainer(c.pod, "app", gu(c.milli, 1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, podErr := pol.UpdatePodSandbox(d.Model, p, state.PodResources{Resources: gu(tc.milli, 1)})
+			ctrErr := d.UpdateContainer(p, "app", gu(tc.milli, 1))
+			if podErr == nil || ctrErr == nil || podErr.Error() != ctrErr.Error() {
+				t.Errorf("pod level: %v\ncontainer level: %v", podErr, ctrErr)
+			}
+		})
+	}
+}
+
+// TestPodGrowthCountsReleasingCPUs: CPUs an unconfirmed shrink releases,
+// and CPUs on loan, are free by the time the containers are resized, so
+// the pod-level check counts them.
+func TestPodGrowthCountsReleasingCPUs(t *testing.T) {
+	pol := node(t, false, cpuset.New(0), true)
+	d := scenario.NewPolicyDriver(pol)
+	big, _ := scenario.KubeletPod("big", "guaranteed")
+	p, _ := scenario.KubeletPod("p", "guaranteed")
+	for _, c := range []struct {
+		pod   policy.Pod
+		milli int64
+	}{{big, 2000}, {p, 2000}} {
+		if err := d.CreateContainer(c.pod, "app", gu(c.milli, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.UpdateContainer(big, "app", gu(4000, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// big shrinks 4 → 2 without the runtime's confirmation yet.
+	bigApp := d.Model.SortedContainerIDs()[0]
+	dec, err := pol.UpdateContainer(d.Model, policy.Container{ID: bigApp, Name: "app", Pod: big, Resources: gu(4000, 1)}, gu(2000, 1))
+	if err != nil {
+		t.Fatalf("shrink: %v", err)
+	}
+	if len(dec.Model.Releasing) != 1 {
+		t.Fatalf("releasing %v", dec.Model.Releasing)
+	}
+	m := dec.Model.Lend(cpuset.New(7))
+	if _, err := pol.UpdatePodSandbox(m, p, state.PodResources{Resources: gu(5000, 1)}); err != nil {
+		t.Errorf("growth into released and lent CPUs refused: %v", err)
+	}
+	if _, err := pol.UpdatePodSandbox(m, p, state.PodResources{Resources: gu(6000, 1)}); err == nil || !strings.HasPrefix(err.Error(), "Deferred: resizeAllocateCPUs") {
+		t.Errorf("growth beyond them: %v", err)
+	}
+}
+
+// TestRecordedPodResourcesAreTheCurrentTotals: the last accepted pod
+// resources are the totals the next update is compared with: a memory-only
+// update after an accepted growth whose container resize never came (the
+// kubelet writes the pod cgroup in between) is accepted.
+func TestRecordedPodResourcesAreTheCurrentTotals(t *testing.T) {
+	pol := node(t, false, cpuset.New(0), true)
+	d := scenario.NewPolicyDriver(pol)
+	p, _ := scenario.KubeletPod("p", "guaranteed")
+	if err := d.CreateContainer(p, "app", gu(2000, 1)); err != nil {
+		t.Fatal(err)
+	}
+	grown := state.PodResources{Resources: gu(3000, 1)}
+	if err := d.UpdatePod(p, grown); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := scenario.KubeletPod("other", "guaranteed")
+	if err := d.CreateContainer(other, "app", gu(5000, 1)); err != nil { // takes the rest
+		t.Fatal(err)
+	}
+	if err := d.UpdatePod(p, state.PodResources{Resources: gu(3000, 2)}); err != nil {
+		t.Errorf("memory-only update after a growth the container never got: %v", err)
+	}
+	if got, _ := d.Model.State.PodResources(p.UID); got.Resources != gu(3000, 2) {
+		t.Errorf("recorded %+v", got)
+	}
+	if got, ok := d.Model.PodResources(p); !ok || got != gu(3000, 2) {
+		t.Errorf("current pod resources %+v %v", got, ok)
+	}
+}
+
+// TestPodAdmissionIsNecessary checks on random machines, configurations
+// and pods that the pod-level check never refuses what the container level
+// accepts: whenever every container resize of a pod is accepted in the
+// kubelet's order (decreases first, each confirmed, then increases), the
+// pod's UpdatePodSandbox calls are accepted too, before the container
+// resizes (the new limit with the old shares, then the new shares) and
+// after them. For a pod of one exclusive container the pod-level answer is
+// the container level's, refusal text included.
+func TestPodAdmissionIsNecessary(t *testing.T) {
+	seeds := 300
+	if testing.Short() {
+		seeds = 40
+	}
+	refusedBoth, acceptedBoth := 0, 0
+	for seed := 1; seed <= seeds; seed++ {
+		rng := rand.New(rand.NewPCG(uint64(seed), 1287))
+		pol, desc := randomMachine(t, rng)
+		smt := int64(pol.Allocator().Topology().ThreadsPerCore())
+		d := scenario.NewPolicyDriver(pol)
+		wholeCPUs := func() int64 {
+			n := int64(1 + rng.IntN(3))
+			if rng.IntN(2) == 0 {
+				n *= smt
+			}
+			return n * 1000
+		}
+		fractional := func() int64 { return int64(1+rng.IntN(19))*100 + 50 }
+		// Other pods take some CPUs.
+		for i := 0; i < rng.IntN(4); i++ {
+			other, _ := scenario.KubeletPod(fmt.Sprintf("other%d", i), "guaranteed")
+			_ = d.CreateContainer(other, "app", gu(wholeCPUs(), 1)) // may not fit
+		}
+		// The pod: exclusive and shared containers, some grown since.
+		p, _ := scenario.KubeletPod("p", "guaranteed")
+		limits := map[string]int64{}
+		for i := 0; i < 1+rng.IntN(3); i++ {
+			name := fmt.Sprintf("c%d", i)
+			milli := wholeCPUs()
+			if rng.IntN(3) == 0 {
+				milli = fractional()
+			}
+			if d.CreateContainer(p, name, gu(milli, 1)) != nil {
+				continue
+			}
+			limits[name] = milli
+			if milli%1000 == 0 && rng.IntN(3) == 0 && d.UpdateContainer(p, name, gu(milli+1000*smt, 1)) == nil {
+				limits[name] = milli + 1000*smt
+			}
+		}
+		if len(limits) == 0 {
+			continue
+		}
+		// The resize: new limits for some containers.
+		want := map[string]int64{}
+		var oldSum, newSum int64
+		for name, milli := range limits {
+			want[name] = milli
+			switch k := rng.IntN(4); {
+			case k == 0:
+			case milli%1000 == 0:
+				want[name] = int64(1+rng.IntN(6)) * 1000
+				if rng.IntN(8) == 0 {
+					want[name] += 500 // refused by the container level
+				}
+			default:
+				want[name] = fractional()
+			}
+			oldSum += milli
+			newSum += want[name]
+		}
+		if newSum == oldSum {
+			continue // the kubelet sends no pod-level CPU change
+		}
+		// The container level, in the kubelet's order, on the model as it is.
+		m, ctrErr := d.Model, error(nil)
+		for _, decrease := range []bool{true, false} {
+			for _, name := range sortedKeys(want) {
+				if ctrErr != nil || want[name] == limits[name] || (want[name] < limits[name]) != decrease {
+					continue
+				}
+				id := idOf(t, m, p.UID, name)
+				dec, err := pol.UpdateContainer(m, policy.Container{ID: id, Name: name, Pod: p, Resources: gu(limits[name], 1)}, gu(want[name], 1))
+				if err != nil {
+					ctrErr = err
+					break
+				}
+				m = pol.Confirm(dec.Model, id).Model
+			}
+		}
+		// The pod level, before the containers: the new limit with the
+		// old shares, then the new shares.
+		limitFirst := gu(newSum, 1)
+		limitFirst.CPUShares = gu(oldSum, 1).CPUShares
+		dec, podErr := pol.UpdatePodSandbox(d.Model, p, state.PodResources{Resources: limitFirst})
+		if podErr == nil {
+			_, podErr = pol.UpdatePodSandbox(dec.Model, p, state.PodResources{Resources: gu(newSum, 1)})
+		}
+		what := fmt.Sprintf("seed %d (%s): pod %v → %v", seed, desc, limits, want)
+		if podErr != nil {
+			if _, ok := policy.AsRefusal(podErr); !ok {
+				t.Fatalf("%s: pod level failed with %v, not a refusal", what, podErr)
+			}
+		}
+		if ctrErr == nil {
+			if podErr != nil {
+				t.Fatalf("%s: the container level accepts every resize, the pod level refused: %v", what, podErr)
+			}
+			if _, err := pol.UpdatePodSandbox(m, p, state.PodResources{Resources: gu(newSum, 1)}); err != nil {
+				t.Fatalf("%s: after the container resizes, the pod level refused: %v", what, err)
+			}
+		}
+		if _, exclusive := d.Model.State.Assignment(p.UID, "c0"); len(limits) == 1 && exclusive {
+			if (podErr == nil) != (ctrErr == nil) || (podErr != nil && podErr.Error() != ctrErr.Error()) {
+				t.Fatalf("%s: one exclusive container: pod level %v, container level %v", what, podErr, ctrErr)
+			}
+		}
+		switch {
+		case podErr != nil && ctrErr != nil:
+			refusedBoth++
+		case podErr == nil && ctrErr == nil:
+			acceptedBoth++
+		}
+	}
+	t.Logf("%d resizes refused at both levels, %d accepted at both", refusedBoth, acceptedBoth)
+	if refusedBoth == 0 || acceptedBoth == 0 {
+		t.Errorf("the random pods never exercised both outcomes (%d refused, %d accepted)", refusedBoth, acceptedBoth)
+	}
+}
+
+// idOf returns the id of a pod's running container.
+func idOf(t *testing.T, m *policy.Model, podUID, name string) string {
+	t.Helper()
+	for _, id := range m.SortedContainerIDs() {
+		if c := m.Containers[id]; c.PodUID == podUID && c.Name == name && !c.Stopped {
+			return id
+		}
+	}
+	t.Fatalf("no container %s in pod %s", name, podUID)
+	return ""
+}
+
+func sortedKeys(m map[string]int64) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+// randomMachine returns a policy on a random machine of 1 or 2 NUMA nodes
+// of 2 to 6 cores, with or without SMT, under a random configuration.
+func randomMachine(t *testing.T, rng *rand.Rand) (*policy.Policy, string) {
+	t.Helper()
+	nodes, cores, threads := 1+rng.IntN(2), 2+rng.IntN(5), 1+rng.IntN(2)
+	var cpus []cpuallocator.CPUInfo
+	for n := 0; n < nodes; n++ {
+		for c := 0; c < cores; c++ {
+			core := n*cores + c
+			for th := 0; th < threads; th++ {
+				cpus = append(cpus, cpuallocator.CPUInfo{ID: core*threads + th, Core: core, NUMANode: n, UncoreCache: n})
+			}
+		}
+	}
+	topo, err := cpuallocator.NewTopology(cpus, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	static := cpuallocator.StaticPolicyOptions{FullPCPUsOnly: threads > 1 && rng.IntN(2) == 0, DistributeCPUsAcrossNUMA: rng.IntN(4) == 0}
+	alloc, err := cpuallocator.NewAllocator(topo, static, cpuallocator.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := policy.Options{
+		Reserved:             cpuset.New(0),
+		StrictCPUReservation: rng.IntN(2) == 0,
+		TopologyPolicy:       []policy.TopologyPolicy{policy.TopologyNone, policy.TopologyBestEffort, policy.TopologyRestricted, policy.TopologySingleNUMANode}[rng.IntN(4)],
+		InPlaceResize:        rng.IntN(5) != 0,
+	}
+	if static.FullPCPUsOnly {
+		opts.Reserved = cpuset.New(0, 1)
+	}
+	pol, err := policy.New(alloc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol, fmt.Sprintf("%d NUMA nodes × %d cores × %d threads, %+v, %+v", nodes, cores, threads, static, opts)
+}
