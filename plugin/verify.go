@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"os"
@@ -135,7 +136,12 @@ func (p *Plugin) verify(all bool) {
 	for _, pr := range probes {
 		cpus, err := p.cgroups.cpus(pr.path)
 		if err != nil {
-			p.log.WithError(err).WithField("id", pr.id).Debug("cannot verify container cpuset")
+			// A container's cgroup exists only once it started: not worth a line.
+			if entry := p.log.WithError(err).WithField("id", pr.id); errors.Is(err, os.ErrNotExist) {
+				entry.Trace("cannot verify container cpuset")
+			} else {
+				entry.Debug("cannot verify container cpuset")
+			}
 			continue
 		}
 		actual[pr.id] = cpus
