@@ -13,7 +13,9 @@ func TestRefusalLogIsBounded(t *testing.T) {
 	now := time.Unix(0, 0)
 	l := newRefusalLog()
 	l.now = func() time.Time { return now }
-	key := func(i int) refusalKey { return refusalKey{event: "UpdateContainer", podUID: fmt.Sprint(i), container: "app"} }
+	key := func(i int) refusalKey {
+		return refusalKey{event: "UpdateContainer", podUID: fmt.Sprint(i), container: "app"}
+	}
 	for i := 0; i < maxRefusals; i++ {
 		now = now.Add(time.Millisecond)
 		if !l.first(key(i)) {
