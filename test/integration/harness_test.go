@@ -284,8 +284,7 @@ func (d *nriDriver) UpdatePod(pod policy.Pod, r state.PodResources) error {
 	if sb == nil {
 		return fmt.Errorf("no pod %s", pod.Name)
 	}
-	defer d.settle()
-	return d.rt.UpdatePod(sb, r)
+	return d.unchanged(func() error { return d.rt.UpdatePod(sb, r) })
 }
 
 func (d *nriDriver) ContainerCPUs(pod policy.Pod, name string) (cpuset.CPUSet, bool) {

@@ -226,10 +226,14 @@ func (r *fakeRuntime) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 10*time.Second)
 }
 
-// RunPod starts a pod sandbox.
+// RunPod starts a pod sandbox (with p.Resources as its pod resources, when
+// set).
 func (r *fakeRuntime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
 	pod := &api.PodSandbox{Id: "sandbox-" + p.UID, Name: p.Name, Uid: p.UID, Namespace: p.Namespace,
 		Linux: &api.LinuxPodSandbox{CgroupParent: p.CgroupParent}}
+	if p.Resources != (state.Resources{}) {
+		pod.Linux.PodResources = toNRIResources(p.Resources)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
