@@ -94,7 +94,9 @@ func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhe
 	defer p.mu.Unlock()
 	pp := p.rememberPod(pod)
 	log := p.podLog(pp)
-	log.WithFields(logrus.Fields{"resources": describeNRI(resources), "overhead": describeNRI(overhead)}).Debug("UpdatePodSandbox request")
+	if p.debugging() {
+		log.WithFields(logrus.Fields{"resources": describeNRI(resources), "overhead": describeNRI(overhead)}).Debug("UpdatePodSandbox request")
+	}
 	res := podResourcesFromNRI(overhead, resources)
 	before, _ := p.model.PodResources(pp)
 	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.UpdatePodSandbox(m, pp, res) })
@@ -167,7 +169,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	defer p.mu.Unlock()
 	c := containerFromNRI(p.rememberPod(pod), ctr, p.log)
 	log := p.containerLog(c)
-	log.WithField("resources", describeNRI(ctr.GetLinux().GetResources())).Debug("CreateContainer request")
+	if p.debugging() {
+		log.WithField("resources", describeNRI(ctr.GetLinux().GetResources())).Debug("CreateContainer request")
+	}
 	sharedBefore := p.model.SharedPool()
 	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.CreateContainer(m, c) })
 	if err != nil {
@@ -209,7 +213,9 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	defer p.mu.Unlock()
 	c := containerFromNRI(p.rememberPod(pod), ctr, p.log)
 	log := p.containerLog(c)
-	log.WithFields(logrus.Fields{"current": describeNRI(ctr.GetLinux().GetResources()), "requested": describeNRI(res)}).Debug("UpdateContainer request")
+	if p.debugging() {
+		log.WithFields(logrus.Fields{"current": describeNRI(ctr.GetLinux().GetResources()), "requested": describeNRI(res)}).Debug("UpdateContainer request")
+	}
 	requested := resourcesFromNRI(res)
 	op := policy.RequestedOperation(c, requested)
 	before := p.model.CPUsOf(c.ID)

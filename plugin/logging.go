@@ -142,6 +142,12 @@ func describeNRI(r *api.LinuxResources) string {
 	return strings.Join(parts, " ")
 }
 
+// debugging reports whether debug lines are logged: the raw resources of
+// a request are formatted only then.
+func (p *Plugin) debugging() bool {
+	return p.log.Logger.IsLevelEnabled(logrus.DebugLevel)
+}
+
 // podLog returns the log entry of a pod-level event.
 func (p *Plugin) podLog(pod policy.Pod) *logrus.Entry {
 	return p.log.WithFields(logrus.Fields{"pod": pod.Namespace + "/" + pod.Name, "podUID": pod.UID})
