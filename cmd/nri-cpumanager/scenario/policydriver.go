@@ -81,9 +81,6 @@ func fingerprint(m *policy.Model) string {
 		t := m.Containers[id]
 		fmt.Fprintf(&b, "tracked %s %v %s %v %dm\n", id, t.Exclusive, m.CPUsOf(id), t.Stopped, t.CPULimitMilli)
 	}
-	for _, uid := range slices.Sorted(maps.Keys(m.State.Pods)) {
-		fmt.Fprintf(&b, "pod %s %+v\n", uid, m.State.Pods[uid])
-	}
 	for _, id := range slices.Sorted(maps.Keys(m.Releasing)) {
 		fmt.Fprintf(&b, "releasing %s %s\n", id, m.Releasing[id])
 	}
