@@ -24,6 +24,9 @@ type Allocator struct {
 	// a cache with the original ones.
 	shrinkTree *unitTree
 	mode       pickMode
+	// prefer are the CPUs taken before any other (Preferring); nil when
+	// none are.
+	prefer cpuBits
 }
 
 // NewAllocator validates the options and returns an allocator.
@@ -90,7 +93,8 @@ func (a *Allocator) allocate(avail cpuBits, err error, n int, affinity NodeMask)
 	if err := a.checkSMT(n); err != nil {
 		return cpuset.New(), fmt.Errorf("allocate %d CPUs: %w", n, err)
 	}
-	picked, err := a.place(avail, a.topo.newBits(), n, a.stagesFor(affinity))
+	held := a.topo.newBits()
+	picked, err := a.placePreferred(avail, a.usable(avail, held), held, n, a.stagesFor(affinity))
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("allocate %d CPUs: %w", n, err)
 	}
@@ -169,15 +173,12 @@ func (a *Allocator) usable(avail, held cpuBits) cpuBits {
 	return out
 }
 
-// place picks need CPUs of avail for a container holding held, filling the
-// stages in order (each a superset of the one before, the last one every
-// node). It fails when the options leave fewer than need CPUs usable, or
-// under full-pcpus-only when no choice of whole cores adds up to need.
-func (a *Allocator) place(avail, held cpuBits, need int, stages []NodeMask) (cpuBits, error) {
-	return a.placeUsable(avail, a.usable(avail, held), held, need, stages)
-}
-
-// placeUsable is place for a caller that has computed a.usable(avail, held).
+// placeUsable picks need CPUs of avail for a container holding held,
+// filling the stages in order (each a superset of the one before, the last
+// one every node); usable is a.usable(avail, held). It fails when the
+// options leave fewer than need CPUs usable, or under full-pcpus-only when
+// no choice of whole cores adds up to need. placePreferred wraps it with
+// the preference for some CPUs.
 //
 // In the regular case each stage takes all it can. Under full-pcpus-only
 // with whole cores of different sizes (see wholecores.go) the stages after

@@ -24,6 +24,10 @@ type CPUInfo struct {
 	// UncoreCache identifies the L3 (last level / uncore) cache group the CPU
 	// shares, unique machine-wide. CPUs without an L3 are grouped by socket.
 	UncoreCache int
+	// Isolated is set for a CPU the kernel isolates from the scheduler's
+	// load balancing (isolcpus, devices/system/cpu/isolated). It is a CPU
+	// of the topology like any other; the policy decides what it serves.
+	Isolated bool
 }
 
 // NodeMask is a set of NUMA node ids. Node ids must be below 64.
@@ -57,8 +61,8 @@ var (
 // set of available CPUs, which the caller builds.
 type StaticPolicyOptions struct {
 	// FullPCPUsOnly (full-pcpus-only) allocates whole physical cores
-	// only: a core is its online, non-isolated CPUs, so a core with
-	// offline siblings is a whole core of fewer CPUs. Sizes must be a
+	// only: a core is its online CPUs (isolated ones included), so a core
+	// with offline siblings is a whole core of fewer CPUs. Sizes must be a
 	// multiple of ThreadsPerCore(). A request is refused only when no
 	// choice of whole free cores adds up to it (see wholecores.go).
 	FullPCPUsOnly             bool

@@ -3,7 +3,6 @@ package cpuallocator
 import (
 	"errors"
 	"fmt"
-	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"io/fs"
 	"os"
 	"path"
@@ -14,6 +13,8 @@ import (
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 const (
@@ -24,8 +25,10 @@ const (
 // Discover reads the topology from the sysfs tree rooted at sysfsRoot ("/sys"
 // in production). It reads devices/system/cpu/{online,isolated},
 // cpuN/topology/*, cpuN/cache/index*/*, and devices/system/node/*. Offline
-// and isolated CPUs are excluded. A malformed or missing file gives an error
-// naming the file.
+// CPUs are excluded; isolated ones (isolcpus) are part of the topology,
+// marked CPUInfo.Isolated, as the kubelet counts them: what they serve is
+// the policy's choice. A malformed or missing file gives an error naming
+// the file.
 func Discover(sysfsRoot string) (*Topology, error) {
 	return discover(sysfsReader{fsys: os.DirFS(sysfsRoot), root: sysfsRoot})
 }
@@ -117,25 +120,29 @@ func discover(r sysfsReader) (*Topology, error) {
 			return nil, err
 		}
 	}
-	usable := online.Difference(isolated)
-	if usable.IsEmpty() {
-		return nil, fmt.Errorf("%s: no online CPU that is not isolated", r.name(cpuDir+"/online"))
+	// The kernel lists isolcpus CPUs whether or not they are online.
+	isolated = isolated.Intersection(online)
+	if online.IsEmpty() {
+		return nil, fmt.Errorf("%s: no online CPU", r.name(cpuDir+"/online"))
 	}
-	raws := make([]rawCPU, 0, usable.Size())
-	for _, id := range usable.List() {
+	raws := make([]rawCPU, 0, online.Size())
+	for _, id := range online.List() {
 		raw, err := readCPU(r, id)
 		if err != nil {
 			return nil, err
 		}
 		raws = append(raws, raw)
 	}
-	nodeOf, distances, err := readNodes(r, usable)
+	nodeOf, distances, err := readNodes(r, online)
 	if err != nil {
 		return nil, err
 	}
-	cpus, err := machineWideIDs(r, raws, usable, nodeOf)
+	cpus, err := machineWideIDs(r, raws, online, nodeOf)
 	if err != nil {
 		return nil, err
+	}
+	for i := range cpus {
+		cpus[i].Isolated = isolated.Contains(cpus[i].ID)
 	}
 	return NewTopology(cpus, distances)
 }
@@ -221,9 +228,9 @@ func readL3Key(r sysfsReader, id, pkg int) (string, error) {
 
 var nodeDirName = regexp.MustCompile(`^node([0-9]+)$`)
 
-// readNodes maps every usable CPU to its NUMA node and reads the distance
+// readNodes maps every online CPU to its NUMA node and reads the distance
 // matrix. Without node directories the machine is one node, 0.
-func readNodes(r sysfsReader, usable cpuset.CPUSet) (map[int]int, map[int]map[int]int, error) {
+func readNodes(r sysfsReader, online cpuset.CPUSet) (map[int]int, map[int]map[int]int, error) {
 	entries, err := fs.ReadDir(r.fsys, nodeDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, fmt.Errorf("read %s: %w", r.name(nodeDir), pathless(err))
@@ -238,9 +245,9 @@ func readNodes(r sysfsReader, usable cpuset.CPUSet) (map[int]int, map[int]map[in
 			nodes = append(nodes, n)
 		}
 	}
-	nodeOf := make(map[int]int, usable.Size())
+	nodeOf := make(map[int]int, online.Size())
 	if len(nodes) == 0 {
-		for _, id := range usable.UnsortedList() {
+		for _, id := range online.UnsortedList() {
 			nodeOf[id] = 0
 		}
 		return nodeOf, map[int]map[int]int{0: {0: 10}}, nil
@@ -253,7 +260,7 @@ func readNodes(r sysfsReader, usable cpuset.CPUSet) (map[int]int, map[int]map[in
 		if err != nil {
 			return nil, nil, err
 		}
-		for _, id := range cpus.Intersection(usable).UnsortedList() {
+		for _, id := range cpus.Intersection(online).UnsortedList() {
 			if other, ok := nodeOf[id]; ok {
 				return nil, nil, fmt.Errorf("%s: cpu %d is also in NUMA node %d", r.name(dir+"cpulist"), id, other)
 			}
@@ -276,7 +283,7 @@ func readNodes(r sysfsReader, usable cpuset.CPUSet) (map[int]int, map[int]map[in
 			distances[n][nodes[i]] = d
 		}
 	}
-	for _, id := range usable.List() {
+	for _, id := range online.List() {
 		if _, ok := nodeOf[id]; !ok {
 			return nil, nil, fmt.Errorf("cpu %d is online but in no %s", id, r.name(nodeDir+"/node*/cpulist"))
 		}
@@ -287,7 +294,7 @@ func readNodes(r sysfsReader, usable cpuset.CPUSet) (map[int]int, map[int]map[in
 // machineWideIDs turns per-package core and die ids and cache keys into
 // machine-wide ids, numbered in the order of each group's lowest CPU, and
 // checks that the sibling lists agree with the core ids.
-func machineWideIDs(r sysfsReader, raws []rawCPU, usable cpuset.CPUSet, nodeOf map[int]int) ([]CPUInfo, error) {
+func machineWideIDs(r sysfsReader, raws []rawCPU, online cpuset.CPUSet, nodeOf map[int]int) ([]CPUInfo, error) {
 	type coreKey struct{ pkg, die, core int }
 	type dieKey struct{ pkg, die int }
 	coreIDs, dieIDs, cacheIDs := map[coreKey]int{}, map[dieKey]int{}, map[string]int{}
@@ -322,7 +329,7 @@ func machineWideIDs(r sysfsReader, raws []rawCPU, usable cpuset.CPUSet, nodeOf m
 	}
 	for _, raw := range raws {
 		members := cpuset.New(coreMembers[coreKey{raw.pkg, raw.die, raw.core}]...)
-		if listed := raw.siblings.Intersection(usable); !listed.Equals(members) {
+		if listed := raw.siblings.Intersection(online); !listed.Equals(members) {
 			return nil, fmt.Errorf("%s lists CPUs %s but the CPUs with the same package, die and core_id are %s",
 				r.name(raw.siblingsFile), listed, members)
 		}

@@ -19,10 +19,10 @@ import (
 // was written from.
 func checkDiscovered(t *testing.T, topo *cpuallocator.Topology, m fakesysfs.Machine) {
 	t.Helper()
-	excluded := cpuset.New(m.Offline...).Union(cpuset.New(m.Isolated...))
+	offline := cpuset.New(m.Offline...)
 	var usable []fakesysfs.CPU
 	for _, c := range m.CPUs {
-		if !excluded.Contains(c.ID) {
+		if !offline.Contains(c.ID) {
 			usable = append(usable, c)
 		}
 	}
@@ -32,6 +32,17 @@ func checkDiscovered(t *testing.T, topo *cpuallocator.Topology, m fakesysfs.Mach
 	}
 	if got, want := topo.CPUs(), cpuset.New(ids...); !got.Equals(want) {
 		t.Fatalf("CPUs() = %s, want %s", got, want)
+	}
+	// Isolated CPUs are in the topology, marked; offline ones are not,
+	// even when isolcpus names them.
+	isolated := cpuset.New(m.Isolated...).Difference(offline)
+	if got := topo.Isolated(); !got.Equals(isolated) {
+		t.Errorf("Isolated() = %s, want %s", got, isolated)
+	}
+	for _, c := range usable {
+		if info, _ := topo.CPU(c.ID); info.Isolated != isolated.Contains(c.ID) {
+			t.Errorf("CPU(%d).Isolated = %v, want %v", c.ID, info.Isolated, isolated.Contains(c.ID))
+		}
 	}
 	nodeOf := func(c fakesysfs.CPU) int {
 		if m.Quirks.OmitNodeDirs {
@@ -171,7 +182,9 @@ func TestDiscover(t *testing.T) {
 		{"dies", machine(with(smt2, func(s *fakesysfs.Spec) { s.DiesPerSocket = 3 })), false},
 		{"L3 groups per node", machine(with(smt2, func(s *fakesysfs.Spec) { s.L3PerNUMA = 3 })), false},
 		{"no L3", machine(with(smt2, func(s *fakesysfs.Spec) { s.NoL3 = true })), false},
-		{"offline and isolated CPUs", machine(with(smt2, func(s *fakesysfs.Spec) { s.Offline = []int{1, 7}; s.Isolated = []int{2, 3, 20} })), false},
+		{"offline and isolated CPUs", machine(with(smt2, func(s *fakesysfs.Spec) { s.Offline = []int{1, 7}; s.Isolated = []int{2, 3, 7, 20} })), false},
+		{"isolcpus=2-N", machine(with(smt2, func(s *fakesysfs.Spec) { s.Isolated = seq(2, smt2.NumCPUs()-1) })), true},
+		{"every CPU isolated", machine(with(smt2, func(s *fakesysfs.Spec) { s.Isolated = seq(0, smt2.NumCPUs()-1) })), false},
 		{"no die_id", machine(with(smt2, func(s *fakesysfs.Spec) { s.DiesPerSocket = 1; s.Quirks.OmitDieID = true })), false},
 		{"no cache id", machine(with(smt2, func(s *fakesysfs.Spec) { s.L3PerNUMA = 3; s.Quirks.OmitCacheID = true })), false},
 		{"no node dirs", machine(with(fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4, ThreadsPerCore: 2}, func(s *fakesysfs.Spec) { s.Quirks.OmitNodeDirs = true })), false},
@@ -255,7 +268,7 @@ func TestDiscoverErrors(t *testing.T) {
 		{"online missing", remove(cpu + "/online"), cpu + "/online", ""},
 		{"online malformed", write(cpu+"/online", "0-x"), cpu + "/online", "malformed CPU list"},
 		{"isolated malformed", write(cpu+"/isolated", "zz"), cpu + "/isolated", "malformed CPU list"},
-		{"everything isolated", write(cpu+"/isolated", "0-11"), cpu + "/online", "no online CPU"},
+		{"no online CPU", write(cpu+"/online", ""), cpu + "/online", "no online CPU"},
 		{"package id missing", remove(cpu + "/cpu3/topology/physical_package_id"), cpu + "/cpu3/topology/physical_package_id", ""},
 		{"package id negative", write(cpu+"/cpu3/topology/physical_package_id", "-1"), cpu + "/cpu3/topology/physical_package_id", "negative"},
 		{"core id missing", remove(cpu + "/cpu4/topology/core_id"), cpu + "/cpu4/topology/core_id", ""},

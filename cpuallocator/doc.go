@@ -4,7 +4,9 @@
 // The topology (online CPUs, sockets, dies, NUMA nodes with distances, cores,
 // SMT siblings and L3/uncore cache groups) is discovered from a sysfs tree
 // whose root is a parameter, so that tests run on fixture trees rather than
-// on the host. Offline and isolated CPUs are not part of the model.
+// on the host. Offline CPUs are not part of the model; isolated ones
+// (isolcpus) are, marked as such: an Allocator made with Preferring takes
+// them before any other CPU (isolatedCPUs: exclusive).
 //
 // The Allocator places exclusive CPUs the way the kubelet's static CPU
 // manager policy does, honouring its policy options, and extends it with the
@@ -29,9 +31,8 @@
 //
 // # Whole cores
 //
-// Under full-pcpus-only a core is its online, non-isolated CPUs, taken
-// whole: a core with offline or isolated siblings is a whole core of fewer
-// CPUs. A request is granted whenever some choice of whole free cores adds
+// Under full-pcpus-only a core is its online CPUs, taken whole: a core with
+// offline siblings is a whole core of fewer CPUs. A request is granted whenever some choice of whole free cores adds
 // up to it, which with cores of different sizes is a subset sum that the
 // packed order above solves exactly (wholecores.go), and refused with
 // ErrTopology otherwise.

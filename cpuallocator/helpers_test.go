@@ -106,3 +106,12 @@ func checkResult(t *testing.T, got cpuset.CPUSet, err error, want string, wantEr
 		t.Errorf("got %s, want %s", got, want)
 	}
 }
+
+// seq returns the ints from..to.
+func seq(from, to int) []int {
+	var s []int
+	for i := from; i <= to; i++ {
+		s = append(s, i)
+	}
+	return s
+}

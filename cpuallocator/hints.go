@@ -15,12 +15,14 @@ import (
 // prefer-closest-numa-nodes) smaller total distance, then lower node ids.
 // Masks wider than max-allowable-numa-nodes are not returned. It does not
 // enumerate all 2^N masks: it stops at the narrowest width that fits.
-// An empty result means no affinity can hold the request.
+// An empty result means no affinity can hold the request. With preferred
+// CPUs (Preferring), among hints equal on all of these but the node ids,
+// those whose preferred CPUs hold more of the request come first.
 //
 // Details: CPUs of either set that are not in the topology are ignored, as
 // are CPUs of available that are also in mustKeep. Under full-pcpus-only a
 // free CPU counts only when its whole core is free or must-keep, and with
-// whole cores of different sizes (offline or isolated siblings) a mask
+// whole cores of different sizes (offline siblings) a mask
 // fits only when some of its whole free cores add up to the CPUs missing
 // from mustKeep, the condition Allocate and Grow meet (see wholecores.go).
 // Every returned hint has the narrowest width that fits. The search
@@ -75,6 +77,16 @@ func (a *Allocator) numaHints(avail cpuBits, mustKeep cpuset.CPUSet, n int) []NU
 			}
 		})
 	}
+	// With preferred CPUs, a hint whose preferred CPUs hold more of the
+	// request ranks first among hints equal on every topology measure.
+	prefHeld := map[NodeMask]int{}
+	if a.prefer != nil {
+		prefUsable := a.usable(avail.And(a.prefer), keep)
+		perNode := a.topo.countPerNode(prefUsable)
+		for _, h := range hints {
+			prefHeld[h.Nodes] = min(perNode.sum(h.Nodes), n-keep.Count())
+		}
+	}
 	sort.Slice(hints, func(i, j int) bool {
 		x, y := hints[i], hints[j]
 		if x.Preferred != y.Preferred {
@@ -83,7 +95,13 @@ func (a *Allocator) numaHints(avail cpuBits, mustKeep cpuset.CPUSet, n int) []NU
 		if cx, cy := x.Nodes.Count(), y.Nodes.Count(); cx != cy {
 			return cx < cy
 		}
-		return a.maskLess(x.Nodes, y.Nodes, a.tmOpts.PreferClosestNUMANodes)
+		if c := a.maskOrder(x.Nodes, y.Nodes, a.tmOpts.PreferClosestNUMANodes); c != 0 {
+			return c < 0
+		}
+		if px, py := prefHeld[x.Nodes], prefHeld[y.Nodes]; px != py {
+			return px > py
+		}
+		return x.Nodes.lessByIDs(y.Nodes)
 	})
 	return hints
 }

@@ -1,6 +1,9 @@
 package cpuallocator
 
-import "sort"
+import (
+	"cmp"
+	"sort"
+)
 
 // exactSearchLimit bounds exhaustive enumeration of NUMA node sets: when
 // there are more combinations than this, the search falls back to
@@ -138,17 +141,26 @@ func binomialAtMost(n, k, limit int) bool {
 // fewer sockets first under align-by-socket, then (when closest is set) the
 // smallest total distance between the nodes, then the lowest node ids.
 func (a *Allocator) maskLess(x, y NodeMask, closest bool) bool {
+	if c := a.maskOrder(x, y, closest); c != 0 {
+		return c < 0
+	}
+	return x.lessByIDs(y)
+}
+
+// maskOrder is maskLess without the node ids: -1 when x ranks before y, 1
+// after, 0 when they tie on sockets and distance.
+func (a *Allocator) maskOrder(x, y NodeMask, closest bool) int {
 	if a.opts.AlignBySocket {
 		if sx, sy := a.topo.socketsOf(x), a.topo.socketsOf(y); sx != sy {
-			return sx < sy
+			return cmp.Compare(sx, sy)
 		}
 	}
 	if closest {
 		if dx, dy := a.topo.pairDistance(x), a.topo.pairDistance(y); dx != dy {
-			return dx < dy
+			return cmp.Compare(dx, dy)
 		}
 	}
-	return x.lessByIDs(y)
+	return 0
 }
 
 // widen returns the fewest NUMA nodes outside base whose capacities hold

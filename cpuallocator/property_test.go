@@ -76,6 +76,45 @@ type sim struct {
 	topo       *cpuallocator.Topology
 	reserved   cpuset.CPUSet
 	containers []*container
+	// plain is, when a prefers some CPUs, the same allocator without
+	// preference: a's answers must be as good (comparePlain).
+	plain *cpuallocator.Allocator
+	// wholePreferred is set when the preferred CPUs are whole cores.
+	wholePreferred bool
+}
+
+// comparePlain checks a preferring allocator's answer against the plain
+// one's to the same request: it succeeds whenever the plain one does,
+// spans no more NUMA nodes or sockets, and holds at least as many
+// preferred CPUs (when the preferred CPUs are whole cores or cores are not
+// taken whole: with cores mixing preferred and other threads the whole
+// cores that add up may differ).
+func (s *sim) comparePlain(what string, got cpuset.CPUSet, err error, plain cpuset.CPUSet, plainErr error) {
+	if s.plain == nil || plainErr != nil {
+		return
+	}
+	if err != nil {
+		s.t.Fatalf("%s: %v, although without preference it gives %s", what, err, plain)
+	}
+	if g, p := s.topo.NUMANodesOf(got).Count(), s.topo.NUMANodesOf(plain).Count(); g > p {
+		s.t.Fatalf("%s = %s on %d NUMA nodes, without preference %s on %d", what, got, g, plain, p)
+	}
+	if g, p := s.sockets(got), s.sockets(plain); g > p {
+		s.t.Fatalf("%s = %s on %d sockets, without preference %s on %d", what, got, g, plain, p)
+	}
+	pref := s.a.Preferred()
+	if g, p := got.Intersection(pref).Size(), plain.Intersection(pref).Size(); g < p && (s.wholePreferred || !s.a.Options().FullPCPUsOnly) {
+		s.t.Fatalf("%s = %s holds %d preferred CPUs (%s), without preference %s holds %d", what, got, g, pref, plain, p)
+	}
+}
+
+func (s *sim) sockets(cpus cpuset.CPUSet) int {
+	seen := map[int]bool{}
+	for _, id := range cpus.UnsortedList() {
+		c, _ := s.topo.CPU(id)
+		seen[c.Socket] = true
+	}
+	return len(seen)
 }
 
 func (s *sim) free() cpuset.CPUSet {
@@ -196,6 +235,10 @@ func (s *sim) create() {
 	got, err := s.a.Allocate(free, n, affinity)
 	fromMask, maskErr := s.a.AllocateFrom(s.mask(free), n, affinity)
 	s.sameAnswer(what, got, err, fromMask, maskErr)
+	if s.plain != nil {
+		plain, plainErr := s.plain.Allocate(free, n, affinity)
+		s.comparePlain(what, got, err, plain, plainErr)
+	}
 	usable := s.usable(free, cpuset.New())
 	if err != nil {
 		s.checkRefusal(what, err, n, usable, free)
@@ -278,6 +321,10 @@ func (s *sim) grow(c *container) {
 	got, err := s.a.Grow(free, c.current, n, affinity)
 	fromMask, maskErr := s.a.GrowFrom(s.mask(free), c.current, n, affinity)
 	s.sameAnswer(what, got, err, fromMask, maskErr)
+	if s.plain != nil {
+		plain, plainErr := s.plain.Grow(free, c.current, n, affinity)
+		s.comparePlain(what, got, err, plain, plainErr)
+	}
 	need := n - c.current.Size()
 	usable := s.usable(free, c.current)
 	if err != nil {
@@ -307,6 +354,10 @@ func (s *sim) shrink(c *container) {
 	n := c.original.Size() + step*s.r.Intn(span/step+1)
 	what := fmt.Sprintf("Shrink(%s, %s, %d)", c.current, c.original, n)
 	got, err := s.a.Shrink(c.current, c.original, n)
+	if s.plain != nil {
+		plain, plainErr := s.plain.Shrink(c.current, c.original, n)
+		s.comparePlain(what, got, err, plain, plainErr)
+	}
 	if err != nil {
 		// Cores missing threads can leave no choice of whole cores of the
 		// grown CPUs that adds up to the size.
@@ -391,6 +442,10 @@ func simulate(t *testing.T, r *rand.Rand, m fakesysfs.Machine, opts cpuallocator
 		t.Fatal(err)
 	}
 	s := &sim{t: t, r: r, a: a, topo: topo, reserved: reserved}
+	if r.Intn(2) == 0 {
+		preferred, whole := randomPreferred(r, topo)
+		s.prefer(preferred, whole)
+	}
 	for step := 0; step < 60; step++ {
 		switch op := r.Intn(10); {
 		case op < 4 || len(s.containers) == 0:
@@ -411,4 +466,35 @@ func simulate(t *testing.T, r *rand.Rand, m fakesysfs.Machine, opts cpuallocator
 		}
 		seen = seen.Union(c.current)
 	}
+}
+
+// prefer makes the simulation's allocator prefer preferred, keeping the
+// plain one to compare with.
+func (s *sim) prefer(preferred cpuset.CPUSet, whole bool) {
+	a, err := s.a.Preferring(preferred)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.plain, s.a, s.wholePreferred = s.a, a, whole
+}
+
+// randomPreferred returns preferred CPUs for a simulation: the isolated
+// ones and random whole cores (whole is then true), or random CPUs.
+func randomPreferred(r *rand.Rand, topo *cpuallocator.Topology) (cpuset.CPUSet, bool) {
+	all := topo.CPUs().List()
+	var ids []int
+	if r.Intn(2) == 0 {
+		for _, id := range all {
+			if r.Intn(3) == 0 {
+				ids = append(ids, id)
+			}
+		}
+		return topo.Isolated().Union(cpuset.New(ids...)), false
+	}
+	for _, id := range all {
+		if siblings := topo.CoreSiblings(id); id == siblings.List()[0] && r.Intn(2) == 0 {
+			ids = append(ids, siblings.UnsortedList()...)
+		}
+	}
+	return cpuset.New(ids...), true
 }

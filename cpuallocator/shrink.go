@@ -17,7 +17,8 @@ import (
 // Which of the other CPUs stay is decided by the packed order run over
 // them with the original CPUs as the container's: siblings of original
 // CPUs first, then CPUs sharing their uncore cache, NUMA node and socket,
-// then the most compact rest.
+// then the most compact rest. With preferred CPUs (Preferring) the
+// preferred ones are kept first where the topology allows (prefer.go).
 func (a *Allocator) Shrink(current, original cpuset.CPUSet, n int) (cpuset.CPUSet, error) {
 	fail := func(err error) (cpuset.CPUSet, error) {
 		return cpuset.New(), fmt.Errorf("shrink %s to %d CPUs keeping %s: %w", current, n, original, err)
@@ -43,10 +44,12 @@ func (a *Allocator) Shrink(current, original cpuset.CPUSet, n int) (cpuset.CPUSe
 		return current.Clone(), nil
 	}
 	orig, _ := a.topo.bitsOf(original)
-	p := newPicker(a.shrinkTree, a.usable(cur.AndNot(orig), orig), orig, a.mode)
+	cands := a.usable(cur.AndNot(orig), orig)
+	p := newPicker(a.shrinkTree, cands, orig, a.mode)
 	keep := n - original.Size()
 	if got := p.take(keep); got < keep {
 		return fail(fmt.Errorf("cannot keep %d more CPUs of %s as whole cores (%s): %w", keep, current.Difference(original), optFullPCPUsOnly, ErrTopology))
 	}
-	return original.Union(cpuset.New(p.taken...)), nil
+	kept := a.keepPreferred(p.takenBits(len(cur)), cands, orig, keep)
+	return original.Union(kept.CPUSet()), nil
 }

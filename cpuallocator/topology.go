@@ -14,13 +14,15 @@ import (
 // Topology is the CPU topology of a machine. It is immutable once built and
 // safe for concurrent use.
 type Topology struct {
-	// cpus are the online, non-isolated CPUs ordered by id.
+	// cpus are the online CPUs ordered by id.
 	cpus []CPUInfo
 	// index maps a CPU id to its position in cpus, -1 when absent.
 	index []int32
 	// nodeOf maps a CPU id to its NUMA node (meaningless when absent).
 	nodeOf []int8
 	all    cpuset.CPUSet
+	// isolated are the CPUs of all marked Isolated.
+	isolated cpuset.CPUSet
 	// allBits is all as a bitmap; every cpuBits of this topology has its
 	// length.
 	allBits  cpuBits
@@ -66,6 +68,7 @@ func NewTopology(cpus []CPUInfo, distances map[int]map[int]int) (*Topology, erro
 	coreOf := map[int]CPUInfo{}
 	nodeIDs := map[int][]int{}
 	socketSet := map[int]bool{}
+	var isolated []int
 	for i, c := range t.cpus {
 		if t.index[c.ID] >= 0 {
 			return nil, fmt.Errorf("cpu %d is described twice", c.ID)
@@ -84,6 +87,9 @@ func NewTopology(cpus []CPUInfo, distances map[int]map[int]int) (*Topology, erro
 		t.index[c.ID] = int32(i)
 		t.nodeOf[c.ID] = int8(c.NUMANode)
 		t.allBits.Add(c.ID)
+		if c.Isolated {
+			isolated = append(isolated, c.ID)
+		}
 		t.coreCPUs[c.Core] = append(t.coreCPUs[c.Core], c.ID)
 		nodeIDs[c.NUMANode] = append(nodeIDs[c.NUMANode], c.ID)
 		if _, ok := t.nodeSocket[c.NUMANode]; !ok {
@@ -95,6 +101,7 @@ func NewTopology(cpus []CPUInfo, distances map[int]map[int]int) (*Topology, erro
 		}
 	}
 	t.all = cpuset.New(t.allBits.IDs()...)
+	t.isolated = cpuset.New(isolated...)
 	for node, ids := range nodeIDs {
 		t.nodes = append(t.nodes, node)
 		t.nodeCPUs[node] = cpuset.New(ids...)
@@ -129,8 +136,11 @@ func NewTopology(cpus []CPUInfo, distances map[int]map[int]int) (*Topology, erro
 	return t, nil
 }
 
-// CPUs returns the online, non-isolated CPUs.
+// CPUs returns the online CPUs, isolated ones included.
 func (t *Topology) CPUs() cpuset.CPUSet { return t.all }
+
+// Isolated returns the online CPUs the kernel isolates (isolcpus).
+func (t *Topology) Isolated() cpuset.CPUSet { return t.isolated }
 
 // CPU returns the description of one CPU.
 func (t *Topology) CPU(id int) (CPUInfo, bool) {
@@ -222,6 +232,11 @@ func (t *Topology) String() string {
 	for _, u := range caches {
 		fmt.Fprintf(&b, "uncore cache %d: CPUs %s\n", u, cpuset.New(cacheCPUs[u]...))
 	}
+	isolated := "none"
+	if !t.isolated.IsEmpty() {
+		isolated = t.isolated.String()
+	}
+	fmt.Fprintf(&b, "isolated CPUs (isolcpus): %s\n", isolated)
 	return b.String()
 }
 

@@ -40,8 +40,7 @@ type unitTree struct {
 	coreOf []int32
 	// threads is the SMT level: the size of a core with every thread.
 	threads int
-	// complete is set when no core misses a thread (offline or isolated
-	// siblings).
+	// complete is set when no core misses a thread (offline siblings).
 	complete bool
 }
 

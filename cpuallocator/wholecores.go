@@ -9,10 +9,10 @@ import (
 //
 // full-pcpus-only allocates physical cores, never single threads: a CPU is
 // taken together with all its online siblings that the container does not
-// hold yet. A core is what the CPU topology says it is, its online,
-// non-isolated CPUs (the kubelet also builds its topology from the online
-// CPUs only): a core whose siblings are offline or isolated is a whole
-// core of fewer CPUs, taken as a unit like any other. A request must still
+// hold yet. A core is what the CPU topology says it is, its online CPUs,
+// isolated ones included (the kubelet also builds its topology from the
+// online CPUs): a core whose siblings are offline is a whole core of fewer
+// CPUs, taken as a unit like any other. A request must still
 // be a multiple of the SMT level, the most online threads of any core
 // (ErrSMTAlignment otherwise). The kubelet's CPUsPerCore divides the
 // online CPUs by the cores instead, rounding down: on an SMT-2 machine one
