@@ -30,6 +30,10 @@ type Config struct {
 	// ReservedCPUCount is a number of CPUs to reserve, placed by topology
 	// (reservedCPUCount). Zero when ReservedSystemCPUs is used instead.
 	ReservedCPUCount int
+	// IsolatedCPUs says what the CPUs the kernel isolates (isolcpus) serve
+	// (isolatedCPUs): like any other CPU (shared, the kubelet's way), or
+	// exclusive containers only, taken before any other CPU (exclusive).
+	IsolatedCPUs IsolatedCPUs
 	// CPUManagerPolicyOptions are the static policy options
 	// (cpuManagerPolicyOptions).
 	CPUManagerPolicyOptions StaticPolicyOptions
@@ -82,6 +86,19 @@ type TopologyOptions struct {
 	MaxAllowableNUMANodes int
 }
 
+// IsolatedCPUs is what isolated CPUs serve: shared or exclusive.
+type IsolatedCPUs string
+
+// The isolatedCPUs modes.
+const (
+	// IsolatedCPUsShared treats isolated CPUs like any other: in the shared
+	// pool when not exclusive, as the kubelet does.
+	IsolatedCPUsShared IsolatedCPUs = "shared"
+	// IsolatedCPUsExclusive keeps isolated CPUs out of the shared pool and
+	// gives them to exclusive containers before any other CPU.
+	IsolatedCPUsExclusive IsolatedCPUs = "exclusive"
+)
+
 // TopologyManagerPolicy is a topology manager policy name.
 type TopologyManagerPolicy string
 
@@ -113,6 +130,7 @@ func Default() *Config {
 		SysfsRoot:             "/sys",
 		CgroupfsRoot:          "/sys/fs/cgroup",
 		ReservedSystemCPUs:    cpuset.New(0),
+		IsolatedCPUs:          IsolatedCPUsShared,
 		TopologyManagerPolicy: TopologyPolicyNone,
 		TopologyManagerPolicyOptions: TopologyOptions{
 			MaxAllowableNUMANodes: DefaultMaxAllowableNUMANodes,

@@ -41,6 +41,7 @@ var keyRules = []keyRule{
 	{"cgroupfsRoot", applyAtRestart, func(c *Config) string { return c.CgroupfsRoot }},
 	{"reservedSystemCPUs", applyWithoutExclusive, func(c *Config) string { return c.ReservedSystemCPUs.String() }},
 	{"reservedCPUCount", applyWithoutExclusive, func(c *Config) string { return strconv.Itoa(c.ReservedCPUCount) }},
+	{"isolatedCPUs", applyWithoutExclusive, func(c *Config) string { return string(c.IsolatedCPUs) }},
 	{"cpuManagerPolicyOptions", applyWithoutExclusive, func(c *Config) string {
 		return canonicalOptions(c.CPUManagerPolicyOptions.asMap())
 	}},
@@ -71,7 +72,7 @@ type Changes struct {
 	// once; inPlaceResize and alignMemory affect only later decisions.
 	Live []string
 	// WithoutExclusive keys (reservedSystemCPUs, reservedCPUCount,
-	// cpuManagerPolicyOptions, topologyManagerPolicy,
+	// isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy,
 	// topologyManagerPolicyOptions) can be applied only while no exclusive
 	// container holds CPUs.
 	WithoutExclusive []string

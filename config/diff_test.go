@@ -23,6 +23,7 @@ func TestDiffClassifiesEveryKey(t *testing.T) {
 		{"cgroupfsRoot", func(c *Config) { c.CgroupfsRoot = "/cg" }, Changes{Restart: []string{"cgroupfsRoot"}}},
 		{"reservedSystemCPUs", func(c *Config) { c.ReservedSystemCPUs = cpuset.New(0, 1) }, Changes{WithoutExclusive: []string{"reservedSystemCPUs"}}},
 		{"reservedCPUCount", func(c *Config) { c.ReservedCPUCount = 2 }, Changes{WithoutExclusive: []string{"reservedCPUCount"}}},
+		{"isolatedCPUs", func(c *Config) { c.IsolatedCPUs = IsolatedCPUsExclusive }, Changes{WithoutExclusive: []string{"isolatedCPUs"}}},
 		{"cpuManagerPolicyOptions", func(c *Config) { c.CPUManagerPolicyOptions.StrictCPUReservation = true }, Changes{WithoutExclusive: []string{"cpuManagerPolicyOptions"}}},
 		{"topologyManagerPolicy", func(c *Config) { c.TopologyManagerPolicy = TopologyPolicyRestricted }, Changes{WithoutExclusive: []string{"topologyManagerPolicy"}}},
 		{"topologyManagerPolicyOptions", func(c *Config) { c.TopologyManagerPolicyOptions.MaxAllowableNUMANodes = 2 }, Changes{WithoutExclusive: []string{"topologyManagerPolicyOptions"}}},

@@ -40,6 +40,7 @@ func TestDefaultValues(t *testing.T) {
 		"cgroupfsRoot":                 "/sys/fs/cgroup",
 		"reservedSystemCPUs":           "0",
 		"reservedCPUCount":             "0",
+		"isolatedCPUs":                 "shared",
 		"cpuManagerPolicyOptions":      "align-by-socket=false;distribute-cpus-across-cores=false;distribute-cpus-across-numa=false;full-pcpus-only=false;prefer-align-cpus-by-uncorecache=false;strict-cpu-reservation=false;",
 		"topologyManagerPolicy":        "none",
 		"topologyManagerPolicyOptions": "max-allowable-numa-nodes=8;prefer-closest-numa-nodes=false;",
@@ -115,6 +116,8 @@ func TestParseValidValues(t *testing.T) {
 		{"empty option map", "cpuManagerPolicyOptions: {}", func(c *Config) bool {
 			return c.CPUManagerPolicyOptions == StaticPolicyOptions{}
 		}},
+		{"isolated CPUs exclusive", "isolatedCPUs: exclusive", func(c *Config) bool { return c.IsolatedCPUs == IsolatedCPUsExclusive }},
+		{"isolated CPUs shared", "isolatedCPUs: shared", func(c *Config) bool { return c.IsolatedCPUs == IsolatedCPUsShared }},
 		{"policy best-effort", "topologyManagerPolicy: best-effort", func(c *Config) bool { return c.TopologyManagerPolicy == TopologyPolicyBestEffort }},
 		{"policy restricted", "topologyManagerPolicy: restricted", func(c *Config) bool { return c.TopologyManagerPolicy == TopologyPolicyRestricted }},
 		{"policy single-numa-node", "topologyManagerPolicy: single-numa-node", func(c *Config) bool {
@@ -189,6 +192,8 @@ func TestParseValidationMessages(t *testing.T) {
 			`reservedSystemCPUs and reservedCPUCount are both set ("0-1" and 2): remove reservedCPUCount to reserve exactly CPUs 0-1, or remove reservedSystemCPUs to reserve 2 CPUs placed by topology`}},
 		{"default list written out and count", "reservedSystemCPUs: \"0\"\nreservedCPUCount: 1", []string{
 			`reservedSystemCPUs and reservedCPUCount are both set ("0" and 1): remove reservedCPUCount to reserve exactly CPUs 0, or remove reservedSystemCPUs to reserve 1 CPUs placed by topology`}},
+		{"bad isolated CPUs mode", `isolatedCPUs: dedicated`, []string{`isolatedCPUs: "dedicated" is not one of shared, exclusive`}},
+		{"isolated CPUs mode as a boolean", `isolatedCPUs: true`, []string{`isolatedCPUs: "true" is not one of shared, exclusive`}},
 		{"unknown static option", `cpuManagerPolicyOptions: {full-pcpu-only: "true"}`, []string{
 			`cpuManagerPolicyOptions: "full-pcpu-only" is not one of full-pcpus-only, distribute-cpus-across-numa, align-by-socket, distribute-cpus-across-cores, strict-cpu-reservation, prefer-align-cpus-by-uncorecache`}},
 		{"non-boolean static option", `cpuManagerPolicyOptions: {full-pcpus-only: "maybe"}`, []string{
@@ -245,10 +250,10 @@ func TestParseRejectsUnknownKeys(t *testing.T) {
 		{"wrong case", `reservedSystemCpus: "1"`, []string{`unknown key "reservedSystemCpus" (did you mean "reservedSystemCPUs"?)`}},
 		{"typo", `logLvel: debug`, []string{`unknown key "logLvel" (did you mean "logLevel"?)`}},
 		{"kubelet key this plugin has no use for", `cpuManagerPolicy: static`, []string{
-			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`}},
+			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`}},
 		{"every unknown key reported", "zz: 1\nlogLevel: debug\naa: 2", []string{
-			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`,
-			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`,
+			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`,
+			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`,
 		}},
 	}
 	for _, tt := range tests {

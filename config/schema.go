@@ -22,6 +22,7 @@ type file struct {
 	// default "0" unless reservedCPUCount is set) from "" (no CPUs).
 	ReservedSystemCPUs           *string           `json:"reservedSystemCPUs"`
 	ReservedCPUCount             int               `json:"reservedCPUCount"`
+	IsolatedCPUs                 string            `json:"isolatedCPUs"`
 	CPUManagerPolicyOptions      map[string]string `json:"cpuManagerPolicyOptions"`
 	TopologyManagerPolicy        string            `json:"topologyManagerPolicy"`
 	TopologyManagerPolicyOptions map[string]string `json:"topologyManagerPolicyOptions"`
@@ -55,6 +56,7 @@ func toFile(c *Config) *file {
 		CgroupfsRoot:                 c.CgroupfsRoot,
 		ReservedSystemCPUs:           &reserved,
 		ReservedCPUCount:             c.ReservedCPUCount,
+		IsolatedCPUs:                 string(c.IsolatedCPUs),
 		CPUManagerPolicyOptions:      c.CPUManagerPolicyOptions.asMap(),
 		TopologyManagerPolicy:        string(c.TopologyManagerPolicy),
 		TopologyManagerPolicyOptions: c.TopologyManagerPolicyOptions.asMap(),
@@ -98,6 +100,8 @@ func (f *file) build() (*Config, error) {
 	check("reservedSystemCPUs", err)
 	c.ReservedCPUCount, err = parseCPUCount(f.ReservedCPUCount)
 	check("reservedCPUCount", err)
+	c.IsolatedCPUs, err = parseIsolatedCPUs(f.IsolatedCPUs)
+	check("isolatedCPUs", err)
 	c.TopologyManagerPolicy, err = parseTopologyPolicy(f.TopologyManagerPolicy)
 	check("topologyManagerPolicy", err)
 	c.MetricsAddress, err = parseMetricsAddress(f.MetricsAddress)

@@ -67,6 +67,15 @@ func parseCPUCount(n int) (int, error) {
 	return n, nil
 }
 
+// parseIsolatedCPUs accepts shared or exclusive.
+func parseIsolatedCPUs(s string) (IsolatedCPUs, error) {
+	switch m := IsolatedCPUs(s); m {
+	case IsolatedCPUsShared, IsolatedCPUsExclusive:
+		return m, nil
+	}
+	return "", notOneOf(s, []string{string(IsolatedCPUsShared), string(IsolatedCPUsExclusive)})
+}
+
 var topologyPolicies = []TopologyManagerPolicy{
 	TopologyPolicyNone, TopologyPolicyBestEffort, TopologyPolicyRestricted, TopologyPolicySingleNUMANode,
 }

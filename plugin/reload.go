@@ -11,13 +11,13 @@ import (
 type ErrExclusiveContainers struct{ Count int }
 
 func (e *ErrExclusiveContainers) Error() string {
-	return fmt.Sprintf("%d containers hold exclusive CPUs; reserved CPUs, CPU manager and topology manager options can only change while none does", e.Count)
+	return fmt.Sprintf("%d containers hold exclusive CPUs; reserved CPUs, isolatedCPUs, CPU manager and topology manager options can only change while none does", e.Count)
 }
 
 // Reconfigure switches to a policy built from a reloaded configuration.
 // onlyWithoutExclusive says that the change touches settings that are safe
 // to change only while no container holds exclusive CPUs (reserved CPUs,
-// static policy options, topology manager policy): it is then refused with
+// isolatedCPUs, static policy options, topology manager policy): it is then refused with
 // *ErrExclusiveContainers if any does. The shared pool is recomputed and
 // the shared containers follow it.
 func (p *Plugin) Reconfigure(pol *policy.Policy, onlyWithoutExclusive bool) error {

@@ -89,8 +89,8 @@ func (p *Policy) allocateNew(m *Model, display string, n int) (cpuset.CPUSet, er
 			display, n, p.topo.ThreadsPerCore())
 	}
 	pl := placement{keep: cpuset.New(), n: n}
-	free, unavailable := p.availability(m)
-	cpus, err := p.place(pl, free, unavailable)
+	free, poolLeft := p.availability(m)
+	cpus, err := p.place(pl, free, poolLeft)
 	if err == nil {
 		return cpus, nil
 	}

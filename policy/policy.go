@@ -30,6 +30,12 @@ type Options struct {
 	// StrictCPUReservation (strict-cpu-reservation) also keeps the reserved
 	// CPUs out of the shared pool.
 	StrictCPUReservation bool
+	// IsolatedExclusive (isolatedCPUs: exclusive) keeps the isolated CPUs
+	// (isolcpus) for exclusive containers: they are never in the shared
+	// pool, and placements take them before any other CPU (the allocator
+	// prefers them, see cpuallocator.Allocator.Preferring). Otherwise
+	// isolated CPUs are like any other, as for the kubelet.
+	IsolatedExclusive bool
 	// TopologyPolicy is the topology manager policy ("" means none).
 	TopologyPolicy TopologyPolicy
 	// InPlaceResize allows changing the CPU count of exclusive containers.
@@ -47,12 +53,17 @@ type Policy struct {
 	opts  Options
 	// allocatable are the CPUs that may ever be exclusive: online minus
 	// reserved. poolBase is what the shared pool is without exclusive
-	// containers: online, minus reserved under strict-cpu-reservation.
+	// containers: online, minus reserved under strict-cpu-reservation,
+	// minus isolated under isolatedCPUs: exclusive.
 	allocatable, poolBase cpuset.CPUSet
 	// allocatableMask and poolBaseMask are allocatable and poolBase as
 	// bitmaps.
 	allocatableMask cpumask.Mask
 	poolBaseMask    cpumask.Mask
+	// beyondPool is set when some allocatable CPUs are never in the shared
+	// pool (isolated ones under isolatedCPUs: exclusive): which of them are
+	// exclusive cannot be read off the pool (see taken).
+	beyondPool bool
 }
 
 // New validates the options against the allocator's topology.
@@ -68,20 +79,41 @@ func New(alloc *cpuallocator.Allocator, opts Options) (*Policy, error) {
 	default:
 		return nil, fmt.Errorf("policy: unknown topology manager policy %q (want none, best-effort, restricted or single-numa-node)", opts.TopologyPolicy)
 	}
-	online := alloc.Topology().CPUs()
+	topo := alloc.Topology()
+	online, isolated := topo.CPUs(), topo.Isolated()
 	if !opts.Reserved.IsSubsetOf(online) {
 		return nil, fmt.Errorf("policy: reserved CPUs %s are not all online (online: %s)", opts.Reserved, online)
 	}
 	if online.Difference(opts.Reserved).IsEmpty() {
 		return nil, fmt.Errorf("policy: reserved CPUs %s leave no CPU for exclusive allocation", opts.Reserved)
 	}
-	pol := &Policy{alloc: alloc, topo: alloc.Topology(), opts: opts, allocatable: online.Difference(opts.Reserved), poolBase: online}
+	pol := &Policy{alloc: alloc, topo: topo, opts: opts, allocatable: online.Difference(opts.Reserved), poolBase: online}
 	if opts.StrictCPUReservation {
 		pol.poolBase = pol.allocatable
+	}
+	if opts.IsolatedExclusive {
+		pol.poolBase = pol.poolBase.Difference(isolated)
+		pol.beyondPool = !pol.allocatable.Difference(pol.poolBase).IsEmpty()
+		var err error
+		if pol.alloc, err = alloc.Preferring(isolated); err != nil {
+			return nil, fmt.Errorf("policy: %w", err)
+		}
+	}
+	if pol.poolBase.IsEmpty() {
+		return nil, fmt.Errorf("policy: no CPU is left for the shared pool: %s", pol.poolBaseWhy(online, isolated))
 	}
 	pol.allocatableMask, _ = cpumask.Of(pol.allocatable) // online CPUs: no negative id
 	pol.poolBaseMask, _ = cpumask.Of(pol.poolBase)
 	return pol, nil
+}
+
+// poolBaseWhy explains an empty pool base.
+func (p *Policy) poolBaseWhy(online, isolated cpuset.CPUSet) string {
+	if !p.opts.StrictCPUReservation {
+		return fmt.Sprintf("isolatedCPUs: exclusive keeps the isolated CPUs %s out of it and every online CPU (%s) is isolated", isolated, online)
+	}
+	return fmt.Sprintf("isolatedCPUs: exclusive keeps the isolated CPUs %s out of it and strict-cpu-reservation the reserved CPUs %s, which leaves none of the online CPUs %s",
+		isolated, p.opts.Reserved, online)
 }
 
 // Options returns the policy's options.
@@ -104,11 +136,16 @@ func (p *Policy) poolWithout(exclusive cpuset.CPUSet) cpuset.CPUSet {
 // takeFromPool and returnToPool keep the checkpointed shared pool in step
 // with a change of one assignment (exclusive CPUs are never reserved, so
 // under strict-cpu-reservation too the pool is exactly what they leave).
+// Released CPUs outside the pool base (isolated ones under isolatedCPUs:
+// exclusive) do not join the pool.
 func (p *Policy) takeFromPool(m *Model, cpus cpuset.CPUSet) {
 	m.State.SetDefaultCPUSet(m.State.DefaultCPUSet().Difference(cpus))
 }
 
 func (p *Policy) returnToPool(m *Model, cpus cpuset.CPUSet) {
+	if p.beyondPool {
+		cpus = cpus.Intersection(p.poolBase)
+	}
 	m.State.SetDefaultCPUSet(m.State.DefaultCPUSet().Union(cpus))
 }
 
@@ -119,30 +156,49 @@ func (p *Policy) recomputePool(m *Model) {
 }
 
 // availability returns the CPUs that may be handed out exclusively now, and
-// how many CPUs stay out of the shared pool: the exclusive ones and those
-// whose release is not confirmed. It works on bitmaps: a decision builds no
-// set of the free CPUs, which on a big machine are hundreds.
-func (p *Policy) availability(m *Model) (free cpumask.Mask, unavailable int) {
-	taken, unavailable := p.taken(m)
-	return p.allocatableMask.AndNot(taken), unavailable
+// how many CPUs the shared pool has left: those of the pool base that are
+// neither exclusive nor being released. It works on bitmaps: a decision
+// builds no set of the free CPUs, which on a big machine are hundreds.
+func (p *Policy) availability(m *Model) (free cpumask.Mask, poolLeft int) {
+	taken, poolLeft := p.taken(m)
+	return p.allocatableMask.AndNot(taken), poolLeft
 }
 
 // taken marks the CPUs that may not be handed out exclusively in m besides
 // the reserved ones: the exclusive ones, those whose release is not
-// confirmed and those lent; unavailable counts the first two. The
-// exclusive CPUs are those of poolBase outside the checkpointed pool: every
-// decision keeps the pool so (takeFromPool, returnToPool, recomputePool;
-// CheckInvariants checks it), and reading one set is much cheaper than
-// reading every assignment.
-func (p *Policy) taken(m *Model) (taken cpumask.Mask, unavailable int) {
+// confirmed and those lent; poolLeft counts the CPUs of the pool base
+// outside the first two. The exclusive CPUs of the pool base are those
+// outside the checkpointed pool: every decision keeps the pool so
+// (takeFromPool, returnToPool, recomputePool; CheckInvariants checks it),
+// and reading one set is much cheaper than reading every assignment. Only
+// when some allocatable CPUs are never in the pool (isolatedCPUs:
+// exclusive) are the assignments read too.
+func (p *Policy) taken(m *Model) (taken cpumask.Mask, poolLeft int) {
 	pool, _ := cpumask.Of(m.State.DefaultCPUSet()) // a negative id is no CPU: nothing to take
 	taken = p.poolBaseMask.AndNot(pool)
+	if p.beyondPool {
+		for _, a := range m.State.Assignments() {
+			taken.AddSet(a.Original)
+			taken.AddSet(a.Resized)
+		}
+	}
 	for _, cpus := range m.Releasing {
 		taken.AddSet(cpus)
 	}
-	unavailable = taken.Count()
+	poolLeft = p.poolBaseMask.AndNot(taken).Count()
 	taken.AddSet(m.Lending)
-	return taken, unavailable
+	return taken, poolLeft
+}
+
+// inPoolBase counts the CPUs of cpus that belong to the pool base.
+func (p *Policy) inPoolBase(cpus cpuset.CPUSet) int {
+	n := 0
+	for _, cpu := range cpus.UnsortedList() {
+		if p.poolBaseMask.Has(cpu) {
+			n++
+		}
+	}
+	return n
 }
 
 // Free returns the CPUs that may be handed out exclusively in m.
@@ -203,11 +259,10 @@ type placement struct {
 }
 
 // place finds the CPUs of a placement among free, honouring the topology
-// manager policy and leaving the shared pool non-empty. unavailable counts
-// the CPUs that stay out of the shared pool besides the placement's: the
-// exclusive CPUs of every other container and those whose release is not
-// confirmed (disjoint sets, none of them reserved).
-func (p *Policy) place(pl placement, free cpumask.Mask, unavailable int) (cpuset.CPUSet, error) {
+// manager policy and leaving the shared pool non-empty. poolLeft counts
+// the CPUs the shared pool has before the placement (availability: the
+// placement's kept CPUs are already out of it).
+func (p *Policy) place(pl placement, free cpumask.Mask, poolLeft int) (cpuset.CPUSet, error) {
 	if have := free.Count() + pl.keep.Size(); have < pl.n {
 		return cpuset.New(), fmt.Errorf("need %d more CPUs, %d free: %w", pl.n-pl.keep.Size(), free.Count(), cpuallocator.ErrNotEnoughCPUs)
 	}
@@ -224,8 +279,8 @@ func (p *Policy) place(pl placement, free cpumask.Mask, unavailable int) (cpuset
 	if err != nil {
 		return cpuset.New(), err
 	}
-	if p.poolBase.Size()-unavailable-cpus.Size() <= 0 {
-		return cpuset.New(), fmt.Errorf("taking %s would leave the shared pool empty", cpus.Difference(pl.keep))
+	if added := cpus.Difference(pl.keep); poolLeft-p.inPoolBase(added) <= 0 {
+		return cpuset.New(), fmt.Errorf("taking %s would leave the shared pool empty", added)
 	}
 	return cpus, nil
 }
@@ -274,7 +329,7 @@ func (p *Policy) keeping(pl placement) string {
 // can never fit on this node as configured.
 func (p *Policy) verdictFor(pl placement) Verdict {
 	keep, _ := cpumask.Of(pl.keep) // assigned CPUs: no negative id
-	if _, err := p.place(pl, p.allocatableMask.AndNot(keep), 0); err != nil {
+	if _, err := p.place(pl, p.allocatableMask.AndNot(keep), p.poolBase.Size()-p.inPoolBase(pl.keep)); err != nil {
 		return Infeasible
 	}
 	return Deferred

@@ -29,6 +29,15 @@ func randomNode(t *testing.T, rng *rand.Rand) (*policy.Policy, string) {
 	if spec.CoresPerNUMA%spec.L3PerNUMA != 0 {
 		spec.L3PerNUMA = 1
 	}
+	// Some machines isolate CPUs (isolcpus), never the highest one, so
+	// that the shared pool keeps a CPU under isolatedCPUs: exclusive.
+	if total := spec.NumCPUs(); rng.IntN(2) == 0 {
+		for id := 0; id < total-1; id++ {
+			if rng.IntN(2) == 0 {
+				spec.Isolated = append(spec.Isolated, id)
+			}
+		}
+	}
 	dir := t.TempDir()
 	if err := fakesysfs.Generate(dir, spec); err != nil {
 		t.Fatal(err)
@@ -53,9 +62,10 @@ func randomNode(t *testing.T, rng *rand.Rand) (*policy.Policy, string) {
 	}
 	keys := map[string]any{
 		"sysfsRoot":               dir,
-		"reservedCPUCount":        1 + rng.IntN(2),
+		"reservedCPUCount":        1 + rng.IntN(min(2, spec.NumCPUs()-1)),
 		"cpuManagerPolicyOptions": options,
 		"topologyManagerPolicy":   []string{"none", "best-effort", "restricted", "single-numa-node"}[rng.IntN(4)],
+		"isolatedCPUs":            []string{"shared", "exclusive"}[rng.IntN(2)],
 		"topologyManagerPolicyOptions": map[string]string{
 			"prefer-closest-numa-nodes": fmt.Sprint(rng.IntN(2) == 0),
 		},

@@ -119,8 +119,8 @@ func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignmen
 func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment, n int) (Decision, error) {
 	assigned := a.Assigned()
 	pl := placement{keep: assigned, n: n}
-	free, unavailable := p.availability(m)
-	cpus, err := p.place(pl, free, unavailable-assigned.Size())
+	free, poolLeft := p.availability(m)
+	cpus, err := p.place(pl, free, poolLeft)
 	if err != nil {
 		return Decision{}, refuse(p.verdictFor(pl), ReasonResizeAllocateCPUs,
 			"cannot grow container %s from %d to %d exclusive CPUs keeping %s (free: %s): %v",

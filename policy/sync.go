@@ -233,8 +233,8 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 	if n < assigned.Size() {
 		cpus, err = p.alloc.Shrink(assigned, a.Original, n)
 	} else {
-		free, unavailable := p.availability(m)
-		cpus, err = p.place(placement{keep: assigned, n: n}, free, unavailable-assigned.Size())
+		free, poolLeft := p.availability(m)
+		cpus, err = p.place(placement{keep: assigned, n: n}, free, poolLeft)
 	}
 	if err != nil {
 		return keep(err.Error())

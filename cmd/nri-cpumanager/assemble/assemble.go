@@ -45,6 +45,7 @@ func Policy(cfg *config.Config, topo *cpuallocator.Topology) (*policy.Policy, er
 	pol, err := policy.New(alloc, policy.Options{
 		Reserved:             reserved,
 		StrictCPUReservation: cfg.CPUManagerPolicyOptions.StrictCPUReservation,
+		IsolatedExclusive:    cfg.IsolatedCPUs == config.IsolatedCPUsExclusive,
 		TopologyPolicy:       policy.TopologyPolicy(cfg.TopologyManagerPolicy),
 		InPlaceResize:        cfg.InPlaceResize,
 		AlignMemory:          cfg.AlignMemory,

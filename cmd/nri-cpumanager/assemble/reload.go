@@ -12,9 +12,9 @@ import (
 
 // Reloader applies a changed configuration file to the running plugin, as
 // far as it is safe: the log level at once; inPlaceResize and alignMemory
-// at once (they affect later decisions only); reserved CPUs, static policy
-// options and the topology manager policy only while no container holds
-// exclusive CPUs; everything else at the next restart. A change that cannot
+// at once (they affect later decisions only); reserved CPUs, isolatedCPUs,
+// static policy options and the topology manager policy only while no
+// container holds exclusive CPUs; everything else at the next restart. A change that cannot
 // be applied is logged and not retried until the file changes again.
 type Reloader struct {
 	log     *logrus.Logger
@@ -46,6 +46,7 @@ func (r *Reloader) Apply(next *config.Config) {
 	live.InPlaceResize, live.AlignMemory = next.InPlaceResize, next.AlignMemory
 	full := live
 	full.ReservedSystemCPUs, full.ReservedCPUCount = next.ReservedSystemCPUs, next.ReservedCPUCount
+	full.IsolatedCPUs = next.IsolatedCPUs
 	full.CPUManagerPolicyOptions = next.CPUManagerPolicyOptions
 	full.TopologyManagerPolicy = next.TopologyManagerPolicy
 	full.TopologyManagerPolicyOptions = next.TopologyManagerPolicyOptions

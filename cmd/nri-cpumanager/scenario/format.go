@@ -34,6 +34,9 @@ type Topology struct {
 	ThreadsPerCore int    `json:"threadsPerCore,omitempty"`
 	L3PerNUMA      int    `json:"l3PerNUMA,omitempty"`
 	Numbering      string `json:"numbering,omitempty"` // adjacent (default) or offset
+	// Isolated is the kernel's isolcpus list on any of these machines
+	// (devices/system/cpu/isolated), e.g. "2-15".
+	Isolated string `json:"isolated,omitempty"`
 }
 
 // Step is one action and what it should lead to. Exactly one action is set.

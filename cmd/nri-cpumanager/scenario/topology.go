@@ -9,11 +9,25 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
 // Machine returns the machine a scenario's topology describes.
 func (t Topology) Machine() (fakesysfs.Machine, error) {
+	m, err := t.machine()
+	if err != nil || t.Isolated == "" {
+		return m, err
+	}
+	isolated, err := cpumask.Parse(t.Isolated, cpumask.MaxID)
+	if err != nil {
+		return fakesysfs.Machine{}, fmt.Errorf("isolated: %w", err)
+	}
+	m.Isolated = isolated.List()
+	return m, m.Validate()
+}
+
+func (t Topology) machine() (fakesysfs.Machine, error) {
 	switch {
 	case t.Layout != "":
 		return fakesysfs.Layout(t.Layout)
