@@ -119,6 +119,15 @@ func (p *Policy) poolBaseWhy(online, isolated cpuset.CPUSet) string {
 // Options returns the policy's options.
 func (p *Policy) Options() Options { return p.opts }
 
+// Allocatable returns the CPUs that may ever be exclusive: online minus
+// reserved.
+func (p *Policy) Allocatable() cpuset.CPUSet { return p.allocatable }
+
+// PoolBase returns the shared pool while no container holds exclusive
+// CPUs: online, minus reserved under strict-cpu-reservation, minus
+// isolated under isolatedCPUs: exclusive.
+func (p *Policy) PoolBase() cpuset.CPUSet { return p.poolBase }
+
 // Allocator returns the allocator the policy places CPUs with.
 func (p *Policy) Allocator() *cpuallocator.Allocator { return p.alloc }
 

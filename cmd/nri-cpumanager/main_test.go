@@ -37,6 +37,25 @@ func TestCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	sys := "--sysfs-root=" + root
+	// An SMT machine numbering siblings apart (core k is {k, k+8}) with
+	// isolcpus=2-15: cores {0,8} and {1,9} mix isolated and other CPUs.
+	isoRoot := t.TempDir()
+	if err := fakesysfs.Generate(isoRoot, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8, ThreadsPerCore: 2,
+		Numbering: fakesysfs.SiblingsOffset, Isolated: []int{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}); err != nil {
+		t.Fatal(err)
+	}
+	isoSys := "--sysfs-root=" + isoRoot
+	configFile := func(doc string) string {
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	lowLatency := configFile("reservedSystemCPUs: \"0-1\"\nisolatedCPUs: exclusive\ncpuManagerPolicyOptions: {full-pcpus-only: \"true\"}\n")
+	splitCore := configFile("reservedSystemCPUs: \"0\"\ncpuManagerPolicyOptions: {full-pcpus-only: \"true\"}\n")
+	noPool := configFile("reservedSystemCPUs: \"0-1\"\nisolatedCPUs: exclusive\ncpuManagerPolicyOptions: {strict-cpu-reservation: \"true\"}\n")
+	isolatedReserved := configFile("reservedSystemCPUs: \"0,2\"\nisolatedCPUs: exclusive\n")
 	tests := []struct {
 		name   string
 		args   []string
@@ -49,6 +68,26 @@ func TestCommands(t *testing.T) {
 		{"valid config", []string{"validate-config", "--config", "../../config/example.yaml", sys}, 0, "is valid on this machine (online CPUs 0-11, reserved 0)"},
 		{"invalid config", []string{"validate-config", "--config", bad, sys}, 1, `topologyManagerPolicy: "single-numa" is not one of none, best-effort, restricted, single-numa-node`},
 		{"reserved CPU offline", []string{"validate-config", "--config", "../../config/example.yaml", sys, "--reserved-cpus=12"}, 1, "reservedSystemCPUs: CPUs 12 are not online"},
+		{"topology shows isolated CPUs", []string{"topology", isoSys}, 0, "isolated CPUs (isolcpus): 2-15\n"},
+		{"topology shows what the configuration makes of them", []string{"topology", isoSys, "--config", lowLatency}, 0,
+			"  isolatedCPUs: exclusive: the isolated CPUs 2-15 serve exclusive containers only"},
+		{"isolated CPUs exclusive", []string{"validate-config", "--config", lowLatency, isoSys}, 0,
+			"isolatedCPUs: exclusive: the isolated CPUs 2-15 serve exclusive containers only, which take them before any other CPU; shared containers never run on them\n" +
+				"CPUs for exclusive containers: 2-15 (under full-pcpus-only only 2-7,10-15)\n" +
+				"shared pool without exclusive containers: 0-1\n" +
+				"warning: full-pcpus-only gives whole cores only and the reservation splits core 0,8 (0 reserved), core 1,9 (1 reserved): CPUs 8-9 can never be exclusive"},
+		{"isolated CPUs shared", []string{"validate-config", "--config", splitCore, isoSys}, 0,
+			"isolatedCPUs: shared: the isolated CPUs 2-15 are like any other CPU, in the shared pool while nobody pins them\n" +
+				"CPUs for exclusive containers: 1-15 (under full-pcpus-only only 1-7,9-15)\n" +
+				"shared pool without exclusive containers: 0-15\n" +
+				"warning: full-pcpus-only gives whole cores only and the reservation splits core 0,8 (0 reserved): CPUs 8 can never be exclusive"},
+		{"warning about isolated CPUs in the shared pool", []string{"validate-config", "--config", splitCore, isoSys}, 0,
+			"warning: isolatedCPUs: shared puts the isolated CPUs 2-15 in the shared pool while nobody pins them"},
+		{"split core on the KEP machine", []string{"validate-config", "--config", splitCore, sys}, 0, "the reservation splits core 0-1 (0 reserved): CPUs 1 can never be exclusive"},
+		{"no shared pool left", []string{"validate-config", "--config", noPool, isoSys}, 1,
+			"policy: no CPU is left for the shared pool: isolatedCPUs: exclusive keeps the isolated CPUs 2-15 out of it and strict-cpu-reservation the reserved CPUs 0-1"},
+		{"reserved and isolated", []string{"validate-config", "--config", isolatedReserved, isoSys}, 0,
+			"warning: CPUs 2 are reserved and isolated: under isolatedCPUs: exclusive no container runs on them"},
 		{"state", []string{"state", sys, "--state-dir=" + stateDir}, 0, `"defaultCpuSet":"0-11"`},
 		{"no state", []string{"state", sys, "--state-dir=" + t.TempDir()}, 0, "no checkpoint"},
 		{"simulate", []string{"simulate", "../../test/scenarios/kep-checkpoint-walkthrough.yaml"}, 0, "every expectation held"},

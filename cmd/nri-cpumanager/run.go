@@ -137,6 +137,12 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		"socket": cfg.NRISocket, "stateDir": cfg.StateDir, "online": pol.Allocator().Topology().CPUs().String(),
 		"reserved": pol.Options().Reserved.String(), "topologyPolicy": pol.Options().TopologyPolicy,
 	}).Info("nri-cpumanager starting")
+	use := assemble.DescribeCPUs(cfg, pol)
+	log.WithFields(logrus.Fields{"isolated": use.Isolated.String(), "isolatedCPUs": use.Mode, "exclusiveCPUs": use.Exclusive.String(), "sharedPool": use.Pool.String()}).
+		Info("CPU use")
+	for _, w := range use.Warnings {
+		log.Warn(w)
+	}
 	err = p.Run(ctx)
 	log.Info("nri-cpumanager stopped")
 	return err

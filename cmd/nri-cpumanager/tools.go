@@ -4,13 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
-// showTopology prints the topology the plugin would see.
+// showTopology prints the topology the plugin would see, and what the
+// configuration (defaults, --config, flags) makes of its CPUs.
 func showTopology(args []string, stdout, stderr io.Writer) error {
 	cfg, err := newFlags("topology", stderr).load(args)
 	if err != nil {
@@ -20,7 +22,14 @@ func showTopology(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(stdout, topo.String())
+	if _, err := fmt.Fprint(stdout, topo.String()); err != nil {
+		return err
+	}
+	pol, err := assemble.Policy(cfg, topo)
+	if err != nil {
+		return fmt.Errorf("the configuration does not fit this machine: %w", err)
+	}
+	_, err = fmt.Fprintf(stdout, "with this configuration:\n  %s\n", strings.Join(assemble.DescribeCPUs(cfg, pol).Lines(), "\n  "))
 	return err
 }
 
@@ -52,8 +61,10 @@ func showState(args []string, stdout, stderr io.Writer) error {
 }
 
 // validateConfig checks a configuration file, and that it makes sense on
-// this machine's topology (reserved CPUs online, option combinations), and
-// prints the effective configuration.
+// this machine's topology (reserved CPUs online, option combinations, a
+// shared pool left), prints what it makes of the CPUs with warnings about
+// settings that work but probably not as meant (they do not fail it), and
+// the effective configuration.
 func validateConfig(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("validate-config", stderr)
 	cfg, err := f.load(args)
@@ -71,7 +82,7 @@ func validateConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "%s is valid on this machine (online CPUs %s, reserved %s).\nEffective configuration:\n%s",
-		f.configPath, pol.Allocator().Topology().CPUs(), pol.Options().Reserved, text)
+	_, err = fmt.Fprintf(stdout, "%s is valid on this machine (online CPUs %s, reserved %s).\n%s\nEffective configuration:\n%s",
+		f.configPath, pol.Allocator().Topology().CPUs(), pol.Options().Reserved, strings.Join(assemble.DescribeCPUs(cfg, pol).Lines(), "\n"), text)
 	return err
 }
