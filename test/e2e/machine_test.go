@@ -20,7 +20,8 @@ const sysCPU = "/sys/devices/system/cpu"
 // (the plugin's default sysfsRoot), so that the scenarios derive the
 // cpusets they expect instead of assuming a number of CPUs.
 type machine struct {
-	// cpus are the online CPUs that are not isolated: the CPUs the plugin
+	// cpus are the online CPUs, isolated ones included (the scenarios run
+	// with isolatedCPUs: shared, the default): the CPUs the plugin
 	// manages, and its shared pool while nothing is pinned.
 	cpus cpuset.CPUSet
 	// cores are the CPUs of cpus grouped by physical core, in the order of
@@ -47,17 +48,9 @@ func newMachine() (*machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	isolated := cpuset.New()
-	if s, err := readFile(filepath.Join(sysCPU, "isolated")); err == nil {
-		if isolated, err = cpuset.Parse(s); err != nil {
-			return nil, fmt.Errorf("parse isolated CPUs %q: %w", s, err)
-		}
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, err
-	}
-	m := &machine{cpus: online.Difference(isolated)}
+	m := &machine{cpus: online}
 	if m.cpus.IsEmpty() {
-		return nil, fmt.Errorf("no online CPU that is not isolated (online %s, isolated %s)", online, isolated)
+		return nil, fmt.Errorf("no online CPU")
 	}
 
 	packages := map[int]bool{}
