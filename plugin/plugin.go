@@ -28,8 +28,9 @@ type Options struct {
 	Index string
 	// Socket is the NRI socket to dial.
 	Socket string
-	// CgroupfsRoot is where containers' cgroups are read to verify their
-	// cpusets ("" disables verification).
+	// CgroupfsRoot is the host's cgroup tree, where containers' cgroups
+	// are read to verify their cpusets: cgroup v1 or v2, either cgroup
+	// driver (cgroups.go). "" disables verification.
 	CgroupfsRoot string
 	// VerifyInterval is the period of the background verification of every
 	// container's cpuset (0 disables the periodic pass; verification after
@@ -168,6 +169,7 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		verifyKick: make(chan struct{}, 1),
 		refusals:   newRefusalLog(),
 	}
+	p.logCgroupTree()
 	st, err := p.loadState()
 	if err != nil {
 		return nil, err

@@ -3,78 +3,12 @@ package plugin
 import (
 	"context"
 	"errors"
-	"fmt"
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"k8s.io/utils/cpuset"
 )
-
-// cgroupReader reads the cpuset a container's cgroup really has.
-type cgroupReader struct {
-	// root is the cgroup filesystem root, e.g. /sys/fs/cgroup ("" disables).
-	root string
-}
-
-func (r cgroupReader) enabled() bool { return r.root != "" }
-
-// cpusetFile returns the file holding a container's cpuset, for cgroup v1
-// (a cpuset hierarchy under root) and v2 (unified root), from the
-// container's cgroups path in either driver's syntax: cgroupfs
-// ("/kubepods/pod<uid>/<id>") or systemd ("<slice>:<prefix>:<name>").
-func (r cgroupReader) cpusetFile(cgroupsPath string) (string, error) {
-	if cgroupsPath == "" {
-		return "", fmt.Errorf("no cgroups path")
-	}
-	rel := cgroupsPath
-	if parts := strings.Split(cgroupsPath, ":"); len(parts) == 3 && !strings.Contains(cgroupsPath, "/") {
-		rel = filepath.Join(expandSlice(parts[0]), parts[1]+"-"+parts[2]+".scope")
-	}
-	if fi, err := os.Stat(filepath.Join(r.root, "cpuset")); err == nil && fi.IsDir() {
-		return filepath.Join(r.root, "cpuset", rel, "cpuset.cpus"), nil
-	}
-	return filepath.Join(r.root, rel, "cpuset.cpus"), nil
-}
-
-// expandSlice turns a systemd slice name into its path:
-// "kubepods-burstable-pod1.slice" → "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice".
-func expandSlice(slice string) string {
-	name := strings.TrimSuffix(slice, ".slice")
-	if name == "" || name == "-" {
-		return ""
-	}
-	var dirs []string
-	prefix := ""
-	for _, comp := range strings.Split(name, "-") {
-		if prefix == "" {
-			prefix = comp
-		} else {
-			prefix += "-" + comp
-		}
-		dirs = append(dirs, prefix+".slice")
-	}
-	return filepath.Join(dirs...)
-}
-
-// cpus reads a container's cpuset from its cgroup.
-func (r cgroupReader) cpus(cgroupsPath string) (cpuset.CPUSet, error) {
-	file, err := r.cpusetFile(cgroupsPath)
-	if err != nil {
-		return cpuset.New(), err
-	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return cpuset.New(), fmt.Errorf("reading cpuset: %w", err)
-	}
-	cpus, err := cpumask.Parse(strings.TrimSpace(string(data)), cpumask.MaxID)
-	if err != nil {
-		return cpuset.New(), fmt.Errorf("parsing %s: %w", file, err)
-	}
-	return cpus, nil
-}
 
 // requestVerify asks the verifier for a pass without blocking.
 func (p *Plugin) requestVerify() {

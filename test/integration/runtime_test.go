@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,9 +42,13 @@ type fakeRuntime struct {
 	// unchecked suspends the invariant check (while no plugin runs, as on a
 	// node where the plugin is down, new containers get every CPU).
 	unchecked bool
-	// cgroupRoot, when set, is a cgroup v1 tree where the runtime writes
-	// every container's cpuset.cpus, for the plugin's verification.
+	// cgroupRoot, when set, is a cgroup tree where the runtime writes
+	// every container's cpuset.cpus, for the plugin's verification: a v1
+	// tree (cpuset hierarchy at cgroupRoot/cpuset), or v2 when cgroupV2 is
+	// set. A pod whose cgroup parent is a systemd slice gets the systemd
+	// driver's paths (cgroupsPath, cgroupDir).
 	cgroupRoot string
+	cgroupV2   bool
 	// failing names containers whose updates fail (containerd logs such a
 	// failure of another container and goes on).
 	failing map[string]bool
@@ -160,7 +166,7 @@ func (r *fakeRuntime) writeCgroup(c *api.Container) {
 	if r.cgroupRoot == "" {
 		return
 	}
-	dir := filepath.Join(r.cgroupRoot, "cpuset", c.Linux.CgroupsPath)
+	dir := r.cgroupDir(c)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		r.t.Error(err)
 		return
@@ -168,6 +174,31 @@ func (r *fakeRuntime) writeCgroup(c *api.Container) {
 	if err := os.WriteFile(filepath.Join(dir, "cpuset.cpus"), []byte(c.Linux.Resources.Cpu.Cpus+"\n"), 0o644); err != nil {
 		r.t.Error(err)
 	}
+}
+
+// cgroupsPath is the cgroups path containerd 2.4 gives a container in the
+// OCI spec, which NRI delivers (internal/cri/server/helpers.go
+// getCgroupsPath): "<slice>:cri-containerd:<id>" when the pod's cgroup
+// parent ends in a systemd slice, else "<parent>/<id>".
+func cgroupsPath(parent, id string) string {
+	if base := path.Base(parent); strings.HasSuffix(base, ".slice") {
+		return base + ":cri-containerd:" + id
+	}
+	return path.Join(parent, id)
+}
+
+// cgroupDir is the directory runc gives a container's cgroup: under the
+// systemd driver the scope cri-containerd-<id>.scope in the pod's slice
+// (the kubelet's parent is the slice's full path), else its cgroups path.
+func (r *fakeRuntime) cgroupDir(c *api.Container) string {
+	base := r.cgroupRoot
+	if !r.cgroupV2 {
+		base = filepath.Join(base, "cpuset")
+	}
+	if pod := r.pods[c.PodSandboxId]; pod != nil && strings.HasSuffix(path.Base(pod.Linux.CgroupParent), ".slice") {
+		return filepath.Join(base, pod.Linux.CgroupParent, "cri-containerd-"+c.Id+".scope")
+	}
+	return filepath.Join(base, c.Linux.CgroupsPath)
 }
 
 // SetFailing makes the updates of a container fail (or succeed again).
@@ -251,12 +282,13 @@ func (r *fakeRuntime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
 func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res state.Resources) (*api.Container, error) {
 	r.mu.Lock()
 	r.nextID++
+	id := fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID)
 	c := &api.Container{
-		Id: fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID), PodSandboxId: pod.Id, Name: name,
+		Id: id, PodSandboxId: pod.Id, Name: name,
 		State: api.ContainerState_CONTAINER_CREATED,
 		Linux: &api.LinuxContainer{
 			Resources:   toNRIResources(res),
-			CgroupsPath: pod.Linux.CgroupParent + "/" + name,
+			CgroupsPath: cgroupsPath(pod.Linux.CgroupParent, id),
 		},
 	}
 	ctx, cancel := r.ctx()
@@ -298,10 +330,11 @@ func (r *fakeRuntime) CreateContainerFailing(pod *api.PodSandbox, name string, r
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.nextID++
+	id := fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID)
 	c := &api.Container{
-		Id: fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID), PodSandboxId: pod.Id, Name: name,
+		Id: id, PodSandboxId: pod.Id, Name: name,
 		State: api.ContainerState_CONTAINER_CREATED,
-		Linux: &api.LinuxContainer{Resources: toNRIResources(res), CgroupsPath: pod.Linux.CgroupParent + "/" + name},
+		Linux: &api.LinuxContainer{Resources: toNRIResources(res), CgroupsPath: cgroupsPath(pod.Linux.CgroupParent, id)},
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
