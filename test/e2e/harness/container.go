@@ -21,6 +21,15 @@ type ContainerSpec struct {
 	// Command and Args override the image's Cmd when set.
 	Command []string
 	Args    []string
+	// Mounts are hostPath mounts, as the kubelet passes a pod's hostPath
+	// volumes to CRI.
+	Mounts []Mount
+}
+
+// Mount is a hostPath volume mounted into a container.
+type Mount struct {
+	HostPath, ContainerPath string
+	ReadOnly                bool
 }
 
 // Container is a container created through a Pod.
@@ -66,6 +75,7 @@ func (p *Pod) CreateContainer(ctx context.Context, spec ContainerSpec) (*Contain
 		Image:    &runtimeapi.ImageSpec{Image: image},
 		Command:  spec.Command,
 		Args:     spec.Args,
+		Mounts:   criMounts(spec.Mounts),
 		Labels: map[string]string{
 			labelPodName:       p.Spec.Name,
 			labelPodNamespace:  p.Spec.Namespace,
@@ -89,6 +99,17 @@ func (p *Pod) CreateContainer(ctx context.Context, spec ContainerSpec) (*Contain
 	p.Containers = append(p.Containers, c)
 	p.cri.logf("container %s/%s created as %.12s with %s", p.Spec.Name, spec.Name, c.ID, spec.Resources)
 	return c, nil
+}
+
+// criMounts converts hostPath mounts to CRI's, private propagation as
+// the kubelet's default.
+func criMounts(mounts []Mount) []*runtimeapi.Mount {
+	var out []*runtimeapi.Mount
+	for _, m := range mounts {
+		out = append(out, &runtimeapi.Mount{HostPath: m.HostPath, ContainerPath: m.ContainerPath, Readonly: m.ReadOnly,
+			Propagation: runtimeapi.MountPropagation_PROPAGATION_PRIVATE})
+	}
+	return out
 }
 
 // String names the container for messages: "<pod>/<container>".
