@@ -21,7 +21,23 @@ import (
 // (with the runtime's confirmation of a shrink). It reports the median and
 // the 99th percentile.
 func BenchmarkResizeDecision(b *testing.B) {
-	fs, err := fakesysfs.GenerateFS(fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 64, ThreadsPerCore: 2, L3PerNUMA: 2})
+	benchmarkResizeDecision(b, nil, "")
+}
+
+// BenchmarkResizeDecisionIsolatedExclusive is BenchmarkResizeDecision on
+// the same machine booted with isolcpus=8-511 under isolatedCPUs:
+// exclusive: every decision also reads the assignments (the isolated
+// exclusive CPUs are in no pool) and the allocator prefers isolated CPUs.
+func BenchmarkResizeDecisionIsolatedExclusive(b *testing.B) {
+	var isolated []int
+	for id := 8; id < 512; id++ {
+		isolated = append(isolated, id)
+	}
+	benchmarkResizeDecision(b, isolated, "\nisolatedCPUs: exclusive")
+}
+
+func benchmarkResizeDecision(b *testing.B, isolated []int, extraConfig string) {
+	fs, err := fakesysfs.GenerateFS(fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 64, ThreadsPerCore: 2, L3PerNUMA: 2, Isolated: isolated})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -29,7 +45,7 @@ func BenchmarkResizeDecision(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := config.Parse([]byte("reservedCPUCount: 4\ncpuManagerPolicyOptions: {full-pcpus-only: \"true\"}\ntopologyManagerPolicy: best-effort"))
+	cfg, err := config.Parse([]byte("reservedCPUCount: 4\ncpuManagerPolicyOptions: {full-pcpus-only: \"true\"}\ntopologyManagerPolicy: best-effort" + extraConfig))
 	if err != nil {
 		b.Fatal(err)
 	}
