@@ -9,7 +9,7 @@
 // refusal expected:
 //
 //	name: grow then shrink back
-//	topology: {kep: checkpoint}          # or {layout: NAME} or {sockets: 2, coresPerNUMA: 4, ...}
+//	topology: {kep: checkpoint}          # or {layout: NAME} or {sockets: 2, coresPerNUMA: 4, ...}; isolated: "2-15" adds isolcpus
 //	config:
 //	  reservedSystemCPUs: "0"
 //	steps:
