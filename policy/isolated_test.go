@@ -174,3 +174,38 @@ func TestIsolatedCPUsModeChangeAtRestart(t *testing.T) {
 		t.Errorf("updates %v, want web moved to 0-1 only", got)
 	}
 }
+
+// TestIsolatedCPUsPodGrowth: under isolatedCPUs: exclusive, the pod-level
+// admission counts free isolated CPUs as costing the shared pool nothing,
+// like the container-level decision that follows: a pod may grow beyond
+// the shared pool's size into isolated CPUs, and not beyond them.
+func TestIsolatedCPUsPodGrowth(t *testing.T) {
+	pol, err := isolatedNode(t, cpuset.New(2, 3, 4, 5, 6, 7), policy.Options{Reserved: cpuset.New(0), IsolatedExclusive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := scenario.NewPolicyDriver(pol)
+	p, _ := scenario.KubeletPod("p", "guaranteed")
+	if err := d.CreateContainer(p, "app", withCPUs(policy.Container{}, 2)); err != nil {
+		t.Fatal(err)
+	}
+	// The shared pool is 0-1 (0 is reserved but shared); free are the 4
+	// isolated CPUs 4-7 and CPU 1. Growing by 5 takes 1 from the pool,
+	// which keeps 0.
+	if _, err := pol.UpdatePodSandbox(d.Model, p, state.PodResources{Resources: withCPUs(policy.Container{}, 7)}); err != nil {
+		t.Errorf("growth into the free isolated CPUs and one shared CPU refused: %v", err)
+	}
+	if _, err := pol.UpdatePodSandbox(d.Model, p, state.PodResources{Resources: withCPUs(policy.Container{}, 8)}); err == nil ||
+		!strings.HasPrefix(err.Error(), "Infeasible: resizeAllocateCPUs") {
+		t.Errorf("growth to every CPU: %v, want Infeasible: resizeAllocateCPUs", err)
+	}
+	if err := d.UpdateContainer(p, "app", withCPUs(policy.Container{}, 7)); err != nil {
+		t.Fatalf("the container-level growth the pod-level admission accepted: %v", err)
+	}
+	if cpus, _ := d.ContainerCPUs(p, "app"); cpus.String() != "1-7" {
+		t.Errorf("grew to %s, want 1-7", cpus)
+	}
+	if got := d.Model.SharedPool().String(); got != "0" {
+		t.Errorf("shared pool %s, want 0", got)
+	}
+}

@@ -120,13 +120,13 @@ func (p *Policy) admitPodTotal(m *Model, pod Pod, pm podMembers, newLimit int64)
 	case n < held:
 		return nil
 	}
-	free, unavailable := p.availability(m)
-	need, pool := n-held, p.poolBase.Size()-unavailable
-	if need <= free.Count() && pool-need >= 1 {
+	free, pool := p.availability(m)
+	need := n - held
+	if need <= free.Count() && pool-p.poolDrain(free, need) >= 1 {
 		return nil
 	}
 	verdict := Deferred
-	if n > p.allocatable.Size() || p.poolBase.Size()-n < 1 {
+	if beyond := p.allocatable.Difference(p.poolBase).Size(); n > p.allocatable.Size() || p.poolBase.Size()-max(0, n-beyond) < 1 {
 		verdict = Infeasible
 	}
 	return refuse(verdict, ReasonResizeAllocateCPUs,

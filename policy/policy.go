@@ -199,6 +199,13 @@ func (p *Policy) taken(m *Model) (taken cpumask.Mask, poolLeft int) {
 	return taken, poolLeft
 }
 
+// poolDrain is the fewest CPUs of the shared pool that taking need CPUs of
+// free costs it: free CPUs outside the pool base (isolated ones under
+// isolatedCPUs: exclusive) can be taken first.
+func (p *Policy) poolDrain(free cpumask.Mask, need int) int {
+	return max(0, need-free.AndNot(p.poolBaseMask).Count())
+}
+
 // inPoolBase counts the CPUs of cpus that belong to the pool base.
 func (p *Policy) inPoolBase(cpus cpuset.CPUSet) int {
 	n := 0
