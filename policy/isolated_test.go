@@ -176,9 +176,9 @@ func TestIsolatedCPUsModeChangeAtRestart(t *testing.T) {
 }
 
 // TestIsolatedCPUsPodGrowth: under isolatedCPUs: exclusive, the pod-level
-// admission counts free isolated CPUs as costing the shared pool nothing,
-// like the container-level decision that follows: a pod may grow beyond
-// the shared pool's size into isolated CPUs, and not beyond them.
+// admission of a pod of several exclusive containers counts free isolated
+// CPUs as costing the shared pool nothing, as the placement does: a pod may
+// grow by more than the shared pool holds, into isolated CPUs.
 func TestIsolatedCPUsPodGrowth(t *testing.T) {
 	pol, err := isolatedNode(t, cpuset.New(2, 3, 4, 5, 6, 7), policy.Options{Reserved: cpuset.New(0), IsolatedExclusive: true})
 	if err != nil {
@@ -186,12 +186,14 @@ func TestIsolatedCPUsPodGrowth(t *testing.T) {
 	}
 	d := scenario.NewPolicyDriver(pol)
 	p, _ := scenario.KubeletPod("p", "guaranteed")
-	if err := d.CreateContainer(p, "app", withCPUs(policy.Container{}, 2)); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"a", "b"} {
+		if err := d.CreateContainer(p, name, withCPUs(policy.Container{}, 1)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// The shared pool is 0-1 (0 is reserved but shared); free are the 4
-	// isolated CPUs 4-7 and CPU 1. Growing by 5 takes 1 from the pool,
-	// which keeps 0.
+	// a and b hold 2 and 3; the shared pool is 0-1 (0 is reserved but
+	// shared); free are the isolated CPUs 4-7 and CPU 1. Growing the pod
+	// by 5 takes 1 CPU from the pool, which keeps 0.
 	if _, err := pol.UpdatePodSandbox(d.Model, p, state.PodResources{Resources: withCPUs(policy.Container{}, 7)}); err != nil {
 		t.Errorf("growth into the free isolated CPUs and one shared CPU refused: %v", err)
 	}
@@ -199,13 +201,13 @@ func TestIsolatedCPUsPodGrowth(t *testing.T) {
 		!strings.HasPrefix(err.Error(), "Infeasible: resizeAllocateCPUs") {
 		t.Errorf("growth to every CPU: %v, want Infeasible: resizeAllocateCPUs", err)
 	}
-	if err := d.UpdateContainer(p, "app", withCPUs(policy.Container{}, 7)); err != nil {
-		t.Fatalf("the container-level growth the pod-level admission accepted: %v", err)
+	if err := d.UpdateContainer(p, "a", withCPUs(policy.Container{}, 5)); err != nil {
+		t.Fatalf("a container-level growth into the isolated CPUs: %v", err)
 	}
-	if cpus, _ := d.ContainerCPUs(p, "app"); cpus.String() != "1-7" {
-		t.Errorf("grew to %s, want 1-7", cpus)
+	if cpus, _ := d.ContainerCPUs(p, "a"); cpus.String() != "2,4-7" {
+		t.Errorf("a grew to %s, want 2,4-7", cpus)
 	}
-	if got := d.Model.SharedPool().String(); got != "0" {
-		t.Errorf("shared pool %s, want 0", got)
+	if got := d.Model.SharedPool().String(); got != "0-1" {
+		t.Errorf("shared pool %s, want 0-1", got)
 	}
 }
