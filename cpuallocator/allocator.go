@@ -94,7 +94,7 @@ func (a *Allocator) allocate(avail cpuBits, err error, n int, affinity NodeMask)
 		return cpuset.New(), fmt.Errorf("allocate %d CPUs: %w", n, err)
 	}
 	held := a.topo.newBits()
-	picked, err := a.placePreferred(avail, a.usable(avail, held), held, n, a.stagesFor(affinity))
+	picked, err := a.placePreferred(avail, a.usable(avail, held), held, n, a.stagesFor(affinity), true)
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("allocate %d CPUs: %w", n, err)
 	}
@@ -177,8 +177,9 @@ func (a *Allocator) usable(avail, held cpuBits) cpuBits {
 // filling the stages in order (each a superset of the one before, the last
 // one every node); usable is a.usable(avail, held). It fails when the
 // options leave fewer than need CPUs usable, or under full-pcpus-only when
-// no choice of whole cores adds up to need. placePreferred wraps it with
-// the preference for some CPUs.
+// no choice of whole cores adds up to need. A new container's picks
+// (fresh) follow the placement rule (fewest.go). placePreferred wraps it
+// with the preference for some CPUs.
 //
 // In the regular case each stage takes all it can. Under full-pcpus-only
 // with whole cores of different sizes (see wholecores.go) the stages after
@@ -186,7 +187,7 @@ func (a *Allocator) usable(avail, held cpuBits) cpuBits {
 // stage takes the most it can while the cores left in that last stage
 // still make up the rest: the result is as packed as the stages allow and
 // a satisfiable request is never refused.
-func (a *Allocator) placeUsable(avail, usable, held cpuBits, need int, stages []NodeMask) (cpuBits, error) {
+func (a *Allocator) placeUsable(avail, usable, held cpuBits, need int, stages []NodeMask, fresh bool) (cpuBits, error) {
 	if got := usable.Count(); got < need {
 		return nil, a.shortage(avail, usable, need)
 	}
@@ -206,14 +207,14 @@ func (a *Allocator) placeUsable(avail, usable, held cpuBits, need int, stages []
 			break
 		}
 		stageAvail := usable.And(a.topo.bitsInNodes(stage)).AndNot(picked)
-		got := a.fillStage(stageAvail, held.Or(picked), need, outside(universe, stageAvail, picked))
+		got := a.fillStage(stageAvail, held.Or(picked), need, outside(universe, stageAvail, picked), fresh)
 		picked = picked.Or(got)
 		need -= got.Count()
 	}
 	if need > 0 && universe != nil {
 		// distribute can leave a node's share short of what its whole
 		// cores make up; the rest is still reachable in the universe.
-		got := a.pack(universe.AndNot(picked), held.Or(picked), need, nil)
+		got := a.pack(universe.AndNot(picked), held.Or(picked), need, nil, fresh)
 		picked = picked.Or(got)
 		need -= got.Count()
 	}
@@ -273,11 +274,11 @@ func outside(universe, avail, picked cpuBits) cpuBits {
 // fillStage takes up to need CPUs of avail, distributed or packed as the
 // options say. When rest is not nil (exact mode) it leaves a remainder the
 // whole cores of rest can make up.
-func (a *Allocator) fillStage(avail, held cpuBits, need int, rest cpuBits) cpuBits {
+func (a *Allocator) fillStage(avail, held cpuBits, need int, rest cpuBits, fresh bool) cpuBits {
 	if a.opts.DistributeCPUsAcrossNUMA {
-		return a.distribute(avail, held, need, rest)
+		return a.distribute(avail, held, need, rest, fresh)
 	}
-	return a.pack(avail, held, need, leftFor(rest, need))
+	return a.pack(avail, held, need, leftFor(rest, need), fresh)
 }
 
 // remainder says, in exact mode, where the rest of a request comes from
@@ -299,11 +300,16 @@ func leftFor(rest cpuBits, total int) *remainder {
 
 // pack takes up to want CPUs of avail in the packed order, all it can
 // unless rest is not nil: then the most that leaves a remainder its whole
-// cores can make up (picker.share).
-func (a *Allocator) pack(avail, held cpuBits, want int, rest *remainder) cpuBits {
+// cores can make up (picker.share). For a new container (fresh) the pick
+// then follows the placement rule (fewest.go).
+func (a *Allocator) pack(avail, held cpuBits, want int, rest *remainder, fresh bool) cpuBits {
 	p := newPicker(a.packTree, avail, held, a.mode)
 	p.take(p.share(want, rest))
-	return p.takenBits(len(avail))
+	picked := p.takenBits(len(avail))
+	if !fresh || rest != nil || p.exact {
+		return picked
+	}
+	return a.fewest(avail, held, picked)
 }
 
 // noWholeCores explains a full-pcpus-only request no choice of whole cores

@@ -14,21 +14,21 @@ package cpuallocator
 //     per-node counts end as even as the free CPUs allow.
 //
 // When no set of nodes can take an even share the request is packed.
-func (a *Allocator) distribute(avail, held cpuBits, need int, rest cpuBits) cpuBits {
+func (a *Allocator) distribute(avail, held cpuBits, need int, rest cpuBits, fresh bool) cpuBits {
 	capacity := a.topo.countPerNode(avail)
 	heldNodes := a.topo.nodesOfBits(held)
 	var target NodeMask
 	switch {
 	case heldNodes == 0:
 		if a.fitsOneNode(&capacity, need) {
-			return a.pack(avail, held, need, leftFor(rest, need))
+			return a.pack(avail, held, need, leftFor(rest, need), fresh)
 		}
 		target = a.evenNodes(&capacity, need)
 		if target == 0 {
-			return a.pack(avail, held, need, leftFor(rest, need))
+			return a.pack(avail, held, need, leftFor(rest, need), fresh)
 		}
 	case heldNodes.Count() == 1 && capacity.sum(heldNodes) >= need:
-		return a.pack(avail, held, need, leftFor(rest, need))
+		return a.pack(avail, held, need, leftFor(rest, need), fresh)
 	default:
 		target = heldNodes
 		if short := need - capacity.sum(heldNodes); short > 0 {
@@ -43,7 +43,7 @@ func (a *Allocator) distribute(avail, held cpuBits, need int, rest cpuBits) cpuB
 		}
 		nodeAvail := avail.And(a.topo.nodeBits[n])
 		left := leftFor(a.besides(avail, rest, nodeAvail, picked), need-picked.Count())
-		picked = picked.Or(a.pack(nodeAvail, held.Or(picked), shares[n], left))
+		picked = picked.Or(a.pack(nodeAvail, held.Or(picked), shares[n], left, fresh))
 	}
 	return picked
 }

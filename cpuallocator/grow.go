@@ -76,7 +76,7 @@ func (a *Allocator) grow(avail cpuBits, err error, current cpuset.CPUSet, n int,
 	case base != 0:
 		stages = []NodeMask{base, base | extra, a.topo.knownNodes()}
 	}
-	picked, err := a.placePreferred(avail, usable, held, need, stages)
+	picked, err := a.placePreferred(avail, usable, held, need, stages, false)
 	if err != nil {
 		return fail(err)
 	}

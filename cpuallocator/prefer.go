@@ -62,14 +62,14 @@ func (a *Allocator) Preferred() cpuset.CPUSet {
 
 // placePreferred is placeUsable taking the preferred CPUs first (steps 1-3
 // above).
-func (a *Allocator) placePreferred(avail, usable, held cpuBits, need int, stages []NodeMask) (cpuBits, error) {
-	plain, err := a.placeUsable(avail, usable, held, need, stages)
+func (a *Allocator) placePreferred(avail, usable, held cpuBits, need int, stages []NodeMask, fresh bool) (cpuBits, error) {
+	plain, err := a.placeUsable(avail, usable, held, need, stages, fresh)
 	if err != nil || a.prefer == nil || plain.AndNot(a.prefer).IsEmpty() || !usable.Intersects(a.prefer) {
 		return plain, err
 	}
 	prefAvail := avail.And(a.prefer)
 	if prefUsable := a.usable(prefAvail, held); prefUsable.Count() >= need {
-		only, err := a.placeUsable(prefAvail, prefUsable, held, need, stages)
+		only, err := a.placeUsable(prefAvail, prefUsable, held, need, stages, fresh)
 		if err == nil && a.noWorse(only, plain, held, stages) {
 			return only, nil
 		}

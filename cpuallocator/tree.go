@@ -42,6 +42,15 @@ type unitTree struct {
 	threads int
 	// complete is set when no core misses a thread (offline siblings).
 	complete bool
+	// tops and groups are the units at depth 1 (sockets, or NUMA nodes
+	// where a node holds several sockets) and 2 (NUMA nodes of a socket,
+	// or sockets of a node); slot is a unit's index in tops or groups, -1
+	// at other depths.
+	tops, groups []int32
+	slot         []int32
+	// group maps a unit at depth 2 or below to its depth-2 ancestor, -1
+	// above.
+	group []int32
 }
 
 // packingLevels returns the group levels the packed order fills, largest
@@ -107,10 +116,25 @@ func buildTree(t *Topology, levels []level) *unitTree {
 		tree.coreOf[c.ID] = u
 	}
 	tree.complete = true
+	tree.group = make([]int32, len(tree.units))
+	tree.slot = make([]int32, len(tree.units))
 	for i := range tree.units {
 		children := tree.units[i].children
 		sort.Slice(children, func(a, b int) bool { return tree.units[children[a]].id < tree.units[children[b]].id })
-		if tree.units[i].level == levelCore && tree.units[i].size != tree.threads {
+		u := &tree.units[i]
+		tree.slot[i], tree.group[i] = -1, -1
+		switch {
+		case u.depth == 1:
+			tree.slot[i] = int32(len(tree.tops))
+			tree.tops = append(tree.tops, int32(i))
+		case u.depth == 2:
+			tree.slot[i] = int32(len(tree.groups))
+			tree.groups = append(tree.groups, int32(i))
+			tree.group[i] = int32(i)
+		case u.depth > 2:
+			tree.group[i] = tree.group[u.parent] // parents come first
+		}
+		if u.level == levelCore && u.size != tree.threads {
 			tree.complete = false
 		}
 	}
