@@ -211,6 +211,32 @@ func (a *Allocator) newFewestSearch(tree *unitTree, avail, held cpuBits, r int) 
 	return s
 }
 
+// statsOfBits is what the CPUs of b offer a new container.
+func statsOfBits(tree *unitTree, b cpuBits) groupStats {
+	var g groupStats
+	for id := range b.All() {
+		c := tree.coreOf[id]
+		if !lowestOfCore(tree, c, id, b) {
+			continue
+		}
+		f := 0
+		for _, sib := range tree.units[c].cpus {
+			if b.Has(sib) {
+				f++
+			}
+		}
+		g.free += f
+		g.cores++
+		if size := tree.units[c].size; f == size {
+			g.whole += f
+			if size < tree.threads {
+				g.wholeSmall++
+			}
+		}
+	}
+	return g
+}
+
 // lowestOfCore reports whether id is the lowest CPU of core c in b.
 func lowestOfCore(tree *unitTree, c int32, id int, b cpuBits) bool {
 	for _, sib := range tree.units[c].cpus {

@@ -59,6 +59,7 @@ func shapeOf(t testing.TB, topo *cpuallocator.Topology, cpus cpuset.CPUSet, spre
 func TestPlacementRule(t *testing.T) {
 	issue512 := fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 4, CoresPerNUMA: 32, ThreadsPerCore: 2, Numbering: fakesysfs.SiblingsOffset}
 	offset64 := fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 8, ThreadsPerCore: 2, Numbering: fakesysfs.SiblingsOffset}
+	offset128 := fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 4, CoresPerNUMA: 8, ThreadsPerCore: 2, Numbering: fakesysfs.SiblingsOffset}
 	tests := []struct {
 		name      string
 		machine   fakesysfs.Spec
@@ -90,6 +91,16 @@ func TestPlacementRule(t *testing.T) {
 		// distribute-cpus-across-numa, when the request fits one node, is
 		// packed by the same rule.
 		{name: "across NUMA: one node, whole core", machine: offset64, opts: acrossNUMA, available: "1,5,16-23,48-55", n: 2, want: "16,48"},
+		// Otherwise each node's share (q or q+1 CPUs) is placed by the rule,
+		// and among equally close node sets, and for the extra CPU of an
+		// odd split, the option takes the fewest split cores.
+		// 128 CPUs, core k = {k, k+64}, node n = cores 8n..8n+7; node 0
+		// holds 4 halves of cores and one whole core, nodes 1 and 2 three
+		// whole cores each.
+		{name: "across NUMA: the node pair whose shares split no core", machine: offset128, opts: acrossNUMA, available: "0-4,68,8-10,72-74,16-18,80-82", n: 12, want: "8-10,16-18,72-74,80-82"},
+		// 7 = 4+3: node 0 (a whole core and two halves) takes 3, node 1
+		// (two whole cores) the 4.
+		{name: "across NUMA: the extra CPU where it completes a core", machine: offset128, opts: acrossNUMA, available: "0-1,4,68,8-9,72-73", n: 7, want: "0,4,8-9,68,72-73"},
 		// With an affinity the rule applies inside it: node 1's whole
 		// core is tighter than node 2's but outside.
 		{name: "affinity: the rule inside the affinity", machine: offset64, available: "1,5,8,40,16-23,48-55", n: 2, affinity: cpuallocator.NewNodeMask(0, 2), want: "16,48"},
