@@ -10,7 +10,7 @@ FUZZTIME ?= 300000x
 # staticcheck, pinned; `go run` fetches it through the module proxy.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test unit fuzz e2e deploy-test bench lint demo clean
+.PHONY: all build test unit placement-diff fuzz e2e deploy-test bench lint demo clean
 
 all: build
 
@@ -18,11 +18,17 @@ all: build
 build:
 	$(GO) build -o $(BIN)/nri-cpumanager ./cmd/nri-cpumanager
 
-## test: everything CI runs — lint, unit + integration (race detector), fuzz, deploy manifests, e2e
-test: lint unit fuzz deploy-test e2e
+## test: everything CI runs — lint, unit + integration (race detector), the
+## placement comparison with the kubelet, fuzz, deploy manifests, e2e
+test: lint unit placement-diff fuzz deploy-test e2e
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+
+## placement-diff: the allocator against the kubelet's static policy on the same
+## random states (test/kubernetes, its own module); prints the comparison table
+placement-diff:
+	cd test/kubernetes && $(GO) test -count=1 -v ./placement/...
 
 ## fuzz: each fuzz target briefly (the seed corpora always run in `unit`)
 FUZZPKGS ?= ./state/ ./config/
@@ -46,7 +52,7 @@ deploy-test:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## lint: gofmt, go vet and staticcheck
+## lint: gofmt, go vet and staticcheck (also of the test/ modules)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
@@ -54,6 +60,7 @@ lint:
 	$(STATICCHECK) $(PKGS)
 	$(STATICCHECK) -tags e2e ./test/e2e/...
 	cd test/deploy && $(GO) vet ./... && $(STATICCHECK) ./...
+	cd test/kubernetes && $(GO) vet ./... && $(STATICCHECK) ./...
 
 ## demo: a real containerd + the plugin on this machine: pin, resize, refusals (root)
 demo:

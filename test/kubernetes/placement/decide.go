@@ -17,9 +17,9 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager/bitmask"
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/internal/assemble"
 )
 
 // Kubelet decides placements with the kubelet's static policy: Allocate of

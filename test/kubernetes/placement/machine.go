@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/test/sysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 )
 
 // Machine is one fixture machine with the topology each side sees.
@@ -36,25 +36,25 @@ type place struct {
 // hand-written layout of a real one.
 type MachineSpec struct {
 	Name   string
-	Spec   sysfs.Spec
+	Spec   fakesysfs.Spec
 	Layout string
 }
 
 // NewMachine builds both topologies of a fixture.
 func NewMachine(ms MachineSpec) (*Machine, error) {
 	var (
-		m   sysfs.Machine
+		m   fakesysfs.Machine
 		err error
 	)
 	if ms.Layout != "" {
-		m, err = sysfs.Layout(ms.Layout)
+		m, err = fakesysfs.Layout(ms.Layout)
 	} else {
 		m, err = ms.Spec.Machine()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", ms.Name, err)
 	}
-	fsys, err := sysfs.FS(m)
+	fsys, err := fakesysfs.FS(m)
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: %w", ms.Name, err)
 	}
@@ -80,9 +80,9 @@ func NewMachine(ms MachineSpec) (*Machine, error) {
 
 // online returns the CPUs of m that are online and not isolated: the CPUs
 // both sides manage (the fixtures used here have none of either).
-func online(m sysfs.Machine) []sysfs.CPU {
+func online(m fakesysfs.Machine) []fakesysfs.CPU {
 	off := cpuset.New(append(append([]int(nil), m.Offline...), m.Isolated...)...)
-	var out []sysfs.CPU
+	var out []fakesysfs.CPU
 	for _, c := range m.CPUs {
 		if !off.Contains(c.ID) {
 			out = append(out, c)
@@ -98,11 +98,11 @@ func online(m sysfs.Machine) []sysfs.CPU {
 // as the core's uncore cache only when it does not span the core's whole
 // NUMA node (cadvisor files a cache shared by exactly the node's CPUs as a
 // node cache, and the kubelet then aligns by socket instead).
-func cadvisorMachineInfo(m sysfs.Machine) *cadvisorapi.MachineInfo {
+func cadvisorMachineInfo(m fakesysfs.Machine) *cadvisorapi.MachineInfo {
 	cpus := online(m)
 	l3Size := map[[2]int]int{}
 	for _, c := range cpus {
-		if c.L3 != sysfs.NoL3 {
+		if c.L3 != fakesysfs.NoL3 {
 			l3Size[[2]int{c.Socket, c.L3}]++
 		}
 	}
@@ -132,7 +132,7 @@ func cadvisorMachineInfo(m sysfs.Machine) *cadvisorapi.MachineInfo {
 			ids = append(ids, k.node)
 		}
 		core := cadvisorapi.Core{Id: k.core, SocketID: k.socket, Threads: threads[k]}
-		if id := l3[k]; id != sysfs.NoL3 && l3Size[[2]int{k.socket, id}] != nodeCPUs[k.node] {
+		if id := l3[k]; id != fakesysfs.NoL3 && l3Size[[2]int{k.socket, id}] != nodeCPUs[k.node] {
 			core.UncoreCaches = []cadvisorapi.Cache{{Id: id, Level: 3, Type: "Unified"}}
 		}
 		n.Cores = append(n.Cores, core)
@@ -168,9 +168,9 @@ func (s Shape) WorseThan(o Shape) bool {
 }
 
 // ShapeOf measures a pick on the fixture machine, independently of either
-// side's topology model; spread selects the distribute-cpus-across-cores
-// count of cores.
-func (m *Machine) ShapeOf(cpus cpuset.CPUSet, spread bool) Shape {
+// side's topology model, as the rule compares picks under the static
+// policy option.
+func (m *Machine) ShapeOf(cpus cpuset.CPUSet, option string) Shape {
 	used := map[coreKey]int{}
 	nodes, sockets := map[int]bool{}, map[int]bool{}
 	for _, id := range cpus.UnsortedList() {
@@ -180,7 +180,7 @@ func (m *Machine) ShapeOf(cpus cpuset.CPUSet, spread bool) Shape {
 		sockets[p.socket] = true
 	}
 	s := Shape{NUMANodes: len(nodes), Sockets: len(sockets)}
-	if spread {
+	if option == "distribute-cpus-across-cores" {
 		s.SplitCores = cpus.Size() - len(used)
 		return s
 	}
