@@ -22,10 +22,12 @@ import (
 //     container's nodes) the first one is inside, as balanced under
 //     distribute-cpus-across-numa, over as many cores under
 //     distribute-cpus-across-cores, over no more uncore caches under
-//     prefer-align-cpus-by-uncorecache.
+//     prefer-align-cpus-by-uncorecache, and for a new container on no
+//     more split cores (the placement rule, fewest.go).
 //  3. Otherwise the first placement's count of CPUs in each NUMA node (and
 //     uncore cache under prefer-align-cpus-by-uncorecache) is kept, and
-//     inside each the preferred CPUs are taken first (refill).
+//     inside each the preferred CPUs are taken first (refill), unless for
+//     a new container that splits more cores.
 //
 // Under full-pcpus-only a core is taken whole: a core mixing preferred and
 // other threads comes after the cores of preferred threads only and before
@@ -70,14 +72,21 @@ func (a *Allocator) placePreferred(avail, usable, held cpuBits, need int, stages
 	prefAvail := avail.And(a.prefer)
 	if prefUsable := a.usable(prefAvail, held); prefUsable.Count() >= need {
 		only, err := a.placeUsable(prefAvail, prefUsable, held, need, stages, fresh)
-		if err == nil && a.noWorse(only, plain, held, stages) {
+		if err == nil && a.noWorse(only, plain, held, stages) && (!fresh || a.splitsNoMore(only, plain, held)) {
 			return only, nil
 		}
 	}
-	if refilled, ok := a.refill(a.packTree, plain, usable, held); ok {
+	if refilled, ok := a.refill(a.packTree, plain, usable, held); ok && (!fresh || a.splitsNoMore(refilled, plain, held)) {
 		return refilled, nil
 	}
 	return plain, nil
+}
+
+// splitsNoMore reports whether placement x (with held) costs no more on
+// cores than y (fewest.go's shape): a new container's preference never
+// costs a split core.
+func (a *Allocator) splitsNoMore(x, y, held cpuBits) bool {
+	return a.shapeOf(a.packTree, held, x)[2] <= a.shapeOf(a.packTree, held, y)[2]
 }
 
 // keepPreferred chooses the keep CPUs of cands a shrink keeps besides

@@ -115,6 +115,35 @@ func TestPlacementRule(t *testing.T) {
 	}
 }
 
+// TestPlacementRulePreferred: the preference for isolated CPUs
+// (isolatedCPUs: exclusive) takes them only where that splits no more
+// cores.
+func TestPlacementRulePreferred(t *testing.T) {
+	offset64 := fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 8, ThreadsPerCore: 2, Numbering: fakesysfs.SiblingsOffset}
+	tests := []struct {
+		name      string
+		preferred string
+		available string
+		n         int
+		want      string
+	}{
+		// 1 and 5 are isolated halves of cores whose siblings others
+		// hold; a whole core of node 2 splits none.
+		{name: "isolated halves do not beat a whole core", preferred: "1,5", available: "1,5,16-23,48-55", n: 2, want: "16,48"},
+		{name: "an isolated whole core comes first", preferred: "1,5,33", available: "1,5,33,16-23,48-55", n: 2, want: "1,33"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := allocatorFor(t, topologyOf(t, offset64), none, cpuallocator.TopologyOptions{}).Preferring(cpus(t, tc.preferred))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := a.Allocate(cpus(t, tc.available), tc.n, 0)
+			checkResult(t, got, err, tc.want, nil)
+		})
+	}
+}
+
 // TestPlacementRuleExhaustive compares Allocate with every choice of n of
 // the free CPUs on small machines: its shape is the least one, sockets
 // first, then NUMA nodes, then cores, so no choice beats it on one count
