@@ -210,7 +210,7 @@ func TestPlacementRuleExhaustive(t *testing.T) {
 // ids[i]).
 type shapeTable struct {
 	ids                []int
-	socket, node, core []int
+	socket, node       []int
 	siblings           []uint64 // per CPU: its core's CPUs
 	spread, wholeCores bool
 }
