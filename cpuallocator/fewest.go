@@ -76,7 +76,7 @@ func (a *Allocator) plainlyLeast(tree *unitTree, held, picked cpuBits, got shape
 type groupStats struct {
 	free int // CPUs to take
 	// whole are the CPUs of cores entirely free, wholeSmall the number of
-	// such cores missing threads (offline or isolated siblings).
+	// such cores missing threads (offline siblings).
 	whole, wholeSmall int
 	cores             int // cores with a CPU to take
 }
