@@ -16,26 +16,9 @@
 // caller said must be kept, nor one that holds a CPU outside the set the
 // caller said is available: it returns an error instead.
 //
-// # Packed order
-//
-// The machine is a tree: sockets and NUMA nodes (the larger unit on top),
-// uncore caches under prefer-align-cpus-by-uncorecache, cores, threads. At
-// each level a request goes first to the units that already hold CPUs of
-// the container (a growing container, or the original CPUs a shrink keeps),
-// then to the unit that can hold all of it in the deepest single unit
-// below (a NUMA node rather than only a socket), the one with the fewest
-// free CPUs first (best fit, least fragmentation), lowest id on ties. Only
-// a request no unit can hold is split: whole free units first, then the
-// unit with the most free CPUs. At the core level this takes whole cores
-// before single threads, and single threads from partly used cores first.
-//
-// # Whole cores
-//
-// Under full-pcpus-only a core is its online CPUs, taken whole: a core with
-// offline siblings is a whole core of fewer CPUs. A request is granted whenever some choice of whole free cores adds
-// up to it, which with cores of different sizes is a subset sum that the
-// packed order above solves exactly (wholecores.go), and refused with
-// ErrTopology otherwise.
+// The packed order, the placement rule and whole cores under
+// full-pcpus-only are described in docs/design.md ("Topology and
+// allocation").
 //
 // This package is the only one of the plugin that reads sysfs (the demo
 // under test/ reads the host's online CPUs to print them).

@@ -9,28 +9,16 @@ import (
 )
 
 // NUMAHints returns the NUMA affinities that can hold n CPUs, made of the
-// free CPUs in available plus the CPUs in mustKeep (disjoint from
-// available), each containing the nodes of mustKeep, best first: preferred
-// before not preferred, narrower before wider, then (with
-// prefer-closest-numa-nodes) smaller total distance, then lower node ids.
-// Masks wider than max-allowable-numa-nodes are not returned. It does not
-// enumerate all 2^N masks: it stops at the narrowest width that fits.
-// An empty result means no affinity can hold the request. With preferred
-// CPUs (Preferring), among hints equal on all of these but the node ids,
-// those whose preferred CPUs hold more of the request come first.
-//
-// Details: CPUs of either set that are not in the topology are ignored, as
-// are CPUs of available that are also in mustKeep. Under full-pcpus-only a
-// free CPU counts only when its whole core is free or must-keep, and with
-// whole cores of different sizes (offline siblings) a mask
-// fits only when some of its whole free cores add up to the CPUs missing
-// from mustKeep, the condition Allocate and Grow meet (see wholecores.go).
-// Every returned hint has the narrowest width that fits. The search
-// enumerates every set of that width when there are at most
-// exactSearchLimit (1024); beyond that it tries, from each node, the set
-// grown closest-first plus the set of the largest free capacity: at most
-// nodes+1 sets, in O(nodes² · width) steps (see visitNodeSets). Under
-// align-by-socket hints on fewer sockets come first among equals.
+// free CPUs in available plus those in mustKeep, each containing the nodes
+// of mustKeep, best first: preferred before not, narrower before wider,
+// then (prefer-closest-numa-nodes) smaller total distance, fewer sockets
+// (align-by-socket), more preferred CPUs (Preferring), lower node ids. Only
+// the narrowest width that fits is returned, no wider than
+// max-allowable-numa-nodes; an empty result means none can hold the
+// request. Under full-pcpus-only a mask fits only when its whole free cores
+// can make up the request, the condition Allocate and Grow meet. The search
+// is exhaustive up to exactSearchLimit sets of that width, heuristic beyond
+// (visitNodeSets): it never enumerates all 2^N masks.
 func (a *Allocator) NUMAHints(available, mustKeep cpuset.CPUSet, n int) []NUMAHint {
 	avail, _ := a.topo.bitsOf(available)
 	return a.numaHints(avail, mustKeep, n)

@@ -6,35 +6,13 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-// Preferred CPUs (isolatedCPUs: exclusive).
-//
-// An allocator made with Preferring takes its preferred CPUs (the
-// isolated ones) before any other, but never at the price of a topology
-// rule or measure: the placement an allocator without preference would
-// choose comes first, and the preferred CPUs only change which CPUs of the
-// same shape are taken.
-//
-//  1. The placement without preference is computed. If it holds only
-//     preferred CPUs, it stands.
-//  2. The same placement over the preferred CPUs alone is taken when it
-//     succeeds and is no worse on any topology measure (noWorse): no more
-//     NUMA nodes or sockets, inside every NUMA stage (affinity, a growing
-//     container's nodes) the first one is inside, as balanced under
-//     distribute-cpus-across-numa, over as many cores under
-//     distribute-cpus-across-cores, over no more uncore caches under
-//     prefer-align-cpus-by-uncorecache, and for a new container on no
-//     more split cores (the placement rule, fewest.go).
-//  3. Otherwise the first placement's count of CPUs in each NUMA node (and
-//     uncore cache under prefer-align-cpus-by-uncorecache) is kept, and
-//     inside each the preferred CPUs are taken first (refill), unless for
-//     a new container that splits more cores.
-//
-// Under full-pcpus-only a core is taken whole: a core mixing preferred and
-// other threads comes after the cores of preferred threads only and before
-// those of none (tiers). Shrink keeps preferred
-// CPUs first by the same steps, so the CPUs it releases are the other ones
-// where the topology allows. NUMA hints of equal rank list first those
-// whose preferred CPUs hold more of the request.
+// Preferred CPUs (isolatedCPUs: exclusive) are taken before any other,
+// never at the price of a topology rule or measure: the plain placement
+// comes first; the same placement over the preferred CPUs alone replaces it
+// when no worse on any measure (noWorse); otherwise its per-node (and
+// per-uncore-cache) counts are refilled preferred first. Under
+// full-pcpus-only cores are taken in tiers (preferred threads only, mixed,
+// none). docs/design.md (isolated CPUs) has the full rule.
 
 // Preferring returns a copy of a that takes the CPUs of preferred before
 // any other, as far as the topology rules allow (see prefer.go). An empty

@@ -5,45 +5,13 @@ import (
 	"strings"
 )
 
-// Whole cores under full-pcpus-only.
-//
-// full-pcpus-only allocates physical cores, never single threads: a CPU is
-// taken together with all its online siblings that the container does not
-// hold yet. A core is what the CPU topology says it is, its online CPUs,
-// isolated ones included (the kubelet also builds its topology from the
-// online CPUs): a core whose siblings are offline is a whole core of fewer
-// CPUs, taken as a unit like any other. A request must still
-// be a multiple of the SMT level, the most online threads of any core
-// (ErrSMTAlignment otherwise). The kubelet's CPUsPerCore divides the
-// online CPUs by the cores instead, rounding down: on an SMT-2 machine one
-// offline sibling makes it 1, which accepts any size and counts only
-// single-thread cores as free cores. This package keeps the SMT level.
-//
-// Growing a container that holds held by need CPUs of avail (Allocate is
-// the case held = ∅; Shrink keeps need = n-|original| of current-original
-// with held = original) is satisfiable exactly when
-//
-//	need = Σ |c ∩ avail| over some set of cores c with c ⊆ avail ∪ held
-//
-// that is, when need is a sum of the free parts of some cores that lie
-// entirely in avail ∪ held (Allocator.usable; a part is a whole core of
-// every thread, a core missing threads, or what the container does not
-// hold yet of a core it partly holds: taken first when the rest allows,
-// as the packed order goes to the container's own units first, but not
-// required). Otherwise the request is refused with ErrNotEnoughCPUs when
-// avail has fewer than need CPUs, ErrTopology when it has enough.
-//
-// When every part is a core of every thread and the SMT level divides
-// need (Allocator.regularCores: a machine without missing threads, a
-// container of whole cores), the condition is need ≤ |usable| and
-// placement is the kubelet's, unchanged. Otherwise it is a subset sum over parts of at most
-// ThreadsPerCore() CPUs, decided with coreSizes.sums (a bitmap of the
-// reachable totals, O(threads · log(cores) · need/64) word operations),
-// and placement runs in exact mode: every choice of a unit and of how many
-// CPUs it gives keeps the rest of the request reachable from the parts
-// not chosen yet (placeUsable, picker.takeExactFrom), so a satisfiable
-// request is never refused, while the stages, NUMA nodes, sockets, uncore
-// caches and cores are preferred in the usual order.
+// Whole cores under full-pcpus-only: a request is satisfiable exactly when
+// it is a sum of the free parts of some cores (whole cores, cores missing
+// offline threads, the rest of a core the container partly holds). On
+// regular machines that is a count check and placement is the kubelet's;
+// otherwise coreSizes decides the subset sum and placement runs in exact
+// mode (placeUsable, picker.takeExactFrom). docs/design.md ("Whole cores
+// under full-pcpus-only") has the condition and why.
 
 // coreSizes counts the whole-core parts available to a request by size:
 // coreSizes[w] is the number of cores with w CPUs to take. Index 0 is
