@@ -29,7 +29,7 @@ var imageCommands = map[string][]string{
 
 // imageLayoutVersion names the cached archives; bump it whenever the images
 // change, so that no stale archive is reused.
-const imageLayoutVersion = "v1"
+const imageLayoutVersion = "v2"
 
 // requiredApplets must be in the busybox the images are built from.
 var requiredApplets = []string{"sh", "sleep", "cat", "grep"}

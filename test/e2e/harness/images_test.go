@@ -14,6 +14,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness/ocilayout"
 )
 
 // readTar returns the headers and contents of a tar archive by name.
@@ -66,7 +68,7 @@ func TestImageLayoutArchive(t *testing.T) {
 	if got := string(contents["oci-layout"]); !strings.Contains(got, `"imageLayoutVersion":"1.0.0"`) {
 		t.Errorf("oci-layout = %q", got)
 	}
-	var idx index
+	var idx ocilayout.Index
 	if err := json.Unmarshal(contents["index.json"], &idx); err != nil {
 		t.Fatalf("index.json: %v", err)
 	}
@@ -74,20 +76,20 @@ func TestImageLayoutArchive(t *testing.T) {
 		t.Fatalf("index has %d manifests, want 2", len(idx.Manifests))
 	}
 	for _, d := range idx.Manifests {
-		name := d.Annotations[annotationName]
+		name := d.Annotations[ocilayout.AnnotationImageName]
 		wantCmd, ok := imageCommands[name]
 		if !ok {
 			t.Errorf("manifest %s is named %q, not one of the harness images", d.Digest, name)
 			continue
 		}
-		var man manifest
+		var man ocilayout.Manifest
 		if err := json.Unmarshal(blobOf(t, contents, d.Digest), &man); err != nil {
 			t.Fatalf("%s manifest: %v", name, err)
 		}
-		if man.MediaType != mediaTypeManifest || d.MediaType != mediaTypeManifest || len(man.Layers) != 1 {
+		if man.MediaType != ocilayout.MediaTypeManifest || d.MediaType != ocilayout.MediaTypeManifest || len(man.Layers) != 1 {
 			t.Fatalf("%s manifest: media types %s/%s, %d layers", name, man.MediaType, d.MediaType, len(man.Layers))
 		}
-		var cfg imageConfig
+		var cfg ocilayout.ImageConfig
 		if err := json.Unmarshal(blobOf(t, contents, man.Config.Digest), &cfg); err != nil {
 			t.Fatalf("%s config: %v", name, err)
 		}
