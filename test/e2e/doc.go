@@ -4,5 +4,8 @@
 //
 //	go test -tags e2e -count=1 -v ./test/e2e/...
 //
+// TestKubernetes (make e2e-kube) runs a real single-node Kubernetes on that
+// containerd with the plugin deployed as the DaemonSet of deploy/.
+//
 // The harness they use lives in the harness sub-package.
 package e2e

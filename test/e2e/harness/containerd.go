@@ -31,6 +31,9 @@ type ContainerdOptions struct {
 	// containerd's NRI timeouts (2s and 5s) when non-zero.
 	NRIPluginRequestTimeout      time.Duration
 	NRIPluginRegistrationTimeout time.Duration
+	// NRIValidator, when set, enables NRI's default validator with required
+	// plugins: container creation fails while one is not registered.
+	NRIValidator *NRIValidator
 	// Logf receives progress messages; nil discards them.
 	Logf Logf
 }
@@ -71,7 +74,7 @@ func NewContainerd(opts ContainerdOptions) (*Containerd, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("new containerd: %w", err)
 	}
-	for _, d := range []string{layout.nriPluginDir(), layout.nriPluginConfDir()} {
+	for _, d := range []string{layout.nriSocketDir(), layout.nriPluginDir(), layout.nriPluginConfDir()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			os.RemoveAll(dir)
 			return nil, fmt.Errorf("new containerd: %w", err)
@@ -81,6 +84,7 @@ func NewContainerd(opts ContainerdOptions) (*Containerd, error) {
 		logLevel:                     opts.LogLevel,
 		nriPluginRequestTimeout:      opts.NRIPluginRequestTimeout,
 		nriPluginRegistrationTimeout: opts.NRIPluginRegistrationTimeout,
+		nriValidator:                 opts.NRIValidator,
 	})
 	if err := os.WriteFile(layout.config(), []byte(config), 0o644); err != nil {
 		os.RemoveAll(dir)
@@ -95,8 +99,12 @@ func (c *Containerd) Dir() string { return c.layout.dir }
 // Address is the path of containerd's gRPC socket, which also serves CRI.
 func (c *Containerd) Address() string { return c.layout.address() }
 
-// NRISocket is the path external NRI plugins connect to.
+// NRISocket is the path external NRI plugins connect to. It is alone in
+// its directory (NRISocketDir), which a plugin's pod can mount.
 func (c *Containerd) NRISocket() string { return c.layout.nriSocket() }
+
+// NRISocketDir is the directory holding only NRISocket.
+func (c *Containerd) NRISocketDir() string { return c.layout.nriSocketDir() }
 
 // NRIPluginDir is where containerd looks for pre-installed NRI plugins
 // (<index>-<name> executables), which it starts only when it starts.

@@ -23,7 +23,8 @@ func (l containerdLayout) log() string              { return filepath.Join(l.dir
 func (l containerdLayout) root() string             { return filepath.Join(l.dir, "root") }
 func (l containerdLayout) state() string            { return filepath.Join(l.dir, "state") }
 func (l containerdLayout) address() string          { return filepath.Join(l.dir, "containerd.sock") }
-func (l containerdLayout) nriSocket() string        { return filepath.Join(l.dir, "nri.sock") }
+func (l containerdLayout) nriSocketDir() string     { return filepath.Join(l.dir, "nri") }
+func (l containerdLayout) nriSocket() string        { return filepath.Join(l.nriSocketDir(), "nri.sock") }
 func (l containerdLayout) nriPluginDir() string     { return filepath.Join(l.dir, "nri-plugins") }
 func (l containerdLayout) nriPluginConfDir() string { return filepath.Join(l.dir, "nri-conf.d") }
 func (l containerdLayout) runcRoot() string         { return filepath.Join(l.dir, "runc") }
@@ -46,6 +47,20 @@ type containerdSettings struct {
 	logLevel                     string
 	nriPluginRequestTimeout      time.Duration
 	nriPluginRegistrationTimeout time.Duration
+	nriValidator                 *NRIValidator
+}
+
+// NRIValidator configures containerd's built-in NRI default validator to
+// fail container creation while a required plugin is not registered
+// (containerd 2.4, NRI v0.12).
+type NRIValidator struct {
+	// RequiredPlugins are plugin names ("cpumanager") or index-names
+	// ("90-cpumanager") that must be registered for a container to be
+	// created.
+	RequiredPlugins []string
+	// TolerateMissingAnnotation is the pod annotation key that, set to
+	// "true", exempts a pod from the requirement.
+	TolerateMissingAnnotation string
 }
 
 // render returns the containerd configuration (version 3): NRI enabled with
@@ -70,6 +85,16 @@ func (l containerdLayout) render(s containerdSettings) string {
 	}
 	if s.nriPluginRequestTimeout > 0 {
 		fmt.Fprintf(&b, "  plugin_request_timeout = %s\n", q(s.nriPluginRequestTimeout.String()))
+	}
+	if v := s.nriValidator; v != nil {
+		required := make([]string, len(v.RequiredPlugins))
+		for i, name := range v.RequiredPlugins {
+			required[i] = q(name)
+		}
+		fmt.Fprintf(&b, "[plugins.'io.containerd.nri.v1.nri'.default_validator]\n  enable = true\n  required_plugins = [%s]\n", strings.Join(required, ", "))
+		if v.TolerateMissingAnnotation != "" {
+			fmt.Fprintf(&b, "  tolerate_missing_plugins_annotation = %s\n", q(v.TolerateMissingAnnotation))
+		}
 	}
 	fmt.Fprintf(&b, "\n[plugins.'io.containerd.cri.v1.images']\n  snapshotter = \"native\"\n")
 	fmt.Fprintf(&b, "[plugins.'io.containerd.cri.v1.images'.pinned_images]\n  sandbox = %s\n\n", q(PauseImage))

@@ -48,6 +48,24 @@ func TestContainerdConfigKeepsEverythingInItsDirectory(t *testing.T) {
 	if strings.Contains(config, "plugin_registration_timeout") {
 		t.Errorf("config overrides the registration timeout it was not given:\n%s", config)
 	}
+	if strings.Contains(config, "default_validator") {
+		t.Errorf("config enables the NRI validator it was not asked for:\n%s", config)
+	}
+}
+
+func TestContainerdConfigNRIValidator(t *testing.T) {
+	l := containerdLayout{dir: "/tmp/ctd-42"}
+	config := l.render(containerdSettings{nriValidator: &NRIValidator{
+		RequiredPlugins:           []string{"cpumanager", "90-other"},
+		TolerateMissingAnnotation: "tolerate-missing-nri-plugins.example.com",
+	}})
+	want := "[plugins.'io.containerd.nri.v1.nri'.default_validator]\n" +
+		"  enable = true\n" +
+		"  required_plugins = [\"cpumanager\", \"90-other\"]\n" +
+		"  tolerate_missing_plugins_annotation = \"tolerate-missing-nri-plugins.example.com\"\n"
+	if !strings.Contains(config, want) {
+		t.Errorf("config lacks\n%s\nin\n%s", want, config)
+	}
 }
 
 func TestCheckSocketPaths(t *testing.T) {

@@ -11,6 +11,12 @@
 // in-place resizes, and readers of the resulting cgroup files and CPU
 // affinity.
 //
+// For the Kubernetes suite it also builds Kubernetes and etcd from the
+// modules in test/kubernetes (InstallKubernetes) and runs a throwaway
+// single-node cluster on that containerd (StartCluster); CRI.Attach reads
+// the containers the kubelet made. Its ocilayout sub-package writes OCI
+// image layouts, for the test images and the plugin's release image.
+//
 // The core API takes a Logf instead of *testing.T so that a plain program
 // can use it too; testing.go adds thin helpers for tests.
 package harness

@@ -1,0 +1,781 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ClusterOptions configure StartCluster.
+type ClusterOptions struct {
+	// Tools are the Kubernetes binaries (see InstallKubernetes). Required.
+	Tools *KubernetesTools
+	// Containerd is the running containerd the kubelet uses. Required.
+	Containerd *Containerd
+	// NodeName is the node's name. Default "nri-e2e".
+	NodeName string
+	// TempRoot is where the cluster's directory is created. Default "/tmp".
+	TempRoot string
+	// StartTimeout bounds StartCluster. Default 3 minutes.
+	StartTimeout time.Duration
+	// Logf receives progress messages; nil discards them.
+	Logf Logf
+}
+
+// Cluster is a throwaway single-node Kubernetes: etcd, kube-apiserver,
+// kube-controller-manager (the controllers a DaemonSet and service accounts
+// need), kube-scheduler (a DaemonSet's pods are bound by it) and a kubelet (cpuManagerPolicy none, cgroupfs, its own cgroup
+// root) on the harness's containerd. Everything but the cgroups and the
+// container log links lives in Dir; Close removes it all and puts back the
+// kernel settings the kubelet changed.
+//
+// There is no CNI (pods use the
+// host network; the node stays NotReady), and no node lifecycle controller,
+// so nothing taints or evicts pods because of that. The API server and the
+// kubelet listen on loopback only: `kubectl exec` and `logs` do not reach
+// the node; read inside containers with CRI (CRI.Attach).
+type Cluster struct {
+	// Dir holds the cluster's configuration, state and logs.
+	Dir string
+	// NodeName is the node's name.
+	NodeName string
+	// Kubeconfig is an administrator's kubeconfig.
+	Kubeconfig string
+	// CgroupRoot is the kubelet's cgroup root (cgroupfs path), under which
+	// it puts kubepods.
+	CgroupRoot string
+	// KubeletRootDir is the kubelet's --root-dir; it keeps
+	// cpu_manager_state there.
+	KubeletRootDir string
+
+	tools      *KubernetesTools
+	containerd *Containerd
+	logf       Logf
+	procs      []*namedProcess // in start order
+	sysctls    map[string]string
+	cgroupDirs []string // the cgroup root in every hierarchy
+	madeDirs   []string // of kubeletHostDirs, those that did not exist
+	closed     bool
+}
+
+type namedProcess struct {
+	name string
+	*Process
+}
+
+// kubeletSysctls are the kernel settings the kubelet sets at start
+// (protectKernelDefaults false); Close restores them.
+var kubeletSysctls = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// legacyContainerLogsDir is where the kubelet links every container's log,
+// whatever its podLogsDir; Close removes the cluster's links.
+const legacyContainerLogsDir = "/var/log/containers"
+
+// kubeletDevicePluginSocket is where the kubelet serves device plugins,
+// whatever its --root-dir.
+const kubeletDevicePluginSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
+
+// kubeletHostDirs are the directories the kubelet creates whatever its
+// configuration, parents first; Close removes those it created.
+var kubeletHostDirs = []string{"/var/lib/kubelet", "/var/lib/kubelet/device-plugins", legacyContainerLogsDir}
+
+// StartCluster starts a single-node cluster and waits until the node is
+// registered and the default service account exists. On failure it
+// removes what it made; the error quotes the logs.
+func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err error) {
+	if opts.Tools == nil || opts.Containerd == nil {
+		return nil, errors.New("start cluster: Tools and Containerd are required")
+	}
+	opts.Logf = opts.Logf.orDiscard()
+	if opts.NodeName == "" {
+		opts.NodeName = "nri-e2e"
+	}
+	if opts.TempRoot == "" {
+		opts.TempRoot = "/tmp"
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 3 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+	dir, err := os.MkdirTemp(opts.TempRoot, "kube-")
+	if err != nil {
+		return nil, fmt.Errorf("start cluster: %w", err)
+	}
+	c := &Cluster{
+		Dir:            dir,
+		NodeName:       opts.NodeName,
+		Kubeconfig:     filepath.Join(dir, "admin.kubeconfig"),
+		CgroupRoot:     "/" + filepath.Base(dir),
+		KubeletRootDir: filepath.Join(dir, "kubelet"),
+		tools:          opts.Tools,
+		containerd:     opts.Containerd,
+		logf:           opts.Logf,
+	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("start cluster: %w\n%s", err, c.LogTails(30))
+			if cerr := c.Close(context.Background()); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+		}
+	}()
+	start := time.Now()
+	if err := c.start(ctx); err != nil {
+		return nil, err
+	}
+	c.logf("Kubernetes %s running in %s (node %s, cgroup root %s), started in %v",
+		opts.Tools.Version, dir, c.NodeName, c.CgroupRoot, time.Since(start).Round(time.Millisecond))
+	return c, nil
+}
+
+// clusterPorts are the loopback ports of one cluster.
+type clusterPorts struct {
+	etcdClient, etcdPeer, apiServer, controllerManager, scheduler, kubelet, kubeletHealthz int
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	hostIP, err := hostIP()
+	if err != nil {
+		return err
+	}
+	p, err := newPKI(filepath.Join(c.Dir, "pki"))
+	if err != nil {
+		return err
+	}
+	apiCert, apiKey, err := p.issue(certIdentity{
+		file:     "apiserver",
+		dnsNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		ips:      []net.IP{net.IPv4(127, 0, 0, 1), net.IPv4(10, 0, 0, 1), hostIP},
+	})
+	if err != nil {
+		return err
+	}
+	saKey, saPub, err := p.serviceAccountKey()
+	if err != nil {
+		return err
+	}
+	free, err := freePorts(7)
+	if err != nil {
+		return err
+	}
+	ports := clusterPorts{free[0], free[1], free[2], free[3], free[4], free[5], free[6]}
+	server := "https://127.0.0.1:" + strconv.Itoa(ports.apiServer)
+	kubeconfigs := map[string]certIdentity{
+		c.Kubeconfig: {file: "admin", commonName: "e2e-admin", organizations: []string{"system:masters"}},
+		filepath.Join(c.Dir, "controller-manager.kubeconfig"): {file: "controller-manager", commonName: "system:kube-controller-manager"},
+		filepath.Join(c.Dir, "scheduler.kubeconfig"):          {file: "scheduler", commonName: "system:kube-scheduler"},
+		filepath.Join(c.Dir, "kubelet.kubeconfig"):            {file: "kubelet", commonName: "system:node:" + c.NodeName, organizations: []string{"system:nodes"}},
+	}
+	for path, id := range kubeconfigs {
+		cert, key, err := p.issue(id)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(kubeconfig(server, p.caCertPath(), cert, key)), 0o600); err != nil {
+			return fmt.Errorf("write kubeconfig: %w", err)
+		}
+	}
+
+	// etcd.
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports.etcdClient)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports.etcdPeer)
+	if err := c.run("etcd", c.tools.Etcd,
+		"--name=e2e", "--data-dir="+filepath.Join(c.Dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=e2e="+peerURL, "--unsafe-no-fsync", "--log-level=warn",
+	); err != nil {
+		return err
+	}
+	if err := c.waitHTTP(ctx, "etcd", etcdURL+"/health", nil); err != nil {
+		return err
+	}
+
+	// kube-apiserver: loopback only, no anonymous access; AlwaysAllow for
+	// whoever holds a certificate of the cluster's CA.
+	if err := c.run("kube-apiserver", c.tools.APIServer,
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports.apiServer),
+		"--advertise-address="+hostIP.String(),
+		"--tls-cert-file="+apiCert, "--tls-private-key-file="+apiKey,
+		"--client-ca-file="+p.caCertPath(),
+		// The controller manager and the scheduler read these to
+		// authenticate requests to their own servers.
+		"--requestheader-client-ca-file="+p.caCertPath(), "--requestheader-allowed-names=front-proxy-client",
+		"--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--anonymous-auth=false", "--authorization-mode=AlwaysAllow",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--allow-privileged=true",
+		"--cert-dir="+filepath.Join(c.Dir, "apiserver"),
+		"--profiling=false",
+	); err != nil {
+		return err
+	}
+	adminCert, adminKey := filepath.Join(p.dir, "admin.crt"), filepath.Join(p.dir, "admin.key")
+	client, err := tlsClient(p.caCertPath(), adminCert, adminKey)
+	if err != nil {
+		return err
+	}
+	if err := c.waitHTTP(ctx, "kube-apiserver", server+"/readyz", client); err != nil {
+		return err
+	}
+
+	// kube-controller-manager: only the controllers the tests need. Without
+	// the node lifecycle controller, the NotReady node (no CNI) is neither
+	// tainted nor are its pods evicted.
+	cmKubeconfig := filepath.Join(c.Dir, "controller-manager.kubeconfig")
+	if err := c.run("kube-controller-manager", c.tools.ControllerManager,
+		"--kubeconfig="+cmKubeconfig,
+		"--authentication-kubeconfig="+cmKubeconfig, "--authorization-kubeconfig="+cmKubeconfig,
+		"--controllers=daemonset,serviceaccount,serviceaccount-token,garbagecollector,namespace,root-ca-cert-publisher",
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports.controllerManager),
+		"--cert-dir="+filepath.Join(c.Dir, "controller-manager"),
+		"--service-account-private-key-file="+saKey, "--root-ca-file="+p.caCertPath(),
+		"--use-service-account-credentials=false",
+	); err != nil {
+		return err
+	}
+
+	schedKubeconfig := filepath.Join(c.Dir, "scheduler.kubeconfig")
+	if err := c.run("kube-scheduler", c.tools.Scheduler,
+		"--kubeconfig="+schedKubeconfig,
+		"--authentication-kubeconfig="+schedKubeconfig, "--authorization-kubeconfig="+schedKubeconfig,
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports.scheduler),
+		"--cert-dir="+filepath.Join(c.Dir, "scheduler"),
+	); err != nil {
+		return err
+	}
+
+	// The kubelet.
+	if err := c.prepareKubeletHost(); err != nil {
+		return err
+	}
+	config := filepath.Join(c.Dir, "kubelet.yaml")
+	if err := os.WriteFile(config, []byte(c.kubeletConfig(ports, p.caCertPath())), 0o644); err != nil {
+		return fmt.Errorf("write kubelet configuration: %w", err)
+	}
+	if err := c.run("kubelet", c.tools.Kubelet,
+		"--config="+config,
+		"--kubeconfig="+filepath.Join(c.Dir, "kubelet.kubeconfig"),
+		"--root-dir="+c.KubeletRootDir, "--cert-dir="+filepath.Join(c.KubeletRootDir, "pki"),
+		"--hostname-override="+c.NodeName,
+		"--v=2",
+	); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, "the node "+c.NodeName+" to register", "kubelet", "get", "node", c.NodeName); err != nil {
+		return err
+	}
+	return c.waitFor(ctx, "the default service account", "kube-controller-manager", "get", "serviceaccount", "default")
+}
+
+// kubeletConfig returns the KubeletConfiguration: cpuManagerPolicy none
+// (the plugin's job), cgroupfs with the cluster's own cgroup root, cgroup v1
+// allowed, a sync every 5 s and watched ConfigMaps (a ConfigMap edit
+// reaches a mounted volume within seconds), no image garbage collection
+// and no eviction (the test images cannot be pulled again), loopback
+// servers with anonymous access.
+func (c *Cluster) kubeletConfig(ports clusterPorts, caFile string) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+  x509: {clientCAFile: %q}
+authorization: {mode: AlwaysAllow}
+containerRuntimeEndpoint: %q
+cgroupDriver: cgroupfs
+cgroupRoot: %q
+cgroupsPerQOS: true
+failCgroupV1: false
+failSwapOn: false
+cpuManagerPolicy: none
+resolvConf: %q
+podLogsDir: %q
+volumePluginDir: %q
+syncFrequency: 5s
+configMapAndSecretChangeDetectionStrategy: Watch
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", nodefs.inodesFree: "1%%", imagefs.available: "1%%"}
+serializeImagePulls: false
+`, ports.kubelet, ports.kubeletHealthz, caFile, "unix://"+c.containerd.Address(), c.CgroupRoot,
+		filepath.Join(c.Dir, "resolv.conf"), filepath.Join(c.Dir, "pods"), filepath.Join(c.Dir, "volume-plugins"))
+}
+
+// prepareKubeletHost records the kernel settings the kubelet will change,
+// creates its cgroup root in every hierarchy (a cpuset one with all the
+// root's CPUs and memory nodes) and the files it needs.
+func (c *Cluster) prepareKubeletHost() error {
+	if _, err := os.Stat(kubeletDevicePluginSocket); err == nil {
+		return fmt.Errorf("%s exists: another kubelet runs on this machine, and a second one would take its device plugin socket", kubeletDevicePluginSocket)
+	}
+	for _, d := range kubeletHostDirs {
+		if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
+			c.madeDirs = append(c.madeDirs, d)
+		}
+	}
+	c.sysctls = map[string]string{}
+	for _, key := range kubeletSysctls {
+		v, err := os.ReadFile(filepath.Join("/proc/sys", key))
+		if err != nil {
+			continue // not on this kernel: the kubelet skips it too
+		}
+		c.sysctls[key] = strings.TrimSpace(string(v))
+	}
+	mounts, err := readMounts()
+	if err != nil {
+		return err
+	}
+	for _, m := range mounts {
+		if m.fsType != "cgroup" && m.fsType != "cgroup2" {
+			continue
+		}
+		dir := filepath.Join(m.point, c.CgroupRoot)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return fmt.Errorf("create the kubelet's cgroup root: %w", err)
+		}
+		c.cgroupDirs = append(c.cgroupDirs, dir)
+		if m.fsType == "cgroup" && slices.Contains(m.options, "cpuset") {
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				v, err := os.ReadFile(filepath.Join(m.point, f))
+				if err != nil {
+					return fmt.Errorf("read the root cpuset: %w", err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
+					return fmt.Errorf("set up the kubelet's cgroup root: %w", err)
+				}
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(c.Dir, "resolv.conf"), nil, 0o644); err != nil {
+		return err
+	}
+	return os.MkdirAll(filepath.Join(c.Dir, "pods"), 0o755)
+}
+
+// run starts a component with its log in Dir.
+func (c *Cluster) run(name, path string, args ...string) error {
+	p, err := StartProcess(ProcessOptions{Path: path, Args: args, LogPath: filepath.Join(c.Dir, name+".log"), Dir: c.Dir})
+	if err != nil {
+		return err
+	}
+	c.procs = append(c.procs, &namedProcess{name: name, Process: p})
+	c.logf("%s running as pid %d", name, p.PID())
+	return nil
+}
+
+// process returns the running component called name, or nil.
+func (c *Cluster) process(name string) *namedProcess {
+	for _, p := range c.procs {
+		if p.name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// waitHTTP waits until url answers 200, failing early when the component
+// exits.
+func (c *Cluster) waitHTTP(ctx context.Context, name, url string, client *http.Client) error {
+	if client == nil {
+		client = &http.Client{}
+	}
+	client.Timeout = 2 * time.Second
+	var last string
+	err := c.process(name).WaitUntil(ctx, func() (bool, error) {
+		resp, err := client.Get(url)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		defer resp.Body.Close()
+		last = resp.Status
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for %s at %s (last answer: %s): %w", name, url, last, err)
+	}
+	return nil
+}
+
+// waitFor waits until `kubectl args…` succeeds, failing early when the
+// component that should make it so exits.
+func (c *Cluster) waitFor(ctx context.Context, what, component string, args ...string) error {
+	var last error
+	err := c.process(component).WaitUntil(ctx, func() (bool, error) {
+		_, last = c.Kubectl(ctx, args...)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for %s (last: %v): %w", what, last, err)
+	}
+	return nil
+}
+
+// Kubectl runs kubectl as the administrator and returns its standard
+// output; a failure quotes its standard error.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
+	return c.KubectlStdin(ctx, "", args...)
+}
+
+// KubectlStdin is Kubectl with stdin as the command's standard input.
+func (c *Cluster) KubectlStdin(ctx context.Context, stdin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.tools.Kubectl, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// KubectlJSON runs kubectl with `-o json` appended and decodes its output
+// into v.
+func (c *Cluster) KubectlJSON(ctx context.Context, v any, args ...string) error {
+	out, err := c.Kubectl(ctx, append(args, "-o", "json")...)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		return fmt.Errorf("kubectl %s: decode output: %w", strings.Join(args, " "), err)
+	}
+	return nil
+}
+
+// LogTails returns the last n lines of every component's log.
+func (c *Cluster) LogTails(n int) string {
+	var b strings.Builder
+	for _, p := range c.procs {
+		fmt.Fprintf(&b, "--- %s (%s), last lines:\n%s\n", p.name, p.LogPath(), p.LogTail(n))
+	}
+	return b.String()
+}
+
+// LogPath returns the log of the component called name (etcd,
+// kube-apiserver, kube-controller-manager, kubelet), or "".
+func (c *Cluster) LogPath(name string) string {
+	if p := c.process(name); p != nil {
+		return p.LogPath()
+	}
+	return ""
+}
+
+// Close deletes every workload through the API so that the kubelet stops
+// the pods and unmounts their volumes, stops the components, removes the
+// pod sandboxes that are left, the kubelet's cgroups, mounts, container log
+// links and Dir, and puts back the kernel settings the kubelet changed. It
+// carries on past errors and returns them all. Calls after the first do
+// nothing.
+func (c *Cluster) Close(ctx context.Context) error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	var errs []error
+	if c.running("kube-apiserver") && c.running("kubelet") {
+		if err := c.deleteWorkloads(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		if err := c.procs[i].Stop(15 * time.Second); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", c.procs[i].name, err))
+		}
+	}
+	if c.containerd.Running() {
+		if err := removeAllPodSandboxes(ctx, c.containerd.Address()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := unmountUnder(c.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeLogLinks(legacyContainerLogsDir, c.Dir); err != nil {
+		errs = append(errs, err)
+	}
+	if c.process("kubelet") != nil {
+		if err := os.Remove(kubeletDevicePluginSocket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove the kubelet's device plugin socket: %w", err))
+		}
+	}
+	for i := len(c.madeDirs) - 1; i >= 0; i-- {
+		// Only if empty: something else may have put files there since.
+		if err := os.Remove(c.madeDirs[i]); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove %s, which the kubelet created: %w", c.madeDirs[i], err))
+		}
+	}
+	for _, dir := range c.cgroupDirs {
+		if err := removeCgroupTree(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for key, v := range c.sysctls {
+		path := filepath.Join("/proc/sys", key)
+		now, err := os.ReadFile(path)
+		if err == nil && strings.TrimSpace(string(now)) == v {
+			continue
+		}
+		if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("restore %s to %s: %w", key, v, err))
+		}
+	}
+	if err := unmountUnder(c.Dir); err != nil {
+		errs = append(errs, err)
+	} else if err := os.RemoveAll(c.Dir); err != nil {
+		errs = append(errs, fmt.Errorf("remove %s: %w", c.Dir, err))
+	}
+	return errors.Join(errs...)
+}
+
+// CheckGone returns an error naming whatever of the cluster is still on
+// the machine: a component running, its cgroups, container log links,
+// directories the kubelet created, kernel settings not put back, Dir. It is
+// nil after a successful Close.
+func (c *Cluster) CheckGone() error {
+	var errs []error
+	for _, p := range c.procs {
+		if c.running(p.name) {
+			errs = append(errs, fmt.Errorf("%s still running as pid %d", p.name, p.PID()))
+		}
+	}
+	for _, d := range append(append([]string{c.Dir}, c.cgroupDirs...), c.madeDirs...) {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("%s still exists (stat: %v)", d, err))
+		}
+	}
+	if entries, err := os.ReadDir(legacyContainerLogsDir); err == nil {
+		for _, e := range entries {
+			if dest, err := os.Readlink(filepath.Join(legacyContainerLogsDir, e.Name())); err == nil && strings.HasPrefix(dest, c.Dir+"/") {
+				errs = append(errs, fmt.Errorf("container log link %s still exists", e.Name()))
+			}
+		}
+	}
+	for key, v := range c.sysctls {
+		now, err := os.ReadFile(filepath.Join("/proc/sys", key))
+		if err != nil || strings.TrimSpace(string(now)) != v {
+			errs = append(errs, fmt.Errorf("%s is %q (%v), was %s before the kubelet started", key, strings.TrimSpace(string(now)), err, v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) running(name string) bool {
+	p := c.process(name)
+	if p == nil {
+		return false
+	}
+	exited, _ := p.Exited()
+	return !exited
+}
+
+// deleteWorkloads deletes every DaemonSet and pod and waits (up to two
+// minutes) until the kubelet has stopped them all.
+func (c *Cluster) deleteWorkloads(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var errs []error
+	if _, err := c.Kubectl(ctx, "delete", "daemonsets", "--all", "--all-namespaces", "--wait=false"); err != nil {
+		errs = append(errs, err)
+	}
+	var left string
+	err := Poll(ctx, func() (bool, error) {
+		if _, err := c.Kubectl(ctx, "delete", "pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false"); err != nil {
+			left = err.Error()
+			return false, nil
+		}
+		out, err := c.Kubectl(ctx, "get", "pods", "--all-namespaces", "-o", "name")
+		left = strings.TrimSpace(out)
+		return err == nil && left == "", nil
+	})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("delete the cluster's pods (left: %s): %w", left, err))
+	}
+	return errors.Join(errs...)
+}
+
+// removeAllPodSandboxes stops and removes every pod sandbox of the
+// containerd at address (the kubelet's, once it is stopped).
+func removeAllPodSandboxes(ctx context.Context, address string) error {
+	cri, err := DialCRI(address, nil)
+	if err != nil {
+		return err
+	}
+	defer cri.Close()
+	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	resp, err := cri.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if err != nil {
+		return fmt.Errorf("list pod sandboxes: %w", err)
+	}
+	var errs []error
+	for _, s := range resp.GetItems() {
+		if _, err := cri.Runtime.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: s.GetId()}); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("stop pod %s: %w", s.GetMetadata().GetName(), err))
+			continue
+		}
+		if _, err := cri.Runtime.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: s.GetId()}); err != nil && !isNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove pod %s: %w", s.GetMetadata().GetName(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeLogLinks removes the symbolic links in dir that point into target.
+func removeLogLinks(dir, target string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list container log links: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		dest, err := os.Readlink(path)
+		if err != nil || !strings.HasPrefix(dest, target+"/") {
+			continue
+		}
+		if err := os.Remove(path); err != nil {
+			errs = append(errs, fmt.Errorf("remove container log link: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroupTree removes a cgroup directory and every cgroup below it,
+// deepest first. A cgroup that still has processes cannot be removed.
+func removeCgroupTree(root string) error {
+	var dirs []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list cgroups under %s: %w", root, err)
+	}
+	slices.Reverse(dirs) // children after parents in walk order
+	var errs []error
+	for _, d := range dirs {
+		if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove cgroup: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// kubeconfig returns a kubeconfig for server with a client certificate.
+func kubeconfig(server, ca, cert, key string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster: {server: %q, certificate-authority: %q}
+users:
+- name: e2e
+  user: {client-certificate: %q, client-key: %q}
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: e2e}
+current-context: e2e
+`, server, ca, cert, key)
+}
+
+// tlsClient returns an HTTPS client trusting ca and presenting cert.
+func tlsClient(ca, cert, key string) (*http.Client, error) {
+	pemCA, err := os.ReadFile(ca)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemCA) {
+		return nil, fmt.Errorf("no certificate in %s", ca)
+	}
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("load client certificate: %w", err)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}, nil
+}
+
+// freePorts returns n distinct loopback TCP ports that were free a moment
+// ago.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// hostIP returns the address of the interface of the default route (the
+// one the kubelet reports as the node's InternalIP), else the first
+// non-loopback IPv4 address.
+func hostIP() (net.IP, error) {
+	// Connecting a UDP socket sends nothing; it only picks the route.
+	if conn, err := net.Dial("udp4", "192.0.2.1:9"); err == nil {
+		defer conn.Close()
+		return conn.LocalAddr().(*net.UDPAddr).IP, nil
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("find the host's address: %w", err)
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+			return ipn.IP, nil
+		}
+	}
+	return nil, errors.New("find the host's address: no non-loopback IPv4 address (the kubelet needs one)")
+}

@@ -1,0 +1,713 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
+)
+
+// kube is the Kubernetes suite's cluster with the plugin deployed.
+type kube struct {
+	env      *harness.Env
+	cluster  *harness.Cluster
+	mach     *machine
+	stateDir string
+	// reserved is deploy/configmap.yaml's reservedSystemCPUs.
+	reserved cpuset.CPUSet
+}
+
+// TestKubernetes runs a real single-node Kubernetes (etcd, kube-apiserver,
+// kube-controller-manager, kube-scheduler, kubelet with cpuManagerPolicy
+// none) on the harness's containerd, with its NRI validator in the
+// fail-closed mode of deploy/containerd-nri.toml; deploys the plugin as the
+// DaemonSet of deploy/ from its release image, and drives pods with kubectl
+// only, checking the cgroups and CPU affinity through CRI.
+func TestKubernetes(t *testing.T) {
+	harness.SkipUnlessCapable(t)
+	mach := readMachine(t)
+	mach.needCPUs(t, 2, needReservedAndPinned)
+	// A first run builds Kubernetes (about 20 minutes on 2 CPUs).
+	ctx := harness.Context(t, 50*time.Minute)
+
+	start := time.Now()
+	tools, err := harness.InstallKubernetes(ctx, harness.InstallOptions{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := buildPluginImage(ctx, t)
+	t.Logf("binaries and image ready in %v", time.Since(start).Round(time.Second))
+
+	env := harness.NewTestEnv(t, harness.EnvOptions{Containerd: harness.ContainerdOptions{NRIValidator: failClosed}})
+	if err := env.Containerd.ImportImages(ctx, archive); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.CRI.WaitForImages(ctx, pluginImageRepo+":"+pluginImageTag); err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := harness.StartCluster(ctx, harness.ClusterOptions{Tools: tools, Containerd: env.Containerd, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered after the Env's clean-up, so it runs before it.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("cluster logs:\n%s", cluster.LogTails(40))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := cluster.Close(ctx); err != nil {
+			t.Errorf("clean up the cluster: %v", err)
+		}
+		if err := cluster.CheckGone(); err != nil {
+			t.Errorf("after cleaning up the cluster: %v", err)
+		}
+	})
+	k := &kube{env: env, cluster: cluster, mach: mach, stateDir: filepath.Join(cluster.Dir, "nri-cpumanager"), reserved: cpuset.New(0)}
+	if !mach.cpus.Contains(0) {
+		t.Skipf("deploy/configmap.yaml reserves CPU 0, which this machine does not offer (%s)", mach.cpus)
+	}
+
+	if !t.Run("deploy", k.deploy) {
+		t.FailNow()
+	}
+	var exclusive cpuset.CPUSet
+	if !t.Run("pinned and shared pods", func(t *testing.T) { exclusive = k.pinnedAndShared(ctx, t) }) {
+		t.FailNow()
+	}
+	t.Run("refused growth", func(t *testing.T) { k.refusedGrowth(ctx, t, exclusive) })
+	t.Run("memory-only resize", func(t *testing.T) { k.memoryOnlyResize(ctx, t, exclusive) })
+	t.Run("ConfigMap edit applied live", func(t *testing.T) { k.configMapEdit(ctx, t, exclusive) })
+	t.Run("growth and shrink", func(t *testing.T) { k.growthAndShrink(ctx, t, exclusive) })
+	t.Run("plugin pod re-created", func(t *testing.T) { k.pluginPodRecreated(ctx, t, exclusive) })
+	t.Run("fail closed while the plugin is away", func(t *testing.T) { k.failClosed(ctx, t, exclusive) })
+	t.Run("deleted pod returns its CPUs", func(t *testing.T) { k.deletedPodReturnsCPUs(ctx, t) })
+}
+
+// deploy applies deploy/ through the overlay, labels the node and waits for
+// the DaemonSet's pod to be Ready through its probes.
+func (k *kube) deploy(t *testing.T) {
+	ctx := harness.Context(t, 5*time.Minute)
+	dir := overlay(t, k.env, k.cluster, k.stateDir)
+	if out, err := k.cluster.Kubectl(ctx, "apply", "-k", dir); err != nil {
+		t.Fatal(err)
+	} else {
+		t.Logf("kubectl apply -k:\n%s", strings.TrimSpace(out))
+	}
+	if _, err := k.cluster.Kubectl(ctx, "label", "node", k.cluster.NodeName, nodeLabel+"=true"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.cluster.Kubectl(ctx, "rollout", "status", "daemonset/nri-cpumanager", "-n", pluginNamespace, "--timeout=4m"); err != nil {
+		t.Fatalf("the DaemonSet's pod did not become Ready: %v\n%s", err, k.describePlugin(ctx))
+	}
+	p := k.pluginPod(ctx, t)
+	t.Logf("plugin pod %s Ready", p.Metadata.Name)
+	c := k.attach(ctx, t, p, "nri-cpumanager")
+	// The release image's binary, running as the DaemonSet's container.
+	if _, err := k.waitLog(ctx, c, 0, regexp.MustCompile(`msg="?synchronized`)); err != nil {
+		t.Error(err)
+	}
+}
+
+// pinnedAndShared runs a 1-CPU Guaranteed pod and a shared one and checks
+// their cpusets and affinity and the plugin's own; it returns the pinned
+// pod's exclusive CPUs.
+func (k *kube) pinnedAndShared(ctx context.Context, t *testing.T) cpuset.CPUSet {
+	k.apply(ctx, t, podManifest("shared", k.cluster.NodeName, sharedResources))
+	k.apply(ctx, t, podManifest("pinned", k.cluster.NodeName, guaranteedCPUs(1, "64Mi")))
+	pinned := k.attach(ctx, t, k.waitRunning(ctx, t, "pinned"), "app")
+	shared := k.attach(ctx, t, k.waitRunning(ctx, t, "shared"), "app")
+
+	available := k.mach.cpus.Difference(k.reserved)
+	exclusive, ok := k.mach.oneExclusive(available)
+	if ok {
+		wantCPUs(ctx, t, pinned, exclusive)
+	} else {
+		t.Logf("which CPU of %s the plugin picks is not predicted on this machine (%s)", available, k.mach.unpredictable)
+		got, _, err := waitCPUs(ctx, pinned, func(s cpuset.CPUSet) bool { return s.Size() == 1 && s.IsSubsetOf(available) })
+		if err != nil {
+			t.Fatalf("pinned pod: cpuset %s, want one CPU of %s: %v", got, available, err)
+		}
+		exclusive = got
+	}
+	sharedPool := k.mach.cpus.Difference(exclusive)
+	wantCPUs(ctx, t, shared, sharedPool)
+	wantProcessCPUs(ctx, t, k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager"), sharedPool)
+	st := k.checkpoint(t)
+	if a, ok := st.Assignment(pinned.Pod.Spec.UID, "app"); !ok || !a.Original.Equals(exclusive) {
+		t.Errorf("checkpoint entry of the pinned pod: %+v (present %v), want original %s", a, ok, exclusive)
+	}
+	if !st.DefaultCPUSet.Equals(sharedPool) {
+		t.Errorf("checkpoint shared pool %s, want %s", st.DefaultCPUSet, sharedPool)
+	}
+	return exclusive
+}
+
+// refusedGrowth asks the pinned pod for every CPU of the node: the kubelet
+// admits it (nothing else requests CPU) and the plugin refuses it because
+// the reserved CPU must stay shared. The refusal must show in the pod's
+// PodResizeInProgress condition and a ResizeError event, while the pod
+// cgroup and every cpuset stay as they were.
+func (k *kube) refusedGrowth(ctx context.Context, t *testing.T, exclusive cpuset.CPUSet) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	pinned := k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app")
+	podCgroup, err := pinned.Pod.Cgroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	quota, shares := readPodCPU(t, podCgroup)
+	if quota != 100000 || shares != 1024 {
+		t.Errorf("pod cgroup %s before the resize: cpu.cfs_quota_us %d, cpu.shares %d, want 100000 and 1024", podCgroup.Path, quota, shares)
+	}
+	before := k.cpusets(ctx, t)
+
+	n := k.mach.cpus.Size()
+	k.resize(ctx, t, "pinned", fmt.Sprintf("%d", n), "64Mi")
+	t.Cleanup(func() { k.putBack(t, "pinned", "1", "64Mi") })
+	want := regexp.MustCompile(fmt.Sprintf(`(Infeasible|Deferred): resizeAllocateCPUs: cannot grow container default/pinned/app from 1 to %d exclusive CPUs`, n))
+	cond := k.waitResizeError(ctx, t, "pinned", want)
+	t.Logf("PodResizeInProgress: reason %s, message %q", cond.Reason, cond.Message)
+	k.wantEvent(ctx, t, "pinned", "ResizeError", want)
+
+	// The kubelet retries about once a second: look again after a few.
+	for _, after := range []time.Duration{0, 3 * time.Second} {
+		time.Sleep(after)
+		if q, s := readPodCPU(t, podCgroup); q != quota || s != shares {
+			t.Errorf("pod cgroup %s %v after the refusal: cpu.cfs_quota_us %d, cpu.shares %d, want them unchanged (%d, %d): the kubelet wrote the pod cgroup for a resize the runtime refused",
+				podCgroup.Path, after, q, s, quota, shares)
+		}
+		k.wantCPUsets(ctx, t, before)
+	}
+	if a, _ := k.checkpoint(t).Assignment(pinned.Pod.Spec.UID, "app"); !a.Assigned().Equals(exclusive) {
+		t.Errorf("checkpoint after the refusal: %+v, want %s", a, exclusive)
+	}
+	if pr, ok := k.checkpoint(t).PodResources(pinned.Pod.Spec.UID); ok && pr.Resources.CPUQuota > 100000 {
+		t.Errorf("checkpoint records the refused pod resources: %+v (pod resources are checkpointed only when accepted)", pr.Resources)
+	}
+}
+
+// memoryOnlyResize grows the pinned pod's memory: applied, cpuset kept.
+func (k *kube) memoryOnlyResize(ctx context.Context, t *testing.T, exclusive cpuset.CPUSet) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	before := k.cpusets(ctx, t)
+	k.resize(ctx, t, "pinned", "1", "96Mi")
+	p := k.waitResized(ctx, t, "pinned", "1", "96Mi")
+	app := k.attach(ctx, t, p, "app")
+	cg, err := app.Cgroup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if limit, err := cg.MemoryLimit(); err != nil || limit != 96*harness.MiB {
+		t.Errorf("memory.limit_in_bytes %d (%v), want 96Mi", limit, err)
+	}
+	k.wantCPUsets(ctx, t, before)
+	wantCPUs(ctx, t, app, exclusive)
+}
+
+// configMapEdit sets inPlaceResize: false in the ConfigMap: the plugin
+// picks it up from the mounted volume and refuses the growth with
+// featureDisabled; then it is set back.
+func (k *kube) configMapEdit(ctx context.Context, t *testing.T, exclusive cpuset.CPUSet) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	plugin := k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
+	setResize := func(from, to string) {
+		t.Helper()
+		out, err := k.cluster.Kubectl(ctx, "get", "configmap", "nri-cpumanager-config", "-n", pluginNamespace, "-o", "jsonpath={.data.config\\.yaml}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, "inPlaceResize: "+from) {
+			t.Fatalf("the ConfigMap's config.yaml has no %q:\n%s", "inPlaceResize: "+from, out)
+		}
+		patch := encodeJSON(t, map[string]any{"data": map[string]string{"config.yaml": strings.Replace(out, "inPlaceResize: "+from, "inPlaceResize: "+to, 1)}})
+		if _, err := k.cluster.Kubectl(ctx, "patch", "configmap", "nri-cpumanager-config", "-n", pluginNamespace, "--type=merge", "-p", patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark := k.logSize(ctx, t, plugin)
+	edited := time.Now()
+	setResize("true", "false")
+	if _, err := k.waitLog(ctx, plugin, mark, regexp.MustCompile(`configuration file changed.*inPlaceResize`)); err != nil {
+		t.Fatalf("the plugin did not see the ConfigMap edit: %v", err)
+	}
+	t.Logf("the ConfigMap edit reached the plugin in %v", time.Since(edited).Round(100*time.Millisecond))
+	n := k.mach.cpus.Size()
+	k.resize(ctx, t, "pinned", fmt.Sprintf("%d", n), "96Mi")
+	cond := k.waitResizeError(ctx, t, "pinned", regexp.MustCompile(`Infeasible: featureDisabled: in-place resize of exclusive CPUs is disabled`))
+	t.Logf("PodResizeInProgress: %q", cond.Message)
+	k.putBack(t, "pinned", "1", "96Mi")
+	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
+
+	mark = k.logSize(ctx, t, plugin)
+	setResize("false", "true")
+	if _, err := k.waitLog(ctx, plugin, mark, regexp.MustCompile(`configuration file changed.*inPlaceResize`)); err != nil {
+		t.Fatalf("the plugin did not see the ConfigMap put back: %v", err)
+	}
+}
+
+// growthAndShrink grows the pinned pod to 2 CPUs and shrinks it back; it
+// needs free CPUs beyond the reserved and the pinned one.
+func (k *kube) growthAndShrink(ctx context.Context, t *testing.T, exclusive cpuset.CPUSet) {
+	if n := k.mach.cpus.Size(); n < 4 {
+		t.Skipf("skipped: a real growth and shrink needs at least 4 CPUs (one reserved for the system, one pinned, one to grow into, one left to the shared pool); this machine has %d (%s). The refused growth above covers the 2-CPU case.", n, k.mach.cpus)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	k.resize(ctx, t, "pinned", "2", "96Mi")
+	p := k.waitResized(ctx, t, "pinned", "2", "96Mi")
+	app := k.attach(ctx, t, p, "app")
+	grown, _, err := waitCPUs(ctx, app, func(s cpuset.CPUSet) bool {
+		return s.Size() == 2 && exclusive.IsSubsetOf(s) && s.Intersection(k.reserved).IsEmpty()
+	})
+	if err != nil {
+		t.Fatalf("after growing to 2 CPUs: cpuset %s, want 2 CPUs keeping %s, none reserved: %v", grown, exclusive, err)
+	}
+	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "shared"), "app"), k.mach.cpus.Difference(grown))
+	podCgroup, err := app.Pod.Cgroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, s := readPodCPU(t, podCgroup); q != 200000 || s != 2048 {
+		t.Errorf("pod cgroup after the growth: quota %d, shares %d, want 200000 and 2048", q, s)
+	}
+
+	k.resize(ctx, t, "pinned", "1", "96Mi")
+	k.waitResized(ctx, t, "pinned", "1", "96Mi")
+	wantCPUs(ctx, t, app, exclusive)
+	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "shared"), "app"), k.mach.cpus.Difference(exclusive))
+}
+
+// pluginPodRecreated deletes the plugin's pod: the DaemonSet makes a new
+// one, and the pinned pod keeps its CPUs throughout.
+func (k *kube) pluginPodRecreated(ctx context.Context, t *testing.T, exclusive cpuset.CPUSet) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	before := k.cpusets(ctx, t)
+	old := k.pluginPod(ctx, t)
+	if _, err := k.cluster.Kubectl(ctx, "delete", "pod", "-n", pluginNamespace, old.Metadata.Name, "--wait=true"); err != nil {
+		t.Fatal(err)
+	}
+	k.wantCPUsets(ctx, t, before)
+	if _, err := k.cluster.Kubectl(ctx, "rollout", "status", "daemonset/nri-cpumanager", "-n", pluginNamespace, "--timeout=4m"); err != nil {
+		t.Fatalf("no new Ready plugin pod: %v\n%s", err, k.describePlugin(ctx))
+	}
+	renewed := k.pluginPod(ctx, t)
+	if renewed.Metadata.UID == old.Metadata.UID {
+		t.Fatalf("the plugin pod %s was not re-created", old.Metadata.Name)
+	}
+	t.Logf("plugin pod %s replaced by %s", old.Metadata.Name, renewed.Metadata.Name)
+	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
+	k.wantCPUsets(ctx, t, before)
+	wantProcessCPUs(ctx, t, k.attach(ctx, t, renewed, "nri-cpumanager"), k.mach.cpus.Difference(exclusive))
+}
+
+// failClosed takes the plugin off the node (the DaemonSet's node label
+// removed): a new pod cannot be created, and says why; the plugin comes
+// back (its own pod tolerates its absence) and the pod starts on the
+// shared pool.
+func (k *kube) failClosed(ctx context.Context, t *testing.T, exclusive cpuset.CPUSet) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if _, err := k.cluster.Kubectl(ctx, "label", "node", k.cluster.NodeName, nodeLabel+"-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		k.cluster.Kubectl(ctx, "label", "node", k.cluster.NodeName, nodeLabel+"=true", "--overwrite")
+	})
+	if err := harness.Poll(ctx, func() (bool, error) {
+		out, err := k.cluster.Kubectl(ctx, "get", "pods", "-n", pluginNamespace, "-l", pluginSelector, "-o", "name")
+		return err == nil && strings.TrimSpace(out) == "", nil
+	}); err != nil {
+		t.Fatalf("the plugin pod did not go: %v", err)
+	}
+	k.apply(ctx, t, podManifest("late", k.cluster.NodeName, sharedResources))
+	t.Cleanup(func() { k.deletePod(t, "late") })
+	const wantErr = `required plugin "` + pluginName + `" not present`
+	var waiting string
+	err := harness.Poll(ctx, func() (bool, error) {
+		p := k.pod(ctx, t, "late")
+		if c := p.container("app"); c != nil && c.State.Waiting != nil && c.State.Waiting.Message != "" {
+			waiting = c.State.Waiting.Reason + ": " + c.State.Waiting.Message
+			return c.State.Waiting.Reason == "CreateContainerError", nil
+		}
+		if c := p.container("app"); c != nil && c.State.Running != nil {
+			return false, fmt.Errorf("the pod runs although the plugin is away")
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod created while the plugin is away: last state %q: %v", waiting, err)
+	}
+	t.Logf("while the plugin is away: %s", waiting)
+	if !strings.Contains(waiting, wantErr) {
+		t.Errorf("the pod's waiting state %q does not say %q", waiting, wantErr)
+	}
+
+	if _, err := k.cluster.Kubectl(ctx, "label", "node", k.cluster.NodeName, nodeLabel+"=true"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.cluster.Kubectl(ctx, "rollout", "status", "daemonset/nri-cpumanager", "-n", pluginNamespace, "--timeout=4m"); err != nil {
+		t.Fatalf("the plugin did not come back: %v\n%s", err, k.describePlugin(ctx))
+	}
+	late := k.attach(ctx, t, k.waitRunning(ctx, t, "late"), "app")
+	wantCPUs(ctx, t, late, k.mach.cpus.Difference(exclusive))
+	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
+}
+
+// deletedPodReturnsCPUs deletes the pinned pod: its CPUs go back to the
+// shared pool.
+func (k *kube) deletedPodReturnsCPUs(ctx context.Context, t *testing.T) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	uid := k.pod(ctx, t, "pinned").Metadata.UID
+	k.deletePod(t, "pinned")
+	shared := k.attach(ctx, t, k.pod(ctx, t, "shared"), "app")
+	wantCPUs(ctx, t, shared, k.mach.cpus)
+	wantProcessCPUs(ctx, t, k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager"), k.mach.cpus)
+	st := k.checkpoint(t)
+	if _, ok := st.Assignment(uid, "app"); ok || !st.DefaultCPUSet.Equals(k.mach.cpus) {
+		t.Errorf("checkpoint after the deletion: entries %v, shared pool %s, want no entry and %s", st.Entries, st.DefaultCPUSet, k.mach.cpus)
+	}
+}
+
+// apply applies a manifest.
+func (k *kube) apply(ctx context.Context, t *testing.T, manifest string) {
+	t.Helper()
+	if _, err := k.cluster.KubectlStdin(ctx, manifest, "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pod returns a pod of the default namespace.
+func (k *kube) pod(ctx context.Context, t *testing.T, name string) *kubePod {
+	t.Helper()
+	var p kubePod
+	if err := k.cluster.KubectlJSON(ctx, &p, "get", "pod", name); err != nil {
+		t.Fatal(err)
+	}
+	return &p
+}
+
+// pluginPod returns the DaemonSet's one pod.
+func (k *kube) pluginPod(ctx context.Context, t *testing.T) *kubePod {
+	t.Helper()
+	var list struct {
+		Items []kubePod `json:"items"`
+	}
+	if err := k.cluster.KubectlJSON(ctx, &list, "get", "pods", "-n", pluginNamespace, "-l", pluginSelector); err != nil {
+		t.Fatal(err)
+	}
+	var live []kubePod
+	for _, p := range list.Items {
+		if p.ready() {
+			live = append(live, p)
+		}
+	}
+	if len(live) != 1 {
+		t.Fatalf("%d Ready plugin pods of %d, want one", len(live), len(list.Items))
+	}
+	return &live[0]
+}
+
+// describePlugin returns `kubectl describe` of the plugin's pods, for
+// failure messages.
+func (k *kube) describePlugin(ctx context.Context) string {
+	out, err := k.cluster.Kubectl(ctx, "describe", "pods", "-n", pluginNamespace, "-l", pluginSelector)
+	if err != nil {
+		return err.Error()
+	}
+	return out
+}
+
+// waitRunning waits for a pod of the default namespace to be Ready.
+func (k *kube) waitRunning(ctx context.Context, t *testing.T, name string) *kubePod {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var p *kubePod
+	if err := harness.Poll(ctx, func() (bool, error) {
+		p = k.pod(ctx, t, name)
+		return p.ready(), nil
+	}); err != nil {
+		out, _ := k.cluster.Kubectl(context.Background(), "describe", "pod", name)
+		t.Fatalf("pod %s not Ready: %v\n%s", name, err, out)
+	}
+	return p
+}
+
+// attach returns the CRI view of a pod's container.
+func (k *kube) attach(ctx context.Context, t *testing.T, p *kubePod, name string) *harness.Container {
+	t.Helper()
+	cs := p.container(name)
+	if cs == nil || cs.ContainerID == "" {
+		t.Fatalf("pod %s has no container %s yet", p.Metadata.Name, name)
+	}
+	c, err := k.env.CRI.Attach(ctx, cs.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// resize asks for new resources of a pod's container "app" through the
+// resize subresource, as a user would.
+func (k *kube) resize(ctx context.Context, t *testing.T, name, cpu, memory string) {
+	t.Helper()
+	r := map[string]string{"cpu": cpu, "memory": memory}
+	patch := encodeJSON(t, map[string]any{"spec": map[string]any{"containers": []any{
+		map[string]any{"name": "app", "resources": map[string]any{"requests": r, "limits": r}},
+	}}})
+	if _, err := k.cluster.Kubectl(ctx, "patch", "pod", name, "--subresource", "resize", "--patch", patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// putBack asks for the given resources again and waits until no resize is
+// in progress or pending: how a user stops the kubelet's retries.
+func (k *kube) putBack(t *testing.T, name, cpu, memory string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	k.resize(ctx, t, name, cpu, memory)
+	k.waitResized(ctx, t, name, cpu, memory)
+}
+
+// waitResized waits until the pod's container runs with the given
+// resources and no resize is in progress or pending.
+func (k *kube) waitResized(ctx context.Context, t *testing.T, name, cpu, memory string) *kubePod {
+	t.Helper()
+	var p *kubePod
+	err := harness.Poll(ctx, func() (bool, error) {
+		p = k.pod(ctx, t, name)
+		c := p.container("app")
+		if c == nil || c.Resources == nil || p.condition("PodResizeInProgress") != nil || p.condition("PodResizePending") != nil {
+			return false, nil
+		}
+		return c.Resources.Limits["cpu"] == cpu && c.Resources.Limits["memory"] == memory, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s not resized to cpu %s memory %s: %v; conditions %+v", name, cpu, memory, err, p.Status.Conditions)
+	}
+	return p
+}
+
+// waitResizeError waits for the pod's PodResizeInProgress condition with
+// reason Error and a message matching want, and returns it.
+func (k *kube) waitResizeError(ctx context.Context, t *testing.T, name string, want *regexp.Regexp) kubeCondition {
+	t.Helper()
+	var last kubeCondition
+	err := harness.Poll(ctx, func() (bool, error) {
+		p := k.pod(ctx, t, name)
+		if c := p.condition("PodResizeInProgress"); c != nil {
+			last = *c
+			return c.Reason == "Error" && want.MatchString(c.Message), nil
+		}
+		if c := p.condition("PodResizePending"); c != nil {
+			last = *c
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s: no PodResizeInProgress Error matching %q: last condition %+v: %v", name, want, last, err)
+	}
+	return last
+}
+
+// wantEvent checks that the pod has an event with reason and a message
+// matching want.
+func (k *kube) wantEvent(ctx context.Context, t *testing.T, name, reason string, want *regexp.Regexp) {
+	t.Helper()
+	var list struct {
+		Items []kubeEvent `json:"items"`
+	}
+	if err := k.cluster.KubectlJSON(ctx, &list, "get", "events", "--field-selector", "involvedObject.name="+name+",reason="+reason); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if want.MatchString(e.Message) {
+			t.Logf("event %s (count %d): %q", e.Reason, e.Count, e.Message)
+			return
+		}
+	}
+	t.Errorf("pod %s: no %s event matching %q among %+v", name, reason, want, list.Items)
+}
+
+// deletePod deletes a pod of the default namespace and waits until it is
+// gone.
+func (k *kube) deletePod(t *testing.T, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := k.cluster.Kubectl(ctx, "delete", "pod", name, "--ignore-not-found", "--wait=true"); err != nil {
+		t.Error(err)
+	}
+}
+
+// cpusets returns the cgroup cpuset of every container of the test's pods
+// and the plugin's.
+func (k *kube) cpusets(ctx context.Context, t *testing.T) map[string]cpuset.CPUSet {
+	t.Helper()
+	out := map[string]cpuset.CPUSet{}
+	var list struct {
+		Items []kubePod `json:"items"`
+	}
+	for _, ns := range []string{"default", pluginNamespace} {
+		if err := k.cluster.KubectlJSON(ctx, &list, "get", "pods", "-n", ns); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range list.Items {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Running == nil {
+					continue
+				}
+				c := k.attach(ctx, t, &p, cs.Name)
+				cg, err := c.Cgroup(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cpus, err := cg.CPUs()
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[ns+"/"+p.Metadata.Name+"/"+cs.Name] = cpus
+			}
+		}
+	}
+	return out
+}
+
+// wantCPUsets checks that the containers of before still have their
+// cpusets.
+func (k *kube) wantCPUsets(ctx context.Context, t *testing.T, before map[string]cpuset.CPUSet) {
+	t.Helper()
+	now := k.cpusets(ctx, t)
+	for name, cpus := range before {
+		if got, ok := now[name]; ok && !got.Equals(cpus) {
+			t.Errorf("%s: cpuset %s, was %s", name, got, cpus)
+		}
+	}
+}
+
+// checkpoint reads and verifies the plugin's checkpoint.
+func (k *kube) checkpoint(t *testing.T) *state.State {
+	t.Helper()
+	st, err := state.Inspect(k.stateDir, k.mach.cpus)
+	if err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	return st
+}
+
+// wantProcessCPUs is wantCPUs for a container without a shell (the
+// plugin's image holds only its binary): the container's cgroup cpuset
+// and the CPU affinity of its command, read from the host, must be want.
+func wantProcessCPUs(ctx context.Context, t *testing.T, c *harness.Container, want cpuset.CPUSet) {
+	t.Helper()
+	pid, err := c.PID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := c.Cgroup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cgroupCPUs, allowed cpuset.CPUSet
+	pollCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err = harness.Poll(pollCtx, func() (bool, error) {
+		if cgroupCPUs, err = cg.CPUs(); err != nil {
+			return false, err
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return false, err
+		}
+		m := regexp.MustCompile(`(?m)^Cpus_allowed_list:\s*(\S+)$`).FindSubmatch(status)
+		if m == nil {
+			return false, fmt.Errorf("no Cpus_allowed_list in /proc/%d/status", pid)
+		}
+		if allowed, err = cpuset.Parse(string(m[1])); err != nil {
+			return false, err
+		}
+		return cgroupCPUs.Equals(want) && allowed.Equals(want), nil
+	})
+	if err != nil {
+		t.Errorf("%s: cgroup cpuset %q, Cpus_allowed_list of pid %d %q, want %q (%v)", c, cgroupCPUs, pid, allowed, want, err)
+	}
+}
+
+// readPodCPU returns cpu.cfs_quota_us and cpu.shares of a pod cgroup.
+func readPodCPU(t *testing.T, g *harness.Cgroup) (quota, shares int64) {
+	t.Helper()
+	var err error
+	if quota, err = g.CPUQuota(); err != nil {
+		t.Fatal(err)
+	}
+	if shares, err = g.CPUShares(); err != nil {
+		t.Fatal(err)
+	}
+	return quota, shares
+}
+
+// logSize returns the current size of a container's log file, a mark for
+// waitLog.
+func (k *kube) logSize(ctx context.Context, t *testing.T, c *harness.Container) int64 {
+	t.Helper()
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(st.GetLogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// waitLog waits for a line of the container's log (the kubelet's CRI log
+// file) after offset to match re, and returns it.
+func (k *kube) waitLog(ctx context.Context, c *harness.Container, offset int64, re *regexp.Regexp) (string, error) {
+	st, err := c.Status(ctx)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var line string
+	err = harness.Poll(ctx, func() (bool, error) {
+		data, err := os.ReadFile(st.GetLogPath())
+		if err != nil {
+			return false, err
+		}
+		if int64(len(data)) < offset {
+			offset = 0
+		}
+		for _, l := range strings.Split(string(data[offset:]), "\n") {
+			if re.MatchString(l) {
+				line = l
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("no line matching %q in %s's log %s: %w", re, c, st.GetLogPath(), err)
+	}
+	return line, nil
+}
