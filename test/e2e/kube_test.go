@@ -26,6 +26,9 @@ type kube struct {
 	stateDir string
 	// reserved is deploy/configmap.yaml's reservedSystemCPUs.
 	reserved cpuset.CPUSet
+	// unit is the CPUs of a core: deploy/configmap.yaml sets
+	// full-pcpus-only, so the pinned pod asks for one whole core.
+	unit int
 }
 
 // TestKubernetes runs a real single-node Kubernetes (etcd, kube-apiserver,
@@ -74,7 +77,7 @@ func TestKubernetes(t *testing.T) {
 			t.Errorf("after cleaning up the cluster: %v", err)
 		}
 	})
-	k := &kube{env: env, cluster: cluster, mach: mach, stateDir: filepath.Join(cluster.Dir, "nri-cpumanager"), reserved: cpuset.New(0)}
+	k := &kube{env: env, cluster: cluster, mach: mach, stateDir: filepath.Join(cluster.Dir, "nri-cpumanager"), reserved: cpuset.New(0), unit: mach.cores[0].Size()}
 	if !mach.cpus.Contains(0) {
 		t.Skipf("deploy/configmap.yaml reserves CPU 0, which this machine does not offer (%s)", mach.cpus)
 	}
@@ -120,24 +123,30 @@ func (k *kube) deploy(t *testing.T) {
 	}
 }
 
-// pinnedAndShared runs a 1-CPU Guaranteed pod and a shared one and checks
-// their cpusets and affinity and the plugin's own; it returns the pinned
-// pod's exclusive CPUs.
+// pinnedAndShared runs a Guaranteed pod of one core (one CPU without SMT)
+// and a shared one and checks their cpusets and affinity and the plugin's
+// own; it returns the pinned pod's exclusive CPUs.
 func (k *kube) pinnedAndShared(ctx context.Context, t *testing.T) cpuset.CPUSet {
 	k.apply(ctx, t, podManifest("shared", k.cluster.NodeName, sharedResources))
-	k.apply(ctx, t, podManifest("pinned", k.cluster.NodeName, guaranteedCPUs(1, "64Mi")))
+	k.apply(ctx, t, podManifest("pinned", k.cluster.NodeName, guaranteedCPUs(k.unit, "64Mi")))
 	pinned := k.attach(ctx, t, k.waitRunning(ctx, t, "pinned"), "app")
 	shared := k.attach(ctx, t, k.waitRunning(ctx, t, "shared"), "app")
 
-	available := k.mach.cpus.Difference(k.reserved)
+	// Whole cores without a reserved CPU.
+	available := cpuset.New()
+	for _, core := range k.mach.cores {
+		if core.Intersection(k.reserved).IsEmpty() {
+			available = available.Union(core)
+		}
+	}
 	exclusive, ok := k.mach.oneExclusive(available)
-	if ok {
+	if ok && k.unit == 1 {
 		wantCPUs(ctx, t, pinned, exclusive)
 	} else {
 		t.Logf("which CPU of %s the plugin picks is not predicted on this machine (%s)", available, k.mach.unpredictable)
-		got, _, err := waitCPUs(ctx, pinned, func(s cpuset.CPUSet) bool { return s.Size() == 1 && s.IsSubsetOf(available) })
+		got, _, err := waitCPUs(ctx, pinned, func(s cpuset.CPUSet) bool { return s.Size() == k.unit && s.IsSubsetOf(available) })
 		if err != nil {
-			t.Fatalf("pinned pod: cpuset %s, want one CPU of %s: %v", got, available, err)
+			t.Fatalf("pinned pod: cpuset %s, want a core (%d CPUs) of %s: %v", got, k.unit, available, err)
 		}
 		exclusive = got
 	}
@@ -168,15 +177,21 @@ func (k *kube) refusedGrowth(ctx context.Context, t *testing.T, exclusive cpuset
 		t.Fatal(err)
 	}
 	quota, shares := readPodCPU(t, podCgroup)
-	if quota != 100000 || shares != 1024 {
-		t.Errorf("pod cgroup %s before the resize: cpu.cfs_quota_us %d, cpu.shares %d, want 100000 and 1024", podCgroup.Path, quota, shares)
+	if want := int64(k.unit); quota != want*100000 || shares != want*1024 {
+		t.Errorf("pod cgroup %s before the resize: cpu.cfs_quota_us %d, cpu.shares %d, want %d and %d", podCgroup.Path, quota, shares, want*100000, want*1024)
 	}
 	before := k.cpusets(ctx, t)
 
 	n := k.mach.cpus.Size()
 	k.resize(ctx, t, "pinned", fmt.Sprintf("%d", n), "64Mi")
-	t.Cleanup(func() { k.putBack(t, "pinned", "1", "64Mi") })
-	want := regexp.MustCompile(fmt.Sprintf(`(Infeasible|Deferred): resizeAllocateCPUs: cannot grow container default/pinned/app from 1 to %d exclusive CPUs`, n))
+	t.Cleanup(func() { k.putBack(t, "pinned", k.units(1), "64Mi") })
+	// The plugin's refusal, whether it comes from the container's update
+	// or, earlier, from the pod's: CPU 0 is reserved and stays shared.
+	reason := "resizeAllocateCPUs"
+	if k.mach.unpredictable != "" {
+		reason = "[A-Za-z]+" // topologyAffinity, when every CPU spans NUMA nodes
+	}
+	want := regexp.MustCompile(`(Infeasible|Deferred): ` + reason + `: .*default/pinned`)
 	cond := k.waitResizeError(ctx, t, "pinned", want)
 	t.Logf("PodResizeInProgress: reason %s, message %q", cond.Reason, cond.Message)
 	k.wantEvent(ctx, t, "pinned", "ResizeError", want)
@@ -193,7 +208,7 @@ func (k *kube) refusedGrowth(ctx context.Context, t *testing.T, exclusive cpuset
 	if a, _ := k.checkpoint(t).Assignment(pinned.Pod.Spec.UID, "app"); !a.Assigned().Equals(exclusive) {
 		t.Errorf("checkpoint after the refusal: %+v, want %s", a, exclusive)
 	}
-	if pr, ok := k.checkpoint(t).PodResources(pinned.Pod.Spec.UID); ok && pr.Resources.CPUQuota > 100000 {
+	if pr, ok := k.checkpoint(t).PodResources(pinned.Pod.Spec.UID); ok && pr.Resources.CPUQuota > int64(k.unit)*100000 {
 		t.Errorf("checkpoint records the refused pod resources: %+v (pod resources are checkpointed only when accepted)", pr.Resources)
 	}
 }
@@ -203,8 +218,8 @@ func (k *kube) memoryOnlyResize(ctx context.Context, t *testing.T, exclusive cpu
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	before := k.cpusets(ctx, t)
-	k.resize(ctx, t, "pinned", "1", "96Mi")
-	p := k.waitResized(ctx, t, "pinned", "1", "96Mi")
+	k.resize(ctx, t, "pinned", k.units(1), "96Mi")
+	p := k.waitResized(ctx, t, "pinned", k.units(1), "96Mi")
 	app := k.attach(ctx, t, p, "app")
 	cg, err := app.Cgroup(ctx)
 	if err != nil {
@@ -247,9 +262,9 @@ func (k *kube) configMapEdit(ctx context.Context, t *testing.T, exclusive cpuset
 	t.Logf("the ConfigMap edit reached the plugin in %v", time.Since(edited).Round(100*time.Millisecond))
 	n := k.mach.cpus.Size()
 	k.resize(ctx, t, "pinned", fmt.Sprintf("%d", n), "96Mi")
-	cond := k.waitResizeError(ctx, t, "pinned", regexp.MustCompile(`Infeasible: featureDisabled: in-place resize of exclusive CPUs is disabled`))
+	cond := k.waitResizeError(ctx, t, "pinned", regexp.MustCompile(`Infeasible: featureDisabled: .*default/pinned`))
 	t.Logf("PodResizeInProgress: %q", cond.Message)
-	k.putBack(t, "pinned", "1", "96Mi")
+	k.putBack(t, "pinned", k.units(1), "96Mi")
 	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
 
 	mark = k.logSize(ctx, t, plugin)
@@ -262,31 +277,32 @@ func (k *kube) configMapEdit(ctx context.Context, t *testing.T, exclusive cpuset
 // growthAndShrink grows the pinned pod to 2 CPUs and shrinks it back; it
 // needs free CPUs beyond the reserved and the pinned one.
 func (k *kube) growthAndShrink(ctx context.Context, t *testing.T, exclusive cpuset.CPUSet) {
-	if n := k.mach.cpus.Size(); n < 4 {
-		t.Skipf("skipped: a real growth and shrink needs at least 4 CPUs (one reserved for the system, one pinned, one to grow into, one left to the shared pool); this machine has %d (%s). The refused growth above covers the 2-CPU case.", n, k.mach.cpus)
+	if n := k.mach.cpus.Size(); n < 4*k.unit {
+		t.Skipf("skipped: a real growth and shrink needs at least %d CPUs (cores of %d CPUs: one with the reserved CPU, one pinned, one to grow into, one left to the shared pool); this machine has %d (%s). The refused growth above covers the smaller case.", 4*k.unit, k.unit, n, k.mach.cpus)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	k.resize(ctx, t, "pinned", "2", "96Mi")
-	p := k.waitResized(ctx, t, "pinned", "2", "96Mi")
+	k.resize(ctx, t, "pinned", k.units(2), "96Mi")
+	p := k.waitResized(ctx, t, "pinned", k.units(2), "96Mi")
 	app := k.attach(ctx, t, p, "app")
 	grown, _, err := waitCPUs(ctx, app, func(s cpuset.CPUSet) bool {
-		return s.Size() == 2 && exclusive.IsSubsetOf(s) && s.Intersection(k.reserved).IsEmpty()
+		return s.Size() == 2*k.unit && exclusive.IsSubsetOf(s) && s.Intersection(k.reserved).IsEmpty()
 	})
 	if err != nil {
-		t.Fatalf("after growing to 2 CPUs: cpuset %s, want 2 CPUs keeping %s, none reserved: %v", grown, exclusive, err)
+		t.Fatalf("after growing to %d CPUs: cpuset %s, want them keeping %s, none reserved: %v", 2*k.unit, grown, exclusive, err)
 	}
 	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "shared"), "app"), k.mach.cpus.Difference(grown))
 	podCgroup, err := app.Pod.Cgroup()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q, s := readPodCPU(t, podCgroup); q != 200000 || s != 2048 {
-		t.Errorf("pod cgroup after the growth: quota %d, shares %d, want 200000 and 2048", q, s)
+	want := int64(2 * k.unit)
+	if q, s := readPodCPU(t, podCgroup); q != want*100000 || s != want*1024 {
+		t.Errorf("pod cgroup after the growth: quota %d, shares %d, want %d and %d", q, s, want*100000, want*1024)
 	}
 
-	k.resize(ctx, t, "pinned", "1", "96Mi")
-	k.waitResized(ctx, t, "pinned", "1", "96Mi")
+	k.resize(ctx, t, "pinned", k.units(1), "96Mi")
+	k.waitResized(ctx, t, "pinned", k.units(1), "96Mi")
 	wantCPUs(ctx, t, app, exclusive)
 	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "shared"), "app"), k.mach.cpus.Difference(exclusive))
 }
@@ -385,6 +401,9 @@ func (k *kube) deletedPodReturnsCPUs(ctx context.Context, t *testing.T) {
 		t.Errorf("checkpoint after the deletion: entries %v, shared pool %s, want no entry and %s", st.Entries, st.DefaultCPUSet, k.mach.cpus)
 	}
 }
+
+// units returns n cores' worth of CPUs as a Kubernetes quantity.
+func (k *kube) units(n int) string { return fmt.Sprint(n * k.unit) }
 
 // apply applies a manifest.
 func (k *kube) apply(ctx context.Context, t *testing.T, manifest string) {
@@ -536,16 +555,23 @@ func (k *kube) wantEvent(ctx context.Context, t *testing.T, name, reason string,
 	var list struct {
 		Items []kubeEvent `json:"items"`
 	}
-	if err := k.cluster.KubectlJSON(ctx, &list, "get", "events", "--field-selector", "involvedObject.name="+name+",reason="+reason); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range list.Items {
-		if want.MatchString(e.Message) {
-			t.Logf("event %s (count %d): %q", e.Reason, e.Count, e.Message)
-			return
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := harness.Poll(ctx, func() (bool, error) {
+		if err := k.cluster.KubectlJSON(ctx, &list, "get", "events", "--field-selector", "involvedObject.name="+name+",reason="+reason); err != nil {
+			return false, err
 		}
+		for _, e := range list.Items {
+			if want.MatchString(e.Message) {
+				t.Logf("event %s (count %d): %q", e.Reason, e.Count, e.Message)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("pod %s: no %s event matching %q among %+v: %v", name, reason, want, list.Items, err)
 	}
-	t.Errorf("pod %s: no %s event matching %q among %+v", name, reason, want, list.Items)
 }
 
 // deletePod deletes a pod of the default namespace and waits until it is

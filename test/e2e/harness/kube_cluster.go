@@ -609,20 +609,26 @@ func (c *Cluster) deleteWorkloads(ctx context.Context) error {
 	if _, err := c.Kubectl(ctx, "delete", "daemonsets", "--all", "--all-namespaces", "--wait=false"); err != nil {
 		errs = append(errs, err)
 	}
+	// Pods of a DaemonSet being deleted may be made again for a moment:
+	// delete again until none is left.
 	var left string
-	err := Poll(ctx, func() (bool, error) {
+	for {
 		if _, err := c.Kubectl(ctx, "delete", "pods", "--all", "--all-namespaces", "--grace-period=1", "--wait=false"); err != nil {
 			left = err.Error()
-			return false, nil
+		} else {
+			out, err := c.Kubectl(ctx, "get", "pods", "--all-namespaces", "-o", "name")
+			left = strings.TrimSpace(out)
+			if err == nil && left == "" {
+				return errors.Join(errs...)
+			}
 		}
-		out, err := c.Kubectl(ctx, "get", "pods", "--all-namespaces", "-o", "name")
-		left = strings.TrimSpace(out)
-		return err == nil && left == "", nil
-	})
-	if err != nil {
-		errs = append(errs, fmt.Errorf("delete the cluster's pods (left: %s): %w", left, err))
+		select {
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("delete the cluster's pods (left: %s): %w", left, ctx.Err()))
+			return errors.Join(errs...)
+		case <-time.After(time.Second):
+		}
 	}
-	return errors.Join(errs...)
 }
 
 // removeAllPodSandboxes stops and removes every pod sandbox of the
