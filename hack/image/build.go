@@ -37,18 +37,28 @@ type Options struct {
 }
 
 // Labels returns the OCI labels of the image (also the annotations of its
-// index).
+// index and manifests): the same as the Dockerfile's.
 func (o Options) Labels() map[string]string {
 	return map[string]string{
-		"org.opencontainers.image.title":    "nri-cpumanager",
-		"org.opencontainers.image.version":  o.Version,
-		"org.opencontainers.image.revision": o.Revision,
-		"org.opencontainers.image.source":   Source,
-		"org.opencontainers.image.licenses": "Apache-2.0",
-		"org.opencontainers.image.description": "NRI plugin for containerd: exclusive CPUs and in-place CPU resize " +
-			"for Kubernetes Guaranteed pods",
+		"org.opencontainers.image.title":         "nri-cpumanager",
+		"org.opencontainers.image.description":   "NRI plugin for containerd: exclusive CPUs and in-place CPU resize for Kubernetes pods",
+		"org.opencontainers.image.url":           Source,
+		"org.opencontainers.image.source":        Source,
+		"org.opencontainers.image.documentation": Source + "/tree/main/docs",
+		"org.opencontainers.image.licenses":      "Apache-2.0",
+		"org.opencontainers.image.version":       o.Version,
+		"org.opencontainers.image.revision":      o.Revision,
 	}
 }
+
+// The image's command, as the Dockerfile's: the plugin with the
+// DaemonSet's configuration file, as root (the NRI socket's directory is
+// root's only; the DaemonSet takes every capability away).
+var (
+	entrypoint = []string{BinaryPath}
+	command    = []string{"run", "--config", "/etc/nri-cpumanager/config.yaml"}
+	user       = "0:0"
+)
 
 // LDFlags returns the linker flags of the release build: no symbol table,
 // version and revision stamped into package main.
@@ -143,7 +153,9 @@ func image(o Options, p ocilayout.Platform, bin string) (ocilayout.Image, error)
 	}
 	img := ocilayout.Image{Platform: p, Layers: []ocilayout.Layer{layer}, Annotations: o.Labels()}
 	img.Config.Created = o.Created
-	img.Config.Config.Entrypoint = []string{BinaryPath}
+	img.Config.Config.Entrypoint = entrypoint
+	img.Config.Config.Cmd = command
+	img.Config.Config.User = user
 	img.Config.Config.Labels = o.Labels()
 	return img, nil
 }

@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -132,7 +134,8 @@ func TestBuildCrossCompilesAStampedStaticBinary(t *testing.T) {
 		blob(t, c, d, &man)
 		var cfg ocilayout.ImageConfig
 		blob(t, c, man.Config, &cfg)
-		if strings.Join(cfg.Config.Entrypoint, " ") != BinaryPath || cfg.Architecture != arch ||
+		if strings.Join(cfg.Config.Entrypoint, " ") != BinaryPath || cfg.Architecture != arch || cfg.Config.User != "0:0" ||
+			strings.Join(cfg.Config.Cmd, " ") != "run --config /etc/nri-cpumanager/config.yaml" ||
 			cfg.Config.Labels["org.opencontainers.image.revision"] != "0123abcd" || cfg.Created == nil || !cfg.Created.Equal(created) {
 			t.Errorf("%s config: entrypoint %q, arch %s, labels %v, created %v", arch, cfg.Config.Entrypoint, cfg.Architecture, cfg.Config.Labels, cfg.Created)
 		}
@@ -203,5 +206,74 @@ func TestBuildRefusesAVersionThatBreaksTheLDFlags(t *testing.T) {
 	o := Options{Dir: t.TempDir(), Package: ".", Platforms: []ocilayout.Platform{{OS: "linux", Architecture: "amd64"}}, Version: "v1 -X main.x=y", Revision: "r"}
 	if err := Build(context.Background(), o, filepath.Join(t.TempDir(), "x.tar")); err == nil || !strings.Contains(err.Error(), "single words") {
 		t.Errorf("Build: %v, want a refusal of the version", err)
+	}
+}
+
+// TestSameAsTheDockerfile checks that the image says what the Dockerfile's
+// says: binary path, ENTRYPOINT, CMD, USER, the same labels and the same
+// build flags.
+func TestSameAsTheDockerfile(t *testing.T) {
+	data, err := os.ReadFile("../../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Join continued lines, drop comments.
+	var lines []string
+	cur := ""
+	for _, l := range strings.Split(string(data), "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "#") {
+			continue
+		}
+		if strings.HasSuffix(l, "\\") {
+			cur += strings.TrimSuffix(l, "\\") + " "
+			continue
+		}
+		lines = append(lines, cur+l)
+		cur = ""
+	}
+	o := Options{Version: "${VERSION}", Revision: "${REVISION}"}
+	instr := map[string][]string{}
+	for _, l := range lines {
+		word, rest, _ := strings.Cut(l, " ")
+		instr[word] = append(instr[word], strings.TrimSpace(rest))
+	}
+	jsonList := func(s string) []string {
+		var v []string
+		if err := json.Unmarshal([]byte(s), &v); err != nil {
+			t.Fatalf("Dockerfile: %q: %v", s, err)
+		}
+		return v
+	}
+	last := func(word string) string {
+		if len(instr[word]) == 0 {
+			t.Fatalf("Dockerfile has no %s", word)
+		}
+		return instr[word][len(instr[word])-1]
+	}
+	if got := jsonList(last("ENTRYPOINT")); strings.Join(got, " ") != strings.Join(entrypoint, " ") {
+		t.Errorf("ENTRYPOINT %q, image %q", got, entrypoint)
+	}
+	if got := jsonList(last("CMD")); strings.Join(got, " ") != strings.Join(command, " ") {
+		t.Errorf("CMD %q, image %q", got, command)
+	}
+	if got := last("USER"); got != user {
+		t.Errorf("USER %q, image %q", got, user)
+	}
+	if got := last("COPY"); !strings.HasSuffix(got, " "+BinaryPath) {
+		t.Errorf("the Dockerfile copies the binary with %q, the image has it at %s", got, BinaryPath)
+	}
+	labels := map[string]string{}
+	for _, m := range regexp.MustCompile(`(org\.opencontainers\.image\.[a-z]+)="([^"]*)"`).FindAllStringSubmatch(last("LABEL"), -1) {
+		labels[m[1]] = m[2]
+	}
+	if !reflect.DeepEqual(labels, o.Labels()) {
+		t.Errorf("labels differ:\nDockerfile %v\nimage      %v", labels, o.Labels())
+	}
+	run := strings.Join(instr["RUN"], "\n")
+	for _, flag := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags "` + o.LDFlags() + `"`} {
+		if !strings.Contains(run, flag) {
+			t.Errorf("the Dockerfile's build lacks %s:\n%s", flag, run)
+		}
 	}
 }

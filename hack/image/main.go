@@ -2,8 +2,9 @@
 // a registry: it cross-compiles the plugin for every platform (static,
 // CGO_ENABLED=0, -trimpath, version and revision stamped with -ldflags) and
 // writes an OCI image layout archive with a multi-platform index. The
-// image holds only /usr/bin/nri-cpumanager, its ENTRYPOINT, and the OCI
-// labels; deploy/Dockerfile builds the same layout. Load the archive with
+// image holds only /usr/bin/nri-cpumanager, its ENTRYPOINT, CMD and USER,
+// and the OCI labels of the Dockerfile at the repository's root, which
+// builds the same binary on distroless/static. Load the archive with
 //
 //	ctr -n k8s.io images import _output/image/nri-cpumanager.tar
 //

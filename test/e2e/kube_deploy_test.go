@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
+	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
@@ -52,8 +55,9 @@ func buildPluginImage(ctx context.Context, t *testing.T) string {
 
 // overlay writes a kustomization in a temporary directory that takes
 // deploy/ as it is and only points the DaemonSet at this test's
-// containerd, directories and image.
-func overlay(t *testing.T, env *harness.Env, cluster *harness.Cluster, stateDir string) string {
+// containerd, state directory and image (and puts it on the host network,
+// and drops its CPU request: see the patch).
+func overlay(t *testing.T, env *harness.Env, stateDir string) string {
 	t.Helper()
 	root, err := harness.RepoRoot()
 	if err != nil {
@@ -82,12 +86,6 @@ metadata:
   namespace: nri-cpumanager
 spec:
   template:
-    metadata:
-      annotations:
-        # containerd here runs with the fail-closed opt-in of
-        # deploy/containerd-nri.toml: the plugin's own pod must be created
-        # while the plugin is away.
-        %s: "true"
     spec:
       # The test node has no CNI: a pod network cannot be set up, the
       # host's can.
@@ -98,22 +96,45 @@ spec:
           # On a 2-CPU node, the plugin's 100m would make the kubelet defer
           # a 1 -> 2 CPU growth itself (2 CPUs + 100m > 2 allocatable)
           # before asking the runtime, and the test wants the plugin's
-          # answer. The limit stays: the plugin still runs capped.
+          # answer.
           requests: {cpu: "0"}
       volumes:
       - name: nri
         hostPath: {path: %q, type: Directory}
       - name: state
         hostPath: {path: %q, type: DirectoryOrCreate}
-      - name: kubelet-state
-        hostPath: {path: %q, type: FileOrCreate}
-`, tolerateMissingPlugins, env.Containerd.NRISocketDir(), stateDir, filepath.Join(cluster.KubeletRootDir, "cpu_manager_state"))
+`, env.Containerd.NRISocketDir(), stateDir)
 	for name, content := range map[string]string{"kustomization.yaml": kustomization, "daemonset-patch.yaml": patch} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return dir
+}
+
+// deployedConfig returns the plugin's configuration as deploy/configmap.yaml
+// sets it, read with the plugin's own parser.
+func deployedConfig(t *testing.T) *config.Config {
+	t.Helper()
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "configmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(data, &cm); err != nil {
+		t.Fatalf("deploy/configmap.yaml: %v", err)
+	}
+	cfg, err := config.Parse([]byte(cm.Data["config.yaml"]))
+	if err != nil {
+		t.Fatalf("deploy/configmap.yaml's config.yaml: %v", err)
+	}
+	return cfg
 }
 
 // The parts of Kubernetes objects the suite reads from `kubectl -o json`.

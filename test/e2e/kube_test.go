@@ -26,8 +26,8 @@ type kube struct {
 	stateDir string
 	// reserved is deploy/configmap.yaml's reservedSystemCPUs.
 	reserved cpuset.CPUSet
-	// unit is the CPUs of a core: deploy/configmap.yaml sets
-	// full-pcpus-only, so the pinned pod asks for one whole core.
+	// unit is the CPU count of the pinned pod: a whole core when
+	// deploy/configmap.yaml sets full-pcpus-only, else one CPU.
 	unit int
 }
 
@@ -77,9 +77,13 @@ func TestKubernetes(t *testing.T) {
 			t.Errorf("after cleaning up the cluster: %v", err)
 		}
 	})
-	k := &kube{env: env, cluster: cluster, mach: mach, stateDir: filepath.Join(cluster.Dir, "nri-cpumanager"), reserved: cpuset.New(0), unit: mach.cores[0].Size()}
-	if !mach.cpus.Contains(0) {
-		t.Skipf("deploy/configmap.yaml reserves CPU 0, which this machine does not offer (%s)", mach.cpus)
+	cfg := deployedConfig(t)
+	k := &kube{env: env, cluster: cluster, mach: mach, stateDir: filepath.Join(cluster.Dir, "nri-cpumanager"), reserved: cfg.ReservedSystemCPUs, unit: 1}
+	if cfg.CPUManagerPolicyOptions.FullPCPUsOnly {
+		k.unit = mach.cores[0].Size()
+	}
+	if cfg.ReservedSystemCPUs.IsEmpty() || !cfg.ReservedSystemCPUs.IsSubsetOf(mach.cpus) {
+		t.Skipf("deploy/configmap.yaml reserves CPUs %q, not a set of this machine's CPUs (%s): the expected cpusets would not be known", cfg.ReservedSystemCPUs, mach.cpus)
 	}
 
 	if !t.Run("deploy", k.deploy) {
@@ -102,7 +106,7 @@ func TestKubernetes(t *testing.T) {
 // the DaemonSet's pod to be Ready through its probes.
 func (k *kube) deploy(t *testing.T) {
 	ctx := harness.Context(t, 5*time.Minute)
-	dir := overlay(t, k.env, k.cluster, k.stateDir)
+	dir := overlay(t, k.env, k.stateDir)
 	if out, err := k.cluster.Kubectl(ctx, "apply", "-k", dir); err != nil {
 		t.Fatal(err)
 	} else {
@@ -123,8 +127,8 @@ func (k *kube) deploy(t *testing.T) {
 	}
 }
 
-// pinnedAndShared runs a Guaranteed pod of one core (one CPU without SMT)
-// and a shared one and checks their cpusets and affinity and the plugin's
+// pinnedAndShared runs a Guaranteed pod of one CPU (a whole core under
+// full-pcpus-only) and a shared one and checks their cpusets and affinity and the plugin's
 // own; it returns the pinned pod's exclusive CPUs.
 func (k *kube) pinnedAndShared(ctx context.Context, t *testing.T) cpuset.CPUSet {
 	k.apply(ctx, t, podManifest("shared", k.cluster.NodeName, sharedResources))
@@ -157,8 +161,8 @@ func (k *kube) pinnedAndShared(ctx context.Context, t *testing.T) cpuset.CPUSet 
 	if a, ok := st.Assignment(pinned.Pod.Spec.UID, "app"); !ok || !a.Original.Equals(exclusive) {
 		t.Errorf("checkpoint entry of the pinned pod: %+v (present %v), want original %s", a, ok, exclusive)
 	}
-	if !st.DefaultCPUSet.Equals(sharedPool) {
-		t.Errorf("checkpoint shared pool %s, want %s", st.DefaultCPUSet, sharedPool)
+	if !st.DefaultCPUSet().Equals(sharedPool) {
+		t.Errorf("checkpoint shared pool %s, want %s", st.DefaultCPUSet(), sharedPool)
 	}
 	return exclusive
 }
@@ -397,8 +401,8 @@ func (k *kube) deletedPodReturnsCPUs(ctx context.Context, t *testing.T) {
 	wantCPUs(ctx, t, shared, k.mach.cpus)
 	wantProcessCPUs(ctx, t, k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager"), k.mach.cpus)
 	st := k.checkpoint(t)
-	if _, ok := st.Assignment(uid, "app"); ok || !st.DefaultCPUSet.Equals(k.mach.cpus) {
-		t.Errorf("checkpoint after the deletion: entries %v, shared pool %s, want no entry and %s", st.Entries, st.DefaultCPUSet, k.mach.cpus)
+	if _, ok := st.Assignment(uid, "app"); ok || st.NumAssignments() != 0 || !st.DefaultCPUSet().Equals(k.mach.cpus) {
+		t.Errorf("checkpoint after the deletion: %d entries, shared pool %s, want none and %s", st.NumAssignments(), st.DefaultCPUSet(), k.mach.cpus)
 	}
 }
 

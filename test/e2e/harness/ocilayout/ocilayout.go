@@ -95,6 +95,7 @@ type ImageConfig struct {
 	OS           string     `json:"os"`
 	Variant      string     `json:"variant,omitempty"`
 	Config       struct {
+		User       string            `json:"User,omitempty"`
 		Env        []string          `json:"Env,omitempty"`
 		Entrypoint []string          `json:"Entrypoint,omitempty"`
 		Cmd        []string          `json:"Cmd,omitempty"`
