@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -35,6 +38,10 @@ type Env struct {
 	mu      sync.Mutex
 	plugins []*Process
 	closed  bool
+	// qosDirs are the QoS cgroup parents (kubepods, …) that did not exist
+	// when the Env was made: runc creates them for the first pod, and Close
+	// removes them.
+	qosDirs []string
 }
 
 // NewEnv installs the tools if needed, builds the images once per machine,
@@ -61,6 +68,9 @@ func NewEnv(ctx context.Context, opts EnvOptions) (_ *Env, err error) {
 		return nil, err
 	}
 	env := &Env{Tools: tools, Containerd: ctd, ImageArchive: archive, logf: opts.Logf}
+	if env.qosDirs, err = missingQoSCgroups(); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, env.Close(context.Background()))
@@ -162,5 +172,33 @@ func (e *Env) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	for i := len(e.qosDirs) - 1; i >= 0; i-- {
+		// Not when another Env still has pods there (EBUSY).
+		if err := os.Remove(e.qosDirs[i]); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.EBUSY) {
+			errs = append(errs, fmt.Errorf("remove QoS cgroup: %w", err))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// missingQoSCgroups returns the QoS cgroup parents of CgroupParent that do
+// not exist in some cgroup hierarchy, parents first.
+func missingQoSCgroups() ([]string, error) {
+	mounts, err := readMounts()
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, m := range mounts {
+		if m.fsType != "cgroup" && m.fsType != "cgroup2" {
+			continue
+		}
+		for _, qos := range []QOSClass{QOSGuaranteed, QOSBurstable, QOSBestEffort} {
+			dir := filepath.Join(m.point, filepath.Dir(CgroupParent(qos, "x")))
+			if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+				missing = append(missing, dir)
+			}
+		}
+	}
+	return missing, nil
 }
