@@ -67,6 +67,7 @@ func TestKubernetes(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("cluster logs:\n%s", cluster.LogTails(40))
+			t.Logf("the plugin's logs:\n%s", cluster.ContainerLogTails(pluginNamespace, 80))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
@@ -115,10 +116,7 @@ func (k *kube) deploy(t *testing.T) {
 	if _, err := k.cluster.Kubectl(ctx, "label", "node", k.cluster.NodeName, nodeLabel+"=true"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.cluster.Kubectl(ctx, "rollout", "status", "daemonset/nri-cpumanager", "-n", pluginNamespace, "--timeout=4m"); err != nil {
-		t.Fatalf("the DaemonSet's pod did not become Ready: %v\n%s", err, k.describePlugin(ctx))
-	}
-	p := k.pluginPod(ctx, t)
+	p := k.waitPluginReady(ctx, t, "")
 	t.Logf("plugin pod %s Ready", p.Metadata.Name)
 	c := k.attach(ctx, t, p, "nri-cpumanager")
 	// The release image's binary, running as the DaemonSet's container.
@@ -322,13 +320,7 @@ func (k *kube) pluginPodRecreated(ctx context.Context, t *testing.T, exclusive c
 		t.Fatal(err)
 	}
 	k.wantCPUsets(ctx, t, before)
-	if _, err := k.cluster.Kubectl(ctx, "rollout", "status", "daemonset/nri-cpumanager", "-n", pluginNamespace, "--timeout=4m"); err != nil {
-		t.Fatalf("no new Ready plugin pod: %v\n%s", err, k.describePlugin(ctx))
-	}
-	renewed := k.pluginPod(ctx, t)
-	if renewed.Metadata.UID == old.Metadata.UID {
-		t.Fatalf("the plugin pod %s was not re-created", old.Metadata.Name)
-	}
+	renewed := k.waitPluginReady(ctx, t, old.Metadata.UID)
 	t.Logf("plugin pod %s replaced by %s", old.Metadata.Name, renewed.Metadata.Name)
 	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
 	k.wantCPUsets(ctx, t, before)
@@ -382,9 +374,7 @@ func (k *kube) failClosed(ctx context.Context, t *testing.T, exclusive cpuset.CP
 	if _, err := k.cluster.Kubectl(ctx, "label", "node", k.cluster.NodeName, nodeLabel+"=true"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.cluster.Kubectl(ctx, "rollout", "status", "daemonset/nri-cpumanager", "-n", pluginNamespace, "--timeout=4m"); err != nil {
-		t.Fatalf("the plugin did not come back: %v\n%s", err, k.describePlugin(ctx))
-	}
+	k.waitPluginReady(ctx, t, "")
 	late := k.attach(ctx, t, k.waitRunning(ctx, t, "late"), "app")
 	wantCPUs(ctx, t, late, k.mach.cpus.Difference(exclusive))
 	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
@@ -446,6 +436,41 @@ func (k *kube) pluginPod(ctx context.Context, t *testing.T) *kubePod {
 		t.Fatalf("%d Ready plugin pods of %d, want one", len(live), len(list.Items))
 	}
 	return &live[0]
+}
+
+// waitPluginReady waits (up to four minutes) until the DaemonSet has
+// exactly one pod, Ready through its probes and other than the pod with
+// UID notUID, and `kubectl rollout status` agrees; it returns that pod.
+// (rollout status alone can answer before the DaemonSet controller has
+// seen a node just labelled.)
+func (k *kube) waitPluginReady(ctx context.Context, t *testing.T, notUID string) *kubePod {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	var found *kubePod
+	var last string
+	err := harness.Poll(ctx, func() (bool, error) {
+		var list struct {
+			Items []kubePod `json:"items"`
+		}
+		if err := k.cluster.KubectlJSON(ctx, &list, "get", "pods", "-n", pluginNamespace, "-l", pluginSelector); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = fmt.Sprintf("%d pods", len(list.Items))
+		if len(list.Items) != 1 || list.Items[0].Metadata.UID == notUID || !list.Items[0].ready() {
+			return false, nil
+		}
+		found = &list.Items[0]
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("no Ready plugin pod (last: %s): %v\n%s", last, err, k.describePlugin(ctx))
+	}
+	if _, err := k.cluster.Kubectl(ctx, "rollout", "status", "daemonset/nri-cpumanager", "-n", pluginNamespace, "--timeout=1m"); err != nil {
+		t.Fatal(err)
+	}
+	return found
 }
 
 // describePlugin returns `kubectl describe` of the plugin's pods, for

@@ -483,6 +483,26 @@ func (c *Cluster) LogTails(n int) string {
 	return b.String()
 }
 
+// ContainerLogTails returns the last n lines of the log of every container
+// the kubelet ran in namespace, including those of deleted pods that are
+// still on disk (for failure messages: kubectl logs cannot reach the node).
+func (c *Cluster) ContainerLogTails(namespace string, n int) string {
+	files, _ := filepath.Glob(filepath.Join(c.Dir, "pods", namespace+"_*", "*", "*.log"))
+	if len(files) == 0 {
+		return fmt.Sprintf("(no container log of namespace %s in %s)", namespace, filepath.Join(c.Dir, "pods"))
+	}
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			fmt.Fprintf(&b, "--- %s: %v\n", f, err)
+			continue
+		}
+		fmt.Fprintf(&b, "--- %s, last lines:\n%s\n", f, tail(string(data), n))
+	}
+	return b.String()
+}
+
 // LogPath returns the log of the component called name (etcd,
 // kube-apiserver, kube-controller-manager, kubelet), or "".
 func (c *Cluster) LogPath(name string) string {
