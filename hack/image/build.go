@@ -120,6 +120,9 @@ func Build(ctx context.Context, o Options, out string) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("build image: %w", err)
 	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return fmt.Errorf("build image: %w", err)
+	}
 	if err := os.Rename(f.Name(), out); err != nil {
 		return fmt.Errorf("build image: %w", err)
 	}
