@@ -160,3 +160,19 @@ func MergeResources(current, update state.Resources) state.Resources {
 	}
 	return merged
 }
+
+// Untrackable says why a container cannot hold exclusive CPUs although its
+// resources may ask for them ("" when it can): the checkpoint keys an
+// assignment by pod UID and container name, and the runtime's updates name
+// the container by id. Such a container runs on the shared pool.
+func Untrackable(c Container) string {
+	switch {
+	case c.ID == "":
+		return "it has no container id"
+	case c.Pod.UID == "":
+		return "its pod has no UID"
+	case c.Name == "":
+		return "it has no name"
+	}
+	return ""
+}

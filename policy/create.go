@@ -3,6 +3,8 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"k8s.io/utils/cpuset"
 
@@ -15,19 +17,31 @@ import (
 // new shared pool (Decision.Others, applied by the runtime before the new
 // container is created). A refusal changes nothing.
 func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
+	display := displayName(c.Pod, c.Name)
+	if c.ID == "" {
+		return Decision{}, refuse(Infeasible, ReasonInvalidContainerID,
+			"container %s comes without a usable container id: its cpuset could never be updated", display)
+	}
+	if t := m.Containers[c.ID]; t != nil && !t.Stopped {
+		return Decision{}, refuse(Infeasible, ReasonInvalidContainerID,
+			"container id %s of %s already names running container %s", c.ID, display, t.Display)
+	}
 	nm := m.Clone()
 	class := Classify(c.Pod.QoS(), c.Resources)
-	display := displayName(c.Pod, c.Name)
 	t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive,
 		CPULimitMilli: cpuLimitMilli(c.Resources)}
 
-	if !class.Exclusive {
+	if !class.Exclusive || Untrackable(c) != "" {
+		// (A container that cannot be tracked by name runs on the shared
+		// pool: the plugin warns once.)
+		t.Exclusive = false
 		nm.add(t)
 		return Decision{Model: nm, Target: &Update{ContainerID: c.ID, Display: display, CPUs: nm.SharedPool()}}, nil
 	}
 
 	var notes []string
-	cpus, reused := p.reuseEntry(nm, c, class.CPUs)
+	cpus, reused, moved := p.reuseEntry(nm, c, class.CPUs)
+	notes = append(notes, moved...)
 	if reused {
 		notes = append(notes, fmt.Sprintf("%s: re-created, keeps its exclusive CPUs %s", display, cpus))
 	} else {
@@ -45,40 +59,65 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 	return Decision{
 		Model:  nm,
 		Target: &Update{ContainerID: c.ID, Display: display, CPUs: cpus, Mems: p.mems(cpus)},
-		Others: p.syncShared(m, nm),
+		Others: p.withTwins(m, nm, p.syncShared(m, nm)),
 		Notes:  notes,
 	}, nil
 }
 
+// withTwins adds to updates (those of syncShared, in id order) the
+// shared-pool update of every container nm turned shared that m held
+// exclusive (a twin's predecessor, see reuseEntry), unless updates already
+// name it. Their update shrinks them off the CPUs they leave, so it comes
+// first.
+func (p *Policy) withTwins(m, nm *Model, updates []Update) []Update {
+	var twins []Update
+	for id, t := range nm.Containers {
+		if old := m.Containers[id]; old == nil || !old.Exclusive || t.Exclusive || t.Stopped {
+			continue
+		}
+		if slices.ContainsFunc(updates, func(u Update) bool { return u.ContainerID == id }) {
+			continue
+		}
+		twins = append(twins, Update{ContainerID: id, Display: t.Display, CPUs: nm.SharedPool()})
+	}
+	slices.SortFunc(twins, func(a, b Update) int { return strings.Compare(a.ContainerID, b.ContainerID) })
+	return append(twins, updates...)
+}
+
 // reuseEntry handles a container created under a name that already holds
-// an assignment (a re-creation whose predecessor's stop was never seen): it
-// keeps the assigned CPUs when their count still matches, and forgets the
-// entry otherwise. The predecessor, if still tracked, is marked stopped.
-func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpuset.CPUSet, bool) {
+// an assignment: a re-creation whose predecessor's stop was never seen, or
+// a twin (two containers of one pod with one name). The new container
+// takes the assignment over when its count still matches, and the entry is
+// forgotten otherwise. A predecessor that is not known stopped may still
+// run: it loses its claim and runs on the shared pool (the caller sends it
+// there before the new container starts), so no CPU is ever in both.
+func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpuset.CPUSet, bool, []string) {
 	a, ok := m.State.Assignment(c.Pod.UID, c.Name)
 	if !ok {
-		return cpuset.New(), false
+		return cpuset.New(), false, nil
 	}
+	var notes []string
 	ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 	for id, owner := range m.State.ContainerRefs() {
 		if owner != ref {
 			continue
 		}
 		m.State.DeleteContainer(id) // copy on write: the range goes on over the old map
-		if old := m.edit(id); old != nil {
-			old.Stopped = true
-		}
-		// The predecessor's process is gone: CPUs its unconfirmed shrink
-		// released go to the shared pool now (its stop will not come: it
-		// is marked stopped).
+		// CPUs the predecessor's unconfirmed shrink released go to the
+		// shared pool now: it no longer holds exclusive CPUs either way.
 		delete(m.Releasing, id)
+		if old := m.Containers[id]; old != nil && !old.Stopped {
+			m.edit(id).Exclusive = false
+			notes = append(notes, fmt.Sprintf("%s: container %s takes over the exclusive CPUs of %s, which still runs under the same pod and name; %s now runs on the shared pool",
+				displayName(c.Pod, c.Name), c.ID, id, id))
+		}
 	}
 	if a.Assigned().Size() == n {
-		return a.Assigned(), true
+		return a.Assigned(), true, notes
 	}
 	m.State.DeleteAssignment(c.Pod.UID, c.Name)
 	p.returnToPool(m, a.Assigned())
-	return cpuset.New(), false
+	return cpuset.New(), false, notes
 }
 
 // allocateNew picks n CPUs for a new exclusive container, or refuses.
@@ -99,7 +138,7 @@ func (p *Policy) allocateNew(m *Model, display string, n int) (cpuset.CPUSet, er
 		reason = ReasonTopologyAffinity
 	}
 	return cpuset.New(), refuse(p.verdictFor(pl), reason,
-		"cannot allocate %d exclusive CPUs for container %s (free: %s): %v", n, display, describe(free.CPUSet()), err)
+		"cannot allocate %d exclusive CPUs for container %s (free: %s%s): %v", n, display, describe(free.CPUSet()), m.lentNote(), err)
 }
 
 // describe prints a cpuset for messages, naming the empty set.

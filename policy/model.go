@@ -189,6 +189,15 @@ func (m *Model) Unlend(cpus cpuset.CPUSet) *Model {
 	return c
 }
 
+// lentNote names the CPUs lent to an unsolicited update in flight, for a
+// refusal's list of free CPUs ("" when none are).
+func (m *Model) lentNote() string {
+	if m.Lending.IsEmpty() {
+		return ""
+	}
+	return "; lent to shared containers by an update in flight: " + cpumask.Format(m.Lending)
+}
+
 // releasing returns every CPU of an unconfirmed shrink.
 func (m *Model) releasing() cpuset.CPUSet {
 	all := cpuset.New()
@@ -278,6 +287,27 @@ func (p *Policy) DesiredUpdates(m *Model, ids []string) (updates []Update, none 
 
 // SortedContainerIDs returns the ids of the tracked containers, sorted.
 func (m *Model) SortedContainerIDs() []string { return slices.Clone(m.ids) }
+
+// KnowsPod reports whether any container of pod podUID is tracked, or the
+// pod holds exclusive CPUs or recorded resources: a pod update for any
+// other pod is not stored (it would stay until the next Synchronize).
+func (m *Model) KnowsPod(podUID string) bool {
+	if podUID == "" {
+		return false
+	}
+	if len(m.State.ContainersOfPod(podUID)) > 0 {
+		return true
+	}
+	if _, ok := m.State.PodResources(podUID); ok {
+		return true
+	}
+	for _, t := range m.Containers {
+		if t.PodUID == podUID {
+			return true
+		}
+	}
+	return false
+}
 
 // Owns reports whether container id owns an exclusive assignment.
 func (m *Model) Owns(id string) bool {

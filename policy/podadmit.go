@@ -36,7 +36,9 @@ func (p *Policy) UpdatePodSandbox(m *Model, pod Pod, res state.PodResources) (De
 	if newLimit := cpuLimitMilli(res.Resources); newLimit != 0 && curLimit != 0 {
 		op = resizeOperation(int(curLimit), int(newLimit))
 	}
-	if old, ok := m.State.PodResources(pod.UID); ok && old == res {
+	if old, ok := m.State.PodResources(pod.UID); (ok && old == res) || !m.KnowsPod(pod.UID) {
+		// (A pod none of whose containers is known is not recorded: it
+		// would stay until the next Synchronize.)
 		return Decision{Model: m, Operation: op}, nil
 	}
 	nm := m.shallow()

@@ -44,6 +44,10 @@ const (
 	// ReasonTopologyAffinity: the topology manager policy refuses the
 	// placement of a new container.
 	ReasonTopologyAffinity Reason = "topologyAffinity"
+	// ReasonInvalidContainerID: a container created without an id, or with
+	// the id of a container that runs: the plugin could not tell them
+	// apart.
+	ReasonInvalidContainerID Reason = "invalidContainerID"
 )
 
 // Refusal is a request the policy declines. Its Error text is what the

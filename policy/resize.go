@@ -35,10 +35,22 @@ func (p *Policy) decideResize(m *Model, c Container, update state.Resources) (De
 		oldExclusive = t.Exclusive
 	}
 	a, hasEntry := m.State.Assignment(c.Pod.UID, c.Name)
+	if owner, owned := m.State.ContainerIDOf(state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}); hasEntry && owned && owner != c.ID {
+		if o := m.Containers[owner]; o != nil && !o.Stopped && (oldExclusive || newClass.Exclusive) {
+			// A twin: the CPUs of the name belong to the other container.
+			return Decision{}, refuse(Infeasible, ReasonInvalidContainerID,
+				"container %s (id %s) does not hold the exclusive CPUs %s of its pod and name: container %s, which runs too, does",
+				display, c.ID, a.Assigned(), owner)
+		}
+	}
 
 	switch {
 	case !oldExclusive && !newClass.Exclusive:
 		// Shared containers (and memory-only changes of them) pass through.
+		return Decision{Model: m, Operation: op}, nil
+	case Untrackable(c) != "":
+		// It runs on the shared pool whatever it asks for (the plugin
+		// warned when it came).
 		return Decision{Model: m, Operation: op}, nil
 	case oldExclusive && !hasEntry:
 		return Decision{}, refuse(Infeasible, ReasonGetOriginalCPUSet,
@@ -123,8 +135,8 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 	cpus, err := p.place(pl, free, poolLeft)
 	if err != nil {
 		return Decision{}, refuse(p.verdictFor(pl), ReasonResizeAllocateCPUs,
-			"cannot grow container %s from %d to %d exclusive CPUs keeping %s (free: %s): %v",
-			display, assigned.Size(), n, assigned, describe(free.CPUSet()), err)
+			"cannot grow container %s from %d to %d exclusive CPUs keeping %s (free: %s%s): %v",
+			display, assigned.Size(), n, assigned, describe(free.CPUSet()), m.lentNote(), err)
 	}
 	nm := m.Clone()
 	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: cpus})

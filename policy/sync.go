@@ -35,9 +35,13 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	nm.State.DeleteContainers()
 	var notes []string
 
-	live := liveContainers(containers)
+	live, dropped := liveContainers(containers)
+	notes = append(notes, dropped...)
 	byRef := map[state.ContainerRef]*Container{}
 	for _, c := range live {
+		if Untrackable(*c) != "" {
+			continue // runs on the shared pool (the plugin warns once)
+		}
 		ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 		if prev, dup := byRef[ref]; dup {
 			notes = append(notes, fmt.Sprintf("%s: containers %s and %s share a name; %s is treated as shared",
@@ -114,15 +118,29 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 }
 
 // liveContainers returns the containers whose process may run, by id.
-func liveContainers(containers []Container) []*Container {
+// Containers the plugin cannot address are left out with a note: those
+// without an id, and every one but the first of those sharing an id (a
+// runtime never reports two; the first one is kept so that one bad entry
+// changes nothing else).
+func liveContainers(containers []Container) ([]*Container, []string) {
 	var live []*Container
+	var notes []string
+	seen := make(map[string]bool, len(containers))
 	for i := range containers {
-		if !containers[i].Exited {
-			live = append(live, &containers[i])
+		c := &containers[i]
+		switch {
+		case c.Exited:
+		case c.ID == "":
+			notes = append(notes, fmt.Sprintf("%s: the runtime reports it without a container id; it is not tracked", displayName(c.Pod, c.Name)))
+		case seen[c.ID]:
+			notes = append(notes, fmt.Sprintf("%s: the runtime reports container id %s twice; this one is not tracked", displayName(c.Pod, c.Name), c.ID))
+		default:
+			seen[c.ID] = true
+			live = append(live, c)
 		}
 	}
-	sort.Slice(live, func(i, j int) bool { return live[i].ID < live[j].ID })
-	return live
+	sort.SliceStable(live, func(i, j int) bool { return live[i].ID < live[j].ID })
+	return live, notes
 }
 
 // dropStaleEntries forgets assignments of containers that no longer run.

@@ -154,13 +154,14 @@ func TestResizeWithoutOriginalCPUs(t *testing.T) {
 }
 
 // TestLentCPUsAreNotHandedOut: CPUs lent to an unsolicited update in flight
-// are not free; the refusal is Deferred.
+// are not free; the refusal is Deferred and names them.
 func TestLentCPUsAreNotHandedOut(t *testing.T) {
 	pol := eightCPUs(t)
 	m := policy.NewModel(pol.NewState()).Lend(cpuset.New(1, 2, 3, 4, 5, 6))
 	c := running(t, "gu", "guaranteed", 2000, "")
 	_, err := pol.CreateContainer(m, c)
-	if err == nil || !strings.HasPrefix(err.Error(), "Deferred: allocateCPUs") {
+	if err == nil || !strings.HasPrefix(err.Error(), "Deferred: allocateCPUs") ||
+		!strings.Contains(err.Error(), "(free: 7; lent to shared containers by an update in flight: 1-6)") {
 		t.Fatalf("create with CPUs lent: %v", err)
 	}
 	dec, err := pol.CreateContainer(m.Unlend(cpuset.New(1, 2, 3, 4, 5, 6)), c)
@@ -242,6 +243,9 @@ func TestAlignMemory(t *testing.T) {
 // TestRecreatedContainerKeepsItsCPUs: a container created again under the
 // same pod and name while its predecessor's stop was never seen keeps the
 // assignment when it asks for as many CPUs, and gets fresh ones otherwise.
+// The predecessor, which may still run (a twin), loses its claim and is
+// sent to the shared pool before the new container starts: no CPU is ever
+// in both.
 func TestRecreatedContainerKeepsItsCPUs(t *testing.T) {
 	pol := eightCPUs(t)
 	first := running(t, "gu", "guaranteed", 2000, "")
@@ -258,9 +262,13 @@ func TestRecreatedContainerKeepsItsCPUs(t *testing.T) {
 	if err := pol.CheckInvariants(d2.Model); err != nil {
 		t.Fatal(err)
 	}
-	if !d2.Target.CPUs.Equals(d.Target.CPUs) || !d2.Model.Owns("gu-again") || d2.Model.Owns(first.ID) || !d2.Model.Containers[first.ID].Stopped {
-		t.Errorf("re-created container: cpus %s (first had %s), owns %v, predecessor owns %v, predecessor stopped %v",
-			d2.Target.CPUs, d.Target.CPUs, d2.Model.Owns("gu-again"), d2.Model.Owns(first.ID), d2.Model.Containers[first.ID].Stopped)
+	if !d2.Target.CPUs.Equals(d.Target.CPUs) || !d2.Model.Owns("gu-again") || d2.Model.Owns(first.ID) || d2.Model.Containers[first.ID].Exclusive {
+		t.Errorf("re-created container: cpus %s (first had %s), owns %v, predecessor owns %v, predecessor exclusive %v",
+			d2.Target.CPUs, d.Target.CPUs, d2.Model.Owns("gu-again"), d2.Model.Owns(first.ID), d2.Model.Containers[first.ID].Exclusive)
+	}
+	if len(d2.Others) != 1 || d2.Others[0].ContainerID != first.ID || !d2.Others[0].CPUs.Equals(d2.Model.SharedPool()) ||
+		!d2.Others[0].CPUs.Intersection(d2.Target.CPUs).IsEmpty() {
+		t.Errorf("updates before the re-created container starts: %+v; want the predecessor on the shared pool %s", d2.Others, d2.Model.SharedPool())
 	}
 	bigger := running(t, "gu", "guaranteed", 3000, "")
 	bigger.ID = "gu-bigger"
