@@ -202,8 +202,22 @@ func (st *Store) Save(s *State) error {
 
 // refusedInconsistent is Save's error for a state that fails validation.
 func refusedInconsistent(err error) error {
-	return fmt.Errorf("save checkpoint: refusing to write an inconsistent state: %w", err)
+	return &InconsistentError{Err: err}
 }
+
+// InconsistentError is Save's error for a state that fails validation:
+// nothing was written, and saving that state again fails again (unlike a
+// failed write, which a later Save may get past).
+type InconsistentError struct {
+	// Err says what is inconsistent.
+	Err error
+}
+
+func (e *InconsistentError) Error() string {
+	return "save checkpoint: refusing to write an inconsistent state: " + e.Err.Error()
+}
+
+func (e *InconsistentError) Unwrap() error { return e.Err }
 
 // checkLocked checks that s is consistent, the way validateForSave does,
 // and returns its claims. When the claims of base are known it checks only
