@@ -37,7 +37,7 @@ placement-diff:
 	cd test/kubernetes && $(GO) test -count=1 -v ./placement/...
 
 ## fuzz: each fuzz target briefly (the seed corpora always run in `unit`)
-FUZZPKGS ?= ./state/ ./config/
+FUZZPKGS ?= ./state/ ./config/ ./plugin/
 fuzz:
 	@set -e; for pkg in $(FUZZPKGS); do \
 	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \

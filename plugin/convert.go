@@ -3,56 +3,161 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
+	"strings"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
-// podFromNRI extracts what the policy needs of a pod sandbox. Every field of
-// an NRI payload may be missing: the getters are nil-safe.
+// Every value taken from an NRI payload is bounded before use: a cpuset by
+// the online CPUs (a list such as "0-99999999" is refused after reading its
+// text, never expanded), numbers by the ranges the kernel accepts, strings
+// by the lengths Kubernetes and containerd use. What is out of bounds is
+// treated as absent, with a warning: a container whose pod UID or name is
+// absent cannot be pinned and runs on the shared pool (see
+// policy.Untrackable).
+const (
+	// maxIDLen bounds container and sandbox ids (containerd's are 64 hex
+	// digits and it accepts at most 76 characters).
+	maxIDLen = 128
+	// maxUIDLen bounds pod UIDs (36 characters).
+	maxUIDLen = 128
+	// maxNameLen bounds names and namespaces (a DNS subdomain).
+	maxNameLen = 253
+	// maxPathLen bounds cgroup paths (PATH_MAX).
+	maxPathLen = 4096
+	// maxShares is the kernel's largest cpu.shares.
+	maxShares = 262144
+	// minPeriod and maxPeriod bound cpu.cfs_period_us (1 ms to 1 s).
+	minPeriod, maxPeriod = 1000, 1000000
+	// maxQuota is the kernel's largest cpu.cfs_quota_us (2^44-1 µs).
+	maxQuota = 1<<44 - 1
+)
+
+// payloadLimits bound the values of NRI payloads on one machine.
+type payloadLimits struct {
+	// maxCPU is the largest online CPU id: a cpuset naming a larger one is
+	// invalid.
+	maxCPU int
+}
+
+// limitsFor returns the payload limits of a machine whose online CPUs are
+// online.
+func limitsFor(online cpuset.CPUSet) payloadLimits {
+	l := payloadLimits{maxCPU: 0}
+	for _, cpu := range online.UnsortedList() {
+		l.maxCPU = max(l.maxCPU, cpu)
+	}
+	return l
+}
+
+// bounded returns s, or "" when it is longer than n bytes.
+func bounded(s string, n int) string {
+	if len(s) > n {
+		return ""
+	}
+	return s
+}
+
+// cgroupsPath bounds a cgroups path ("" when too long: not verified).
+func (l payloadLimits) cgroupsPath(s string) string { return bounded(s, maxPathLen) }
+
+// podFromNRI extracts what the policy needs of a pod sandbox. Every field
+// of an NRI payload may be missing: the getters are nil-safe.
 func podFromNRI(pod *api.PodSandbox) policy.Pod {
 	return policy.Pod{
-		UID:          pod.GetUid(),
-		Namespace:    pod.GetNamespace(),
-		Name:         pod.GetName(),
-		CgroupParent: pod.GetLinux().GetCgroupParent(),
+		UID:          bounded(pod.GetUid(), maxUIDLen),
+		Namespace:    bounded(pod.GetNamespace(), maxNameLen),
+		Name:         bounded(pod.GetName(), maxNameLen),
+		CgroupParent: bounded(pod.GetLinux().GetCgroupParent(), maxPathLen),
 		Resources:    resourcesFromNRI(pod.GetLinux().GetPodResources()),
 	}
 }
 
-// resourcesFromNRI extracts the CPU and memory values of NRI resources.
+// resourcesFromNRI extracts the CPU and memory values of NRI resources,
+// each within the range the kernel accepts (else absent).
 func resourcesFromNRI(r *api.LinuxResources) state.Resources {
+	return boundedResources(r, nil)
+}
+
+// boundedResources is resourcesFromNRI that warns through log (when not
+// nil) of the values it leaves out.
+func boundedResources(r *api.LinuxResources, log *logrus.Entry) state.Resources {
 	cpu := r.GetCpu()
-	return state.Resources{
+	out := state.Resources{
 		CPUShares:   cpu.GetShares().GetValue(),
 		CPUQuota:    cpu.GetQuota().GetValue(),
 		CPUPeriod:   cpu.GetPeriod().GetValue(),
 		MemoryLimit: r.GetMemory().GetLimit().GetValue(),
 	}
+	var dropped []string
+	if out.CPUShares > maxShares {
+		dropped, out.CPUShares = append(dropped, fmt.Sprintf("CPU shares %d", out.CPUShares)), 0
+	}
+	if out.CPUPeriod != 0 && (out.CPUPeriod < minPeriod || out.CPUPeriod > maxPeriod) {
+		dropped, out.CPUPeriod = append(dropped, fmt.Sprintf("CPU period %d", out.CPUPeriod)), 0
+	}
+	switch {
+	case out.CPUQuota < 0:
+		out.CPUQuota = -1 // no limit
+	case out.CPUQuota > maxQuota:
+		dropped, out.CPUQuota = append(dropped, fmt.Sprintf("CPU quota %d", out.CPUQuota)), 0
+	}
+	if out.MemoryLimit < 0 {
+		out.MemoryLimit = -1 // no limit
+	}
+	if len(dropped) > 0 && log != nil {
+		log.WithField("ignored", strings.Join(dropped, ", ")).Warn("resources outside the kernel's ranges; ignoring them")
+	}
+	return out
 }
 
-// containerFromNRI turns an NRI container into the policy's view. A cpuset
-// that does not parse is reported and treated as unknown.
-func containerFromNRI(pod policy.Pod, ctr *api.Container, log *logrus.Entry) policy.Container {
+// container turns an NRI container into the policy's view. A cpuset that
+// does not parse, or names a CPU above the largest online one, is reported
+// and treated as unknown.
+func (l payloadLimits) container(pod policy.Pod, ctr *api.Container, log *logrus.Entry) policy.Container {
 	res := ctr.GetLinux().GetResources()
-	cpus, err := cpumask.Parse(res.GetCpu().GetCpus(), cpumask.MaxID)
+	id := bounded(ctr.GetId(), maxIDLen)
+	entry := log.WithField("container", id)
+	cpus, err := cpumask.Parse(res.GetCpu().GetCpus(), l.maxCPU)
 	if err != nil {
-		log.WithError(err).WithField("container", ctr.GetId()).Warn("container reports an invalid cpuset; treating it as unknown")
+		entry.WithError(err).Warn("container reports an invalid cpuset; treating it as unknown")
 		cpus = cpuset.New()
 	}
 	return policy.Container{
-		ID:        ctr.GetId(),
-		Name:      ctr.GetName(),
+		ID:        id,
+		Name:      bounded(ctr.GetName(), maxNameLen),
 		Pod:       pod,
-		Resources: resourcesFromNRI(res),
+		Resources: boundedResources(res, entry),
 		CPUs:      cpus,
 		Exited:    ctr.GetState() == api.ContainerState_CONTAINER_STOPPED,
 	}
+}
+
+// containerFromNRI converts a container of an event and warns, once per
+// container, when it cannot be pinned although it asks for whole CPUs.
+func (p *Plugin) containerFromNRI(pod policy.Pod, ctr *api.Container) policy.Container {
+	c := p.limits.container(pod, ctr, p.log)
+	p.warnUntrackable(c)
+	return c
+}
+
+// warnUntrackable warns once per container that asks for exclusive CPUs
+// but cannot be pinned.
+func (p *Plugin) warnUntrackable(c policy.Container) {
+	why := policy.Untrackable(c)
+	if why == "" || p.warned[c.ID] || !policy.Classify(c.Pod.QoS(), c.Resources).Exclusive {
+		return
+	}
+	if c.ID != "" {
+		p.warned[c.ID] = true
+	}
+	p.containerLog(c).WithField("why", why).Warn("container cannot be pinned; it runs on the shared pool")
 }
 
 // podResourcesFromNRI turns UpdatePodSandbox's values into the state's.

@@ -12,6 +12,9 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
+// limits4 are the payload limits of a machine with CPUs 0-3.
+var limits4 = payloadLimits{maxCPU: 3}
+
 func quietLog() *logrus.Entry {
 	l := logrus.New()
 	l.SetOutput(io.Discard)
@@ -27,16 +30,16 @@ func TestConvertMissingFields(t *testing.T) {
 	if got := resourcesFromNRI(nil); got != (state.Resources{}) {
 		t.Errorf("resourcesFromNRI(nil) = %+v", got)
 	}
-	c := containerFromNRI(policy.Pod{}, &api.Container{Id: "x"}, quietLog())
+	c := limits4.container(policy.Pod{}, &api.Container{Id: "x"}, quietLog())
 	if c.ID != "x" || !c.CPUs.IsEmpty() || c.Exited {
-		t.Errorf("containerFromNRI without Linux = %+v", c)
+		t.Errorf("container without Linux = %+v", c)
 	}
 	bad := &api.Container{Id: "y", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: "1-x"}}}}
-	if c := containerFromNRI(policy.Pod{}, bad, quietLog()); !c.CPUs.IsEmpty() {
+	if c := limits4.container(policy.Pod{}, bad, quietLog()); !c.CPUs.IsEmpty() {
 		t.Errorf("an invalid cpuset reads as %s, want unknown", c.CPUs)
 	}
 	stopped := &api.Container{Id: "z", State: api.ContainerState_CONTAINER_STOPPED}
-	if c := containerFromNRI(policy.Pod{}, stopped, quietLog()); !c.Exited {
+	if c := limits4.container(policy.Pod{}, stopped, quietLog()); !c.Exited {
 		t.Errorf("a stopped container is not reported exited")
 	}
 	if adj := adjustmentFor(nil); adj.GetLinux() != nil {

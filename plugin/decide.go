@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -16,7 +17,7 @@ import (
 // rememberPod records a sandbox and returns the policy's view of it.
 func (p *Plugin) rememberPod(pod *api.PodSandbox) policy.Pod {
 	pp := podFromNRI(pod)
-	if id := pod.GetId(); id != "" {
+	if id := bounded(pod.GetId(), maxIDLen); id != "" {
 		p.pods[id] = pp
 	}
 	return pp
@@ -69,9 +70,17 @@ func (p *Plugin) commit(m *policy.Model) error {
 
 // commitOrKeep commits a model for an event that cannot be refused (the
 // runtime has already acted): on a write failure the model still becomes
-// current, and the next commit writes the checkpoint again.
+// current, and the next commit writes the checkpoint again. A model whose
+// state fails validation (a bug) never becomes current: every later commit
+// would fail with it, refusing every request of the node.
 func (p *Plugin) commitOrKeep(m *policy.Model) {
-	if err := p.commit(m); err != nil {
+	err := p.commit(m)
+	var inconsistent *state.InconsistentError
+	switch {
+	case err == nil:
+	case errors.As(err, &inconsistent):
+		p.log.WithError(err).Error("a decision made an inconsistent state; keeping the previous one")
+	default:
 		p.dirty = true
 		p.model = m
 		p.observeModel()
@@ -98,11 +107,11 @@ func (p *Plugin) confirm(id string) {
 // decision's own, then those still pending (a failed unsolicited update
 // rides on the next reply) that the decision does not already update,
 // except the event's target, which the runtime handles separately. Each
-// container appears once. They are recorded as delivered.
+// container appears once. They are recorded as handed to the runtime.
 func (p *Plugin) replyUpdates(own []policy.Update, target string) []*api.ContainerUpdate {
 	if len(p.pending) == 0 {
 		for _, u := range own {
-			p.delivered(u)
+			p.handed(u, handedInReply)
 		}
 		return updatesToNRI(own)
 	}
@@ -117,7 +126,7 @@ func (p *Plugin) replyUpdates(own []policy.Update, target string) []*api.Contain
 		}
 	}
 	for _, u := range all {
-		p.delivered(u)
+		p.handed(u, handedInReply)
 	}
 	return updatesToNRI(all)
 }
@@ -167,6 +176,7 @@ func (p *Plugin) forgetContainersNotIn(m *policy.Model) {
 	gone := func(id string) bool { return m.Containers[id] == nil }
 	maps.DeleteFunc(p.ctrs, func(id string, _ *runtimeView) bool { return gone(id) })
 	maps.DeleteFunc(p.pending, func(id string, _ bool) bool { return gone(id) })
+	maps.DeleteFunc(p.warned, func(id string, _ bool) bool { return gone(id) })
 }
 
 // importFromKubelet builds the starting state from the kubelet's own

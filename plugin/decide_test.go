@@ -21,6 +21,12 @@ import (
 // machine with CPU 0 reserved, and its store.
 func newTestPlugin(t *testing.T) (*Plugin, *state.Store) {
 	t.Helper()
+	return newTestPluginWith(t, func(o *Options) { o.LendWait = 300 * time.Millisecond })
+}
+
+// newTestPluginWith is newTestPlugin with options set by configure.
+func newTestPluginWith(t *testing.T, configure func(*Options)) (*Plugin, *state.Store) {
+	t.Helper()
 	var cpus []cpuallocator.CPUInfo
 	for i := 0; i < 4; i++ {
 		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i})
@@ -42,7 +48,9 @@ func newTestPlugin(t *testing.T) (*Plugin, *state.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	p, err := New(pol, store, Options{Log: quietLog().Logger, LendWait: 300 * time.Millisecond})
+	opts := Options{Log: quietLog().Logger}
+	configure(&opts)
+	p, err := New(pol, store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +249,7 @@ func TestStopDuringASendIsNotUndone(t *testing.T) {
 	p.stub = blocking
 	p.mu.Unlock()
 	sent := make(chan bool)
-	go func() { sent <- p.sendPending() }()
+	go func() { sent <- p.sendPending(false) }()
 	<-blocking.entered
 	if _, err := p.StopContainer(ctx, spod, sctr); err != nil {
 		t.Fatal(err)

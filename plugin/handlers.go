@@ -27,21 +27,28 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	defer p.metrics.observeEvent("Synchronize", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.event()
 
 	p.pods = map[string]policy.Pod{}
 	policyPods := make([]policy.Pod, 0, len(pods))
 	for _, pod := range pods {
 		pp := podFromNRI(pod)
-		p.pods[pod.GetId()] = pp
+		if id := bounded(pod.GetId(), maxIDLen); id != "" {
+			p.pods[id] = pp
+		}
 		policyPods = append(policyPods, pp)
 	}
 	for _, v := range p.ctrs {
-		v.cgroupPath, v.known = "", false
+		v.cgroupPath = ""
+		v.forget()
 	}
 	containers := make([]policy.Container, 0, len(ctrs))
 	for _, ctr := range ctrs {
-		containers = append(containers, containerFromNRI(p.pods[ctr.GetPodSandboxId()], ctr, p.log))
-		p.view(ctr.GetId()).cgroupPath = ctr.GetLinux().GetCgroupsPath()
+		c := p.containerFromNRI(p.pods[ctr.GetPodSandboxId()], ctr)
+		containers = append(containers, c)
+		if c.ID != "" {
+			p.view(c.ID).cgroupPath = p.limits.cgroupsPath(ctr.GetLinux().GetCgroupsPath())
+		}
 	}
 
 	model := p.model
@@ -55,10 +62,12 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 
 	p.pending = map[string]bool{}
 	for _, c := range containers {
-		p.setApplied(c.ID, c.CPUs)
+		if !c.Exited {
+			p.view(c.ID).set(c.CPUs) // what the runtime says it runs on
+		}
 	}
 	for _, u := range d.Others {
-		p.delivered(u)
+		p.handed(u, handedInReply)
 	}
 	p.forgetContainersNotIn(p.model)
 	updates = updatesToNRI(d.Others)
@@ -75,6 +84,7 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	defer p.metrics.observeEvent("RunPodSandbox", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.event()
 	p.rememberPod(pod)
 	return nil
 }
@@ -92,6 +102,7 @@ func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhe
 	defer p.metrics.observeEvent("UpdatePodSandbox", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.event()
 	pp := p.rememberPod(pod)
 	log := p.podLog(pp)
 	if p.debugging() {
@@ -137,6 +148,9 @@ func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhe
 
 // PostUpdatePodSandbox triggers a verification of the cpusets.
 func (p *Plugin) PostUpdatePodSandbox(_ context.Context, _ *api.PodSandbox) error {
+	p.mu.Lock()
+	p.event()
+	p.mu.Unlock()
 	p.requestVerify()
 	return nil
 }
@@ -150,6 +164,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) (err e
 	defer p.metrics.observeEvent("RemovePodSandbox", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.event()
 	d := p.policy.RemovePodSandbox(p.model, pod.GetUid())
 	delete(p.pods, pod.GetId())
 	p.logNotes("RemovePodSandbox", d.Notes)
@@ -167,7 +182,8 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	defer p.metrics.observeEvent("CreateContainer", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := containerFromNRI(p.rememberPod(pod), ctr, p.log)
+	p.event()
+	c := p.containerFromNRI(p.rememberPod(pod), ctr)
 	log := p.containerLog(c)
 	if p.debugging() {
 		log.WithField("resources", describeNRI(ctr.GetLinux().GetResources())).Debug("CreateContainer request")
@@ -182,8 +198,8 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, nil, err
 	}
 	p.refusals.forget(c.Pod.UID, c.Name)
-	p.view(c.ID).cgroupPath = ctr.GetLinux().GetCgroupsPath()
-	p.delivered(*d.Target)
+	p.view(c.ID).cgroupPath = p.limits.cgroupsPath(ctr.GetLinux().GetCgroupsPath())
+	p.handed(*d.Target, handedAsTarget)
 	updates = p.replyUpdates(d.Others, c.ID)
 	fields := requestFields(c.Resources)
 	fields["cpuset"] = cpusText(d.Target.CPUs)
@@ -197,6 +213,9 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 // PostCreateContainer triggers a verification of the other containers'
 // cpusets, which the runtime updated before creating this one.
 func (p *Plugin) PostCreateContainer(_ context.Context, _ *api.PodSandbox, _ *api.Container) error {
+	p.mu.Lock()
+	p.event()
+	p.mu.Unlock()
 	p.requestVerify()
 	return nil
 }
@@ -211,12 +230,13 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	defer p.metrics.observeEvent("UpdateContainer", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := containerFromNRI(p.rememberPod(pod), ctr, p.log)
+	p.event()
+	c := p.containerFromNRI(p.rememberPod(pod), ctr)
 	log := p.containerLog(c)
 	if p.debugging() {
 		log.WithFields(logrus.Fields{"current": describeNRI(ctr.GetLinux().GetResources()), "requested": describeNRI(res)}).Debug("UpdateContainer request")
 	}
-	requested := resourcesFromNRI(res)
+	requested := boundedResources(res, log)
 	op := policy.RequestedOperation(c, requested)
 	before := p.model.CPUsOf(c.ID)
 	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.UpdateContainer(m, c, requested) })
@@ -237,7 +257,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	withNotes(log.WithFields(fields), d.Notes).Info("container resized")
 	updates = p.replyUpdates(d.Others, c.ID)
 	if d.Target != nil {
-		p.delivered(*d.Target) // the reply carries it: no longer pending
+		p.handed(*d.Target, handedAsTarget) // the reply carries it: no longer pending
 		updates = append(updates, updateToNRI(*d.Target))
 	}
 	return updates, nil
@@ -251,6 +271,10 @@ func (p *Plugin) PostUpdateContainer(_ context.Context, _ *api.PodSandbox, ctr *
 	defer p.metrics.observeEvent("PostUpdateContainer", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.event()
+	if v := p.ctrs[ctr.GetId()]; v != nil && !v.inFlight {
+		v.confirm() // the runtime applied the resize's target
+	}
 	p.confirm(ctr.GetId())
 	p.requestVerify()
 	return nil
@@ -263,13 +287,13 @@ func (p *Plugin) StopContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Co
 	defer p.metrics.observeEvent("StopContainer", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.event()
 	d := p.policy.StopContainer(p.model, ctr.GetId())
 	p.logNotes("StopContainer", d.Notes)
 	p.commitOrKeep(d.Model)
 	if v := p.ctrs[ctr.GetId()]; v != nil {
 		// Nothing runs any more; a send in flight must not record otherwise.
-		v.known = false
-		v.generation++
+		v.forget()
 	}
 	return p.replyUpdates(d.Others, ctr.GetId()), nil
 }
@@ -281,6 +305,7 @@ func (p *Plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.
 	defer p.metrics.observeEvent("RemoveContainer", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.event()
 	d := p.policy.RemoveContainer(p.model, ctr.GetId())
 	p.logNotes("RemoveContainer", d.Notes)
 	p.commitOrKeep(d.Model)

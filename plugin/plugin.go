@@ -9,7 +9,6 @@ import (
 
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/sirupsen/logrus"
-	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
@@ -46,6 +45,11 @@ type Options struct {
 	// flight to return before it refuses a request that needs the CPUs that
 	// update carries.
 	LendWait time.Duration
+	// SendDelay is how long the runtime must deliver no event before
+	// pending updates go out as an unsolicited update; until then they
+	// ride on replies. SendMaxDelay bounds how long they wait for a quiet
+	// moment.
+	SendDelay, SendMaxDelay time.Duration
 	// Log receives the plugin's structured logs.
 	Log *logrus.Logger
 	// Metrics, if not nil, receives the plugin's measurements.
@@ -67,6 +71,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.LendWait <= 0 {
 		o.LendWait = 100 * time.Millisecond
+	}
+	if o.SendDelay <= 0 {
+		o.SendDelay = 50 * time.Millisecond
+	}
+	if o.SendMaxDelay < o.SendDelay {
+		o.SendMaxDelay = max(2*time.Second, o.SendDelay)
 	}
 	if o.Log == nil {
 		o.Log = logrus.StandardLogger()
@@ -98,9 +108,18 @@ type Plugin struct {
 	ctrs map[string]*runtimeView
 	// pending are the containers whose cpuset must still be sent: the
 	// shared growth after a confirmed shrink, updates that failed, drift
-	// found by verification. They ride on the next reply or an unsolicited
-	// update.
+	// found by verification. They ride on the next reply, or go out as one
+	// unsolicited update once the runtime is quiet (see sendLoop): a burst
+	// of events leaves at most one update per container.
 	pending map[string]bool
+	// pendingSince is when pending last became non-empty.
+	pendingSince time.Time
+	// seq counts the events delivered; lastEvent is when the last one came.
+	seq       uint64
+	lastEvent time.Time
+	// replying is set from a reply that hands the runtime cpusets until
+	// the next event: the runtime may still be applying it.
+	replying bool
 	// sendDone is closed when the unsolicited update in flight returns; nil
 	// when none is in flight.
 	sendDone chan struct{}
@@ -114,25 +133,10 @@ type Plugin struct {
 	dirty        bool
 	stub         stub.Stub
 	synchronized bool
-}
-
-// runtimeView is what the plugin knows of a container's runtime side.
-type runtimeView struct {
-	// cgroupPath is the container's cgroups path, for verification.
-	cgroupPath string
-	// applied is what the plugin believes the container runs on (when
-	// known is set): set when an update is handed to containerd, corrected
-	// by cgroup verification.
-	applied cpuset.CPUSet
-	known   bool
-	// generation counts the changes of applied, so that a verification or
-	// a send that raced with a reply does not overwrite it.
-	generation uint64
-	// checked is the generation of applied the cgroup was last read at:
-	// after an event only containers sent an update since are read again,
-	// and those marked due.
-	checked uint64
-	due     bool
+	// limits bound the values taken from NRI payloads.
+	limits payloadLimits
+	// warned are the containers the plugin warned it cannot pin.
+	warned map[string]bool
 }
 
 // view returns the record of container id, making it if needed.
@@ -168,6 +172,8 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		pending:    map[string]bool{},
 		verifyKick: make(chan struct{}, 1),
 		refusals:   newRefusalLog(),
+		limits:     limitsFor(pol.Allocator().Topology().CPUs()),
+		warned:     map[string]bool{},
 	}
 	p.logCgroupTree()
 	st, err := p.loadState()

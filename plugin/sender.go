@@ -9,8 +9,22 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
+
+// An unsolicited update lends the free CPUs it carries (Model.Lending):
+// containerd applies it when it gets its NRI lock, which may be after an
+// event it delivers meanwhile, so a CPU it gives a shared container cannot
+// be handed out exclusively until it returns — not even one the container
+// runs on already: the event's reply would take it away and the update,
+// landing later, give it back. A handler cannot wait for such an update
+// either: containerd holds the lock while the handler runs. So the plugin
+// sends as few as it can, when the runtime is quiet: pending updates ride
+// on the replies of the events that keep coming, and go out on their own
+// only after SendDelay without an event and once the runtime has applied
+// the last reply (SendMaxDelay at the latest), one update at a time, each
+// container once.
 
 // pendingUpdates returns the updates of the pending containers that still
 // run: those that only lose CPUs first, then the others, each in id order.
@@ -34,11 +48,27 @@ func (p *Plugin) pendingUpdates() []policy.Update {
 // markPending records that the given updates must still reach the runtime.
 func (p *Plugin) markPending(updates []policy.Update) {
 	for _, u := range updates {
-		p.pending[u.ContainerID] = true
+		p.setPending(u.ContainerID)
 	}
-	if len(updates) > 0 {
-		p.kickSender()
+}
+
+// setPending records that container id's cpuset must still be sent.
+func (p *Plugin) setPending(id string) {
+	if len(p.pending) == 0 {
+		p.pendingSince = time.Now()
 	}
+	p.pending[id] = true
+	p.kickSender()
+}
+
+// event records that the runtime delivered an event: the replies of the
+// earlier ones are applied (containerd applies a reply's updates of other
+// containers before it delivers the next event), and the runtime is busy.
+// Called with mu held by every handler.
+func (p *Plugin) event() {
+	p.seq++
+	p.lastEvent = time.Now()
+	p.replying = false
 }
 
 // kickSender wakes the sender without blocking.
@@ -49,45 +79,99 @@ func (p *Plugin) kickSender() {
 	}
 }
 
+// sendDue returns when the pending updates should go out, if any are
+// pending. Called with mu held.
+func (p *Plugin) sendDue() (time.Time, bool) {
+	if len(p.pending) == 0 {
+		return time.Time{}, false
+	}
+	if p.replying {
+		// containerd applies the last reply under its NRI lock (a runc
+		// update per container) and delivers the events queued meanwhile
+		// before an unsolicited update would get the lock.
+		return p.lastEvent.Add(p.opts.SendMaxDelay), true
+	}
+	quiet := p.lastEvent.Add(p.opts.SendDelay)
+	latest := p.pendingSince.Add(p.opts.SendMaxDelay)
+	if latest.Before(quiet) {
+		return latest, true
+	}
+	return quiet, true
+}
+
 // sendLoop delivers pending updates as unsolicited UpdateContainers calls,
-// outside of any handler, retrying failures with backoff.
+// outside of any handler, once the runtime is quiet, retrying failures with
+// backoff.
 func (p *Plugin) sendLoop(ctx context.Context) {
 	backoff := p.opts.ReconnectMin
-	var retry <-chan time.Time
+	var notBefore time.Time
+	var timer <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.kick:
-		case <-retry:
+		case <-timer:
 		}
-		retry = nil
-		if p.sendPending() {
-			backoff = p.opts.ReconnectMin
+		p.mu.Lock()
+		due, any := p.sendDue()
+		p.mu.Unlock()
+		if !any {
+			timer = nil
 			continue
 		}
-		retry = time.After(backoff)
-		backoff = min(2*backoff, p.opts.ReconnectMax)
+		if notBefore.After(due) {
+			due = notBefore
+		}
+		if wait := time.Until(due); wait > 0 {
+			timer = time.After(wait)
+			continue
+		}
+		if p.sendPending(true) {
+			backoff, notBefore = p.opts.ReconnectMin, time.Time{}
+		} else {
+			notBefore = time.Now().Add(backoff)
+			backoff = min(2*backoff, p.opts.ReconnectMax)
+		}
+		timer = time.After(time.Until(notBefore))
 	}
 }
 
-// sendPending sends what is pending once. It returns false when something
+// sendPending sends what is pending as one unsolicited update; when
+// quietOnly is set, only if no event came for SendDelay (an event may come
+// between the sender's wait and its lock). It returns false when something
 // is left to retry.
-func (p *Plugin) sendPending() bool {
+func (p *Plugin) sendPending(quietOnly bool) bool {
 	p.mu.Lock()
 	s := p.stub
-	pending := p.pendingUpdates()
-	if s == nil || !p.synchronized || len(pending) == 0 {
-		p.mu.Unlock()
+	if s == nil || !p.synchronized {
 		// Without a connection the next Synchronize reconciles everything.
+		p.mu.Unlock()
 		return true
 	}
-	// Lend every free CPU the update carries: containerd may apply it after
-	// an event the plugin decides meanwhile.
+	if due, any := p.sendDue(); quietOnly && (!any || time.Now().Before(due)) {
+		p.mu.Unlock() // an event came meanwhile: the sender waits again
+		return true
+	}
+	pending := p.pendingUpdates()
+	if len(pending) == 0 {
+		p.mu.Unlock()
+		return true
+	}
 	updates, distinct := convertUpdates(pending)
-	before := make(map[string]uint64, len(pending))
+	type sent struct {
+		generation uint64
+		before     cpuset.CPUSet
+		known      bool
+	}
+	was := make(map[string]sent, len(pending))
 	for _, u := range pending {
-		before[u.ContainerID] = p.view(u.ContainerID).generation
+		v := p.view(u.ContainerID)
+		before, known := v.applied, v.known
+		v.hand(u.CPUs, handedUnsolicited, p.seq)
+		v.inFlight = true
+		was[u.ContainerID] = sent{generation: v.generation, before: before, known: known}
+		delete(p.pending, u.ContainerID) // marked again if it changes meanwhile
 	}
 	lend := p.policy.FreeAmong(p.model, distinct...)
 	p.model = p.model.Lend(lend)
@@ -107,10 +191,29 @@ func (p *Plugin) sendPending() bool {
 		failedIDs[f.GetContainerId()] = true
 	}
 	for _, u := range pending {
-		// Record what was delivered unless a reply meanwhile set newer.
-		if err == nil && !failedIDs[u.ContainerID] && p.model.Containers[u.ContainerID] != nil && // not removed meanwhile
-			p.view(u.ContainerID).generation == before[u.ContainerID] {
-			p.delivered(u)
+		v := p.ctrs[u.ContainerID]
+		if v == nil || p.model.Containers[u.ContainerID] == nil {
+			continue // removed meanwhile
+		}
+		v.inFlight = false
+		w := was[u.ContainerID]
+		switch {
+		case err != nil || failedIDs[u.ContainerID]:
+			// Not applied: it runs on what it ran on, and the update is
+			// due again.
+			if v.generation == w.generation {
+				v.applied, v.known = w.before, w.known
+				v.generation++
+			}
+			p.setPending(u.ContainerID)
+		case v.generation == w.generation:
+			v.confirm()
+		case !cpumask.Equal(v.applied, u.CPUs):
+			// A reply changed the container while the update was in
+			// flight, and which landed last is unknown: send what the
+			// model wants once more. (Both are safe: the lent CPUs were
+			// handed to nobody.)
+			p.setPending(u.ContainerID)
 		}
 	}
 	p.metrics.unsolicited(len(pending), len(failed), err)
@@ -123,14 +226,6 @@ func (p *Plugin) sendPending() bool {
 	return true
 }
 
-// setApplied records what a container runs on (an update handed to the
-// runtime, or what verification read) and bumps its generation.
-func (p *Plugin) setApplied(id string, cpus cpuset.CPUSet) {
-	v := p.view(id)
-	v.applied, v.known = cpus, true
-	v.generation++
-}
-
 // appliedTo returns what the plugin believes container id runs on (empty
 // when unknown).
 func (p *Plugin) appliedTo(id string) cpuset.CPUSet {
@@ -140,8 +235,10 @@ func (p *Plugin) appliedTo(id string) cpuset.CPUSet {
 	return cpuset.New()
 }
 
-// delivered records an update handed to the runtime: no longer pending.
-func (p *Plugin) delivered(u policy.Update) {
-	p.setApplied(u.ContainerID, u.CPUs)
+// handed records an update handed to the runtime in an event's reply (or
+// as its target): no longer pending.
+func (p *Plugin) handed(u policy.Update, kind handKind) {
+	p.view(u.ContainerID).hand(u.CPUs, kind, p.seq)
 	delete(p.pending, u.ContainerID)
+	p.replying = true
 }

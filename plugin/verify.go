@@ -3,11 +3,13 @@ package plugin
 import (
 	"context"
 	"errors"
-	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
-	"os"
+	"io/fs"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // requestVerify asks the verifier for a pass without blocking.
@@ -43,10 +45,15 @@ func (p *Plugin) verifyLoop(ctx context.Context) {
 }
 
 // verify reads running containers' cpusets: all of them (the periodic
-// pass), or after an event only those the plugin sent an update to since
-// they were last read. A container whose real cpuset differs from the
-// belief gets its belief corrected, which makes it pending for the sender;
-// the target of an unconfirmed shrink that is seen shrunk is confirmed.
+// pass), or after an event those the plugin handed an update since they
+// were last read and those marked due. A read is judged against what the
+// runtime has applied (runtimeView.judge): a cpuset handed earlier whose
+// replacement may not have landed yet is read again later; only a cpuset
+// the plugin did not hand, or an earlier one that stays after its
+// replacement has surely landed, is drift: the belief is corrected and the
+// container made pending for the sender. The target of an unconfirmed
+// shrink that is seen shrunk is confirmed. A container whose cgroup does
+// not exist yet (created, not started) is skipped silently.
 func (p *Plugin) verify(all bool) {
 	type probe struct {
 		id, path   string
@@ -54,6 +61,7 @@ func (p *Plugin) verify(all bool) {
 	}
 	p.mu.Lock()
 	var probes []probe
+	seq := p.seq
 	for _, id := range p.model.SortedContainerIDs() {
 		v := p.ctrs[id]
 		if t := p.model.Containers[id]; t.Stopped || v == nil || v.cgroupPath == "" {
@@ -69,21 +77,18 @@ func (p *Plugin) verify(all bool) {
 	actual := make(map[string]cpuset.CPUSet, len(probes))
 	for _, pr := range probes {
 		cpus, err := p.cgroups.cpus(pr.path)
-		if err != nil {
-			// A container's cgroup exists only once it started: not worth a line.
-			if entry := p.log.WithError(err).WithField("id", pr.id); errors.Is(err, os.ErrNotExist) {
-				entry.Trace("cannot verify container cpuset")
-			} else {
-				entry.Debug("cannot verify container cpuset")
-			}
-			continue
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// Not started yet (runc creates the cgroup at start), or gone.
+		case err != nil:
+			p.log.WithError(err).WithField("id", pr.id).Warn("cannot read the container's cpuset from its cgroup")
+		default:
+			actual[pr.id] = cpus
 		}
-		actual[pr.id] = cpus
 	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	drifted := false
 	for _, pr := range probes {
 		cpus, ok := actual[pr.id]
 		t, v := p.model.Containers[pr.id], p.ctrs[pr.id]
@@ -94,17 +99,20 @@ func (p *Plugin) verify(all bool) {
 		if _, releasing := p.model.Releasing[pr.id]; releasing && cpumask.Equal(cpus, p.model.CPUsOf(pr.id)) {
 			p.confirm(pr.id)
 		}
-		if applied := p.appliedTo(pr.id); !cpumask.Equal(applied, cpus) {
-			p.log.WithFields(map[string]any{"id": pr.id, "believed": applied.String(), "actual": cpus.String()}).
-				Warn("container cpuset differs from the last update; re-sending")
-			p.metrics.drift()
-			p.setApplied(pr.id, cpus)
-			v.checked = v.generation
-			p.pending[pr.id] = true
-			drifted = true
+		if v.inFlight {
+			v.due = true // an unsolicited update may land any moment
+			continue
 		}
-	}
-	if drifted {
-		p.kickSender()
+		switch v.judge(cpus, seq, all) {
+		case readStale:
+			v.due = true
+		case readDrift:
+			p.log.WithFields(logrus.Fields{"id": pr.id, "believed": v.applied.String(), "actual": cpus.String()}).
+				Warn("container cpuset differs from what the runtime was given; re-sending")
+			p.metrics.drift()
+			v.set(cpus)
+			v.checked = v.generation
+			p.setPending(pr.id)
+		}
 	}
 }

@@ -1,0 +1,139 @@
+package plugin
+
+import (
+	"slices"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
+)
+
+// runtimeView is what the plugin knows of a container's runtime side: the
+// cpuset it handed to the runtime last, and the cpusets the runtime may
+// still show until that one is known to be applied. containerd applies a
+// reply after the handler returned (the updates of other containers before
+// it delivers the next event, a resize's target and a new container's
+// cpuset outside its NRI lock) and an unsolicited update whenever it gets
+// its lock, so a cgroup read in between shows an older cpuset: that is no
+// drift.
+type runtimeView struct {
+	// cgroupPath is the container's cgroups path, for verification.
+	cgroupPath string
+	// applied is the cpuset last handed to the runtime (when known is
+	// set): what the container runs on once everything sent has landed.
+	applied cpuset.CPUSet
+	known   bool
+	// transit are the cpusets the runtime may still show until applied is
+	// confirmed: what the container ran on before, and what an unsolicited
+	// update that raced with a reply carried. Empty once confirmed.
+	transit []cpuset.CPUSet
+	// bySeq says that applied came with the reply of event sentSeq and is
+	// applied once the runtime delivers a later event (it applies a
+	// reply's updates of other containers before it takes the next event).
+	// A resize's target is confirmed by PostUpdateContainer instead, an
+	// unsolicited update by its return, a new container's cpuset by a read.
+	bySeq   bool
+	sentSeq uint64
+	// inFlight is set while an unsolicited update carrying the container
+	// is in flight: a reply meanwhile is not confirmed by a later event
+	// (the update may land after it).
+	inFlight bool
+	// staleReads counts the periodic reads in a row that found a cpuset of
+	// transit: after two, the update is taken as lost.
+	staleReads int
+	// generation counts the changes of applied, so that a verification or
+	// a send that raced with a reply does not overwrite it.
+	generation uint64
+	// checked is the generation of applied the cgroup was last read at:
+	// after an event only containers sent an update since are read again,
+	// and those marked due.
+	checked uint64
+	due     bool
+}
+
+// handKind says how a cpuset handed to the runtime is confirmed applied.
+type handKind int
+
+const (
+	// handedInReply: an update of another container in an event's reply.
+	handedInReply handKind = iota
+	// handedAsTarget: a resize's target or a new container's cpuset.
+	handedAsTarget
+	// handedUnsolicited: an unsolicited update, confirmed by its return.
+	handedUnsolicited
+)
+
+// hand records that cpus were handed to the runtime for the container.
+// What it ran on before stays possible until confirmed.
+func (v *runtimeView) hand(cpus cpuset.CPUSet, kind handKind, seq uint64) {
+	if v.known && !cpumask.Equal(v.applied, cpus) && !v.inTransit(v.applied) {
+		v.transit = append(v.transit, v.applied)
+	}
+	v.applied, v.known = cpus, true
+	v.bySeq = kind == handedInReply && !v.inFlight
+	v.sentSeq = seq
+	v.generation++
+}
+
+// set records what the container runs on, known for sure (the runtime's
+// own view at Synchronize, a cgroup read).
+func (v *runtimeView) set(cpus cpuset.CPUSet) {
+	v.applied, v.known = cpus, true
+	v.confirm()
+	v.generation++
+}
+
+// forget records that nothing runs any more.
+func (v *runtimeView) forget() {
+	v.known = false
+	v.confirm()
+	v.generation++
+}
+
+// confirm records that applied is in effect.
+func (v *runtimeView) confirm() {
+	v.transit, v.bySeq, v.staleReads = nil, false, 0
+}
+
+// inTransit tells whether the runtime may still show cpus.
+func (v *runtimeView) inTransit(cpus cpuset.CPUSet) bool {
+	return slices.ContainsFunc(v.transit, func(t cpuset.CPUSet) bool { return cpumask.Equal(t, cpus) })
+}
+
+// readVerdict is what a cgroup read tells of a container.
+type readVerdict int
+
+const (
+	// readMatches: the container runs on what was handed last.
+	readMatches readVerdict = iota
+	// readStale: it still runs on an earlier cpuset whose replacement may
+	// not have landed yet: read it again later.
+	readStale
+	// readDrift: it runs on a cpuset the plugin did not hand it, or on an
+	// earlier one although the later one has surely landed.
+	readDrift
+)
+
+// judge compares a cgroup read with the belief. seq is the number of
+// events delivered when the read started, periodic tells the periodic pass
+// (whose reads are far enough apart that a second stale one means a lost
+// update).
+func (v *runtimeView) judge(cpus cpuset.CPUSet, seq uint64, periodic bool) readVerdict {
+	if v.bySeq && seq > v.sentSeq {
+		v.confirm()
+	}
+	switch {
+	case v.known && cpumask.Equal(cpus, v.applied):
+		v.confirm()
+		return readMatches
+	case v.inTransit(cpus):
+		if periodic {
+			v.staleReads++
+			if v.staleReads >= 2 {
+				return readDrift
+			}
+		}
+		return readStale
+	}
+	return readDrift
+}

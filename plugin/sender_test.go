@@ -1,0 +1,200 @@
+package plugin
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
+)
+
+// recordingStub records the unsolicited updates sent to it.
+type recordingStub struct {
+	stub.Stub
+	mu    sync.Mutex
+	calls [][]*api.ContainerUpdate
+}
+
+func (s *recordingStub) UpdateContainers(u []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, u)
+	return nil, nil
+}
+
+func (s *recordingStub) sent() [][]*api.ContainerUpdate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][]*api.ContainerUpdate(nil), s.calls...)
+}
+
+// sharedCtr returns a BestEffort pod and its container.
+func sharedCtr(id string) (*api.PodSandbox, *api.Container) {
+	pod := &api.PodSandbox{Id: "sb-" + id, Uid: "uid-" + id, Name: id, Namespace: "ns",
+		Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/besteffort/poduid-" + id}}
+	return pod, &api.Container{Id: id, PodSandboxId: pod.Id, Name: "app", Linux: &api.LinuxContainer{CgroupsPath: "/" + id}}
+}
+
+// connected makes p synchronized with an empty runtime and connected to s.
+func connected(t *testing.T, p *Plugin, s stub.Stub) {
+	t.Helper()
+	if _, err := p.Synchronize(context.Background(), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.stub = s
+	p.mu.Unlock()
+}
+
+// TestUnsolicitedUpdatesWaitForAQuietRuntime: the shared containers'
+// growth after removals goes out only once the runtime delivered no event
+// for SendDelay, as one update with one entry per container, however many
+// events made it pending.
+func TestUnsolicitedUpdatesWaitForAQuietRuntime(t *testing.T) {
+	p, _ := newTestPluginWith(t, func(o *Options) { o.SendDelay = 80 * time.Millisecond })
+	rec := &recordingStub{}
+	connected(t, p, rec)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.sendLoop(ctx)
+
+	spod, sctr := sharedCtr("s")
+	if _, _, err := p.CreateContainer(ctx, spod, sctr); err != nil {
+		t.Fatal(err)
+	}
+	// Three pinned containers removed without a stop, 20 ms apart: each
+	// makes the shared container's growth pending.
+	for _, id := range []string{"a", "b", "c"} {
+		pod, ctr := guaranteedCtr(id, 1)
+		if _, _, err := p.CreateContainer(ctx, pod, ctr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for _, id := range []string{"a", "b", "c"} {
+		pod, ctr := guaranteedCtr(id, 1)
+		if err := p.RemoveContainer(ctx, pod, ctr); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if calls := rec.sent(); len(calls) != 0 && time.Since(start) < 80*time.Millisecond {
+			t.Fatalf("sent %d unsolicited updates while events kept coming", len(calls))
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(rec.sent()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // anything else would go out by now
+	calls := rec.sent()
+	if len(calls) != 1 || len(calls[0]) != 1 || calls[0][0].GetContainerId() != "s" ||
+		calls[0][0].GetLinux().GetResources().GetCpu().GetCpus() != "0-3" {
+		t.Fatalf("unsolicited updates %v; want one, growing s to 0-3", calls)
+	}
+}
+
+// TestPendingUpdatesRideOnReplies: a pending growth goes out with the next
+// event's reply, and not on its own.
+func TestPendingUpdatesRideOnReplies(t *testing.T) {
+	p, _ := newTestPluginWith(t, func(o *Options) { o.SendDelay = 100 * time.Millisecond })
+	rec := &recordingStub{}
+	connected(t, p, rec)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.sendLoop(ctx)
+
+	spod, sctr := sharedCtr("s")
+	if _, _, err := p.CreateContainer(ctx, spod, sctr); err != nil {
+		t.Fatal(err)
+	}
+	pod, ctr := guaranteedCtr("a", 2)
+	if _, _, err := p.CreateContainer(ctx, pod, ctr); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RemoveContainer(ctx, pod, ctr); err != nil {
+		t.Fatal(err)
+	}
+	pod2, ctr2 := guaranteedCtr("b", 1)
+	_, updates, err := p.CreateContainer(ctx, pod2, ctr2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(updates) != 1 || updates[0].GetContainerId() != "s" || updates[0].GetLinux().GetResources().GetCpu().GetCpus() != "0,2-3" {
+		t.Fatalf("reply %v; want s on 0,2-3", updates)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if calls := rec.sent(); len(calls) != 0 {
+		t.Errorf("sent %v unsolicited, though the reply carried the update", calls)
+	}
+}
+
+// TestVerifyDeclaresDriftOnlyAgainstWhatWasApplied: a cgroup read that
+// still shows the cpuset a container ran on before a reply is no drift
+// until the runtime delivered a later event (it applies a reply's updates
+// of other containers before the next event); after that it is, once.
+// A container whose cgroup does not exist yet is neither.
+func TestVerifyDeclaresDriftOnlyAgainstWhatWasApplied(t *testing.T) {
+	root := t.TempDir()
+	log, hook := test.NewNullLogger()
+	p, _ := newTestPluginWith(t, func(o *Options) { o.CgroupfsRoot = root; o.Log = log })
+	rec := &recordingStub{}
+	connected(t, p, rec)
+	ctx := context.Background()
+	write := func(path, cpus string) {
+		t.Helper()
+		dir := filepath.Join(root, path)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cpuset.cpus"), []byte(cpus+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spod, sctr := sharedCtr("s")
+	if _, _, err := p.CreateContainer(ctx, spod, sctr); err != nil {
+		t.Fatal(err)
+	}
+	write("/s", "0-3")
+	p.verify(false)
+	pod, ctr := guaranteedCtr("a", 2)
+	ctr.Linux.CgroupsPath = "/a" // its cgroup is not there: not started yet
+	_, updates, err := p.CreateContainer(ctx, pod, ctr)
+	if err != nil || len(updates) != 1 {
+		t.Fatalf("create: %v %v", updates, err)
+	}
+	// The runtime has not applied the shrink of s yet.
+	p.verify(false)
+	p.verify(true)
+	warnings := func() int {
+		n := 0
+		for _, e := range hook.AllEntries() {
+			if e.Level <= logrus.WarnLevel && strings.Contains(e.Message, "differs from") {
+				n++
+			}
+		}
+		return n
+	}
+	if n := warnings(); n != 0 {
+		t.Fatalf("%d drift warnings before the runtime could have applied the reply: %v", n, hook.LastEntry())
+	}
+	if err := p.PostCreateContainer(ctx, pod, ctr); err != nil { // a later event: the reply landed
+		t.Fatal(err)
+	}
+	p.verify(false)
+	if n := warnings(); n != 1 || hook.LastEntry().Message != "container cpuset differs from what the runtime was given; re-sending" {
+		t.Fatalf("after the next event, s still on 0-3: %d warnings, last %v", n, hook.LastEntry())
+	}
+	p.mu.Lock()
+	pending := p.pending["s"]
+	p.mu.Unlock()
+	if !pending {
+		t.Error("the drifted container is not pending")
+	}
+}
