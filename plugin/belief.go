@@ -51,6 +51,9 @@ type runtimeView struct {
 	due     bool
 }
 
+// maxTransit bounds runtimeView.transit.
+const maxTransit = 3
+
 // handKind says how a cpuset handed to the runtime is confirmed applied.
 type handKind int
 
@@ -66,7 +69,15 @@ const (
 // hand records that cpus were handed to the runtime for the container.
 // What it ran on before stays possible until confirmed.
 func (v *runtimeView) hand(cpus cpuset.CPUSet, kind handKind, seq uint64) {
+	if v.bySeq && seq > v.sentSeq {
+		v.confirm() // the runtime applied it before this event came
+	}
 	if v.known && !cpumask.Equal(v.applied, cpus) && !v.inTransit(v.applied) {
+		if len(v.transit) == maxTransit {
+			// Never more than a reply and an unsolicited update are in
+			// flight; a longer list is a belief gone stale: keep it short.
+			v.transit = slices.Delete(v.transit, 0, 1)
+		}
 		v.transit = append(v.transit, v.applied)
 	}
 	v.applied, v.known = cpus, true

@@ -70,3 +70,24 @@ func TestReplyDuringAnUnsolicitedUpdateIsNotConfirmedByEvents(t *testing.T) {
 		t.Errorf("the reply's cpuset: verdict %d, want a match", got)
 	}
 }
+
+// TestTransitStaysShort: a container the plugin hands cpusets to again and
+// again without a cgroup read (verification off) keeps a short list of
+// what the runtime may still show: a reply's cpuset is applied once a
+// later event comes, and the list is bounded anyway.
+func TestTransitStaysShort(t *testing.T) {
+	v := &runtimeView{}
+	v.set(cpuset.New(0))
+	for i := 1; i <= 100; i++ {
+		v.hand(cpuset.New(0, i), handedInReply, uint64(i))
+	}
+	if len(v.transit) != 1 {
+		t.Errorf("after 100 replies, %d cpusets in transit, want 1", len(v.transit))
+	}
+	for i := 1; i <= 100; i++ {
+		v.hand(cpuset.New(1, i), handedAsTarget, 100)
+	}
+	if len(v.transit) > maxTransit {
+		t.Errorf("after 100 targets, %d cpusets in transit, want at most %d", len(v.transit), maxTransit)
+	}
+}

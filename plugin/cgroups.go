@@ -127,19 +127,29 @@ func expandSlice(slice string) (string, error) {
 
 // cpus reads a container's cpuset from its cgroup.
 func (r cgroupReader) cpus(cgroupsPath string) (cpuset.CPUSet, error) {
-	file, err := r.cpusetFile(cgroupsPath)
+	text, file, err := r.cpusText(cgroupsPath)
 	if err != nil {
 		return cpuset.New(), err
 	}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return cpuset.New(), fmt.Errorf("reading cpuset: %w", err)
-	}
-	cpus, err := cpumask.Parse(strings.TrimSpace(string(data)), cpumask.MaxID)
+	cpus, err := cpumask.Parse(text, cpumask.MaxID)
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("parsing %s: %w", file, err)
 	}
 	return cpus, nil
+}
+
+// cpusText reads the text of a container's cpuset.cpus and names the file
+// (verification parses each distinct text once).
+func (r cgroupReader) cpusText(cgroupsPath string) (text, file string, err error) {
+	file, err = r.cpusetFile(cgroupsPath)
+	if err != nil {
+		return "", "", err
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", file, fmt.Errorf("reading cpuset: %w", err)
+	}
+	return strings.TrimSpace(string(data)), file, nil
 }
 
 // describe says what kind of cgroup tree the root is, and returns an

@@ -7,17 +7,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
-
-// GCPercent is the garbage collection target the plugin's command runs
-// with (unless GOGC is set): replies wait for no collection as often as with
-// Go's default of 100, for a few MiB of heap.
-const GCPercent = 400
 
 // Options configure the plugin. They are plain values: the command builds
 // them from the configuration file.
@@ -239,6 +235,17 @@ func (p *Plugin) Run(ctx context.Context) error {
 	}
 }
 
+// failurePolicy returns the NRI failure policy the plugin registers. It
+// asks a runtime that honours failure policies (NRI v0.12.5 and later) to
+// fail a request the plugin cannot answer (it died, or hung past the
+// request timeout) instead of going on without it: a container created
+// then would run unpinned over pinned CPUs until the plugin's next
+// Synchronize. The kubelet retries the failed call. A plugin that timed out
+// is still disconnected (KeepConnected unset), so one hang costs one
+// request. Runtimes with an older NRI (containerd 2.4.2 carries v0.12.3)
+// do not know the field and ignore it.
+func failurePolicy() *api.FailurePolicy { return &api.FailurePolicy{FailRequest: true} }
+
 // serve runs one NRI connection until it ends.
 func (p *Plugin) serve(ctx context.Context) error {
 	s, err := stub.New(p,
@@ -246,6 +253,7 @@ func (p *Plugin) serve(ctx context.Context) error {
 		stub.WithPluginIdx(p.opts.Index),
 		stub.WithSocketPath(p.opts.Socket),
 		stub.WithLogger(nriLogger{p.log.WithField("component", "nri")}),
+		stub.WithFailurePolicy(failurePolicy()),
 	)
 	if err != nil {
 		return fmt.Errorf("creating NRI stub: %w", err)

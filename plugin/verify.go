@@ -74,17 +74,29 @@ func (p *Plugin) verify(all bool) {
 	}
 	p.mu.Unlock()
 
+	// The shared containers' files all hold the shared pool: each distinct
+	// text is parsed once (a pool of thousands of CPUs is a big set).
 	actual := make(map[string]cpuset.CPUSet, len(probes))
+	parsed := map[string]cpuset.CPUSet{}
 	for _, pr := range probes {
-		cpus, err := p.cgroups.cpus(pr.path)
+		text, file, err := p.cgroups.cpusText(pr.path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			// Not started yet (runc creates the cgroup at start), or gone.
+			continue
 		case err != nil:
 			p.log.WithError(err).WithField("id", pr.id).Warn("cannot read the container's cpuset from its cgroup")
-		default:
-			actual[pr.id] = cpus
+			continue
 		}
+		cpus, ok := parsed[text]
+		if !ok {
+			if cpus, err = cpumask.Parse(text, p.limits.maxCPU); err != nil {
+				p.log.WithError(err).WithFields(logrus.Fields{"id": pr.id, "file": file}).Warn("cannot parse the container's cgroup cpuset")
+				continue
+			}
+			parsed[text] = cpus
+		}
+		actual[pr.id] = cpus
 	}
 
 	p.mu.Lock()
