@@ -44,14 +44,22 @@ func serveHTTP(address string, handler http.Handler, log *logrus.Entry) (shutdow
 	}, nil
 }
 
+// defaultMemoryLimit is the soft memory limit of the Go runtime when
+// GOMEMLIMIT is not set: far above what the plugin needs (a few MiB of
+// live heap; 22 MiB of resident memory with 500 containers on 4096 CPUs),
+// so that it only makes the collector work harder in a spike rather than
+// let the process grow.
+const defaultMemoryLimit = 32 << 20
+
 // runPlugin runs the plugin until SIGTERM or SIGINT.
 func runPlugin(args []string, _, stderr io.Writer) error {
-	// Every decision allocates (a cpuset is a map), and a collection
-	// running while containerd waits for a reply makes the slowest replies
-	// several times slower on a small node; the heap is a few MiB, so
-	// collecting less often costs little memory.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(plugin.GCPercent)
+	// The garbage collector keeps Go's default target (GOGC=100): the live
+	// heap is a few MiB, and a higher target only lets garbage pile up
+	// (with 400, 500 containers on 4096 CPUs peaked at 196 MiB). The soft
+	// memory limit comes from GOMEMLIMIT (the DaemonSet sets it from its
+	// memory limit), else defaultMemoryLimit.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(defaultMemoryLimit)
 	}
 	f := newFlags("run", stderr)
 	cfg, err := f.load(args)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
-	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 )
 
 // BenchmarkUpdateContainerRoundTrip measures a resize as containerd sees
@@ -24,10 +22,9 @@ import (
 // the 100 shared containers) or shrinks it back. It reports the median and
 // the 99th percentile of the round trip, and of a bare fdatasync on the
 // same disk measured right after (disk-sync-): the floor under the
-// durable commit. The process runs with the garbage collection target the
-// plugin's command sets (plugin.GCPercent).
+// durable commit. The process runs with Go's default garbage collection
+// target, as the plugin's command does.
 func BenchmarkUpdateContainerRoundTrip(b *testing.B) {
-	defer debug.SetGCPercent(debug.SetGCPercent(plugin.GCPercent))
 	n := newNode(b, fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 64, ThreadsPerCore: 2, L3PerNUMA: 2},
 		"reservedCPUCount: 4\ncpuManagerPolicyOptions: {full-pcpus-only: \"true\"}\ntopologyManagerPolicy: best-effort")
 	rt := newFakeRuntime(b, n.topo.CPUs())
