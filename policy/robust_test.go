@@ -132,6 +132,14 @@ func TestTwinsNeverShareCPUs(t *testing.T) {
 	} else {
 		saves(t, pol, "resize of the twin", u.Model)
 	}
+	// A Synchronize keeps the CPUs with the twin that holds them, though
+	// the other one's id sorts first.
+	first.CPUs, twin.CPUs = d2.Model.CPUsOf(first.ID), d2.Model.CPUsOf(twin.ID)
+	s := pol.Synchronize(d2.Model, nil, []policy.Container{first, twin})
+	saves(t, pol, "Synchronize", s.Model)
+	if !s.Model.Owns(twin.ID) || s.Model.Owns(first.ID) || len(s.Others) != 0 {
+		t.Errorf("after Synchronize: twin owns %v, first owns %v, updates %v", s.Model.Owns(twin.ID), s.Model.Owns(first.ID), updatesOf(s))
+	}
 }
 
 // TestPodUpdateOfAnUnknownPod: a pod update for a pod none of whose

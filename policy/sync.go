@@ -44,8 +44,16 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		}
 		ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 		if prev, dup := byRef[ref]; dup {
+			// Twins: the one the checkpoint says holds the name's CPUs
+			// keeps them (the newer one, when the plugin saw it created),
+			// else the lowest id; the other runs on the shared pool.
+			keep, other := prev, c
+			if owner, ok := m.State.ContainerIDOf(ref); ok && owner == c.ID {
+				keep, other = c, prev
+			}
+			byRef[ref] = keep
 			notes = append(notes, fmt.Sprintf("%s: containers %s and %s share a name; %s is treated as shared",
-				displayName(c.Pod, c.Name), prev.ID, c.ID, c.ID))
+				displayName(c.Pod, c.Name), keep.ID, other.ID, other.ID))
 			continue
 		}
 		byRef[ref] = c
