@@ -23,5 +23,7 @@ func TestMain(m *testing.M) {
 	if !testing.Verbose() {
 		logrus.SetOutput(io.Discard)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removePluginBinary()
+	os.Exit(code)
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/bits"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
@@ -41,7 +44,9 @@ type fakeRuntime struct {
 	log []appliedUpdate
 	// unchecked suspends the invariant check (while no plugin runs, as on a
 	// node where the plugin is down, new containers get every CPU).
-	unchecked bool
+	// Atomic: it is turned off at the moment a plugin is killed, while a
+	// request may hold mu.
+	unchecked atomic.Bool
 	// cgroupRoot, when set, is a cgroup tree where the runtime writes
 	// every container's cpuset.cpus, for the plugin's verification: a v1
 	// tree (cpuset hierarchy at cgroupRoot/cpuset), or v2 when cgroupV2 is
@@ -53,6 +58,24 @@ type fakeRuntime struct {
 	// failure of another container and goes on).
 	failing map[string]bool
 	nextID  int
+
+	// syncs counts the Synchronizes applied.
+	syncs int
+	// inRequest counts the NRI requests in progress.
+	inRequest atomic.Int32
+	// ignoresFailurePolicies plays a runtime with NRI older than v0.12.5,
+	// where a request goes on without a plugin that failed to answer it.
+	ignoresFailurePolicies bool
+	// stats, when not nil, records every request's round trip.
+	stats *runtimeStats
+
+	// expectShared names containers the test expects on the shared pool
+	// whatever their resources say (see ExpectShared).
+	expectShared map[string]bool
+	// The invariant check's counts and caches.
+	overlaps *overlaps
+	parsed   map[string]cpumask.Mask
+	classes  map[classKey]bool
 }
 
 func newFakeRuntime(t testing.TB, online cpuset.CPUSet) *fakeRuntime {
@@ -65,6 +88,11 @@ func newFakeRuntime(t testing.TB, online cpuset.CPUSet) *fakeRuntime {
 		pods:       map[string]*api.PodSandbox{},
 		containers: map[string]*api.Container{},
 		failing:    map[string]bool{},
+
+		expectShared: map[string]bool{},
+		overlaps:     newOverlaps(),
+		parsed:       map[string]cpumask.Mask{},
+		classes:      map[classKey]bool{},
 	}
 	nri, err := adaptation.New("fake-containerd", "2.4.2", r.synchronize, r.updateContainers,
 		adaptation.WithSocketPath(r.socket),
@@ -97,7 +125,68 @@ func (r *fakeRuntime) synchronize(ctx context.Context, cb adaptation.SyncCB) err
 		return err
 	}
 	r.apply("Synchronize", updates)
+	r.syncs++
 	return nil
+}
+
+// Syncs returns how many Synchronizes the runtime applied.
+func (r *fakeRuntime) Syncs() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.syncs
+}
+
+// runtimeStats are what a load run measures at the runtime: each
+// request's round trip through NRI (request, the plugin's decision and
+// commit, reply), and the updates of other containers applied.
+type runtimeStats struct {
+	latency map[string][]time.Duration
+	// refused counts requests the plugin answered with an error.
+	refused map[string]int
+	// replyUpdates counts the updates of other containers that came with
+	// replies; unsolicited those that came on their own.
+	replyUpdates, unsolicited int
+}
+
+// RecordStats starts recording runtimeStats (from zero).
+func (r *fakeRuntime) RecordStats() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stats = &runtimeStats{latency: map[string][]time.Duration{}, refused: map[string]int{}}
+}
+
+// Stats returns a copy of what was recorded since RecordStats.
+func (r *fakeRuntime) Stats() runtimeStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := runtimeStats{latency: map[string][]time.Duration{}, refused: maps.Clone(r.stats.refused),
+		replyUpdates: r.stats.replyUpdates, unsolicited: r.stats.unsolicited}
+	for k, v := range r.stats.latency {
+		out.latency[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// timed runs one NRI request and records its round trip. Called with mu
+// held.
+func (r *fakeRuntime) timed(event string, call func() error) error {
+	start := time.Now()
+	r.inRequest.Add(1)
+	err := call()
+	r.inRequest.Add(-1)
+	if err != nil && r.ignoresFailurePolicies && strings.Contains(err.Error(), " request: ") &&
+		strings.Contains(err.Error(), "failed to handle "+event) {
+		// NRI before v0.12.5 (containerd 2.4.2): the request goes on
+		// without a plugin that died, whatever its failure policy.
+		err = nil
+	}
+	if r.stats != nil {
+		r.stats.latency[event] = append(r.stats.latency[event], time.Since(start))
+		if err != nil {
+			r.stats.refused[event]++
+		}
+	}
+	return err
 }
 
 // updateContainers applies unsolicited updates under the NRI lock.
@@ -105,6 +194,9 @@ func (r *fakeRuntime) updateContainers(_ context.Context, updates []*api.Contain
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.unsolicited += len(updates)
+	if r.stats != nil {
+		r.stats.unsolicited += len(updates)
+	}
 	return r.apply("unsolicited", updates), nil
 }
 
@@ -121,14 +213,17 @@ func (r *fakeRuntime) Log() []appliedUpdate {
 }
 
 // SetChecking turns the invariant check on or off (and checks at once when
-// turned on).
+// turned on). Turning it off does not wait for a request in progress.
 func (r *fakeRuntime) SetChecking(on bool) {
+	if !on {
+		r.unchecked.Store(true)
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.unchecked = !on
-	if on {
-		r.check("checking resumed")
-	}
+	r.unchecked.Store(false)
+	r.resync()
+	r.check("checking resumed")
 }
 
 // Unsolicited returns how many unsolicited updates were applied so far.
@@ -141,6 +236,9 @@ func (r *fakeRuntime) Unsolicited() int {
 // apply applies updates one at a time, checking after each; it returns
 // those naming unknown containers (containerd ignores them).
 func (r *fakeRuntime) apply(origin string, updates []*api.ContainerUpdate) []*api.ContainerUpdate {
+	if r.stats != nil && origin != "unsolicited" {
+		r.stats.replyUpdates += len(updates)
+	}
 	var failed []*api.ContainerUpdate
 	for _, u := range updates {
 		c := r.containers[u.GetContainerId()]
@@ -156,6 +254,7 @@ func (r *fakeRuntime) apply(origin string, updates []*api.ContainerUpdate) []*ap
 		}
 		r.log = append(r.log, appliedUpdate{origin, c.Name, c.Linux.Resources.Cpu.Cpus})
 		r.writeCgroup(c)
+		r.track(c)
 		r.check(fmt.Sprintf("%s update of %s", origin, c.Name))
 	}
 	return failed
@@ -171,7 +270,14 @@ func (r *fakeRuntime) writeCgroup(c *api.Container) {
 		r.t.Error(err)
 		return
 	}
-	if err := os.WriteFile(filepath.Join(dir, "cpuset.cpus"), []byte(c.Linux.Resources.Cpu.Cpus+"\n"), 0o644); err != nil {
+	// Written to a temp file and renamed: a read never sees a half-written
+	// file (a cgroup file changes atomically).
+	tmp := filepath.Join(dir, ".cpuset.cpus.tmp")
+	if err := os.WriteFile(tmp, []byte(c.Linux.Resources.Cpu.Cpus+"\n"), 0o644); err != nil {
+		r.t.Error(err)
+		return
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "cpuset.cpus")); err != nil {
 		r.t.Error(err)
 	}
 }
@@ -209,24 +315,173 @@ func (r *fakeRuntime) SetFailing(name string, failing bool) {
 }
 
 // exclusive tells whether a container holds exclusive CPUs: a Guaranteed
-// container with whole CPUs (its pool never changes, the plugin refuses it).
+// container with whole CPUs (its pool never changes, the plugin refuses it)
+// that the test does not expect on the shared pool (see ExpectShared). Each
+// distinct cgroup parent and resources is classified once.
 func (r *fakeRuntime) exclusive(c *api.Container) bool {
+	if r.expectShared[c.Id] {
+		return false
+	}
 	pod := r.pods[c.PodSandboxId]
 	res := c.GetLinux().GetResources()
-	return policy.Classify(policy.QoSFromCgroupParent(pod.GetLinux().GetCgroupParent()), state.Resources{
+	key := classKey{parent: pod.GetLinux().GetCgroupParent(), res: state.Resources{
 		CPUShares:   res.GetCpu().GetShares().GetValue(),
 		CPUQuota:    res.GetCpu().GetQuota().GetValue(),
 		CPUPeriod:   res.GetCpu().GetPeriod().GetValue(),
 		MemoryLimit: res.GetMemory().GetLimit().GetValue(),
-	}).Exclusive
+	}}
+	excl, ok := r.classes[key]
+	if !ok {
+		excl = policy.Classify(policy.QoSFromCgroupParent(key.parent), key.res).Exclusive
+		r.classes[key] = excl
+	}
+	return excl
+}
+
+// classKey is what decides a container's class.
+type classKey struct {
+	parent string
+	res    state.Resources
+}
+
+// ExpectShared says that a container the test knows the plugin cannot pin
+// (no pod UID, say) runs on the shared pool, though its resources ask for
+// exclusive CPUs.
+func (r *fakeRuntime) ExpectShared(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expectShared[id] = true
+	if c := r.containers[id]; c != nil {
+		r.track(c)
+	}
 }
 
 // check records a violation of the no-overlap invariant among running
-// containers.
+// containers. It runs after every single applied update, so it reads the
+// per-CPU counts that track keeps (see overlaps) and only looks closer
+// when they show an overlap: a check costs nothing, an update as many
+// steps as CPUs change.
 func (r *fakeRuntime) check(after string) {
-	if r.unchecked {
+	if r.unchecked.Load() || r.overlaps.bad == 0 {
 		return
 	}
+	r.explain(after)
+}
+
+// track brings the invariant check's counts up to date with container c
+// (its cpuset, resources and state, and whether it still exists), after
+// any change of it. Called with mu held.
+func (r *fakeRuntime) track(c *api.Container) {
+	running := c.State != api.ContainerState_CONTAINER_STOPPED && r.containers[c.Id] == c
+	m, ok := r.parse(c.Linux.Resources.Cpu.Cpus)
+	if !ok {
+		if running && !r.unchecked.Load() {
+			r.violations = append(r.violations, fmt.Sprintf("%s has invalid cpuset %q", c.Name, c.Linux.Resources.Cpu.Cpus))
+		}
+		m = nil
+	}
+	r.overlaps.set(c.Id, m, r.exclusive(c), running)
+}
+
+// untrack drops a removed container from the invariant check's counts.
+func (r *fakeRuntime) untrack(id string) {
+	r.overlaps.set(id, nil, false, false)
+}
+
+// resync rebuilds the invariant check's counts from every container.
+func (r *fakeRuntime) resync() {
+	r.overlaps = newOverlaps()
+	for _, c := range r.containers {
+		r.track(c)
+	}
+}
+
+// overlaps counts, for every CPU, the running exclusive and shared
+// containers whose cpuset holds it, and how many CPUs are held by two
+// exclusive containers or by an exclusive and a shared one.
+type overlaps struct {
+	sets              map[string]countedSet
+	exclusive, shared []int32
+	bad               int
+}
+
+// countedSet is a container's cpuset as counted.
+type countedSet struct {
+	mask      cpumask.Mask
+	exclusive bool
+}
+
+func newOverlaps() *overlaps { return &overlaps{sets: map[string]countedSet{}} }
+
+// set makes container id count with mask (nothing when not running).
+func (o *overlaps) set(id string, mask cpumask.Mask, exclusive, running bool) {
+	old, had := o.sets[id]
+	if had && running && old.exclusive == exclusive {
+		// Only the CPUs that change: a shared container's update moves a
+		// few CPUs of a pool of thousands.
+		for w := 0; w < max(len(old.mask), len(mask)); w++ {
+			var a, b uint64
+			if w < len(old.mask) {
+				a = old.mask[w]
+			}
+			if w < len(mask) {
+				b = mask[w]
+			}
+			for x := a ^ b; x != 0; x &= x - 1 {
+				bit := bits.TrailingZeros64(x)
+				if a&(1<<bit) != 0 {
+					o.count(w*64+bit, exclusive, -1)
+				} else {
+					o.count(w*64+bit, exclusive, 1)
+				}
+			}
+		}
+		o.sets[id] = countedSet{mask: mask, exclusive: exclusive}
+		return
+	}
+	if had {
+		for cpu := range old.mask.All() {
+			o.count(cpu, old.exclusive, -1)
+		}
+		delete(o.sets, id)
+	}
+	if running {
+		for cpu := range mask.All() {
+			o.count(cpu, exclusive, 1)
+		}
+		o.sets[id] = countedSet{mask: mask, exclusive: exclusive}
+	}
+}
+
+// count adds delta to the exclusive or shared holders of cpu.
+func (o *overlaps) count(cpu int, exclusive bool, delta int32) {
+	if cpu >= len(o.exclusive) {
+		n := max(cpu+1, 2*len(o.exclusive))
+		o.exclusive = append(o.exclusive, make([]int32, n-len(o.exclusive))...)
+		o.shared = append(o.shared, make([]int32, n-len(o.shared))...)
+	}
+	was := o.overlapping(cpu)
+	if exclusive {
+		o.exclusive[cpu] += delta
+	} else {
+		o.shared[cpu] += delta
+	}
+	if now := o.overlapping(cpu); now != was {
+		if now {
+			o.bad++
+		} else {
+			o.bad--
+		}
+	}
+}
+
+func (o *overlaps) overlapping(cpu int) bool {
+	return o.exclusive[cpu] >= 2 || (o.exclusive[cpu] >= 1 && o.shared[cpu] >= 1)
+}
+
+// explain records which containers overlap (the slow, precise check, run
+// only once check found an overlap).
+func (r *fakeRuntime) explain(after string) {
 	applied := map[string]cpuset.CPUSet{}
 	excl := map[string]bool{}
 	for id, c := range r.containers {
@@ -235,7 +490,6 @@ func (r *fakeRuntime) check(after string) {
 		}
 		cpus, err := cpuset.Parse(c.Linux.Resources.Cpu.Cpus)
 		if err != nil {
-			r.violations = append(r.violations, fmt.Sprintf("after %s: %s has invalid cpuset %q", after, c.Name, c.Linux.Resources.Cpu.Cpus))
 			continue
 		}
 		applied[id] = cpus
@@ -244,6 +498,26 @@ func (r *fakeRuntime) check(after string) {
 	if err := policy.CheckApplied(applied, func(id string) bool { return excl[id] }); err != nil {
 		r.violations = append(r.violations, fmt.Sprintf("after %s: %v", after, err))
 	}
+}
+
+// parse returns the bitmap of a cpuset text, parsed once per distinct text.
+func (r *fakeRuntime) parse(text string) (cpumask.Mask, bool) {
+	if m, ok := r.parsed[text]; ok {
+		return m, m != nil
+	}
+	cpus, err := cpumask.Parse(text, cpumask.MaxID)
+	var m cpumask.Mask
+	if err == nil {
+		m, _ = cpumask.Of(cpus)
+		if m == nil {
+			m = cpumask.Mask{}
+		}
+	}
+	if len(r.parsed) > 1<<16 { // a long run: start over rather than grow without bound
+		clear(r.parsed)
+	}
+	r.parsed[text] = m
+	return m, m != nil
 }
 
 // Violations returns the invariant violations seen so far.
@@ -269,7 +543,7 @@ func (r *fakeRuntime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
 	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
 	defer cancel()
-	if err := r.nri.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod}); err != nil {
+	if err := r.timed("RunPodSandbox", func() error { return r.nri.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod}) }); err != nil {
 		return nil, err
 	}
 	r.pods[pod.Id] = pod
@@ -293,7 +567,11 @@ func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res stat
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	rpl, err := r.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: c})
+	var rpl *api.CreateContainerResponse
+	err := r.timed("CreateContainer", func() (err error) {
+		rpl, err = r.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: c})
+		return err
+	})
 	if err != nil {
 		r.mu.Unlock()
 		return nil, err
@@ -312,10 +590,15 @@ func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res stat
 	c.Linux.Resources.Cpu.Mems = rpl.GetAdjust().GetLinux().GetResources().GetCpu().GetMems()
 	r.containers[c.Id] = c
 	r.writeCgroup(c)
+	r.track(c)
 	r.check("creation of " + name)
-	err = r.nri.PostCreateContainer(ctx, &api.PostCreateContainerRequest{Pod: pod, Container: c})
+	err = r.timed("PostCreateContainer", func() error {
+		return r.nri.PostCreateContainer(ctx, &api.PostCreateContainerRequest{Pod: pod, Container: c})
+	})
 	if err == nil {
-		err = r.nri.StartContainer(ctx, &api.StartContainerRequest{Pod: pod, Container: c})
+		err = r.timed("StartContainer", func() error {
+			return r.nri.StartContainer(ctx, &api.StartContainerRequest{Pod: pod, Container: c})
+		})
 	}
 	c.State = api.ContainerState_CONTAINER_RUNNING
 	r.mu.Unlock()
@@ -369,13 +652,19 @@ func (r *fakeRuntime) updateContainer(c *api.Container, res state.Resources) (ti
 	ctx, cancel := r.ctx()
 	defer cancel()
 	start := time.Now()
-	rpl, err := r.nri.UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: pod, Container: c, LinuxResources: toNRIResources(res)})
+	var rpl *api.UpdateContainerResponse
+	err := r.timed("UpdateContainer", func() (err error) {
+		rpl, err = r.nri.UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: pod, Container: c, LinuxResources: toNRIResources(res)})
+		return err
+	})
 	took := time.Since(start)
 	if err != nil {
 		return took, err
 	}
 	r.applyUpdateReply(c, res, rpl.GetUpdate())
-	return took, r.nri.PostUpdateContainer(ctx, &api.PostUpdateContainerRequest{Pod: pod, Container: c})
+	return took, r.timed("PostUpdateContainer", func() error {
+		return r.nri.PostUpdateContainer(ctx, &api.PostUpdateContainerRequest{Pod: pod, Container: c})
+	})
 }
 
 // applyUpdateReply applies an UpdateContainer reply: the other
@@ -399,6 +688,7 @@ func (r *fakeRuntime) applyUpdateReply(c *api.Container, res state.Resources, up
 	c.Linux.Resources.Cpu.Cpus, c.Linux.Resources.Cpu.Mems = cpus, mems
 	r.log = append(r.log, appliedUpdate{"target", c.Name, cpus})
 	r.writeCgroup(c)
+	r.track(c)
 	r.check("update of " + c.Name)
 }
 
@@ -409,7 +699,12 @@ func (r *fakeRuntime) StopContainer(c *api.Container) error {
 	ctx, cancel := r.ctx()
 	defer cancel()
 	c.State = api.ContainerState_CONTAINER_STOPPED
-	rpl, err := r.nri.StopContainer(ctx, &api.StopContainerRequest{Pod: r.pods[c.PodSandboxId], Container: c})
+	r.track(c)
+	var rpl *api.StopContainerResponse
+	err := r.timed("StopContainer", func() (err error) {
+		rpl, err = r.nri.StopContainer(ctx, &api.StopContainerRequest{Pod: r.pods[c.PodSandboxId], Container: c})
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -424,7 +719,10 @@ func (r *fakeRuntime) RemoveContainer(c *api.Container) error {
 	ctx, cancel := r.ctx()
 	defer cancel()
 	delete(r.containers, c.Id)
-	return r.nri.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: r.pods[c.PodSandboxId], Container: c})
+	r.untrack(c.Id)
+	return r.timed("RemoveContainer", func() error {
+		return r.nri.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: r.pods[c.PodSandboxId], Container: c})
+	})
 }
 
 // RemovePod stops and removes a pod sandbox (its containers first).
@@ -443,11 +741,11 @@ func (r *fakeRuntime) RemovePod(pod *api.PodSandbox) error {
 	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
 	defer cancel()
-	if err := r.nri.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: pod}); err != nil {
+	if err := r.timed("StopPodSandbox", func() error { return r.nri.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: pod}) }); err != nil {
 		return err
 	}
 	delete(r.pods, pod.Id)
-	return r.nri.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: pod})
+	return r.timed("RemovePodSandbox", func() error { return r.nri.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: pod}) })
 }
 
 // UpdatePod relays CRI UpdatePodSandboxResources.
@@ -456,12 +754,17 @@ func (r *fakeRuntime) UpdatePod(pod *api.PodSandbox, res state.PodResources) err
 	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
 	defer cancel()
-	_, err := r.nri.UpdatePodSandbox(ctx, &api.UpdatePodSandboxRequest{Pod: pod,
-		OverheadLinuxResources: toNRIResources(res.Overhead), LinuxResources: toNRIResources(res.Resources)})
+	err := r.timed("UpdatePodSandbox", func() error {
+		_, err := r.nri.UpdatePodSandbox(ctx, &api.UpdatePodSandboxRequest{Pod: pod,
+			OverheadLinuxResources: toNRIResources(res.Overhead), LinuxResources: toNRIResources(res.Resources)})
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	return r.nri.PostUpdatePodSandbox(ctx, &api.PostUpdatePodSandboxRequest{Pod: pod})
+	return r.timed("PostUpdatePodSandbox", func() error {
+		return r.nri.PostUpdatePodSandbox(ctx, &api.PostUpdatePodSandboxRequest{Pod: pod})
+	})
 }
 
 func (r *fakeRuntime) containersOf(pod *api.PodSandbox) []*api.Container {
@@ -526,5 +829,35 @@ func fromNRIResources(r *api.LinuxResources) state.Resources {
 		CPUQuota:    r.GetCpu().GetQuota().GetValue(),
 		CPUPeriod:   r.GetCpu().GetPeriod().GetValue(),
 		MemoryLimit: r.GetMemory().GetLimit().GetValue(),
+	}
+}
+
+// TestRuntimeCheckFindsOverlaps checks the checker: without a plugin every
+// container gets every CPU, so a second pinned container overlaps the first
+// and a shared one both; removing them clears the counts.
+func TestRuntimeCheckFindsOverlaps(t *testing.T) {
+	rt := newFakeRuntime(t, cpuset.New(0, 1, 2, 3))
+	g1 := mustCreate(t, rt, pod(t, rt, "g1", "guaranteed"), "app", guaranteed(1))
+	if v := rt.Violations(); len(v) != 0 {
+		t.Fatalf("one container: %v", v)
+	}
+	mustCreate(t, rt, pod(t, rt, "g2", "guaranteed"), "app", guaranteed(1))
+	v := rt.Violations()
+	if len(v) != 1 || !strings.Contains(v[0], "is applied to exclusive containers") {
+		t.Fatalf("two pinned containers on every CPU: %v", v)
+	}
+	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(100))
+	if v := rt.Violations(); len(v) != 2 || !strings.Contains(v[1], "and to a shared container") {
+		t.Fatalf("and a shared one: %v", v)
+	}
+	for _, c := range []*api.Container{g1, web} {
+		if err := rt.StopContainer(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.overlaps.bad != 0 {
+		t.Errorf("%d CPUs still counted overlapping with one container left", rt.overlaps.bad)
 	}
 }

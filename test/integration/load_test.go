@@ -1,0 +1,372 @@
+package integration
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// loadCase is a node and its workload for a load run: pinned and shared
+// pods of one container each; the pinned ones start with base CPUs and are
+// resized between base and most CPUs, which all fit at once (every refusal
+// is a spurious one).
+type loadCase struct {
+	name           string
+	spec           fakesysfs.Spec
+	config         string
+	pinned, shared int
+	base, most     int64
+	// peakRSS bounds the plugin process's peak resident set size.
+	peakRSS int64
+}
+
+var loadCases = []loadCase{
+	{
+		name:   "4096cpus-500ctrs",
+		spec:   fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 4, CoresPerNUMA: 256, ThreadsPerCore: 2, L3PerNUMA: 4},
+		config: "reservedCPUCount: 8\ntopologyManagerPolicy: best-effort",
+		pinned: 250, shared: 250, base: 4, most: 12,
+		peakRSS: 40 << 20,
+	},
+	{
+		name:   "256cpus-500ctrs",
+		spec:   fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 32, ThreadsPerCore: 2, L3PerNUMA: 2},
+		config: "reservedCPUCount: 4",
+		pinned: 100, shared: 400, base: 1, most: 2,
+		peakRSS: 30 << 20,
+	},
+}
+
+// loadResult is what a load run measured.
+type loadResult struct {
+	events     int
+	latency    map[string][]time.Duration // by event, sorted
+	all        []time.Duration            // every request, sorted
+	refusals   []string
+	updates    int // updates of other containers: in replies and unsolicited
+	unsolicit  int
+	drift      int // cpuset differences the plugin logged
+	driftLines []string
+	peak       int64
+	idle       int64 // resident set size after the setup, before the load
+}
+
+// runLoad starts the plugin's command against a fake runtime, creates the
+// case's pods, then has workers (the kubelet's pod workers) resize and
+// replace pinned pods ops times in all, concurrently.
+func runLoad(t testing.TB, lc loadCase, ops, workers int) loadResult {
+	t.Helper()
+	online := cpusOf(t, lc.spec)
+	rt := newFakeRuntime(t, online)
+	rt.cgroupRoot = memDir(t)
+	pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, lc.spec), stateDir: t.TempDir(), yaml: lc.config, env: strings.Fields(os.Getenv("NRI_CPUMANAGER_LOAD_ENV"))})
+
+	type ctr struct {
+		pod  *api.PodSandbox
+		c    *api.Container
+		cpus int64
+	}
+	pinned := make([]*ctr, lc.pinned)
+	setupStart := time.Now()
+	var next atomic.Int64
+	var setupRefusals []string
+	newPinned := func(i int) error {
+		sb, err := rt.RunPod(policyPod(t, fmt.Sprintf("gu%d", next.Add(1)), "guaranteed"))
+		if err != nil {
+			return err
+		}
+		c, err := rt.CreateContainer(sb, "app", guaranteed(lc.base))
+		if err != nil {
+			return err
+		}
+		pinned[i] = &ctr{pod: sb, c: c, cpus: lc.base}
+		return nil
+	}
+	for i := 0; i < max(lc.pinned, lc.shared); i++ {
+		if i < lc.shared {
+			sb, err := rt.RunPod(policyPod(t, fmt.Sprintf("bu%d", i), "burstable"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rt.CreateContainer(sb, "app", burstable(100)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i < lc.pinned {
+			// A refusal here is as spurious as during the load: counted,
+			// and the creation retried (the kubelet would retry too).
+			for try := 0; ; try++ {
+				err := newPinned(i)
+				if err == nil {
+					break
+				}
+				if try == 10 {
+					t.Fatalf("setup: %v", err)
+				}
+				setupRefusals = append(setupRefusals, err.Error())
+			}
+		}
+	}
+	waitForState(t, rt, pp.stateDir, online)
+	t.Logf("%s: setup took %v", lc.name, time.Since(setupStart))
+	res := loadResult{refusals: setupRefusals}
+	var err error
+	if _, res.idle, err = pp.memory(); err != nil {
+		t.Fatal(err)
+	}
+
+	rt.RecordStats()
+	loadStart := time.Now()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(w), 11))
+			var mine []int
+			for i := w; i < lc.pinned; i += workers {
+				mine = append(mine, i)
+			}
+			for op := w; op < ops; op += workers {
+				i := mine[rnd.IntN(len(mine))]
+				p := pinned[i]
+				var err error
+				if op%10 == 9 { // a pod replaced: a removal and a creation
+					if err = rt.RemovePod(p.pod); err == nil {
+						err = newPinned(i)
+					}
+				} else {
+					n := lc.base + rnd.Int64N(lc.most-lc.base+1)
+					if n == p.cpus {
+						n = lc.base + (n-lc.base+1)%(lc.most-lc.base+1)
+					}
+					if err = rt.UpdateContainer(p.c, guaranteed(n)); err == nil {
+						p.cpus = n
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					res.refusals = append(res.refusals, err.Error())
+					mu.Unlock()
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	waitForState(t, rt, pp.stateDir, online)
+	t.Logf("%s: load took %v", lc.name, time.Since(loadStart))
+	if res.peak, _, err = pp.memory(); err != nil {
+		t.Fatal(err)
+	}
+	st := rt.Stats()
+	res.latency = st.latency
+	for _, d := range st.latency {
+		slices.Sort(d)
+		res.events += len(d)
+		res.all = append(res.all, d...)
+	}
+	slices.Sort(res.all)
+	res.updates, res.unsolicit = st.replyUpdates+st.unsolicited, st.unsolicited
+	res.driftLines = pp.logLines("differs from")
+	res.drift = len(res.driftLines)
+	if testing.Verbose() {
+		for _, l := range pp.logLines("unsolicited") {
+			t.Log(l)
+		}
+		for _, l := range pp.logLines("refused") {
+			t.Log(l)
+		}
+	}
+	noViolations(t, rt)
+	return res
+}
+
+// memDir returns a directory on tmpfs when the machine has /dev/shm, else
+// a test directory: for the fake cgroup tree (the runtime writes a file per
+// applied update, a hundred thousand in a load run) and sysfs trees (tens
+// of thousands of files for 4096 CPUs).
+func memDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "nri-cpumanager-test-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// waitForState waits until the checkpoint on disk and the runtime agree:
+// every running pinned container runs on its assigned CPUs, every other one
+// on the shared pool.
+func waitForState(t testing.TB, rt *fakeRuntime, dir string, online cpuset.CPUSet) {
+	t.Helper()
+	var why string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if why = stateMismatch(rt, dir, online); why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the runtime does not run what the checkpoint says: %s", why)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stateMismatch says how the runtime differs from the checkpoint on disk
+// ("" when it does not).
+func stateMismatch(rt *fakeRuntime, dir string, online cpuset.CPUSet) string {
+	st, err := state.Inspect(dir, online)
+	if err != nil {
+		return err.Error()
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, id := range slices.Sorted(maps.Keys(rt.containers)) {
+		c := rt.containers[id]
+		if c.State == api.ContainerState_CONTAINER_STOPPED {
+			continue
+		}
+		pod := rt.pods[c.PodSandboxId]
+		want := st.DefaultCPUSet()
+		if a, ok := st.Assignment(pod.GetUid(), c.Name); ok && !rt.expectShared[id] {
+			want = a.Assigned()
+		}
+		got, err := cpuset.Parse(c.Linux.Resources.Cpu.Cpus)
+		if err != nil || !got.Equals(want) {
+			return fmt.Sprintf("%s/%s runs on %q, the checkpoint says %s", pod.GetName(), c.Name, c.Linux.Resources.Cpu.Cpus, want)
+		}
+	}
+	return ""
+}
+
+func cpusOf(t testing.TB, spec fakesysfs.Spec) cpuset.CPUSet {
+	t.Helper()
+	m, err := spec.Machine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int
+	for _, c := range m.CPUs {
+		ids = append(ids, c.ID)
+	}
+	return cpuset.New(ids...)
+}
+
+func policyPod(t testing.TB, name, qos string) policy.Pod {
+	t.Helper()
+	p, err := scenario.KubeletPod(name, qos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// percentile returns the p-th percentile of sorted durations.
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, len(sorted)*p/100)]
+}
+
+// report logs a load run's numbers.
+func (r loadResult) report(t testing.TB, name string) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d events, %d refused, %d updates of other containers (%.2f per event), %d unsolicited (%.3f per event), %d drift warnings, peak RSS %.1f MiB (after setup %.1f MiB)\n",
+		name, r.events, len(r.refusals), r.updates, float64(r.updates)/float64(max(r.events, 1)), r.unsolicit,
+		float64(r.unsolicit)/float64(max(r.events, 1)), r.drift, float64(r.peak)/(1<<20), float64(r.idle)/(1<<20))
+	events := slices.Collect(maps.Keys(r.latency))
+	sort.Strings(events)
+	for _, e := range events {
+		d := r.latency[e]
+		fmt.Fprintf(&b, "  %-22s n=%-5d p50=%-10v p99=%-10v max=%v\n", e, len(d), percentile(d, 50), percentile(d, 99), d[len(d)-1])
+	}
+	fmt.Fprintf(&b, "  %-22s n=%-5d p50=%-10v p99=%-10v max=%v", "all", len(r.all), percentile(r.all, 50), percentile(r.all, 99), r.all[len(r.all)-1])
+	t.Log(b.String())
+}
+
+// loadOps is how many requests TestLoad's workers make.
+var loadOps = 300
+
+// TestLoad runs the load of the benchmark, shorter: 500 containers on
+// 4096 and on 256 CPUs, with pods resized and replaced by 4 workers at
+// once. Every request fits the free CPUs, so none may be refused; the
+// runtime checks the no-overlap invariant after every applied update; the
+// plugin may log no cpuset drift (nothing changes cpusets behind its back);
+// the runtime ends as the checkpoint says; the plugin's peak RSS stays
+// within the case's bound.
+func TestLoad(t *testing.T) {
+	for _, lc := range loadCases {
+		t.Run(lc.name, func(t *testing.T) {
+			r := runLoad(t, lc, loadOps, 4)
+			r.report(t, lc.name)
+			for i, msg := range r.refusals {
+				if i == 5 {
+					t.Errorf("... %d refusals in all", len(r.refusals))
+					break
+				}
+				t.Errorf("refused although every request fits: %s", msg)
+			}
+			if r.drift > 0 {
+				t.Errorf("the plugin logged %d cpuset differences; nothing changed a cpuset behind its back", r.drift)
+			}
+			if t.Failed() {
+				t.Logf("the plugin's drift warnings:\n%s", strings.Join(r.driftLines, "\n"))
+			}
+			if r.peak > lc.peakRSS {
+				t.Errorf("peak RSS %.1f MiB, want at most %d MiB", float64(r.peak)/(1<<20), lc.peakRSS>>20)
+			}
+		})
+	}
+}
+
+// BenchmarkLoad is the load run of the issue "load, faults and bad input":
+// 500 containers on a 4096-CPU and on a 256-CPU machine, 2000 requests
+// (resizes, and one pod in ten replaced) by 4 concurrent workers, against
+// the plugin's command running as its own process. Each iteration is a
+// whole run. It reports the round trip of each request at the runtime
+// (p50, p99, max), the updates of other containers per request (in replies
+// and unsolicited), refusals (all spurious: everything fits) and the
+// plugin's peak RSS (VmHWM).
+func BenchmarkLoad(b *testing.B) {
+	for _, lc := range loadCases {
+		b.Run(lc.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				r := runLoad(b, lc, 2000, 4)
+				r.report(b, lc.name)
+				b.ReportMetric(float64(percentile(r.all, 50).Nanoseconds()), "p50-ns")
+				b.ReportMetric(float64(percentile(r.all, 99).Nanoseconds()), "p99-ns")
+				b.ReportMetric(float64(r.all[len(r.all)-1].Nanoseconds()), "max-ns")
+				for _, e := range []string{"CreateContainer", "UpdateContainer"} {
+					d := r.latency[e]
+					b.ReportMetric(float64(percentile(d, 50).Nanoseconds()), e+"-p50-ns")
+					b.ReportMetric(float64(percentile(d, 99).Nanoseconds()), e+"-p99-ns")
+				}
+				b.ReportMetric(float64(r.updates)/float64(r.events), "updates/event")
+				b.ReportMetric(float64(r.unsolicit)/float64(r.events), "unsolicited/event")
+				b.ReportMetric(float64(len(r.refusals)), "refusals")
+				b.ReportMetric(float64(r.drift), "drift-warnings")
+				b.ReportMetric(float64(r.peak)/(1<<20), "peak-RSS-MiB")
+			}
+		})
+	}
+}

@@ -1,0 +1,224 @@
+package integration
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// TestSIGKILLMidRequest kills the plugin's command (its own process) with
+// SIGKILL while the runtime sends it requests, at random moments (many in
+// the middle of a request), restarts it on the same state directory and
+// checks, after every restart:
+//   - no CPU was ever in two exclusive cpusets, nor in an exclusive and a
+//     shared one (the runtime checks after every update it applies);
+//   - every pinned container still holds the original CPUs the checkpoint
+//     gave it before the kill, in the checkpoint and in its cpuset;
+//   - after the new plugin's Synchronize, the runtime runs what the
+//     checkpoint says (waitForState).
+//
+// Two runtimes are played: one that honours the plugin's failure policy
+// (NRI v0.12.5: a request the dying plugin did not answer fails, and the
+// invariant is checked throughout), and one that does not (containerd
+// 2.4.2, NRI v0.12.3: the request goes on without the plugin, a container
+// it creates runs on every CPU until the plugin is back, so the check
+// pauses from the kill to the new Synchronize).
+func TestSIGKILLMidRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		ignoresFailurePolicies bool
+		seed                   uint64
+	}{
+		{"failure policy honoured", false, 1},
+		{"failure policy ignored (NRI v0.12.3)", true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sigkillRun(t, tc.ignoresFailurePolicies, tc.seed, 40)
+		})
+	}
+}
+
+func sigkillRun(t *testing.T, ignoresFailurePolicies bool, seed uint64, kills int) {
+	spec := fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 8, ThreadsPerCore: 2}
+	online := cpusOf(t, spec)
+	rt := newFakeRuntime(t, online)
+	rt.cgroupRoot = memDir(t)
+	rt.ignoresFailurePolicies = ignoresFailurePolicies
+	pc := processConfig{sysfsRoot: sysfsTree(t, spec), stateDir: t.TempDir(), yaml: "reservedSystemCPUs: \"0-1\""}
+	pp := startProcess(t, rt, pc)
+	rnd := rand.New(rand.NewPCG(seed, 7))
+
+	next := 0
+	op := func() error {
+		pods := rt.podsByUID()
+		switch k := rnd.IntN(10); {
+		case k < 4 || len(pods) < 4:
+			next++
+			qos := []string{"guaranteed", "guaranteed", "burstable"}[rnd.IntN(3)]
+			sb, err := rt.RunPod(policyPod(t, fmt.Sprintf("p%d", next), qos))
+			if err != nil {
+				return err
+			}
+			cpus := int64(1 + rnd.IntN(4))
+			_, err = rt.CreateContainer(sb, "app", resourcesFor(qos, cpus))
+			return err
+		case k < 8:
+			var pinned []*api.Container
+			for _, c := range rt.running() {
+				if rt.podOf(c).GetLinux().GetCgroupParent() != "" && rt.isGuaranteed(c) {
+					pinned = append(pinned, c)
+				}
+			}
+			if len(pinned) == 0 {
+				return nil
+			}
+			c := pinned[rnd.IntN(len(pinned))]
+			return rt.UpdateContainer(c, guaranteed(int64(1+rnd.IntN(6))))
+		default:
+			uids := slices.Sorted(maps.Keys(pods))
+			return rt.RemovePod(pods[uids[rnd.IntN(len(uids))]])
+		}
+	}
+
+	// How long a request takes here, to kill within one.
+	var took []time.Duration
+	for i := 0; i < 20; i++ {
+		start := time.Now()
+		_ = op() // refusals are fine
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	window := 2 * took[len(took)/2]
+
+	midRequest := 0
+	for kill := 0; kill < kills; kill++ {
+		// A few requests with the plugin up, then one it dies in.
+		for i := rnd.IntN(4); i > 0; i-- {
+			_ = op()
+		}
+		noViolations(t, rt)
+		before := originals(t, pc.stateDir, online)
+		delay := time.Duration(rnd.Int64N(int64(window) + 1))
+		done := make(chan error, 1)
+		go func() { done <- op() }()
+		time.Sleep(delay)
+		if ignoresFailurePolicies {
+			// What the runtime does without the plugin is not the
+			// plugin's doing: the check resumes after its Synchronize.
+			rt.SetChecking(false)
+		}
+		if rt.inRequest.Load() > 0 {
+			midRequest++
+		}
+		pp.Kill()
+		err := <-done
+		t.Logf("kill %d: the request in progress returned %v", kill, err)
+
+		pp = startProcess(t, rt, pc)
+		rt.SetChecking(true)
+		waitForState(t, rt, pc.stateDir, online)
+		noViolations(t, rt)
+		after := originals(t, pc.stateDir, online)
+		applied := rt.Applied()
+		for ref, orig := range before {
+			id, live := rt.containerOf(ref)
+			if !live {
+				continue // its pod was removed
+			}
+			if got, ok := after[ref]; !ok || !got.Equals(orig) {
+				t.Errorf("kill %d: %s/%s had original CPUs %s before, %s (held: %v) after", kill, ref.PodUID, ref.Name, orig, got, ok)
+			}
+			if !orig.IsSubsetOf(applied[id]) {
+				t.Errorf("kill %d: %s/%s runs on %s, without its original CPUs %s", kill, ref.PodUID, ref.Name, applied[id], orig)
+			}
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+	}
+	t.Logf("%d kills, %d of them while the runtime waited for the plugin's answer", kills, midRequest)
+	if midRequest == 0 {
+		t.Errorf("no kill landed in the middle of a request: the test did not test what it says")
+	}
+}
+
+// resourcesFor returns the kubelet's resources of a container of the QoS
+// class asking for cpus CPUs.
+func resourcesFor(qos string, cpus int64) state.Resources {
+	if qos == "guaranteed" {
+		return guaranteed(cpus)
+	}
+	return burstable(cpus * 100)
+}
+
+// originals returns the original CPUs of every assignment on disk.
+func originals(t *testing.T, dir string, online cpuset.CPUSet) map[state.ContainerRef]cpuset.CPUSet {
+	t.Helper()
+	out := map[state.ContainerRef]cpuset.CPUSet{}
+	st, err := state.Inspect(dir, online)
+	if err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	st.ForEach(func(ref state.ContainerRef, a state.Assignment) { out[ref] = a.Original })
+	return out
+}
+
+// podsByUID returns the runtime's pods by UID.
+func (r *fakeRuntime) podsByUID() map[string]*api.PodSandbox {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]*api.PodSandbox{}
+	for _, p := range r.pods {
+		out[p.Uid] = p
+	}
+	return out
+}
+
+// running returns the running containers, by id.
+func (r *fakeRuntime) running() []*api.Container {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*api.Container
+	for _, id := range slices.Sorted(maps.Keys(r.containers)) {
+		if c := r.containers[id]; c.State != api.ContainerState_CONTAINER_STOPPED {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// podOf returns a container's pod.
+func (r *fakeRuntime) podOf(c *api.Container) *api.PodSandbox {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pods[c.PodSandboxId]
+}
+
+// isGuaranteed tells whether a container asks for exclusive CPUs.
+func (r *fakeRuntime) isGuaranteed(c *api.Container) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.exclusive(c)
+}
+
+// containerOf returns the id of the running container of a pod UID and
+// name.
+func (r *fakeRuntime) containerOf(ref state.ContainerRef) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, c := range r.containers {
+		if c.State != api.ContainerState_CONTAINER_STOPPED && c.Name == ref.Name && r.pods[c.PodSandboxId].GetUid() == ref.PodUID {
+			return id, true
+		}
+	}
+	return "", false
+}
