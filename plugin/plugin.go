@@ -42,9 +42,9 @@ type Options struct {
 	// update carries.
 	LendWait time.Duration
 	// SendDelay is how long the runtime must deliver no event before
-	// pending updates go out as an unsolicited update; until then they
-	// ride on replies. SendMaxDelay bounds how long they wait for a quiet
-	// moment.
+	// pending updates go out as an unsolicited update (1 s); until then
+	// they ride on replies. SendMaxDelay (5 s) bounds how long they wait
+	// for a quiet moment.
 	SendDelay, SendMaxDelay time.Duration
 	// Log receives the plugin's structured logs.
 	Log *logrus.Logger
@@ -69,10 +69,10 @@ func (o *Options) setDefaults() {
 		o.LendWait = 100 * time.Millisecond
 	}
 	if o.SendDelay <= 0 {
-		o.SendDelay = 50 * time.Millisecond
+		o.SendDelay = time.Second
 	}
 	if o.SendMaxDelay < o.SendDelay {
-		o.SendMaxDelay = max(2*time.Second, o.SendDelay)
+		o.SendMaxDelay = max(5*time.Second, o.SendDelay)
 	}
 	if o.Log == nil {
 		o.Log = logrus.StandardLogger()

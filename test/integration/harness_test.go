@@ -71,6 +71,10 @@ func startPluginWith(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir
 		Metrics:        metrics,
 		ReconnectMin:   20 * time.Millisecond,
 		ReconnectMax:   200 * time.Millisecond,
+		// The tests wait for the shared containers' growth after every
+		// shrink: a shorter quiet period than the command's keeps them
+		// quick (the plugin's command runs with its own in load_test.go).
+		SendDelay: 20 * time.Millisecond,
 	}
 	if configure != nil {
 		configure(&opts)
