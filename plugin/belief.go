@@ -44,6 +44,9 @@ type runtimeView struct {
 	// generation counts the changes of applied, so that a verification or
 	// a send that raced with a reply does not overwrite it.
 	generation uint64
+	// confirmations counts the confirmations that did not come from a
+	// read: a read taken before one of them may predate what it confirms.
+	confirmations uint64
 	// checked is the generation of applied the cgroup was last read at:
 	// after an event only containers sent an update since are read again,
 	// and those marked due.
@@ -90,19 +93,25 @@ func (v *runtimeView) hand(cpus cpuset.CPUSet, kind handKind, seq uint64) {
 // own view at Synchronize, a cgroup read).
 func (v *runtimeView) set(cpus cpuset.CPUSet) {
 	v.applied, v.known = cpus, true
-	v.confirm()
+	v.settle()
 	v.generation++
 }
 
 // forget records that nothing runs any more.
 func (v *runtimeView) forget() {
 	v.known = false
-	v.confirm()
+	v.settle()
 	v.generation++
 }
 
-// confirm records that applied is in effect.
+// confirm records that applied is in effect (the runtime said so).
 func (v *runtimeView) confirm() {
+	v.settle()
+	v.confirmations++
+}
+
+// settle forgets what the runtime may still show.
+func (v *runtimeView) settle() {
 	v.transit, v.bySeq, v.staleReads = nil, false, 0
 }
 
@@ -131,11 +140,11 @@ const (
 // update).
 func (v *runtimeView) judge(cpus cpuset.CPUSet, seq uint64, periodic bool) readVerdict {
 	if v.bySeq && seq > v.sentSeq {
-		v.confirm()
+		v.settle()
 	}
 	switch {
 	case v.known && cpumask.Equal(cpus, v.applied):
-		v.confirm()
+		v.settle()
 		return readMatches
 	case v.inTransit(cpus):
 		if periodic {

@@ -198,3 +198,48 @@ func TestVerifyDeclaresDriftOnlyAgainstWhatWasApplied(t *testing.T) {
 		t.Error("the drifted container is not pending")
 	}
 }
+
+// TestReadBeforeAConfirmationIsNotDrift: a cgroup read that began before
+// the runtime applied a resize's target, and is judged after
+// PostUpdateContainer confirmed it, shows the old cpuset: that is no drift.
+func TestReadBeforeAConfirmationIsNotDrift(t *testing.T) {
+	root := t.TempDir()
+	log, hook := test.NewNullLogger()
+	p, _ := newTestPluginWith(t, func(o *Options) { o.CgroupfsRoot = root; o.Log = log })
+	connected(t, p, &recordingStub{})
+	ctx := context.Background()
+	pod, ctr := guaranteedCtr("a", 1)
+	ctr.Linux.CgroupsPath = "/a"
+	if _, _, err := p.CreateContainer(ctx, pod, ctr); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "a", "cpuset.cpus"), []byte("1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.verify(false)
+	ctr.Linux.Resources.Cpu.Cpus = "1"
+	if _, err := p.UpdateContainer(ctx, pod, ctr, &api.LinuxResources{
+		Cpu: &api.LinuxCPU{Shares: api.UInt64(2048), Quota: api.Int64(200000), Period: api.UInt64(100000)}}); err != nil {
+		t.Fatal(err)
+	}
+	probes, seq := p.probes(false)
+	read := p.readCgroups(probes) // before the runtime applied the target
+	if err := p.PostUpdateContainer(ctx, pod, ctr); err != nil {
+		t.Fatal(err)
+	}
+	p.judgeReads(probes, read, seq, false)
+	for _, e := range hook.AllEntries() {
+		if e.Level <= logrus.WarnLevel {
+			t.Errorf("warning: %s %v", e.Message, e.Data)
+		}
+	}
+	p.mu.Lock()
+	due := p.ctrs["a"].due
+	p.mu.Unlock()
+	if !due {
+		t.Error("the container is not due for another read")
+	}
+}

@@ -55,13 +55,23 @@ func (p *Plugin) verifyLoop(ctx context.Context) {
 // shrink that is seen shrunk is confirmed. A container whose cgroup does
 // not exist yet (created, not started) is skipped silently.
 func (p *Plugin) verify(all bool) {
-	type probe struct {
-		id, path   string
-		generation uint64
-	}
+	probes, seq := p.probes(all)
+	p.judgeReads(probes, p.readCgroups(probes), seq, all)
+}
+
+// probe is a container whose cgroup a verification reads, with what the
+// plugin believed when the read began.
+type probe struct {
+	id, path                  string
+	generation, confirmations uint64
+}
+
+// probes returns the containers a verification reads, and the number of
+// events delivered so far.
+func (p *Plugin) probes(all bool) ([]probe, uint64) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	var probes []probe
-	seq := p.seq
 	for _, id := range p.model.SortedContainerIDs() {
 		v := p.ctrs[id]
 		if t := p.model.Containers[id]; t.Stopped || v == nil || v.cgroupPath == "" {
@@ -70,12 +80,15 @@ func (p *Plugin) verify(all bool) {
 		if _, releasing := p.model.Releasing[id]; !all && !releasing && !v.due && v.checked == v.generation {
 			continue
 		}
-		probes = append(probes, probe{id: id, path: v.cgroupPath, generation: v.generation})
+		probes = append(probes, probe{id: id, path: v.cgroupPath, generation: v.generation, confirmations: v.confirmations})
 	}
-	p.mu.Unlock()
+	return probes, p.seq
+}
 
-	// The shared containers' files all hold the shared pool: each distinct
-	// text is parsed once (a pool of thousands of CPUs is a big set).
+// readCgroups reads the probes' cpusets, without the plugin's lock. The
+// shared containers' files all hold the shared pool: each distinct text is
+// parsed once (a pool of thousands of CPUs is a big set).
+func (p *Plugin) readCgroups(probes []probe) map[string]cpuset.CPUSet {
 	actual := make(map[string]cpuset.CPUSet, len(probes))
 	parsed := map[string]cpuset.CPUSet{}
 	for _, pr := range probes {
@@ -98,7 +111,13 @@ func (p *Plugin) verify(all bool) {
 		}
 		actual[pr.id] = cpus
 	}
+	return actual
+}
 
+// judgeReads judges what was read (see runtimeView.judge): seq is the
+// number of events delivered when the reads began, periodic tells the
+// periodic pass.
+func (p *Plugin) judgeReads(probes []probe, actual map[string]cpuset.CPUSet, seq uint64, periodic bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, pr := range probes {
@@ -111,11 +130,13 @@ func (p *Plugin) verify(all bool) {
 		if _, releasing := p.model.Releasing[pr.id]; releasing && cpumask.Equal(cpus, p.model.CPUsOf(pr.id)) {
 			p.confirm(pr.id)
 		}
-		if v.inFlight {
-			v.due = true // an unsolicited update may land any moment
+		if v.inFlight || v.confirmations != pr.confirmations {
+			// An unsolicited update may land any moment, or the runtime
+			// confirmed an update since the read began: read again.
+			v.due = true
 			continue
 		}
-		switch v.judge(cpus, seq, all) {
+		switch v.judge(cpus, seq, periodic) {
 		case readStale:
 			v.due = true
 		case readDrift:
