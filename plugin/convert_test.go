@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -66,5 +67,52 @@ func TestConvertValues(t *testing.T) {
 	}
 	if u := updateToNRI(policy.Update{ContainerID: "c", CPUs: cpuset.New(3)}); u.GetLinux().GetResources().GetCpu().GetMems() != "" {
 		t.Errorf("updateToNRI sets mems without alignment: %v", u)
+	}
+}
+
+// TestConvertBoundsValues: a cpuset naming CPUs beyond the online ones
+// (here a hundred million of them) is unknown, numbers beyond the kernel's
+// ranges are absent, over-long names and UIDs are absent.
+func TestConvertBoundsValues(t *testing.T) {
+	tests := []struct {
+		name string
+		ctr  *api.Container
+		want policy.Container
+	}{
+		{"a hundred million CPUs", &api.Container{Id: "c", Name: "app", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{
+			Cpu: &api.LinuxCPU{Cpus: "0-99999999"}}}}, policy.Container{ID: "c", Name: "app"}},
+		{"a CPU beyond the online ones", &api.Container{Id: "c", Name: "app", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{
+			Cpu: &api.LinuxCPU{Cpus: "0-4"}}}}, policy.Container{ID: "c", Name: "app"}},
+		{"numbers out of range", &api.Container{Id: "c", Name: "app", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{
+			Cpu:    &api.LinuxCPU{Shares: api.UInt64(1 << 40), Quota: api.Int64(1 << 62), Period: api.UInt64(10)},
+			Memory: &api.LinuxMemory{Limit: api.Int64(-5)}}}},
+			policy.Container{ID: "c", Name: "app", Resources: state.Resources{MemoryLimit: -1}}},
+		{"names too long", &api.Container{Id: strings.Repeat("i", maxIDLen+1), Name: strings.Repeat("n", maxNameLen+1)}, policy.Container{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := limits4.container(policy.Pod{}, tc.ctr, quietLog())
+			if got.ID != tc.want.ID || got.Name != tc.want.Name || got.Resources != tc.want.Resources || !got.CPUs.IsEmpty() {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	pod := podFromNRI(&api.PodSandbox{Uid: strings.Repeat("u", maxUIDLen+1), Name: "p", Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/podu"}})
+	if pod.UID != "" || pod.Name != "p" {
+		t.Errorf("pod with an over-long UID: %+v", pod)
+	}
+}
+
+// BenchmarkConvertHugeCpuset converts a container whose cpuset names a
+// hundred million CPUs (before the bound, the plugin built a set of all of
+// them and was disconnected): the cost is reading the text.
+func BenchmarkConvertHugeCpuset(b *testing.B) {
+	ctr := &api.Container{Id: "c", Name: "app", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{
+		Cpu: &api.LinuxCPU{Cpus: "0-99999999"}}}}
+	limits := payloadLimits{maxCPU: 4095}
+	log := quietLog()
+	b.ReportAllocs()
+	for b.Loop() {
+		limits.container(policy.Pod{}, ctr, log)
 	}
 }

@@ -104,7 +104,7 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 		}, []string{"result"}),
 		drifts: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "cpuset_drift_total",
-			Help: "Containers whose cgroup cpuset was found to differ from the last update sent (then re-sent).",
+			Help: "Containers whose cgroup cpuset was found to differ from what the runtime had applied (then re-sent).",
 		}),
 		podUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "pod_resource_updates_total",
