@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"reflect"
 	"slices"
 
 	"k8s.io/utils/cpuset"
@@ -75,7 +76,11 @@ func (v *runtimeView) hand(cpus cpuset.CPUSet, kind handKind, seq uint64) {
 	if v.bySeq && seq > v.sentSeq {
 		v.confirm() // the runtime applied it before this event came
 	}
-	if v.known && !cpumask.Equal(v.applied, cpus) && !v.inTransit(v.applied) {
+	// (Identity, not content: a reply hands hundreds of containers a
+	// shared pool of thousands of CPUs, and comparing contents would cost
+	// more than the decision. A copy of an equal set kept in transit is
+	// harmless: a read that matches applied is judged first.)
+	if v.known && !identical(v.applied, cpus) && !slices.ContainsFunc(v.transit, func(t cpuset.CPUSet) bool { return identical(t, v.applied) }) {
 		if len(v.transit) == maxTransit {
 			// Never more than a reply and an unsolicited update are in
 			// flight; a longer list is a belief gone stale: keep it short.
@@ -116,8 +121,8 @@ func (v *runtimeView) settle() {
 }
 
 // inTransit tells whether the runtime may still show cpus.
-func (v *runtimeView) inTransit(cpus cpuset.CPUSet) bool {
-	return slices.ContainsFunc(v.transit, func(t cpuset.CPUSet) bool { return cpumask.Equal(t, cpus) })
+func (v *runtimeView) inTransit(cpus cpuset.CPUSet, eq setEqual) bool {
+	return slices.ContainsFunc(v.transit, func(t cpuset.CPUSet) bool { return eq.equal(t, cpus) })
 }
 
 // readVerdict is what a cgroup read tells of a container.
@@ -138,15 +143,15 @@ const (
 // events delivered when the read started, periodic tells the periodic pass
 // (whose reads are far enough apart that a second stale one means a lost
 // update).
-func (v *runtimeView) judge(cpus cpuset.CPUSet, seq uint64, periodic bool) readVerdict {
+func (v *runtimeView) judge(cpus cpuset.CPUSet, seq uint64, periodic bool, eq setEqual) readVerdict {
 	if v.bySeq && seq > v.sentSeq {
 		v.settle()
 	}
 	switch {
-	case v.known && cpumask.Equal(cpus, v.applied):
+	case v.known && eq.equal(cpus, v.applied):
 		v.settle()
 		return readMatches
-	case v.inTransit(cpus):
+	case v.inTransit(cpus, eq):
 		if periodic {
 			v.staleReads++
 			if v.staleReads >= 2 {
@@ -157,3 +162,40 @@ func (v *runtimeView) judge(cpus cpuset.CPUSet, seq uint64, periodic bool) readV
 	}
 	return readDrift
 }
+
+// identical tells whether two cpusets are the same value (one map), or
+// both empty, without reading their contents.
+func identical(a, b cpuset.CPUSet) bool {
+	if a.IsEmpty() || b.IsEmpty() {
+		return a.IsEmpty() && b.IsEmpty()
+	}
+	return mapOf(a) == mapOf(b)
+}
+
+// setEqual compares cpusets by content, remembering the answer for each
+// pair of values: a verification pass compares hundreds of shared
+// containers' reads (one parsed set) with their beliefs (mostly one pool),
+// each of thousands of CPUs, while it holds the plugin's lock. The zero
+// value compares without remembering.
+type setEqual map[[2]uintptr]bool
+
+func (e setEqual) equal(a, b cpuset.CPUSet) bool {
+	switch {
+	case identical(a, b):
+		return true
+	case a.Size() != b.Size() || a.IsEmpty():
+		return false
+	case e == nil:
+		return cpumask.Equal(a, b)
+	}
+	key := [2]uintptr{mapOf(a), mapOf(b)}
+	same, ok := e[key]
+	if !ok {
+		same = cpumask.Equal(a, b)
+		e[key] = same
+	}
+	return same
+}
+
+// mapOf identifies a non-empty cpuset's value.
+func mapOf(s cpuset.CPUSet) uintptr { return reflect.ValueOf(s).Field(0).Pointer() }

@@ -43,7 +43,7 @@ func TestJudgeReads(t *testing.T) {
 				v.confirm()
 			}
 			for i, r := range tc.reads {
-				if got := v.judge(r.cpus, r.seq, r.periodic); got != r.want {
+				if got := v.judge(r.cpus, r.seq, r.periodic, setEqual{}); got != r.want {
 					t.Fatalf("read %d of %s (seq %d, periodic %v): verdict %d, want %d", i, r.cpus, r.seq, r.periodic, got, r.want)
 				}
 			}
@@ -63,10 +63,10 @@ func TestReplyDuringAnUnsolicitedUpdateIsNotConfirmedByEvents(t *testing.T) {
 	v.inFlight = true
 	v.hand(replied, handedInReply, 2)
 	v.inFlight = false // the update returned
-	if got := v.judge(sent, 10, false); got != readStale {
+	if got := v.judge(sent, 10, false, nil); got != readStale {
 		t.Errorf("the unsolicited update's cpuset after later events: verdict %d, want stale", got)
 	}
-	if got := v.judge(replied, 10, false); got != readMatches {
+	if got := v.judge(replied, 10, false, nil); got != readMatches {
 		t.Errorf("the reply's cpuset: verdict %d, want a match", got)
 	}
 }
@@ -89,5 +89,22 @@ func TestTransitStaysShort(t *testing.T) {
 	}
 	if len(v.transit) > maxTransit {
 		t.Errorf("after 100 targets, %d cpusets in transit, want at most %d", len(v.transit), maxTransit)
+	}
+}
+
+// TestSetEqual compares by content, whatever the values.
+func TestSetEqual(t *testing.T) {
+	a, b, c := cpuset.New(1, 2, 3), cpuset.New(1, 2, 3), cpuset.New(1, 2, 4)
+	for _, eq := range []setEqual{nil, {}} {
+		for _, tc := range []struct {
+			x, y cpuset.CPUSet
+			want bool
+		}{{a, a, true}, {a, b, true}, {a, c, false}, {cpuset.New(), cpuset.CPUSet{}, true}, {a, cpuset.New(), false}} {
+			for i := 0; i < 2; i++ { // the second time from memory
+				if got := eq.equal(tc.x, tc.y); got != tc.want {
+					t.Errorf("equal(%s, %s) = %v", tc.x, tc.y, got)
+				}
+			}
+		}
 	}
 }

@@ -120,6 +120,7 @@ func (p *Plugin) readCgroups(probes []probe) map[string]cpuset.CPUSet {
 func (p *Plugin) judgeReads(probes []probe, actual map[string]cpuset.CPUSet, seq uint64, periodic bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	eq := setEqual{}
 	for _, pr := range probes {
 		cpus, ok := actual[pr.id]
 		t, v := p.model.Containers[pr.id], p.ctrs[pr.id]
@@ -127,7 +128,7 @@ func (p *Plugin) judgeReads(probes []probe, actual map[string]cpuset.CPUSet, seq
 			continue
 		}
 		v.checked, v.due = pr.generation, false
-		if _, releasing := p.model.Releasing[pr.id]; releasing && cpumask.Equal(cpus, p.model.CPUsOf(pr.id)) {
+		if _, releasing := p.model.Releasing[pr.id]; releasing && eq.equal(cpus, p.model.CPUsOf(pr.id)) {
 			p.confirm(pr.id)
 		}
 		if v.inFlight || v.confirmations != pr.confirmations {
@@ -136,7 +137,7 @@ func (p *Plugin) judgeReads(probes []probe, actual map[string]cpuset.CPUSet, seq
 			v.due = true
 			continue
 		}
-		switch v.judge(cpus, seq, periodic) {
+		switch v.judge(cpus, seq, periodic, eq) {
 		case readStale:
 			v.due = true
 		case readDrift:

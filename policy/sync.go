@@ -1,8 +1,10 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
+	"slices"
 	"sort"
 
 	"k8s.io/utils/cpuset"
@@ -28,7 +30,9 @@ import (
 //     pool for the others.
 //
 // The updates come in an order that removes CPUs before adding any:
-// containers that only lose CPUs first, then the others.
+// containers that only lose CPUs first, then those that lose some and gain
+// others (so that they release what the next ones gain), then those that
+// only gain.
 func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decision {
 	nm := NewModel(m.State.Clone())
 	nm.Lending = m.Lending.Clone()
@@ -105,7 +109,9 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	}
 	pool := nm.SharedPool()
 	poolList := cpumask.Format(pool)
-	var shrinking, other []Update
+	// (shrinking, then moving, then growing: a first order that orderUpdates
+	// keeps where it is safe.)
+	var shrinking, moving, growing []Update
 	for _, id := range nm.sortedIDs() {
 		t := nm.Containers[id]
 		want, list, mems := pool, poolList, cpuset.New()
@@ -116,14 +122,147 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 			continue
 		}
 		u := Update{ContainerID: id, Display: t.Display, CPUs: want, CPUList: list, Mems: mems}
-		if want.IsSubsetOf(current[id]) {
+		switch {
+		case want.IsSubsetOf(current[id]):
 			shrinking = append(shrinking, u)
-		} else {
-			other = append(other, u)
+		case current[id].IsSubsetOf(want):
+			growing = append(growing, u)
+		default:
+			moving = append(moving, u)
 		}
 	}
-	return Decision{Model: nm, Others: append(shrinking, other...), Notes: notes}
+	ordered, stuck := orderUpdates(slices.Concat(shrinking, moving, growing), current, nm.Owns)
+	if stuck > 0 {
+		notes = append(notes, fmt.Sprintf("%d updates could not be ordered so that no container gains a CPU another still holds (the runtime's cpusets overlap, or containers trade CPUs); they come last", stuck))
+	}
+	return Decision{Model: nm, Others: ordered, Notes: notes}
 }
+
+// orderUpdates orders updates so that, applied one at a time to the
+// containers' current cpusets, none gives a container a CPU it may not
+// share with another that still holds it: an exclusive container (one
+// exclusive(id) names) shares with nobody, a shared one with shared ones
+// only. It keeps the given order where that is safe (the first update
+// that is safe goes next); containers that would trade CPUs first shrink
+// to what they keep, in an update of their own. Updates that still cannot
+// be made safe (cpusets that overlap already, a container that keeps none
+// of its CPUs and holds what another needs) come last, in the given order;
+// stuck counts them.
+func orderUpdates(updates []Update, current map[string]cpuset.CPUSet, exclusive func(id string) bool) (ordered []Update, stuck int) {
+	var held holders
+	masks := make(map[string]cpumask.Mask, len(current))
+	for id, cpus := range current {
+		m, _ := cpumask.Of(cpus) // runtime cpusets: no negative id
+		masks[id] = m
+		held.add(m, exclusive(id), 1)
+	}
+	// Each container is updated once: what it gains is known up front.
+	type step struct {
+		u           Update
+		want, gains cpumask.Mask
+		exclusive   bool
+	}
+	pending := make([]step, 0, len(updates))
+	for _, u := range updates {
+		want, _ := cpumask.Of(u.CPUs)
+		pending = append(pending, step{u: u, want: want, gains: want.AndNot(masks[u.ContainerID]), exclusive: exclusive(u.ContainerID)})
+	}
+	for len(pending) > 0 {
+		next := slices.IndexFunc(pending, func(s step) bool { return !held.conflicts(s.gains, s.exclusive) })
+		if next < 0 {
+			// Containers trade CPUs: one of them first gives up what it
+			// will not keep (an extra update, shrinking it to what it
+			// keeps; containerd applies a Synchronize's updates one by
+			// one, in order), so that the others can take it.
+			keepOf := func(s step) cpumask.Mask {
+				cur := masks[s.u.ContainerID]
+				if keep := cur.And(s.want); !keep.IsEmpty() {
+					return keep
+				}
+				// It keeps none of them: it holds on to one, preferably
+				// one nobody waits for, until its own CPUs are free.
+				var needed cpumask.Mask
+				for _, o := range pending {
+					needed = needed.Or(o.gains)
+				}
+				for cpu := range cur.All() {
+					if !needed.Has(cpu) {
+						return single(cpu)
+					}
+				}
+				for cpu := range cur.All() {
+					return single(cpu)
+				}
+				return nil
+			}
+			i := slices.IndexFunc(pending, func(s step) bool {
+				keep := keepOf(s)
+				return !keep.IsEmpty() && !keep.Equal(masks[s.u.ContainerID])
+			})
+			if i < 0 {
+				for _, s := range pending {
+					ordered = append(ordered, s.u)
+				}
+				return ordered, len(pending)
+			}
+			s := pending[i]
+			keep := keepOf(s)
+			held.add(masks[s.u.ContainerID].AndNot(keep), s.exclusive, -1)
+			masks[s.u.ContainerID] = keep
+			step := s.u
+			step.CPUs, step.CPUList = keep.CPUSet(), ""
+			ordered = append(ordered, step)
+			continue
+		}
+		s := pending[next]
+		pending = slices.Delete(pending, next, next+1)
+		held.add(masks[s.u.ContainerID], s.exclusive, -1)
+		held.add(s.want, s.exclusive, 1)
+		ordered = append(ordered, s.u)
+	}
+	return ordered, 0
+}
+
+// single returns the mask of one CPU.
+func single(cpu int) cpumask.Mask {
+	var m cpumask.Mask
+	m.Add(cpu)
+	return m
+}
+
+// holders counts, per CPU, the exclusive and the shared containers whose
+// cpuset holds it.
+type holders struct{ exclusive, shared []int }
+
+func (h *holders) add(m cpumask.Mask, exclusive bool, delta int) {
+	for cpu := range m.All() {
+		for cpu >= len(h.exclusive) {
+			h.exclusive, h.shared = append(h.exclusive, 0), append(h.shared, 0)
+		}
+		if exclusive {
+			h.exclusive[cpu] += delta
+		} else {
+			h.shared[cpu] += delta
+		}
+	}
+}
+
+// conflicts tells whether giving gains to a container (exclusive or not)
+// that does not hold them would share a CPU it may not share.
+func (h *holders) conflicts(gains cpumask.Mask, exclusive bool) bool {
+	for cpu := range gains.All() {
+		if cpu >= len(h.exclusive) {
+			continue
+		}
+		if h.exclusive[cpu] > 0 || (exclusive && h.shared[cpu] > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// errNotTried marks a placement not attempted.
+var errNotTried = errors.New("not tried")
 
 // liveContainers returns the containers whose process may run, by id.
 // Containers the plugin cannot address are left out with a note: those
@@ -257,10 +396,28 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 	var cpus cpuset.CPUSet
 	var err error
 	if n < assigned.Size() {
-		cpus, err = p.alloc.Shrink(assigned, a.Original, n)
+		// Keep what it runs on when that is enough (a growth the runtime
+		// never applied, say): moving it would need more ordering than
+		// one update per container gives.
+		from := assigned
+		if on := assigned.Intersection(c.CPUs); on.Size() >= n && a.Original.IsSubsetOf(on) {
+			from = on
+		}
+		cpus, err = p.alloc.Shrink(from, a.Original, n)
 	} else {
 		free, poolLeft := p.availability(m)
-		cpus, err = p.place(placement{keep: assigned, n: n}, free, poolLeft)
+		// Take the free CPUs it already runs on first (a shrink the
+		// runtime never applied, say), for the same reason.
+		cpus, err = cpuset.New(), errNotTried
+		if on, _ := cpumask.Of(c.CPUs.Difference(assigned)); !on.IsEmpty() {
+			if extra := on.And(free).CPUSet(); assigned.Size()+extra.Size() <= n {
+				keepAlso := assigned.Union(extra)
+				cpus, err = p.place(placement{keep: keepAlso, n: n}, free.AndNot(on), poolLeft-p.inPoolBase(extra))
+			}
+		}
+		if err != nil {
+			cpus, err = p.place(placement{keep: assigned, n: n}, free, poolLeft)
+		}
 	}
 	if err != nil {
 		return keep(err.Error())

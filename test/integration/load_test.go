@@ -63,8 +63,10 @@ type loadResult struct {
 	unsolicit  int
 	drift      int // cpuset differences the plugin logged
 	driftLines []string
-	peak       int64
-	idle       int64 // resident set size after the setup, before the load
+	// plugin are the plugin's own metrics at the end of the run.
+	plugin map[string]float64
+	peak   int64
+	idle   int64 // resident set size after the setup, before the load
 }
 
 // runLoad starts the plugin's command against a fake runtime, creates the
@@ -75,7 +77,8 @@ func runLoad(t testing.TB, lc loadCase, ops, workers int) loadResult {
 	online := cpusOf(t, lc.spec)
 	rt := newFakeRuntime(t, online)
 	rt.cgroupRoot = memDir(t)
-	pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, lc.spec), stateDir: t.TempDir(), yaml: lc.config, env: strings.Fields(os.Getenv("NRI_CPUMANAGER_LOAD_ENV"))})
+	pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, lc.spec), stateDir: t.TempDir(), yaml: lc.config,
+		env: strings.Fields(os.Getenv("NRI_CPUMANAGER_LOAD_ENV")), metrics: true})
 
 	type ctr struct {
 		pod  *api.PodSandbox
@@ -174,6 +177,9 @@ func runLoad(t testing.TB, lc loadCase, ops, workers int) loadResult {
 	t.Logf("%s: load took %v", lc.name, time.Since(loadStart))
 	if res.peak, _, err = pp.memory(); err != nil {
 		t.Fatal(err)
+	}
+	if res.plugin, err = pp.scrape(); err != nil {
+		t.Errorf("scraping the plugin's metrics: %v", err)
 	}
 	st := rt.Stats()
 	res.latency = st.latency
@@ -301,6 +307,24 @@ func (r loadResult) report(t testing.TB, name string) {
 		fmt.Fprintf(&b, "  %-22s n=%-5d p50=%-10v p99=%-10v max=%v\n", e, len(d), percentile(d, 50), percentile(d, 99), d[len(d)-1])
 	}
 	fmt.Fprintf(&b, "  %-22s n=%-5d p50=%-10v p99=%-10v max=%v", "all", len(r.all), percentile(r.all, 50), percentile(r.all, 99), r.all[len(r.all)-1])
+	// The plugin's own share (its handler, commit included), from its
+	// histograms: how much of the runtime's round trip is the plugin's.
+	for _, e := range []string{"CreateContainer", "UpdateContainer", "PostUpdateContainer"} {
+		h := fmt.Sprintf(`nri_cpumanager_event_duration_seconds_%%s{event="%s"%%s}`, e)
+		count := r.plugin[fmt.Sprintf(h, "count", "")]
+		if count == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n  plugin %-15s mean %.2f ms, %v over 10 ms, %v over 100 ms", e,
+			r.plugin[fmt.Sprintf(h, "sum", "")]/count*1000,
+			count-r.plugin[fmt.Sprintf(h, "bucket", `,le="0.01"`)], count-r.plugin[fmt.Sprintf(h, "bucket", `,le="0.1"`)])
+	}
+	if count := r.plugin["nri_cpumanager_checkpoint_write_duration_seconds_count{}"]; count > 0 {
+		fmt.Fprintf(&b, "\n  checkpoint writes       mean %.2f ms, %v over 10 ms, %v over 100 ms",
+			r.plugin["nri_cpumanager_checkpoint_write_duration_seconds_sum{}"]/count*1000,
+			count-r.plugin[`nri_cpumanager_checkpoint_write_duration_seconds_bucket{le="0.01"}`],
+			count-r.plugin[`nri_cpumanager_checkpoint_write_duration_seconds_bucket{le="0.1"}`])
+	}
 	if _, bench := t.(*testing.B); bench {
 		fmt.Println(b.String()) // a benchmark's log is cut after a few lines
 		return

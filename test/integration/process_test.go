@@ -5,9 +5,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -78,6 +81,7 @@ type pluginProcess struct {
 	t        testing.TB
 	cmd      *exec.Cmd
 	stateDir string
+	metrics  string // the metrics address, "" when not served
 	log      *bytes.Buffer
 	logMu    *sync.Mutex
 	done     chan struct{}
@@ -92,6 +96,8 @@ type processConfig struct {
 	yaml string
 	// env holds more environment variables (GOMEMLIMIT, GOGC).
 	env []string
+	// metrics makes the plugin serve its metrics on a free loopback port.
+	metrics bool
 }
 
 // startProcess starts the plugin's command against rt and waits until its
@@ -104,13 +110,22 @@ func startProcess(t testing.TB, rt *fakeRuntime, pc processConfig) *pluginProces
 	if testing.Verbose() {
 		logLevel = "debug"
 	}
-	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nsysfsRoot: %s\ncgroupfsRoot: %q\nmetricsAddress: \"\"\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: %s\n%s\n",
-		rt.socket, pc.stateDir, pc.sysfsRoot, rt.cgroupRoot, logLevel, pc.yaml)
+	metricsAddress := ""
+	if pc.metrics {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metricsAddress = l.Addr().String()
+		l.Close()
+	}
+	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nsysfsRoot: %s\ncgroupfsRoot: %q\nmetricsAddress: %q\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: %s\n%s\n",
+		rt.socket, pc.stateDir, pc.sysfsRoot, rt.cgroupRoot, metricsAddress, logLevel, pc.yaml)
 	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pp := &pluginProcess{t: t, stateDir: pc.stateDir, log: &bytes.Buffer{}, logMu: &sync.Mutex{}, done: make(chan struct{})}
+	pp := &pluginProcess{t: t, stateDir: pc.stateDir, metrics: metricsAddress, log: &bytes.Buffer{}, logMu: &sync.Mutex{}, done: make(chan struct{})}
 	pp.cmd = exec.Command(bin, "run", "--config", cfgFile)
 	pp.cmd.Env = append(os.Environ(), pc.env...)
 	pp.cmd.Stdout = lockedWriter{pp.logMu, pp.log}
@@ -232,4 +247,33 @@ func (pp *pluginProcess) memory() (peak, current int64, err error) {
 		return 0, 0, errors.New("no VmHWM in /proc/<pid>/status")
 	}
 	return peak, current, nil
+}
+
+// metricSample is one sample line of the Prometheus text format.
+var metricSample = regexp.MustCompile(`^([a-z_]+)(?:\{(.*)\})? ([0-9.e+-]+|\+Inf)$`)
+
+// scrape returns the plugin's metric samples: name{labels} → value.
+func (pp *pluginProcess) scrape() (map[string]float64, error) {
+	if pp.metrics == "" {
+		return nil, errors.New("the plugin serves no metrics")
+	}
+	resp, err := http.Get("http://" + pp.metrics + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		m := metricSample.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[3], 64)
+		if err != nil {
+			continue
+		}
+		out[m[1]+"{"+m[2]+"}"] = v
+	}
+	return out, sc.Err()
 }

@@ -80,6 +80,13 @@ type fakeRuntime struct {
 
 func newFakeRuntime(t testing.TB, online cpuset.CPUSet) *fakeRuntime {
 	t.Helper()
+	return newFakeRuntimeWith(t, online)
+}
+
+// newFakeRuntimeWith is newFakeRuntime with more options of NRI's runtime
+// library (a default validator, say).
+func newFakeRuntimeWith(t testing.TB, online cpuset.CPUSet, options ...adaptation.Option) *fakeRuntime {
+	t.Helper()
 	dir := t.TempDir()
 	r := &fakeRuntime{
 		t:          t,
@@ -95,9 +102,11 @@ func newFakeRuntime(t testing.TB, online cpuset.CPUSet) *fakeRuntime {
 		classes:      map[classKey]bool{},
 	}
 	nri, err := adaptation.New("fake-containerd", "2.4.2", r.synchronize, r.updateContainers,
-		adaptation.WithSocketPath(r.socket),
-		adaptation.WithPluginPath(filepath.Join(dir, "plugins")),
-		adaptation.WithPluginConfigPath(filepath.Join(dir, "conf.d")),
+		append([]adaptation.Option{
+			adaptation.WithSocketPath(r.socket),
+			adaptation.WithPluginPath(filepath.Join(dir, "plugins")),
+			adaptation.WithPluginConfigPath(filepath.Join(dir, "conf.d")),
+		}, options...)...,
 	)
 	if err != nil {
 		t.Fatal(err)

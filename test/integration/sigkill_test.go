@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
+	validator "github.com/containerd/nri/plugins/default-validator"
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
@@ -27,11 +29,13 @@ import (
 //     checkpoint says (waitForState).
 //
 // Two runtimes are played: one that honours the plugin's failure policy
-// (NRI v0.12.5: a request the dying plugin did not answer fails, and the
-// invariant is checked throughout), and one that does not (containerd
-// 2.4.2, NRI v0.12.3: the request goes on without the plugin, a container
-// it creates runs on every CPU until the plugin is back, so the check
-// pauses from the kill to the new Synchronize).
+// (NRI v0.12.5: a request the dying plugin did not answer fails) and
+// requires the plugin for container creation (the default validator's
+// required_plugins, as a node that fails closed is configured), where the
+// invariant is checked throughout; and one that ignores failure policies
+// (containerd 2.4.2, NRI v0.12.3: the request goes on without the plugin,
+// a container it creates runs on every CPU until the plugin is back), where
+// the check pauses from the kill to the new Synchronize.
 func TestSIGKILLMidRequest(t *testing.T) {
 	for _, tc := range []struct {
 		name                   string
@@ -50,7 +54,12 @@ func TestSIGKILLMidRequest(t *testing.T) {
 func sigkillRun(t *testing.T, ignoresFailurePolicies bool, seed uint64, kills int) {
 	spec := fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 8, ThreadsPerCore: 2}
 	online := cpusOf(t, spec)
-	rt := newFakeRuntime(t, online)
+	var options []adaptation.Option
+	if !ignoresFailurePolicies {
+		options = append(options, adaptation.WithDefaultValidator(&validator.DefaultValidatorConfig{
+			Enable: true, RequiredPlugins: []string{"cpumanager"}}))
+	}
+	rt := newFakeRuntimeWith(t, online, options...)
 	rt.cgroupRoot = memDir(t)
 	rt.ignoresFailurePolicies = ignoresFailurePolicies
 	pc := processConfig{sysfsRoot: sysfsTree(t, spec), stateDir: t.TempDir(), yaml: "reservedSystemCPUs: \"0-1\""}
@@ -142,6 +151,8 @@ func sigkillRun(t *testing.T, ignoresFailurePolicies bool, seed uint64, kills in
 			}
 		}
 		if t.Failed() {
+			log := rt.Log()
+			t.Logf("the last updates the runtime applied: %v", log[max(0, len(log)-30):])
 			t.FailNow()
 		}
 	}
