@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 )
 
 // BenchmarkUpdateContainerRoundTrip measures a resize as containerd sees
@@ -29,7 +30,11 @@ func BenchmarkUpdateContainerRoundTrip(b *testing.B) {
 		"reservedCPUCount: 4\ncpuManagerPolicyOptions: {full-pcpus-only: \"true\"}\ntopologyManagerPolicy: best-effort")
 	rt := newFakeRuntime(b, n.topo.CPUs())
 	stateDir := b.TempDir()
-	rp := startPlugin(b, rt, n.pol, stateDir)
+	// The shared growth after a shrink goes out as soon as the runtime is
+	// quiet for a millisecond: the benchmark waits for it between
+	// requests, and a longer wait would only let the disk idle (its next
+	// fdatasync is then slower).
+	rp := startPluginWith(b, rt, n.pol, stateDir, func(o *plugin.Options) { o.SendDelay = time.Millisecond })
 	rt.SetChecking(false) // the invariant check of 200 containers would dominate
 
 	var pinned []*api.Container
