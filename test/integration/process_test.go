@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,11 +40,7 @@ func pluginBinary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "nri-cpumanager")
-		goCmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if _, err := os.Stat(goCmd); err != nil {
-			goCmd = "go"
-		}
-		cmd := exec.Command(goCmd, "build", "-o", binPath, "../../cmd/nri-cpumanager")
+		cmd := exec.Command("go", "build", "-o", binPath, "../../cmd/nri-cpumanager")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/nri-cpumanager: %v\n%s", err, out)
