@@ -53,6 +53,15 @@ type runtimeView struct {
 	// and those marked due.
 	checked uint64
 	due     bool
+	// started says the runtime started the container (PostStartContainer,
+	// or running at Synchronize). containerd applies an update of a
+	// container that is not running yet to its spec only, which the task
+	// being started may have read already: spec is the cpuset the
+	// container was created with, and handedBeforeStart says a cpuset was
+	// handed since, before the start; PostStartContainer sends it again.
+	started           bool
+	handedBeforeStart bool
+	spec              cpuset.CPUSet
 }
 
 // maxTransit bounds runtimeView.transit.
@@ -64,8 +73,10 @@ type handKind int
 const (
 	// handedInReply: an update of another container in an event's reply.
 	handedInReply handKind = iota
-	// handedAsTarget: a resize's target or a new container's cpuset.
+	// handedAsTarget: a resize's target.
 	handedAsTarget
+	// handedInSpec: a new container's cpuset, in its OCI spec.
+	handedInSpec
 	// handedUnsolicited: an unsolicited update, confirmed by its return.
 	handedUnsolicited
 )
@@ -80,18 +91,51 @@ func (v *runtimeView) hand(cpus cpuset.CPUSet, kind handKind, seq uint64) {
 	// shared pool of thousands of CPUs, and comparing contents would cost
 	// more than the decision. A copy of an equal set kept in transit is
 	// harmless: a read that matches applied is judged first.)
-	if v.known && !identical(v.applied, cpus) && !slices.ContainsFunc(v.transit, func(t cpuset.CPUSet) bool { return identical(t, v.applied) }) {
-		if len(v.transit) == maxTransit {
-			// Never more than a reply and an unsolicited update are in
-			// flight; a longer list is a belief gone stale: keep it short.
-			v.transit = slices.Delete(v.transit, 0, 1)
-		}
-		v.transit = append(v.transit, v.applied)
+	if v.known && !identical(v.applied, cpus) {
+		v.addTransit(v.applied)
+	}
+	if kind == handedInSpec {
+		v.spec = cpus
+	} else if !v.started {
+		v.handedBeforeStart = true
 	}
 	v.applied, v.known = cpus, true
 	v.bySeq = kind == handedInReply && !v.inFlight
 	v.sentSeq = seq
 	v.generation++
+}
+
+// addTransit records that the runtime may still show cpus.
+func (v *runtimeView) addTransit(cpus cpuset.CPUSet) {
+	if slices.ContainsFunc(v.transit, func(t cpuset.CPUSet) bool { return identical(t, cpus) }) {
+		return
+	}
+	if len(v.transit) == maxTransit {
+		// Never more than a reply and an unsolicited update are in
+		// flight; a longer list is a belief gone stale: keep it short.
+		v.transit = slices.Delete(v.transit, 0, 1)
+	}
+	v.transit = append(v.transit, cpus)
+}
+
+// start records that the runtime started the container, and tells whether
+// the cpuset handed last must be sent again: it was handed before the
+// start, so the container may run on the one it was created with (which
+// a read may show until the new send is confirmed).
+func (v *runtimeView) start() (resend bool) {
+	v.started = true
+	if !v.handedBeforeStart {
+		return false
+	}
+	v.handedBeforeStart = false
+	if !v.known {
+		return false
+	}
+	if !v.spec.IsEmpty() && !identical(v.spec, v.applied) {
+		v.addTransit(v.spec)
+	}
+	v.bySeq = false // an event no longer confirms it: the re-send will
+	return true
 }
 
 // set records what the container runs on, known for sure (the runtime's

@@ -47,7 +47,12 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 		c := p.containerFromNRI(p.pods[ctr.GetPodSandboxId()], ctr)
 		containers = append(containers, c)
 		if c.ID != "" {
-			p.view(c.ID).cgroupPath = p.limits.cgroupsPath(ctr.GetLinux().GetCgroupsPath())
+			v := p.view(c.ID)
+			v.cgroupPath = p.limits.cgroupsPath(ctr.GetLinux().GetCgroupsPath())
+			// A container created but not started yet gets the cpuset of
+			// its spec unless an update is sent again once it started.
+			v.started = ctr.GetState() != api.ContainerState_CONTAINER_CREATED
+			v.handedBeforeStart, v.spec = false, c.CPUs
 		}
 	}
 
@@ -199,7 +204,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	}
 	p.refusals.forget(c.Pod.UID, c.Name)
 	p.view(c.ID).cgroupPath = p.limits.cgroupsPath(ctr.GetLinux().GetCgroupsPath())
-	p.handed(*d.Target, handedAsTarget)
+	p.handed(*d.Target, handedInSpec)
 	updates = p.replyUpdates(d.Others, c.ID)
 	fields := requestFields(c.Resources)
 	fields["cpuset"] = cpusText(d.Target.CPUs)
@@ -217,6 +222,26 @@ func (p *Plugin) PostCreateContainer(_ context.Context, _ *api.PodSandbox, _ *ap
 	p.event()
 	p.mu.Unlock()
 	p.requestVerify()
+	return nil
+}
+
+// PostStartContainer sends a started container its cpuset again when one
+// was handed to it while the runtime was starting it: containerd applies
+// an update of a container that is not running yet to its spec only,
+// which the task being started may have read already.
+func (p *Plugin) PostStartContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) (err error) {
+	defer recoverInto(&err, "PostStartContainer", p.log)
+	defer p.metrics.observeEvent("PostStartContainer", time.Now())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.event()
+	id := ctr.GetId()
+	if v := p.ctrs[id]; v != nil && v.start() {
+		p.setPending(id)
+		if p.debugging() {
+			p.log.WithField("container", id).Debug("cpuset handed while the container started; sending it again")
+		}
+	}
 	return nil
 }
 

@@ -243,3 +243,96 @@ func TestReadBeforeAConfirmationIsNotDrift(t *testing.T) {
 		t.Error("the container is not due for another read")
 	}
 }
+
+// TestUpdateHandedBeforeStartIsSentAgain: containerd applies an update of a
+// container that is not running yet to its spec only, which the task being
+// started may have read already; so a cpuset handed to a container between
+// its creation and its start goes out again after PostStartContainer, and
+// a cgroup read showing the creation cpuset meanwhile is no drift. A
+// container started before it was handed a cpuset gets nothing more.
+func TestUpdateHandedBeforeStartIsSentAgain(t *testing.T) {
+	tests := []struct {
+		name        string
+		synchronize bool // s existed, created not started, when the plugin connected
+		startFirst  bool // s started before the pinned container's reply
+		wantResend  bool
+	}{
+		{"handed between creation and start", false, false, true},
+		{"created before the plugin connected", true, false, true},
+		{"started before it was handed", false, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			log, hook := test.NewNullLogger()
+			p, _ := newTestPluginWith(t, func(o *Options) {
+				o.CgroupfsRoot, o.Log, o.SendDelay = root, log, 20*time.Millisecond
+			})
+			rec := &recordingStub{}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			spod, sctr := sharedCtr("s")
+			if tc.synchronize {
+				sctr.State = api.ContainerState_CONTAINER_CREATED
+				sctr.Linux.Resources = &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: "0-3"}}
+				if _, err := p.Synchronize(ctx, []*api.PodSandbox{spod}, []*api.Container{sctr}); err != nil {
+					t.Fatal(err)
+				}
+				p.mu.Lock()
+				p.stub = rec
+				p.mu.Unlock()
+			} else {
+				connected(t, p, rec)
+				if _, _, err := p.CreateContainer(ctx, spod, sctr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.MkdirAll(filepath.Join(root, "s"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "s", "cpuset.cpus"), []byte("0-3\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if tc.startFirst {
+				if err := p.PostStartContainer(ctx, spod, sctr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pod, ctr := guaranteedCtr("a", 1)
+			_, updates, err := p.CreateContainer(ctx, pod, ctr)
+			if err != nil || len(updates) != 1 || updates[0].GetContainerId() != "s" {
+				t.Fatalf("create: reply %v, %v; want an update of s", updates, err)
+			}
+			shrunk := updates[0].GetLinux().GetResources().GetCpu().GetCpus()
+			go p.sendLoop(ctx)
+			if err := p.PostCreateContainer(ctx, pod, ctr); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.startFirst {
+				// The runtime put the reply in s's spec only: s runs on 0-3.
+				if err := p.PostStartContainer(ctx, spod, sctr); err != nil {
+					t.Fatal(err)
+				}
+				p.verify(false)
+				for _, e := range hook.AllEntries() {
+					if e.Level <= logrus.WarnLevel && strings.Contains(e.Message, "differs from") {
+						t.Errorf("drift warning before the re-send landed: %s %v", e.Message, e.Data)
+					}
+				}
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for tc.wantResend && len(rec.sent()) == 0 && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			time.Sleep(100 * time.Millisecond) // anything else would go out by now
+			calls := rec.sent()
+			switch {
+			case !tc.wantResend && len(calls) != 0:
+				t.Errorf("sent %v unsolicited, though s was running when handed its cpuset", calls)
+			case tc.wantResend && (len(calls) != 1 || len(calls[0]) != 1 || calls[0][0].GetContainerId() != "s" ||
+				calls[0][0].GetLinux().GetResources().GetCpu().GetCpus() != shrunk):
+				t.Errorf("unsolicited updates %v; want one, s on %s again", calls, shrunk)
+			}
+		})
+	}
+}
