@@ -31,15 +31,21 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 	t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive,
 		CPULimitMilli: cpuLimitMilli(c.Resources)}
 
+	var notes []string
+	if class.Exclusive && Untrackable(c) == "" {
+		if why := beyondPodLimit(nm, c, class.CPUs); why != "" {
+			class.Exclusive = false
+			notes = append(notes, fmt.Sprintf("%s: runs on the shared pool: %s", display, why))
+		}
+	}
 	if !class.Exclusive || Untrackable(c) != "" {
 		// (A container that cannot be tracked by name runs on the shared
 		// pool: the plugin warns once.)
 		t.Exclusive = false
 		nm.add(t)
-		return Decision{Model: nm, Target: &Update{ContainerID: c.ID, Display: display, CPUs: nm.SharedPool()}}, nil
+		return Decision{Model: nm, Target: &Update{ContainerID: c.ID, Display: display, CPUs: nm.SharedPool()}, Notes: notes}, nil
 	}
 
-	var notes []string
 	cpus, reused, moved := p.reuseEntry(nm, c, class.CPUs)
 	notes = append(notes, moved...)
 	if reused {
@@ -62,6 +68,37 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 		Others: p.withTwins(m, nm, p.syncShared(m, nm)),
 		Notes:  notes,
 	}, nil
+}
+
+// beyondPodLimit says why a container asking for n exclusive CPUs must run
+// on the shared pool instead: its pod's CPU limit cannot hold them next to
+// the exclusive CPUs the pod's other containers hold ("" when it can, or
+// when the pod's limit is unknown). Only pod-level resources (KEP-2837)
+// lead there: a container without a CPU limit of its own gets the pod's,
+// with the shares to match, and so looks exclusive; pinning each such
+// container would give the pod more CPUs than its limit. (The kubelet's
+// static policy pins no container of such a pod; the runtime's data do
+// not tell them from other pods, so the plugin pins what fits.)
+func beyondPodLimit(m *Model, c Container, n int) string {
+	res, known := m.PodResources(c.Pod)
+	limit := cpuLimitMilli(res)
+	if !known || limit == 0 {
+		return ""
+	}
+	held := 0
+	for _, name := range m.State.ContainersOfPod(c.Pod.UID) {
+		if a, ok := m.State.Assignment(c.Pod.UID, name); ok && name != c.Name {
+			held += a.Assigned().Size()
+		}
+	}
+	if int64(held+n)*milliCPUPerCPU <= limit {
+		return ""
+	}
+	if held == 0 {
+		return fmt.Sprintf("its %d CPUs exceed its pod's CPU limit of %dm", n, limit)
+	}
+	return fmt.Sprintf("its %d CPUs and the %d exclusive CPUs of its pod's other containers exceed the pod's CPU limit of %dm (pod-level resources: containers without a CPU limit of their own share the pod's)",
+		n, held, limit)
 }
 
 // withTwins adds to updates (those of syncShared, in id order) the

@@ -585,3 +585,95 @@ func randomMachine(t *testing.T, rng *rand.Rand) (*policy.Policy, string) {
 	}
 	return pol, fmt.Sprintf("%d NUMA nodes × %d cores × %d threads, %+v, %+v", nodes, cores, threads, static, opts)
 }
+
+// TestExclusiveCPUsStayWithinThePodLimit: with pod-level resources a
+// container without a CPU limit of its own gets the pod's (and shares to
+// match), so it looks exclusive; a pod never gets more exclusive CPUs than
+// its CPU limit: the containers that do not fit run on the shared pool,
+// stay there through their resizes, and Synchronize adopts the same way.
+func TestExclusiveCPUsStayWithinThePodLimit(t *testing.T) {
+	type ctr struct {
+		name  string
+		milli int64
+		want  string // its cpuset: exclusive CPUs, or "shared"
+	}
+	for _, tc := range []struct {
+		name     string
+		podLimit int64 // the sandbox's CPU limit in milli-CPU (0: none given)
+		ctrs     []ctr
+	}{
+		{"pod-level resources, both inherit the pod's 4 CPUs", 4000,
+			[]ctr{{"a", 4000, "1-4"}, {"b", 4000, "shared"}}},
+		{"pod-level resources, the second does not fit", 3000,
+			[]ctr{{"a", 2000, "1-2"}, {"b", 2000, "shared"}}},
+		{"pod-level resources larger than the container", 2000,
+			[]ctr{{"a", 4000, "shared"}, {"b", 1000, "1"}}},
+		{"the pod's totals are its containers'", 3000,
+			[]ctr{{"a", 2000, "1-2"}, {"b", 1000, "3"}}},
+		{"no pod resources given", 0,
+			[]ctr{{"a", 2000, "1-2"}, {"b", 2000, "3-4"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := node(t, false, cpuset.New(0), true)
+			pod, err := scenario.KubeletPod("p", "guaranteed")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.podLimit != 0 {
+				pod.Resources = gu(tc.podLimit, 1)
+			}
+			check := func(how string, cpusOf func(name string) cpuset.CPUSet, st *state.State, shared cpuset.CPUSet) {
+				t.Helper()
+				for _, c := range tc.ctrs {
+					got, want := cpusOf(c.name), c.want
+					a, pinned := st.Assignment(pod.UID, c.name)
+					if want == "shared" {
+						if pinned || !got.Equals(shared) {
+							t.Errorf("%s: %s on %s (assignment %v), want the shared pool %s", how, c.name, got, pinned, shared)
+						}
+					} else if !pinned || got.String() != want || a.Original.String() != want {
+						t.Errorf("%s: %s on %s (assignment %+v, present %v), want %s exclusive", how, c.name, got, a, pinned, want)
+					}
+				}
+			}
+
+			// Created one by one.
+			d := scenario.NewPolicyDriver(pol)
+			for _, c := range tc.ctrs {
+				if err := d.CreateContainer(pod, c.name, gu(c.milli, 1)); err != nil {
+					t.Fatalf("create %s: %v", c.name, err)
+				}
+			}
+			cpusOf := func(name string) cpuset.CPUSet { s, _ := d.ContainerCPUs(pod, name); return s }
+			check("created", cpusOf, d.Model.State, d.Model.SharedPool())
+			// A memory-only resize keeps every container where it is.
+			for _, c := range tc.ctrs {
+				if err := d.UpdateContainer(pod, c.name, gu(c.milli, 2)); err != nil {
+					t.Errorf("memory-only resize of %s refused: %v", c.name, err)
+				}
+			}
+			check("after a memory-only resize", cpusOf, d.Model.State, d.Model.SharedPool())
+
+			// Running before the plugin came: Synchronize adopts the same.
+			var running []policy.Container
+			for _, c := range tc.ctrs {
+				running = append(running, policy.Container{ID: c.name, Name: c.name, Pod: pod, Resources: gu(c.milli, 1), CPUs: cpuset.New(0, 1, 2, 3, 4, 5, 6, 7)})
+			}
+			sync := pol.Synchronize(policy.NewModel(pol.NewState()), []policy.Pod{pod}, running)
+			if err := pol.CheckInvariants(sync.Model); err != nil {
+				t.Fatal(err)
+			}
+			check("synchronized", sync.Model.CPUsOf, sync.Model.State, sync.Model.SharedPool())
+		})
+	}
+	// The note says why.
+	pol := node(t, false, cpuset.New(0), true)
+	pod, _ := scenario.KubeletPod("p", "guaranteed")
+	pod.Resources = gu(2000, 1)
+	m := policy.NewModel(pol.NewState())
+	d, err := pol.CreateContainer(m, policy.Container{ID: "a", Name: "a", Pod: pod, Resources: gu(4000, 1)})
+	want := "default/p/a: runs on the shared pool: its 4 CPUs exceed its pod's CPU limit of 2000m"
+	if err != nil || len(d.Notes) != 1 || d.Notes[0] != want {
+		t.Errorf("notes %q, %v; want %q", d.Notes, err, want)
+	}
+}

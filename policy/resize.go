@@ -60,6 +60,10 @@ func (p *Policy) decideResize(m *Model, c Container, update state.Resources) (De
 		return Decision{}, refuse(Infeasible, ReasonInconsistentCPUAllocation,
 			"container %s would move from its exclusive CPUs %s to the shared pool because %s; a resize cannot change the CPU pool",
 			display, a.Assigned(), newClass.Why)
+	case !oldExclusive && oldClass.Exclusive:
+		// Kept on the shared pool although its resources ask for exclusive
+		// CPUs (its pod's CPU limit could not hold them): it stays there.
+		return Decision{Model: m, Operation: op}, nil
 	case !oldExclusive && newClass.Exclusive:
 		return Decision{}, refuse(Infeasible, ReasonInconsistentCPUAllocation,
 			"container %s would move from the shared pool to %d exclusive CPUs (a whole-CPU request in a Guaranteed pod); a resize cannot change the CPU pool",

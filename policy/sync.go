@@ -332,6 +332,11 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 	var later []*Container
 	for _, c := range candidates {
 		n := Classify(c.Pod.QoS(), c.Resources).CPUs
+		if why := beyondPodLimit(m, *c, n); why != "" {
+			m.edit(c.ID).Exclusive = false
+			notes = append(notes, fmt.Sprintf("%s: runs on the shared pool: %s", displayName(c.Pod, c.Name), why))
+			continue
+		}
 		if !p.adoptable(m, c.CPUs, n) {
 			later = append(later, c)
 			continue
@@ -344,6 +349,11 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 	for _, c := range later {
 		display := displayName(c.Pod, c.Name)
 		n := Classify(c.Pod.QoS(), c.Resources).CPUs
+		if why := beyondPodLimit(m, *c, n); why != "" {
+			m.edit(c.ID).Exclusive = false
+			notes = append(notes, fmt.Sprintf("%s: runs on the shared pool: %s", display, why))
+			continue
+		}
 		cpus, err := p.allocateNew(m, display, n)
 		if err != nil {
 			retry = append(retry, fmt.Sprintf("%s: current CPUs %s cannot be adopted and none can be allocated (%v); it runs on the shared pool",
