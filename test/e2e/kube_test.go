@@ -101,6 +101,7 @@ func TestKubernetes(t *testing.T) {
 	t.Run("plugin pod re-created", func(t *testing.T) { k.pluginPodRecreated(ctx, t, exclusive) })
 	t.Run("fail closed while the plugin is away", func(t *testing.T) { k.failClosed(ctx, t, exclusive) })
 	t.Run("deleted pod returns its CPUs", func(t *testing.T) { k.deletedPodReturnsCPUs(ctx, t) })
+	t.Run("pod-level resources", func(t *testing.T) { k.podLevelResources(ctx, t) })
 }
 
 // deploy applies deploy/ through the overlay, labels the node and waits for
@@ -134,13 +135,7 @@ func (k *kube) pinnedAndShared(ctx context.Context, t *testing.T) cpuset.CPUSet 
 	pinned := k.attach(ctx, t, k.waitRunning(ctx, t, "pinned"), "app")
 	shared := k.attach(ctx, t, k.waitRunning(ctx, t, "shared"), "app")
 
-	// Whole cores without a reserved CPU.
-	available := cpuset.New()
-	for _, core := range k.mach.cores {
-		if core.Intersection(k.reserved).IsEmpty() {
-			available = available.Union(core)
-		}
-	}
+	available := k.available()
 	exclusive, ok := k.mach.oneExclusive(available)
 	if ok && k.unit == 1 {
 		wantCPUs(ctx, t, pinned, exclusive)
@@ -394,6 +389,68 @@ func (k *kube) deletedPodReturnsCPUs(ctx context.Context, t *testing.T) {
 	if _, ok := st.Assignment(uid, "app"); ok || st.NumAssignments() != 0 || !st.DefaultCPUSet().Equals(k.mach.cpus) {
 		t.Errorf("checkpoint after the deletion: %d entries, shared pool %s, want none and %s", st.NumAssignments(), st.DefaultCPUSet(), k.mach.cpus)
 	}
+}
+
+// podLevelResources runs a Guaranteed pod whose resources are set at the
+// pod level only (KEP-2837): the kubelet gives each of its two containers
+// the pod's CPU limit and the shares to match, so both look exclusive. The
+// plugin pins one, runs the other on the shared pool so that the pod gets
+// no more exclusive CPUs than its limit, and says so in its log.
+func (k *kube) podLevelResources(ctx context.Context, t *testing.T) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cpu := k.units(1)
+	k.apply(ctx, t, fmt.Sprintf(`{
+  "apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": "pod-level", "namespace": "default"},
+  "spec": {
+    "nodeName": %q, "hostNetwork": true, "automountServiceAccountToken": false,
+    "enableServiceLinks": false, "terminationGracePeriodSeconds": 1,
+    "resources": {"requests": {"cpu": %q, "memory": "128Mi"}, "limits": {"cpu": %q, "memory": "128Mi"}},
+    "containers": [
+      {"name": "app", "image": %q, "imagePullPolicy": "Never"},
+      {"name": "side", "image": %q, "imagePullPolicy": "Never"}]
+  }
+}`, k.cluster.NodeName, cpu, cpu, harness.BusyboxImage, harness.BusyboxImage))
+	defer k.deletePod(t, "pod-level")
+	p := k.waitRunning(ctx, t, "pod-level")
+
+	st := k.checkpoint(t)
+	var pinned, shared string
+	var exclusive cpuset.CPUSet
+	for _, name := range []string{"app", "side"} {
+		if a, ok := st.Assignment(p.Metadata.UID, name); ok {
+			pinned, exclusive = name, a.Original
+		} else {
+			shared = name
+		}
+	}
+	if pinned == "" || shared == "" {
+		t.Fatalf("checkpoint: %d of the pod's 2 containers pinned, want 1 (the pod's CPU limit is %s CPUs, each container's too)", st.NumAssignments(), cpu)
+	}
+	if exclusive.Size() != k.unit || !exclusive.IsSubsetOf(k.available()) {
+		t.Errorf("%s pinned to %s, want %d CPUs of %s", pinned, exclusive, k.unit, k.available())
+	}
+	wantCPUs(ctx, t, k.attach(ctx, t, p, pinned), exclusive)
+	wantCPUs(ctx, t, k.attach(ctx, t, p, shared), k.mach.cpus.Difference(exclusive))
+	plugin := k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
+	note := regexp.MustCompile(`default/pod-level/` + shared + `: runs on the shared pool: its \d+ CPUs and the \d+ exclusive CPUs of its pod's other containers exceed the pod's CPU limit`)
+	if line, err := k.waitLog(ctx, plugin, 0, note); err != nil {
+		t.Errorf("plugin log: %v", err)
+	} else {
+		t.Logf("plugin: %s", strings.TrimSpace(line))
+	}
+}
+
+// available returns the whole cores without a reserved CPU.
+func (k *kube) available() cpuset.CPUSet {
+	available := cpuset.New()
+	for _, core := range k.mach.cores {
+		if core.Intersection(k.reserved).IsEmpty() {
+			available = available.Union(core)
+		}
+	}
+	return available
 }
 
 // units returns n cores' worth of CPUs as a Kubernetes quantity.
