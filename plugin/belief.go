@@ -57,8 +57,10 @@ type runtimeView struct {
 	// or running at Synchronize). containerd applies an update of a
 	// container that is not running yet to its spec only, which the task
 	// being started may have read already: spec is the cpuset the
-	// container was created with, and handedBeforeStart says a cpuset was
-	// handed since, before the start; PostStartContainer sends it again.
+	// container was created with, kept until it starts (a shared one is a
+	// pool of thousands of CPUs: not kept any longer), and
+	// handedBeforeStart says a cpuset was handed since, before the start;
+	// PostStartContainer sends it again.
 	started           bool
 	handedBeforeStart bool
 	spec              cpuset.CPUSet
@@ -95,7 +97,7 @@ func (v *runtimeView) hand(cpus cpuset.CPUSet, kind handKind, seq uint64) {
 		v.addTransit(v.applied)
 	}
 	if kind == handedInSpec {
-		v.spec = cpus
+		v.spec, v.started = cpus, false
 	} else if !v.started {
 		v.handedBeforeStart = true
 	}
@@ -123,7 +125,8 @@ func (v *runtimeView) addTransit(cpus cpuset.CPUSet) {
 // start, so the container may run on the one it was created with (which
 // a read may show until the new send is confirmed).
 func (v *runtimeView) start() (resend bool) {
-	v.started = true
+	spec := v.spec
+	v.started, v.spec = true, cpuset.CPUSet{}
 	if !v.handedBeforeStart {
 		return false
 	}
@@ -131,8 +134,8 @@ func (v *runtimeView) start() (resend bool) {
 	if !v.known {
 		return false
 	}
-	if !v.spec.IsEmpty() && !identical(v.spec, v.applied) {
-		v.addTransit(v.spec)
+	if !spec.IsEmpty() && !identical(spec, v.applied) {
+		v.addTransit(spec)
 	}
 	v.bySeq = false // an event no longer confirms it: the re-send will
 	return true

@@ -320,6 +320,12 @@ func TestUpdateHandedBeforeStartIsSentAgain(t *testing.T) {
 					}
 				}
 			}
+			p.mu.Lock()
+			kept := p.ctrs["s"].spec
+			p.mu.Unlock()
+			if !kept.IsEmpty() {
+				t.Errorf("the creation cpuset %s is still kept after the start (a shared one is a whole pool)", kept)
+			}
 			deadline := time.Now().Add(5 * time.Second)
 			for tc.wantResend && len(rec.sent()) == 0 && time.Now().Before(deadline) {
 				time.Sleep(5 * time.Millisecond)

@@ -561,7 +561,7 @@ func (r *fakeRuntime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
 
 // CreateContainer creates and starts a container: CreateContainer (other
 // containers' updates applied first, then the container created with its
-// adjusted cpuset), PostCreateContainer, StartContainer.
+// adjusted cpuset), PostCreateContainer, StartContainer, PostStartContainer.
 func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res state.Resources) (*api.Container, error) {
 	r.mu.Lock()
 	r.nextID++
@@ -610,6 +610,11 @@ func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res stat
 		})
 	}
 	c.State = api.ContainerState_CONTAINER_RUNNING
+	if err == nil {
+		err = r.timed("PostStartContainer", func() error {
+			return r.nri.PostStartContainer(ctx, &api.PostStartContainerRequest{Pod: pod, Container: c})
+		})
+	}
 	r.mu.Unlock()
 	return c, err
 }
