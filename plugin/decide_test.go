@@ -24,8 +24,8 @@ func newTestPlugin(t *testing.T) (*Plugin, *state.Store) {
 	return newTestPluginWith(t, func(o *Options) { o.LendWait = 300 * time.Millisecond })
 }
 
-// newTestPluginWith is newTestPlugin with options set by configure.
-func newTestPluginWith(t *testing.T, configure func(*Options)) (*Plugin, *state.Store) {
+// testPolicy is the policy of a 4-CPU machine with CPU 0 reserved.
+func testPolicy(t testing.TB) *policy.Policy {
 	t.Helper()
 	var cpus []cpuallocator.CPUInfo
 	for i := 0; i < 4; i++ {
@@ -43,6 +43,13 @@ func newTestPluginWith(t *testing.T, configure func(*Options)) (*Plugin, *state.
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pol
+}
+
+// newTestPluginWith is newTestPlugin with options set by configure.
+func newTestPluginWith(t *testing.T, configure func(*Options)) (*Plugin, *state.Store) {
+	t.Helper()
+	pol := testPolicy(t)
 	store, err := state.NewStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -8,32 +8,9 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
-
-// fuzzPolicy is the policy of a 4-CPU machine with CPU 0 reserved.
-func fuzzPolicy(t testing.TB) *policy.Policy {
-	t.Helper()
-	var cpus []cpuallocator.CPUInfo
-	for i := 0; i < 4; i++ {
-		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i})
-	}
-	topo, err := cpuallocator.NewTopology(cpus, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	alloc, err := cpuallocator.NewAllocator(topo, cpuallocator.StaticPolicyOptions{}, cpuallocator.TopologyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.New(alloc, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pol
-}
 
 // FuzzPayload feeds NRI payloads with arbitrary values to the conversion
 // and to the decisions they lead to: a container's creation, its resize,
@@ -69,7 +46,7 @@ func FuzzPayload(f *testing.F) {
 		f.Add(s.uid, s.name, s.id, s.parent, s.cpus, s.shares, s.quota, s.period, s.memory, uint64(0), int64(0))
 		f.Add(s.uid, s.name, s.id, s.parent, s.cpus, s.shares, s.quota, s.period, s.memory, s.shares*2, s.quota*2)
 	}
-	pol := fuzzPolicy(f)
+	pol := testPolicy(f)
 	online := pol.Allocator().Topology().CPUs()
 	limits := limitsFor(online)
 	log := quietLog()
