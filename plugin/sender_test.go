@@ -42,6 +42,19 @@ func sharedCtr(id string) (*api.PodSandbox, *api.Container) {
 	return pod, &api.Container{Id: id, PodSandboxId: pod.Id, Name: "app", Linux: &api.LinuxContainer{CgroupsPath: "/" + id}}
 }
 
+// writeCgroupCPUs writes the cpuset.cpus file of the cgroup at path below
+// root, as a container's cgroup would show it.
+func writeCgroupCPUs(t *testing.T, root, path, cpus string) {
+	t.Helper()
+	dir := filepath.Join(root, path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cpuset.cpus"), []byte(cpus+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // connected makes p synchronized with an empty runtime and connected to s.
 func connected(t *testing.T, p *Plugin, s stub.Stub) {
 	t.Helper()
@@ -147,21 +160,11 @@ func TestVerifyDeclaresDriftOnlyAgainstWhatWasApplied(t *testing.T) {
 	rec := &recordingStub{}
 	connected(t, p, rec)
 	ctx := context.Background()
-	write := func(path, cpus string) {
-		t.Helper()
-		dir := filepath.Join(root, path)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "cpuset.cpus"), []byte(cpus+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 	spod, sctr := sharedCtr("s")
 	if _, _, err := p.CreateContainer(ctx, spod, sctr); err != nil {
 		t.Fatal(err)
 	}
-	write("/s", "0-3")
+	writeCgroupCPUs(t, root, "s", "0-3")
 	p.verify(false)
 	pod, ctr := guaranteedCtr("a", 2)
 	ctr.Linux.CgroupsPath = "/a" // its cgroup is not there: not started yet
@@ -213,12 +216,7 @@ func TestReadBeforeAConfirmationIsNotDrift(t *testing.T) {
 	if _, _, err := p.CreateContainer(ctx, pod, ctr); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(root, "a"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "a", "cpuset.cpus"), []byte("1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeCgroupCPUs(t, root, "a", "1")
 	p.verify(false)
 	ctr.Linux.Resources.Cpu.Cpus = "1"
 	if _, err := p.UpdateContainer(ctx, pod, ctr, &api.LinuxResources{
@@ -287,12 +285,7 @@ func TestUpdateHandedBeforeStartIsSentAgain(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := os.MkdirAll(filepath.Join(root, "s"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(root, "s", "cpuset.cpus"), []byte("0-3\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			writeCgroupCPUs(t, root, "s", "0-3")
 			if tc.startFirst {
 				if err := p.PostStartContainer(ctx, spod, sctr); err != nil {
 					t.Fatal(err)
