@@ -213,7 +213,10 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	fields := requestFields(c.Resources)
 	fields["cpuset"] = cpusText(d.Target.CPUs)
 	fields["exclusive"] = d.Model.Containers[c.ID].Exclusive
-	fields["shared"] = change(cpusText(sharedBefore), cpusText(d.Model.SharedPool()))
+	fields["shared"] = cpusText(d.Model.SharedPool())
+	if !identical(sharedBefore, d.Model.SharedPool()) {
+		fields["shared"] = change(cpusText(sharedBefore), fields["shared"].(string))
+	}
 	fields["others"] = len(updates)
 	withNotes(log.WithFields(fields), d.Notes).Info("container created")
 	return adjustmentFor(d.Target), updates, nil

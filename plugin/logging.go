@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
@@ -43,7 +44,7 @@ func cpusText(cpus cpuset.CPUSet) string {
 	if cpus.IsEmpty() {
 		return "none"
 	}
-	return cpus.String()
+	return cpumask.Format(cpus)
 }
 
 // formatMilli formats milli-CPU as Kubernetes does: "2", "1500m"; "none"
