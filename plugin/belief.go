@@ -230,7 +230,7 @@ func (e setEqual) equal(a, b cpuset.CPUSet) bool {
 	switch {
 	case identical(a, b):
 		return true
-	case a.Size() != b.Size() || a.IsEmpty():
+	case a.Size() != b.Size():
 		return false
 	case e == nil:
 		return cpumask.Equal(a, b)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"k8s.io/utils/cpuset"
@@ -54,8 +55,8 @@ func (r cgroupReader) enabled() bool { return r.root != "" }
 // v1 cpuset hierarchy <root>/cpuset when there is one, else root (cgroup
 // v2, or root is a v1 cpuset mount itself).
 func (r cgroupReader) cpusetRoot() string {
-	if fi, err := os.Stat(filepath.Join(r.root, "cpuset")); err == nil && fi.IsDir() {
-		return filepath.Join(r.root, "cpuset")
+	if dir := filepath.Join(r.root, "cpuset"); dirExists(dir) {
+		return dir
 	}
 	return r.root
 }
@@ -125,13 +126,19 @@ func expandSlice(slice string) (string, error) {
 	return filepath.Join(dirs...), nil
 }
 
-// cpus reads a container's cpuset from its cgroup.
-func (r cgroupReader) cpus(cgroupsPath string) (cpuset.CPUSet, error) {
+// cpus reads a container's cpuset from its cgroup; it may name CPUs up to
+// maxCPU.
+func (r cgroupReader) cpus(cgroupsPath string, maxCPU int) (cpuset.CPUSet, error) {
 	text, file, err := r.cpusText(cgroupsPath)
 	if err != nil {
 		return cpuset.New(), err
 	}
-	cpus, err := cpumask.Parse(text, cpumask.MaxID)
+	return parseCgroupCPUs(text, file, maxCPU)
+}
+
+// parseCgroupCPUs parses the text cpusText read from file.
+func parseCgroupCPUs(text, file string, maxCPU int) (cpuset.CPUSet, error) {
+	cpus, err := cpumask.Parse(text, maxCPU)
 	if err != nil {
 		return cpuset.New(), fmt.Errorf("parsing %s: %w", file, err)
 	}
@@ -207,14 +214,7 @@ func dirExists(path string) bool {
 	return err == nil && fi.IsDir()
 }
 
-func containsWord(s, word string) bool {
-	for _, w := range strings.Fields(s) {
-		if w == word {
-			return true
-		}
-	}
-	return false
-}
+func containsWord(s, word string) bool { return slices.Contains(strings.Fields(s), word) }
 
 // logCgroupTree says at start where container cpusets are verified, and
 // warns when they cannot be.

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // The fixture trees below are cgroup trees as a node has them, with the
@@ -176,7 +178,7 @@ func TestCgroupReader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := cgroupReader{root: tt.root}.cpus(tt.path)
+			got, err := cgroupReader{root: tt.root}.cpus(tt.path, cpumask.MaxID)
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("cpus(%q): %v", tt.path, err)
@@ -276,7 +278,7 @@ func TestCgroupReaderOnThisMachine(t *testing.T) {
 	if path == "" {
 		t.Skip("this process is in no cpuset cgroup")
 	}
-	got, err := r.cpus(path)
+	got, err := r.cpus(path, cpumask.MaxID)
 	if os.IsNotExist(err) || (err != nil && strings.Contains(err.Error(), "no such file")) {
 		t.Skipf("the cpuset controller does not cover this process's cgroup %s: %v", path, err)
 	}

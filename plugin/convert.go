@@ -31,8 +31,6 @@ const (
 	maxNameLen = 253
 	// maxPathLen bounds cgroup paths (PATH_MAX).
 	maxPathLen = 4096
-	// maxShares is the kernel's largest cpu.shares.
-	maxShares = 262144
 	// minPeriod and maxPeriod bound cpu.cfs_period_us (1 ms to 1 s).
 	minPeriod, maxPeriod = 1000, 1000000
 	// maxQuota is the kernel's largest cpu.cfs_quota_us (2^44-1 µs).
@@ -75,18 +73,13 @@ func podFromNRI(pod *api.PodSandbox) policy.Pod {
 		Namespace:    bounded(pod.GetNamespace(), maxNameLen),
 		Name:         bounded(pod.GetName(), maxNameLen),
 		CgroupParent: bounded(pod.GetLinux().GetCgroupParent(), maxPathLen),
-		Resources:    resourcesFromNRI(pod.GetLinux().GetPodResources()),
+		Resources:    boundedResources(pod.GetLinux().GetPodResources(), nil),
 	}
 }
 
-// resourcesFromNRI extracts the CPU and memory values of NRI resources,
-// each within the range the kernel accepts (else absent).
-func resourcesFromNRI(r *api.LinuxResources) state.Resources {
-	return boundedResources(r, nil)
-}
-
-// boundedResources is resourcesFromNRI that warns through log (when not
-// nil) of the values it leaves out.
+// boundedResources extracts the CPU and memory values of NRI resources,
+// each within the range the kernel accepts (else absent), and warns
+// through log (when not nil) of the values it leaves out.
 func boundedResources(r *api.LinuxResources, log *logrus.Entry) state.Resources {
 	cpu := r.GetCpu()
 	out := state.Resources{
@@ -96,7 +89,7 @@ func boundedResources(r *api.LinuxResources, log *logrus.Entry) state.Resources 
 		MemoryLimit: r.GetMemory().GetLimit().GetValue(),
 	}
 	var dropped []string
-	if out.CPUShares > maxShares {
+	if out.CPUShares > policy.MaxShares {
 		dropped, out.CPUShares = append(dropped, fmt.Sprintf("CPU shares %d", out.CPUShares)), 0
 	}
 	if out.CPUPeriod != 0 && (out.CPUPeriod < minPeriod || out.CPUPeriod > maxPeriod) {
@@ -162,7 +155,7 @@ func (p *Plugin) warnUntrackable(c policy.Container) {
 
 // podResourcesFromNRI turns UpdatePodSandbox's values into the state's.
 func podResourcesFromNRI(overhead, resources *api.LinuxResources) state.PodResources {
-	return state.PodResources{Resources: resourcesFromNRI(resources), Overhead: resourcesFromNRI(overhead)}
+	return state.PodResources{Resources: boundedResources(resources, nil), Overhead: boundedResources(overhead, nil)}
 }
 
 // updateToNRI turns a policy update into an NRI container update.

@@ -28,8 +28,8 @@ func TestConvertMissingFields(t *testing.T) {
 	if got := podFromNRI(nil); got != (policy.Pod{}) {
 		t.Errorf("podFromNRI(nil) = %+v", got)
 	}
-	if got := resourcesFromNRI(nil); got != (state.Resources{}) {
-		t.Errorf("resourcesFromNRI(nil) = %+v", got)
+	if got := boundedResources(nil, nil); got != (state.Resources{}) {
+		t.Errorf("boundedResources(nil, nil) = %+v", got)
 	}
 	c := limits4.container(policy.Pod{}, &api.Container{Id: "x"}, quietLog())
 	if c.ID != "x" || !c.CPUs.IsEmpty() || c.Exited {
@@ -54,8 +54,8 @@ func TestConvertValues(t *testing.T) {
 		Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)},
 	}
 	want := state.Resources{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000, MemoryLimit: 1 << 30}
-	if got := resourcesFromNRI(res); got != want {
-		t.Errorf("resourcesFromNRI = %+v, want %+v", got, want)
+	if got := boundedResources(res, nil); got != want {
+		t.Errorf("boundedResources = %+v, want %+v", got, want)
 	}
 	pod := &api.PodSandbox{Uid: "u", Namespace: "ns", Name: "p", Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/podu"}}
 	if got := podFromNRI(pod); got.QoS() != policy.QoSGuaranteed || got.UID != "u" {

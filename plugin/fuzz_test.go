@@ -84,7 +84,7 @@ func FuzzPayload(f *testing.F) {
 			t.Fatalf("cpuset %q read as %s, beyond the online CPUs", cpus, c.CPUs)
 		case len(c.ID) > maxIDLen || len(c.Name) > maxNameLen || len(c.Pod.UID) > maxUIDLen || len(c.Pod.CgroupParent) > maxPathLen:
 			t.Fatalf("unbounded strings: %d, %d, %d, %d bytes", len(c.ID), len(c.Name), len(c.Pod.UID), len(c.Pod.CgroupParent))
-		case c.Resources.CPUShares > maxShares || c.Resources.CPUQuota > maxQuota || c.Resources.CPUQuota < -1 ||
+		case c.Resources.CPUShares > policy.MaxShares || c.Resources.CPUQuota > maxQuota || c.Resources.CPUQuota < -1 ||
 			(c.Resources.CPUPeriod != 0 && (c.Resources.CPUPeriod < minPeriod || c.Resources.CPUPeriod > maxPeriod)) || c.Resources.MemoryLimit < -1:
 			t.Fatalf("resources out of range: %+v", c.Resources)
 		}
@@ -97,7 +97,7 @@ func FuzzPayload(f *testing.F) {
 			check(t, "CreateContainer", d.Model)
 			m = d.Model
 		}
-		req := resourcesFromNRI(&api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(newShares), Quota: api.Int64(newQuota)}})
+		req := boundedResources(&api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(newShares), Quota: api.Int64(newQuota)}}, nil)
 		if d, err := pol.UpdateContainer(m, c, req); err == nil {
 			check(t, "UpdateContainer", d.Model)
 		}

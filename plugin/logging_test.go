@@ -234,7 +234,7 @@ func TestPodRefusalChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := state.PodResources{Resources: resourcesFromNRI(accepted), Overhead: state.Resources{}}
+	want := state.PodResources{Resources: boundedResources(accepted, nil), Overhead: state.Resources{}}
 	if got, ok := st.PodResources("uid-a"); !ok || got != want {
 		t.Errorf("checkpoint pod resources %+v (present %v), want the accepted %+v", got, ok, want)
 	}

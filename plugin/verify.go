@@ -8,8 +8,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
-
-	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // requestVerify asks the verifier for a pass without blocking.
@@ -103,8 +101,8 @@ func (p *Plugin) readCgroups(probes []probe) map[string]cpuset.CPUSet {
 		}
 		cpus, ok := parsed[text]
 		if !ok {
-			if cpus, err = cpumask.Parse(text, p.limits.maxCPU); err != nil {
-				p.log.WithError(err).WithFields(logrus.Fields{"id": pr.id, "file": file}).Warn("cannot parse the container's cgroup cpuset")
+			if cpus, err = parseCgroupCPUs(text, file, p.limits.maxCPU); err != nil {
+				p.log.WithError(err).WithField("id", pr.id).Warn("cannot parse the container's cgroup cpuset")
 				continue
 			}
 			parsed[text] = cpus

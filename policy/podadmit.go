@@ -11,7 +11,8 @@ import (
 )
 
 // The kubelet's bounds of cgroup CPU shares (pkg/kubelet/cm).
-const maxShares = 262144
+// MaxShares is the kernel's largest cpu.shares.
+const MaxShares = 262144
 
 // UpdatePodSandbox admits and records a pod's new pod-level resources (NRI
 // UpdatePodSandbox, from CRI UpdatePodSandboxResources; the runtime keeps
@@ -246,7 +247,7 @@ func cpuLimitMilli(r state.Resources) int64 {
 // sharesFromMilli returns the CPU shares the kubelet writes for a request
 // (MilliCPUToShares).
 func sharesFromMilli(milli int64) uint64 {
-	return uint64(min(max(milli*sharesPerCPU/milliCPUPerCPU, minShares), maxShares))
+	return uint64(min(max(milli*sharesPerCPU/milliCPUPerCPU, minShares), MaxShares))
 }
 
 // podDisplay names a pod for humans.
