@@ -104,7 +104,24 @@ func (v *runtimeView) hand(cpus cpuset.CPUSet, kind handKind, seq uint64) {
 	v.applied, v.known = cpus, true
 	v.bySeq = kind == handedInReply && !v.inFlight
 	v.sentSeq = seq
+	v.inFlight = v.inFlight || kind == handedUnsolicited
 	v.generation++
+}
+
+// unhand records that an unsolicited update was not applied: the
+// container runs on what it ran on before.
+func (v *runtimeView) unhand(before cpuset.CPUSet, known bool) {
+	v.applied, v.known = before, known
+	v.generation++
+}
+
+// synchronized records the runtime's view of the container at Synchronize:
+// whether it started, and else the cpuset its spec holds.
+func (v *runtimeView) synchronized(started bool, spec cpuset.CPUSet) {
+	v.started, v.handedBeforeStart, v.spec = started, false, cpuset.CPUSet{}
+	if !started {
+		v.spec = spec
+	}
 }
 
 // addTransit records that the runtime may still show cpus.

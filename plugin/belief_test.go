@@ -59,8 +59,7 @@ func TestReplyDuringAnUnsolicitedUpdateIsNotConfirmedByEvents(t *testing.T) {
 	before, sent, replied := cpuset.New(0, 1), cpuset.New(0, 1, 2, 3), cpuset.New(0, 1, 3)
 	v := &runtimeView{}
 	v.set(before)
-	v.hand(sent, handedUnsolicited, 1)
-	v.inFlight = true
+	v.hand(sent, handedUnsolicited, 1) // in flight until it returns
 	v.hand(replied, handedInReply, 2)
 	v.inFlight = false // the update returned
 	if got := v.judge(sent, 10, false, nil); got != readStale {

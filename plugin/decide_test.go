@@ -254,9 +254,10 @@ func TestStopDuringASendIsNotUndone(t *testing.T) {
 		t.Fatal("the shared container's growth is not pending")
 	}
 	p.stub = blocking
+	p.lastEvent, p.pendingSince = time.Now().Add(-time.Hour), time.Now().Add(-time.Hour) // the runtime is quiet
 	p.mu.Unlock()
 	sent := make(chan bool)
-	go func() { sent <- p.sendPending(false) }()
+	go func() { sent <- p.sendPending() }()
 	<-blocking.entered
 	if _, err := p.StopContainer(ctx, spod, sctr); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
-	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
@@ -52,11 +51,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 			v.cgroupPath = p.limits.cgroupsPath(ctr.GetLinux().GetCgroupsPath())
 			// A container created but not started yet gets the cpuset of
 			// its spec unless an update is sent again once it started.
-			v.started = ctr.GetState() != api.ContainerState_CONTAINER_CREATED
-			v.handedBeforeStart, v.spec = false, cpuset.CPUSet{}
-			if !v.started {
-				v.spec = c.CPUs
-			}
+			v.synchronized(ctr.GetState() != api.ContainerState_CONTAINER_CREATED, c.CPUs)
 		}
 	}
 

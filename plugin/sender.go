@@ -127,7 +127,7 @@ func (p *Plugin) sendLoop(ctx context.Context) {
 			timer = time.After(wait)
 			continue
 		}
-		if p.sendPending(true) {
+		if p.sendPending() {
 			backoff, notBefore = p.opts.ReconnectMin, time.Time{}
 		} else {
 			notBefore = time.Now().Add(backoff)
@@ -137,11 +137,10 @@ func (p *Plugin) sendLoop(ctx context.Context) {
 	}
 }
 
-// sendPending sends what is pending as one unsolicited update; when
-// quietOnly is set, only if no event came for SendDelay (an event may come
-// between the sender's wait and its lock). It returns false when something
-// is left to retry.
-func (p *Plugin) sendPending(quietOnly bool) bool {
+// sendPending sends what is pending as one unsolicited update, if no
+// event came for SendDelay (an event may come between the sender's wait
+// and its lock). It returns false when something is left to retry.
+func (p *Plugin) sendPending() bool {
 	p.mu.Lock()
 	s := p.stub
 	if s == nil || !p.synchronized {
@@ -149,7 +148,7 @@ func (p *Plugin) sendPending(quietOnly bool) bool {
 		p.mu.Unlock()
 		return true
 	}
-	if due, any := p.sendDue(); quietOnly && (!any || time.Now().Before(due)) {
+	if due, any := p.sendDue(); !any || time.Now().Before(due) {
 		p.mu.Unlock() // an event came meanwhile: the sender waits again
 		return true
 	}
@@ -169,7 +168,6 @@ func (p *Plugin) sendPending(quietOnly bool) bool {
 		v := p.view(u.ContainerID)
 		before, known := v.applied, v.known
 		v.hand(u.CPUs, handedUnsolicited, p.seq)
-		v.inFlight = true
 		was[u.ContainerID] = sent{generation: v.generation, before: before, known: known}
 		delete(p.pending, u.ContainerID) // marked again if it changes meanwhile
 	}
@@ -202,8 +200,7 @@ func (p *Plugin) sendPending(quietOnly bool) bool {
 			// Not applied: it runs on what it ran on, and the update is
 			// due again.
 			if v.generation == w.generation {
-				v.applied, v.known = w.before, w.known
-				v.generation++
+				v.unhand(w.before, w.known)
 			}
 			p.setPending(u.ContainerID)
 		case v.generation == w.generation:

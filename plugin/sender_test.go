@@ -194,6 +194,11 @@ func TestVerifyDeclaresDriftOnlyAgainstWhatWasApplied(t *testing.T) {
 	if n := warnings(); n != 1 || hook.LastEntry().Message != "container cpuset differs from what the runtime was given; re-sending" {
 		t.Fatalf("after the next event, s still on 0-3: %d warnings, last %v", n, hook.LastEntry())
 	}
+	for _, e := range hook.AllEntries() {
+		if e.Level <= logrus.WarnLevel && e.Data["id"] == "a" {
+			t.Errorf("a warning about a, whose cgroup does not exist yet: %s %v", e.Message, e.Data)
+		}
+	}
 	p.mu.Lock()
 	pending := p.pending["s"]
 	p.mu.Unlock()
