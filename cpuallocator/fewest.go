@@ -165,15 +165,7 @@ func (a *Allocator) newFewestSearch(tree *unitTree, avail, held cpuBits, r int) 
 				return nil
 			}
 		}
-		g := &s.stats[tree.slot[tree.group[c]]]
-		g.free += f
-		g.cores++
-		if size := tree.units[c].size; f == size {
-			g.whole += f
-			if size < tree.threads {
-				g.wholeSmall++
-			}
-		}
+		s.stats[tree.slot[tree.group[c]]].addCore(tree, c, f)
 	}
 	for id := range held.All() {
 		g := tree.group[tree.coreOf[id]]
@@ -225,16 +217,21 @@ func statsOfBits(tree *unitTree, b cpuBits) groupStats {
 				f++
 			}
 		}
-		g.free += f
-		g.cores++
-		if size := tree.units[c].size; f == size {
-			g.whole += f
-			if size < tree.threads {
-				g.wholeSmall++
-			}
-		}
+		g.addCore(tree, c, f)
 	}
 	return g
+}
+
+// addCore counts core c, f of whose CPUs are free.
+func (g *groupStats) addCore(tree *unitTree, c int32, f int) {
+	g.free += f
+	g.cores++
+	if size := tree.units[c].size; f == size {
+		g.whole += f
+		if size < tree.threads {
+			g.wholeSmall++
+		}
+	}
 }
 
 // lowestOfCore reports whether id is the lowest CPU of core c in b.

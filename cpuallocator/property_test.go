@@ -478,8 +478,8 @@ func (s *sim) prefer(preferred cpuset.CPUSet, whole bool) {
 	s.plain, s.a, s.wholePreferred = s.a, a, whole
 }
 
-// randomPreferred returns preferred CPUs for a simulation: the isolated
-// ones and random whole cores (whole is then true), or random CPUs.
+// randomPreferred returns preferred CPUs for a simulation: random whole
+// cores (whole is then true), or the isolated CPUs and random others.
 func randomPreferred(r *rand.Rand, topo *cpuallocator.Topology) (cpuset.CPUSet, bool) {
 	all := topo.CPUs().List()
 	var ids []int

@@ -26,6 +26,8 @@ const (
 	milliCPUPerCPU = 1000
 	sharesPerCPU   = 1024
 	minShares      = 2
+	// MaxShares is the kernel's largest cpu.shares.
+	MaxShares = 262144
 )
 
 // QoSFromCgroupParent derives the QoS class from a pod's cgroup parent, for
@@ -104,12 +106,33 @@ func MilliCPUFromShares(shares uint64) int64 {
 }
 
 // MilliCPUFromQuota turns a CFS quota and period into milli-CPU, rounded
-// down (0 when there is no quota).
+// down (0 when there is no quota); cpuLimitMilli is the kubelet's limit
+// recovered exactly, rounded up.
 func MilliCPUFromQuota(quota int64, period uint64) int64 {
 	if quota <= 0 || period == 0 {
 		return 0
 	}
 	return quota * milliCPUPerCPU / int64(period)
+}
+
+// cpuLimitMilli returns the CPU limit of r in milli-CPU, 0 without a quota.
+// It rounds up: the kubelet writes quota = milli·period/1000 rounded down
+// and periods are at least 1 ms, so this recovers its milli-CPU exactly.
+func cpuLimitMilli(r state.Resources) int64 {
+	if r.CPUQuota <= 0 || r.CPUPeriod == 0 {
+		return 0
+	}
+	if r.CPUQuota > math.MaxInt64/milliCPUPerCPU || r.CPUPeriod > math.MaxInt64/2 {
+		return math.MaxInt64 / milliCPUPerCPU // absurd values: no real limit
+	}
+	period := int64(r.CPUPeriod)
+	return (r.CPUQuota*milliCPUPerCPU + period - 1) / period
+}
+
+// sharesFromMilli returns the CPU shares the kubelet writes for a request
+// (MilliCPUToShares).
+func sharesFromMilli(milli int64) uint64 {
+	return uint64(min(max(milli*sharesPerCPU/milliCPUPerCPU, minShares), MaxShares))
 }
 
 // Classify decides where a container runs from its pod's QoS class and its

@@ -32,13 +32,14 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 		CPULimitMilli: cpuLimitMilli(c.Resources)}
 
 	var notes []string
-	if class.Exclusive && Untrackable(c) == "" {
-		if why := beyondPodLimit(nm, c, class.CPUs); why != "" {
+	untrackable := Untrackable(c) != ""
+	if class.Exclusive && !untrackable {
+		if note := beyondPodLimit(nm, c, class.CPUs); note != "" {
 			class.Exclusive = false
-			notes = append(notes, fmt.Sprintf("%s: runs on the shared pool: %s", display, why))
+			notes = append(notes, note)
 		}
 	}
-	if !class.Exclusive || Untrackable(c) != "" {
+	if !class.Exclusive || untrackable {
 		// (A container that cannot be tracked by name runs on the shared
 		// pool: the plugin warns once.)
 		t.Exclusive = false
@@ -70,10 +71,10 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 	}, nil
 }
 
-// beyondPodLimit says why a container asking for n exclusive CPUs must run
-// on the shared pool instead: its pod's CPU limit cannot hold them next to
-// the exclusive CPUs the pod's other containers hold ("" when it can, or
-// when the pod's limit is unknown). Only pod-level resources (KEP-2837)
+// beyondPodLimit returns the note saying that a container asking for n
+// exclusive CPUs runs on the shared pool instead because its pod's CPU
+// limit cannot hold them next to the exclusive CPUs the pod's other
+// containers hold ("" when it can, or when the pod's limit is unknown). Only pod-level resources (KEP-2837)
 // lead there: a container without a CPU limit of its own gets the pod's,
 // with the shares to match, and so looks exclusive; pinning each such
 // container would give the pod more CPUs than its limit. (The kubelet's
@@ -94,11 +95,12 @@ func beyondPodLimit(m *Model, c Container, n int) string {
 	if int64(held+n)*milliCPUPerCPU <= limit {
 		return ""
 	}
+	display := displayName(c.Pod, c.Name)
 	if held == 0 {
-		return fmt.Sprintf("its %d CPUs exceed its pod's CPU limit of %dm", n, limit)
+		return fmt.Sprintf("%s: runs on the shared pool: its %d CPUs exceed its pod's CPU limit of %dm", display, n, limit)
 	}
-	return fmt.Sprintf("its %d CPUs and the %d exclusive CPUs of its pod's other containers exceed the pod's CPU limit of %dm (pod-level resources: containers without a CPU limit of their own share the pod's)",
-		n, held, limit)
+	return fmt.Sprintf("%s: runs on the shared pool: its %d CPUs and the %d exclusive CPUs of its pod's other containers exceed the pod's CPU limit of %dm (pod-level resources: containers without a CPU limit of their own share the pod's)",
+		display, n, held, limit)
 }
 
 // withTwins adds to updates (those of syncShared, in id order) the

@@ -108,7 +108,7 @@ func TestIsolatedCPUsExclusive(t *testing.T) {
 		t.Errorf("taking isolated CPUs updates %v, want no shared container touched", updatesOf(d))
 	}
 	// 4 more: the 2 isolated CPUs left, then 2 of the others.
-	d, err = pol.UpdateContainer(m, a, withCPUs(a, 6))
+	d, err = pol.UpdateContainer(m, a, withCPUs(6))
 	step("grow a", d, err)
 	if got := d.Target.CPUs.String(); got != "1-2,4-7" {
 		t.Errorf("a grew to %s, want 1-2,4-7", got)
@@ -129,8 +129,8 @@ func TestIsolatedCPUsExclusive(t *testing.T) {
 	}
 	// A shrink keeps the isolated CPUs and releases the others, which
 	// go back to the shared pool once confirmed.
-	a.Resources = withCPUs(a, 6)
-	d, err = pol.UpdateContainer(m, a, withCPUs(a, 4))
+	a.Resources = withCPUs(6)
+	d, err = pol.UpdateContainer(m, a, withCPUs(4))
 	step("shrink a", d, err)
 	if got := d.Target.CPUs.String(); got != "4-7" {
 		t.Errorf("a shrank to %s, want its isolated CPUs 4-7", got)
@@ -146,7 +146,7 @@ func TestIsolatedCPUsExclusive(t *testing.T) {
 	}
 }
 
-func withCPUs(_ policy.Container, n int64) state.Resources {
+func withCPUs(n int64) state.Resources {
 	return scenario.KubeletResources("guaranteed", n*1000, n*1000, 1<<30)
 }
 
@@ -187,21 +187,21 @@ func TestIsolatedCPUsPodGrowth(t *testing.T) {
 	d := scenario.NewPolicyDriver(pol)
 	p, _ := scenario.KubeletPod("p", "guaranteed")
 	for _, name := range []string{"a", "b"} {
-		if err := d.CreateContainer(p, name, withCPUs(policy.Container{}, 1)); err != nil {
+		if err := d.CreateContainer(p, name, withCPUs(1)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// a and b hold 2 and 3; the shared pool is 0-1 (0 is reserved but
 	// shared); free are the isolated CPUs 4-7 and CPU 1. Growing the pod
 	// by 5 takes 1 CPU from the pool, which keeps 0.
-	if _, err := pol.UpdatePodSandbox(d.Model, p, state.PodResources{Resources: withCPUs(policy.Container{}, 7)}); err != nil {
+	if _, err := pol.UpdatePodSandbox(d.Model, p, state.PodResources{Resources: withCPUs(7)}); err != nil {
 		t.Errorf("growth into the free isolated CPUs and one shared CPU refused: %v", err)
 	}
-	if _, err := pol.UpdatePodSandbox(d.Model, p, state.PodResources{Resources: withCPUs(policy.Container{}, 8)}); err == nil ||
+	if _, err := pol.UpdatePodSandbox(d.Model, p, state.PodResources{Resources: withCPUs(8)}); err == nil ||
 		!strings.HasPrefix(err.Error(), "Infeasible: resizeAllocateCPUs") {
 		t.Errorf("growth to every CPU: %v, want Infeasible: resizeAllocateCPUs", err)
 	}
-	if err := d.UpdateContainer(p, "a", withCPUs(policy.Container{}, 5)); err != nil {
+	if err := d.UpdateContainer(p, "a", withCPUs(5)); err != nil {
 		t.Fatalf("a container-level growth into the isolated CPUs: %v", err)
 	}
 	if cpus, _ := d.ContainerCPUs(p, "a"); cpus.String() != "2,4-7" {

@@ -10,10 +10,6 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
-// The kubelet's bounds of cgroup CPU shares (pkg/kubelet/cm).
-// MaxShares is the kernel's largest cpu.shares.
-const MaxShares = 262144
-
 // UpdatePodSandbox admits and records a pod's new pod-level resources (NRI
 // UpdatePodSandbox, from CRI UpdatePodSandboxResources; the runtime keeps
 // only the creation values). The kubelet sends it before it writes the
@@ -80,7 +76,7 @@ func (p *Policy) admitPodUpdate(m *Model, pod Pod, pm podMembers, curLimit, newL
 		t := pm.exclusive[0].t
 		c := Container{ID: t.ID, Name: t.Name, Pod: pod, Resources: state.Resources{MemoryLimit: 1}}
 		asked := state.Resources{CPUShares: sharesFromMilli(newLimit), CPUQuota: int64(newLimit), CPUPeriod: milliCPUPerCPU}
-		_, err := p.UpdateContainer(view, c, asked)
+		_, err := p.decideResize(view, c, asked)
 		return err
 	}
 	return p.admitPodTotal(view, pod, pm, newLimit)
@@ -228,26 +224,6 @@ func withCPULimit(before, after *Model, id string, limit int64) *Model {
 	}
 	after.edit(id).CPULimitMilli = limit
 	return after
-}
-
-// cpuLimitMilli returns the CPU limit of r in milli-CPU, 0 without a quota.
-// It rounds up: the kubelet writes quota = milli·period/1000 rounded down
-// and periods are at least 1 ms, so this recovers its milli-CPU exactly.
-func cpuLimitMilli(r state.Resources) int64 {
-	if r.CPUQuota <= 0 || r.CPUPeriod == 0 {
-		return 0
-	}
-	if r.CPUQuota > math.MaxInt64/milliCPUPerCPU || r.CPUPeriod > math.MaxInt64/2 {
-		return math.MaxInt64 / milliCPUPerCPU // absurd values: no real limit
-	}
-	period := int64(r.CPUPeriod)
-	return (r.CPUQuota*milliCPUPerCPU + period - 1) / period
-}
-
-// sharesFromMilli returns the CPU shares the kubelet writes for a request
-// (MilliCPUToShares).
-func sharesFromMilli(milli int64) uint64 {
-	return uint64(min(max(milli*sharesPerCPU/milliCPUPerCPU, minShares), MaxShares))
 }
 
 // podDisplay names a pod for humans.

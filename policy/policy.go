@@ -187,8 +187,7 @@ func (p *Policy) taken(m *Model) (taken cpumask.Mask, poolLeft int) {
 	taken = p.poolBaseMask.AndNot(pool)
 	if p.beyondPool {
 		for _, a := range m.State.Assignments() {
-			taken.AddSet(a.Original)
-			taken.AddSet(a.Resized)
+			taken.AddSet(a.Assigned()) // (a resized set holds the original one)
 		}
 	}
 	for _, cpus := range m.Releasing {

@@ -332,9 +332,9 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 	var later []*Container
 	for _, c := range candidates {
 		n := Classify(c.Pod.QoS(), c.Resources).CPUs
-		if why := beyondPodLimit(m, *c, n); why != "" {
+		if note := beyondPodLimit(m, *c, n); note != "" {
 			m.edit(c.ID).Exclusive = false
-			notes = append(notes, fmt.Sprintf("%s: runs on the shared pool: %s", displayName(c.Pod, c.Name), why))
+			notes = append(notes, note)
 			continue
 		}
 		if !p.adoptable(m, c.CPUs, n) {
@@ -349,9 +349,9 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 	for _, c := range later {
 		display := displayName(c.Pod, c.Name)
 		n := Classify(c.Pod.QoS(), c.Resources).CPUs
-		if why := beyondPodLimit(m, *c, n); why != "" {
+		if note := beyondPodLimit(m, *c, n); note != "" { // (earlier adoptions may fill the pod)
 			m.edit(c.ID).Exclusive = false
-			notes = append(notes, fmt.Sprintf("%s: runs on the shared pool: %s", display, why))
+			notes = append(notes, note)
 			continue
 		}
 		cpus, err := p.allocateNew(m, display, n)
