@@ -86,7 +86,8 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	}()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := plugin.NewMetrics(reg, buildInfo())
+	info := buildInfo()
+	metrics, err := plugin.NewMetrics(reg, info)
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
@@ -139,7 +140,6 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		go w.Run(ctx)
 	}
 
-	info := buildInfo()
 	log.WithFields(logrus.Fields{
 		"version": info.Version, "revision": info.Revision,
 		"socket": cfg.NRISocket, "stateDir": cfg.StateDir, "online": pol.Allocator().Topology().CPUs().String(),

@@ -124,23 +124,17 @@ func decodeAll(stream []byte) (*manifests, error) {
 		var obj any
 		switch head.APIVersion + " " + head.Kind {
 		case "v1 Namespace":
-			o := &corev1.Namespace{}
-			m.namespaces, obj = append(m.namespaces, o), o
+			obj = into(&m.namespaces)
 		case "v1 ConfigMap":
-			o := &corev1.ConfigMap{}
-			m.configMaps, obj = append(m.configMaps, o), o
+			obj = into(&m.configMaps)
 		case "apps/v1 DaemonSet":
-			o := &appsv1.DaemonSet{}
-			m.daemonSets, obj = append(m.daemonSets, o), o
+			obj = into(&m.daemonSets)
 		case "v1 Service":
-			o := &corev1.Service{}
-			m.services, obj = append(m.services, o), o
+			obj = into(&m.services)
 		case "monitoring.coreos.com/v1 ServiceMonitor":
-			o := &monitoringv1.ServiceMonitor{}
-			m.serviceMonitors, obj = append(m.serviceMonitors, o), o
+			obj = into(&m.serviceMonitors)
 		case "monitoring.coreos.com/v1 PrometheusRule":
-			o := &monitoringv1.PrometheusRule{}
-			m.prometheusRules, obj = append(m.prometheusRules, o), o
+			obj = into(&m.prometheusRules)
 		default:
 			return nil, fmt.Errorf("document %d: unexpected object %s %s", i, head.APIVersion, head.Kind)
 		}
@@ -251,4 +245,11 @@ func chart(t *testing.T, values map[string]any) *manifests {
 		t.Fatalf("rendering the chart with %v: %v", values, err)
 	}
 	return m
+}
+
+// into appends a new zero object to list and returns it, to decode into.
+func into[T any](list *[]*T) any {
+	o := new(T)
+	*list = append(*list, o)
+	return o
 }

@@ -127,12 +127,12 @@ func volume(t *testing.T, pod *corev1.PodSpec, name string) corev1.Volume {
 	return corev1.Volume{}
 }
 
-// hostMount is a hostPath mount: the container path, the host path, the
-// hostPath type and whether it is read-only.
+// hostMount is a hostPath mount: the host path, the hostPath type and the
+// container's mount.
 type hostMount struct {
-	mountPath, hostPath string
-	hostType            corev1.HostPathType
-	mount               corev1.VolumeMount
+	hostPath string
+	hostType corev1.HostPathType
+	mount    corev1.VolumeMount
 }
 
 func hostMounts(t *testing.T, p *deployed) map[string]hostMount {
@@ -143,7 +143,7 @@ func hostMounts(t *testing.T, p *deployed) map[string]hostMount {
 		if v.HostPath == nil {
 			continue
 		}
-		hm := hostMount{mountPath: m.MountPath, hostPath: v.HostPath.Path, mount: m}
+		hm := hostMount{hostPath: v.HostPath.Path, mount: m}
 		if v.HostPath.Type != nil {
 			hm.hostType = *v.HostPath.Type
 		}

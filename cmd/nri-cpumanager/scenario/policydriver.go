@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"fmt"
-	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -49,17 +48,6 @@ func (d *PolicyDriver) id(pod policy.Pod, name string) (string, bool) {
 	return id, ok
 }
 
-// keys yields the keys of a sequence of pairs.
-func keys[K, V any](seq iter.Seq2[K, V]) iter.Seq[K] {
-	return func(yield func(K) bool) {
-		for k := range seq {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // fingerprint describes everything a model holds, to check that a
 // decision did not change the model it was given (the policy shares
 // records between a model and its clones, copy on write).
@@ -69,13 +57,13 @@ func fingerprint(m *policy.Model) string {
 	m.State.ForEach(func(ref state.ContainerRef, a state.Assignment) {
 		fmt.Fprintf(&b, "%s %s %s\n", ref, a.Original, a.Resized)
 	})
-	for _, id := range slices.Sorted(keys(m.State.ContainerRefs())) {
-		ref, _ := m.State.Container(id)
-		fmt.Fprintf(&b, "id %s %s\n", id, ref)
+	refs := maps.Collect(m.State.ContainerRefs())
+	for _, id := range slices.Sorted(maps.Keys(refs)) {
+		fmt.Fprintf(&b, "id %s %s\n", id, refs[id])
 	}
-	for _, uid := range slices.Sorted(keys(m.State.AllPodResources())) {
-		r, _ := m.State.PodResources(uid)
-		fmt.Fprintf(&b, "pod %s %+v\n", uid, r)
+	pods := maps.Collect(m.State.AllPodResources())
+	for _, uid := range slices.Sorted(maps.Keys(pods)) {
+		fmt.Fprintf(&b, "pod %s %+v\n", uid, pods[uid])
 	}
 	for _, id := range m.SortedContainerIDs() {
 		t := m.Containers[id]

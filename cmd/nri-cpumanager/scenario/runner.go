@@ -2,13 +2,13 @@ package scenario
 
 import (
 	"fmt"
-	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"maps"
 	"slices"
 	"strings"
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )

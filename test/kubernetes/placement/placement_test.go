@@ -64,7 +64,6 @@ type tally struct {
 	identical  int
 	oursBetter int // ours better on one count, worse on none
 	tradeOff   int // different, each better on some count
-	sameShape  int // different CPUs, same counts
 	violations int // ours worse on one count, better on none
 	kubeletNo  int // the kubelet refused, the plugin placed
 	steps      []step
@@ -161,8 +160,7 @@ func compareWalk(t *testing.T, m *Machine, opt string, kube *Kubelet, ours *Ours
 			t.Errorf("%s: pick worse than the kubelet's: %s", opt, describe(m, opt, st, kPick, oPick))
 		case ks.WorseThan(os):
 			tl.oursBetter++
-		case ks == os:
-			tl.sameShape++
+		case ks == os: // different CPUs, same counts: no trade-off
 		default:
 			tl.tradeOff++
 		}
