@@ -46,7 +46,7 @@ func serveHTTP(address string, handler http.Handler, log *logrus.Entry) (shutdow
 
 // defaultMemoryLimit is the soft memory limit of the Go runtime when
 // GOMEMLIMIT is not set: far above what the plugin needs (a few MiB of
-// live heap; 22 MiB of resident memory with 500 containers on 4096 CPUs),
+// live heap; 24 MiB of resident memory with 500 containers on 4096 CPUs),
 // so that it only makes the collector work harder in a spike rather than
 // let the process grow.
 const defaultMemoryLimit = 32 << 20
