@@ -140,14 +140,11 @@ func deployedConfig(t *testing.T) *config.Config {
 // The parts of Kubernetes objects the suite reads from `kubectl -o json`.
 type (
 	kubeMeta struct {
-		Name        string            `json:"name"`
-		Namespace   string            `json:"namespace"`
-		UID         string            `json:"uid"`
-		Annotations map[string]string `json:"annotations"`
+		Name string `json:"name"`
+		UID  string `json:"uid"`
 	}
 	kubeResources struct {
-		Requests map[string]string `json:"requests"`
-		Limits   map[string]string `json:"limits"`
+		Limits map[string]string `json:"limits"`
 	}
 	kubeCondition struct {
 		Type    string `json:"type"`
@@ -158,7 +155,6 @@ type (
 	kubeContainerStatus struct {
 		Name        string `json:"name"`
 		ContainerID string `json:"containerID"`
-		Ready       bool   `json:"ready"`
 		State       struct {
 			Waiting *struct {
 				Reason  string `json:"reason"`
@@ -170,14 +166,7 @@ type (
 	}
 	kubePod struct {
 		Metadata kubeMeta `json:"metadata"`
-		Spec     struct {
-			Containers []struct {
-				Name      string        `json:"name"`
-				Resources kubeResources `json:"resources"`
-			} `json:"containers"`
-		} `json:"spec"`
-		Status struct {
-			Phase             string                `json:"phase"`
+		Status   struct {
 			Conditions        []kubeCondition       `json:"conditions"`
 			ContainerStatuses []kubeContainerStatus `json:"containerStatuses"`
 		} `json:"status"`

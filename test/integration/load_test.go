@@ -333,7 +333,7 @@ func (r loadResult) report(t testing.TB, name string) {
 }
 
 // loadOps is how many requests TestLoad's workers make.
-var loadOps = 300
+const loadOps = 300
 
 // TestLoad runs the load of the benchmark, shorter: 500 containers on
 // 4096 and on 256 CPUs, with pods resized and replaced by 4 workers at

@@ -11,21 +11,18 @@ import (
 )
 
 // RunFiles runs every scenario file matching pattern as a subtest, against
-// the driver newDriver returns for the scenario's policy, and returns the
-// scenarios it ran.
-func RunFiles(t *testing.T, pattern string, newDriver func(t *testing.T, pol *policy.Policy) scenario.Driver) []*scenario.File {
+// the driver newDriver returns for the scenario's policy.
+func RunFiles(t *testing.T, pattern string, newDriver func(t *testing.T, pol *policy.Policy) scenario.Driver) {
 	t.Helper()
 	paths, err := filepath.Glob(pattern)
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no scenario files match %s (%v)", pattern, err)
 	}
-	var files []*scenario.File
 	for _, path := range paths {
 		f, err := scenario.Load(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		files = append(files, f)
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			pol, err := f.Policy(t.TempDir())
 			if err != nil {
@@ -38,5 +35,4 @@ func RunFiles(t *testing.T, pattern string, newDriver func(t *testing.T, pol *po
 			}
 		})
 	}
-	return files
 }

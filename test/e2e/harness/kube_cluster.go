@@ -503,15 +503,6 @@ func (c *Cluster) ContainerLogTails(namespace string, n int) string {
 	return b.String()
 }
 
-// LogPath returns the log of the component called name (etcd,
-// kube-apiserver, kube-controller-manager, kubelet), or "".
-func (c *Cluster) LogPath(name string) string {
-	if p := c.process(name); p != nil {
-		return p.LogPath()
-	}
-	return ""
-}
-
 // Close deletes every workload through the API so that the kubelet stops
 // the pods and unmounts their volumes, stops the components, removes the
 // pod sandboxes that are left, the kubelet's cgroups, mounts, container log

@@ -127,12 +127,6 @@ type Layer struct {
 	diffID    string
 }
 
-// DiffID returns the digest of the uncompressed layer.
-func (l Layer) DiffID() string { return l.diffID }
-
-// Digest returns the digest of the layer blob as stored.
-func (l Layer) Digest() string { return l.blob.digest }
-
 // NewLayer returns a layer holding entries in the given order, gzip
 // compressed when compress is set. Parent directories are not implied:
 // list them.
