@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness/ocilayout"
+	"github.com/nri-cpumanager/nri-cpumanager/hack/ocilayout"
 )
 
 // BinaryPath is where the plugin's binary lives in the image.
@@ -105,25 +105,7 @@ func Build(ctx context.Context, o Options, out string) error {
 	if _, err := layout.AddIndex(o.Ref, o.Labels(), imgs...); err != nil {
 		return fmt.Errorf("build image: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return fmt.Errorf("build image: %w", err)
-	}
-	f, err := os.CreateTemp(filepath.Dir(out), ".tmp-"+filepath.Base(out)+"-*")
-	if err != nil {
-		return fmt.Errorf("build image: %w", err)
-	}
-	defer os.Remove(f.Name())
-	if err := layout.Write(f); err != nil {
-		f.Close()
-		return fmt.Errorf("build image: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("build image: %w", err)
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return fmt.Errorf("build image: %w", err)
-	}
-	if err := os.Rename(f.Name(), out); err != nil {
+	if err := layout.WriteFile(out); err != nil {
 		return fmt.Errorf("build image: %w", err)
 	}
 	return nil

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness/ocilayout"
+	"github.com/nri-cpumanager/nri-cpumanager/hack/ocilayout"
 )
 
 // files returns the regular files and directories of a tar archive.

@@ -53,11 +53,11 @@ func BuildImages(ctx context.Context, busybox, cacheDir string, logf Logf) (stri
 	if err != nil {
 		return "", err
 	}
-	archive, err := imageLayoutArchive(bin, applets)
+	layout, err := imageLayout(bin, applets)
 	if err != nil {
 		return "", err
 	}
-	if err := writeFileAtomic(path, archive); err != nil {
+	if err := layout.WriteFile(path); err != nil {
 		return "", fmt.Errorf("build images: %w", err)
 	}
 	logf("built images %s and %s from %s (%d applets) into %s", PauseImage, BusyboxImage, busybox, len(applets), path)

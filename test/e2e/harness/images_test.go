@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness/ocilayout"
+	"github.com/nri-cpumanager/nri-cpumanager/hack/ocilayout"
 )
 
 // readTar returns the headers and contents of a tar archive by name.
@@ -55,6 +55,15 @@ func blobOf(t *testing.T, contents map[string][]byte, digest string) []byte {
 		t.Fatalf("blob %s has digest %s", digest, got)
 	}
 	return data
+}
+
+// imageLayoutArchive is the tar archive of imageLayout, as BuildImages writes it.
+func imageLayoutArchive(busybox []byte, applets []string) ([]byte, error) {
+	layout, err := imageLayout(busybox, applets)
+	if err != nil {
+		return nil, err
+	}
+	return layout.Archive()
 }
 
 func TestImageLayoutArchive(t *testing.T) {

@@ -3,12 +3,12 @@ package harness
 import (
 	"runtime"
 
-	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness/ocilayout"
+	"github.com/nri-cpumanager/nri-cpumanager/hack/ocilayout"
 )
 
-// imageLayoutArchive returns a tar of an OCI image layout with both images,
-// which share one uncompressed layer holding busybox and its applet links.
-func imageLayoutArchive(busybox []byte, applets []string) ([]byte, error) {
+// imageLayout returns an OCI image layout with both images, which share
+// one uncompressed layer holding busybox and its applet links.
+func imageLayout(busybox []byte, applets []string) (*ocilayout.Layout, error) {
 	layer, err := busyboxLayer(busybox, applets)
 	if err != nil {
 		return nil, err
@@ -26,7 +26,7 @@ func imageLayoutArchive(busybox []byte, applets []string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return layout.Archive()
+	return layout, nil
 }
 
 // busyboxLayer returns a layer with the usual top-level directories,
