@@ -19,12 +19,13 @@ func (a *Allocator) distribute(avail, held cpuBits, need int, rest cpuBits, fres
 	capacity := a.topo.countPerNode(avail)
 	heldNodes := a.topo.nodesOfBits(held)
 	var target NodeMask
+	var stats map[int]groupStats // per node, for a new container spread over nodes
 	switch {
 	case heldNodes == 0:
 		if a.fitsOneNode(&capacity, need) {
 			return a.pack(avail, held, need, leftFor(rest, need), fresh)
 		}
-		target = a.evenNodes(&capacity, need, avail, fresh && rest == nil)
+		target, stats = a.evenNodes(&capacity, need, avail, fresh && rest == nil)
 		if target == 0 {
 			return a.pack(avail, held, need, leftFor(rest, need), fresh)
 		}
@@ -38,7 +39,7 @@ func (a *Allocator) distribute(avail, held cpuBits, need int, rest cpuBits, fres
 	}
 	shares := a.waterFill(target, a.topo.countPerNode(held), capacity, need)
 	if fresh && heldNodes == 0 && rest == nil {
-		a.fewerSplitShares(target, &shares, &capacity, avail)
+		a.fewerSplitShares(target, &shares, &capacity, stats)
 	}
 	picked := a.topo.newBits()
 	for _, n := range target.Nodes() {
@@ -76,8 +77,9 @@ func (a *Allocator) fitsOneNode(capacity *nodeCounts, need int) bool {
 // fit, the closest set among those of that width, or 0. For a new
 // container (fresh) a split fits when every node holds q groups and the
 // nodes together the rest, as the kubelet checks it, and sets rank by the
-// split cores of their shares (extraShares) before their distance.
-func (a *Allocator) evenNodes(capacity *nodeCounts, need int, avail cpuBits, fresh bool) NodeMask {
+// split cores of their shares (extraShares) before their distance; the
+// per-node stats they were ranked by are returned too.
+func (a *Allocator) evenNodes(capacity *nodeCounts, need int, avail cpuBits, fresh bool) (NodeMask, map[int]groupStats) {
 	g := a.groupSize()
 	groups := need / g
 	var stats map[int]groupStats
@@ -124,10 +126,10 @@ func (a *Allocator) evenNodes(capacity *nodeCounts, need int, avail cpuBits, fre
 			}
 		})
 		if best != 0 {
-			return best
+			return best, stats
 		}
 	}
-	return 0
+	return 0, stats
 }
 
 // evenLess ranks node sets of the same width for evenNodes: fewer sockets
@@ -224,8 +226,8 @@ func (a *Allocator) waterFill(target NodeMask, held, capacity nodeCounts, need i
 
 // fewerSplitShares replaces, for a new container, waterFill's even
 // shares (each node share or share+1 groups) by extraShares' when those
-// split fewer cores.
-func (a *Allocator) fewerSplitShares(target NodeMask, shares, capacity *nodeCounts, avail cpuBits) {
+// split fewer cores. stats are the per-node stats evenNodes ranked by.
+func (a *Allocator) fewerSplitShares(target NodeMask, shares, capacity *nodeCounts, stats map[int]groupStats) {
 	nodes := target.Nodes()
 	share, total := -1, 0
 	for _, n := range nodes {
@@ -234,10 +236,8 @@ func (a *Allocator) fewerSplitShares(target NodeMask, shares, capacity *nodeCoun
 		}
 		total += shares[n]
 	}
-	stats := map[int]groupStats{}
 	cost := 0
 	for _, n := range nodes {
-		stats[n] = statsOfBits(a.packTree, avail.And(a.topo.nodeBits[n]))
 		cost += a.coreCost(stats[n], shares[n])
 	}
 	if better, c, ok := a.extraShares(target, capacity, stats, share, total-share*len(nodes)); ok && c < cost {
