@@ -95,7 +95,9 @@ func unlend(p *Plugin, cpus cpuset.CPUSet, done chan struct{}) {
 // TestDecisionWaitsForLentCPUs: a creation that needs CPUs lent to an
 // unsolicited update in flight waits for it to return and then succeeds.
 func TestDecisionWaitsForLentCPUs(t *testing.T) {
-	p, _ := newTestPlugin(t)
+	// A LendWait far beyond the 30 ms the update takes: a busy machine
+	// must not turn the wait into a refusal.
+	p, _ := newTestPluginWith(t, func(o *Options) { o.LendWait = 5 * time.Second })
 	lent := cpuset.New(1, 2, 3)
 	done := lend(p, lent)
 	go func() {

@@ -71,7 +71,10 @@ func connected(t *testing.T, p *Plugin, s stub.Stub) {
 // for SendDelay, as one update with one entry per container, however many
 // events made it pending.
 func TestUnsolicitedUpdatesWaitForAQuietRuntime(t *testing.T) {
-	p, _ := newTestPluginWith(t, func(o *Options) { o.SendDelay = 80 * time.Millisecond })
+	// Removals 20 ms apart against a SendDelay of 300 ms: a busy machine
+	// would have to stall the test for 280 ms to open a quiet gap.
+	const delay = 300 * time.Millisecond
+	p, _ := newTestPluginWith(t, func(o *Options) { o.SendDelay = delay })
 	rec := &recordingStub{}
 	connected(t, p, rec)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -97,7 +100,7 @@ func TestUnsolicitedUpdatesWaitForAQuietRuntime(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(20 * time.Millisecond)
-		if calls := rec.sent(); len(calls) != 0 && time.Since(start) < 80*time.Millisecond {
+		if calls := rec.sent(); len(calls) != 0 && time.Since(start) < delay {
 			t.Fatalf("sent %d unsolicited updates while events kept coming", len(calls))
 		}
 	}
