@@ -88,6 +88,11 @@ func TestVerificationOnEveryCgroupLayout(t *testing.T) {
 			if v := metricValue(t, rp, "nri_cpumanager_cpuset_drift_total", nil); v < 1 {
 				t.Errorf("cpuset_drift_total = %v, want at least 1", v)
 			}
+			// The runtime applies the update before UpdateContainers returns
+			// to the plugin, which counts it only then: wait for the count.
+			waitFor(t, "unsolicited_updates_total{ok} at least 1", func() bool {
+				return metricValue(t, rp, "nri_cpumanager_unsolicited_updates_total", map[string]string{"result": "ok"}) >= 1
+			})
 			noViolations(t, rt)
 		})
 	}

@@ -439,46 +439,6 @@ func TestRandomThroughNRI(t *testing.T) {
 	}
 }
 
-// TestFailedUpdateIsVerifiedAndResent: containerd only logs a failed update
-// of another container. The plugin reads the container's real cpuset from
-// its cgroup, finds the difference and sends the update again.
-func TestFailedUpdateIsVerifiedAndResent(t *testing.T) {
-	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
-	rt.cgroupRoot = t.TempDir()
-	// No periodic pass: the read after the event must find the difference.
-	rp := startPluginWith(t, rt, n.pol, t.TempDir(), func(o *plugin.Options) { o.VerifyInterval = 0 })
-	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
-
-	// The shrink of web fails: for a moment web overlaps the new pinned
-	// container, as it would on a real node.
-	rt.SetChecking(false)
-	rt.SetFailing("nginx", true)
-	g := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(2))
-	wantCPUs(t, rt, web, "0-7")
-	rt.SetFailing("nginx", false)
-
-	waitFor(t, "web put back on the shared pool", func() bool {
-		cpus, _ := rt.CPUs(web.Id)
-		return cpus.String() == "0,3-7"
-	})
-	rt.SetChecking(true)
-	wantCPUs(t, rt, g, "1-2")
-	data, err := os.ReadFile(filepath.Join(rt.cgroupRoot, "cpuset", web.Linux.CgroupsPath, "cpuset.cpus"))
-	if err != nil || strings.TrimSpace(string(data)) != "0,3-7" {
-		t.Errorf("web's cgroup cpuset %q (%v), want 0,3-7", data, err)
-	}
-	if v := metricValue(t, rp, "nri_cpumanager_cpuset_drift_total", nil); v < 1 {
-		t.Errorf("cpuset_drift_total = %v, want at least 1", v)
-	}
-	// The runtime applies the update before UpdateContainers returns to the
-	// plugin, which counts it only then: wait for the count.
-	waitFor(t, "unsolicited_updates_total{ok} at least 1", func() bool {
-		return metricValue(t, rp, "nri_cpumanager_unsolicited_updates_total", map[string]string{"result": "ok"}) >= 1
-	})
-	noViolations(t, rt)
-}
-
 // TestFailedCreationReleasesCPUs: when the creation of a pinned container
 // fails after the plugin allocated its CPUs, containerd stops and removes
 // the container that never ran; its CPUs go back to the shared pool.
