@@ -1,14 +1,12 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
 	"compress/gzip"
 	"context"
 	"debug/buildinfo"
 	"debug/elf"
 	"encoding/json"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -21,58 +19,12 @@ import (
 	"time"
 
 	"github.com/nri-cpumanager/nri-cpumanager/hack/ocilayout"
+	"github.com/nri-cpumanager/nri-cpumanager/hack/ocilayout/ocilayouttest"
 )
-
-// files returns the regular files and directories of a tar archive.
-func files(t *testing.T, data []byte) map[string]*tar.Header {
-	t.Helper()
-	out := map[string]*tar.Header{}
-	tr := tar.NewReader(bytes.NewReader(data))
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[hdr.Name] = hdr
-	}
-}
-
-// contents returns the content of every regular file of a tar archive.
-func contents(t *testing.T, data []byte) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(data))
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[hdr.Name] = body
-	}
-}
 
 func blob(t *testing.T, c map[string][]byte, d ocilayout.Descriptor, v any) []byte {
 	t.Helper()
-	data, ok := c["blobs/sha256/"+strings.TrimPrefix(d.Digest, "sha256:")]
-	if !ok {
-		t.Fatalf("no blob %s", d.Digest)
-	}
-	if v != nil {
-		if err := json.Unmarshal(data, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return data
+	return ocilayouttest.Blob(t, c, d.Digest, d.Size, v)
 }
 
 // TestBuildCrossCompilesAStampedStaticBinary builds a stand-in program the
@@ -103,7 +55,7 @@ func TestBuildCrossCompilesAStampedStaticBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := contents(t, archive)
+	_, c := ocilayouttest.ReadTar(t, archive)
 	var top ocilayout.Index
 	if err := json.Unmarshal(c["index.json"], &top); err != nil {
 		t.Fatal(err)
@@ -147,12 +99,13 @@ func TestBuildCrossCompilesAStampedStaticBinary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hdr := files(t, layer)["usr/bin/nri-cpumanager"]
+		headers, files := ocilayouttest.ReadTar(t, layer)
+		hdr := headers["usr/bin/nri-cpumanager"]
 		if hdr == nil || hdr.Mode != 0o755 {
 			t.Fatalf("%s layer: usr/bin/nri-cpumanager %+v", arch, hdr)
 		}
 		bin := filepath.Join(t.TempDir(), "bin")
-		if err := os.WriteFile(bin, contents(t, layer)["usr/bin/nri-cpumanager"], 0o755); err != nil {
+		if err := os.WriteFile(bin, files["usr/bin/nri-cpumanager"], 0o755); err != nil {
 			t.Fatal(err)
 		}
 		f, err := elf.Open(bin)

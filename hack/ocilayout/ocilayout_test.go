@@ -4,60 +4,18 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/nri-cpumanager/nri-cpumanager/hack/ocilayout/ocilayouttest"
 )
-
-// readTar returns the entries of a tar archive by name.
-func readTar(t *testing.T, data []byte) (map[string]*tar.Header, map[string][]byte) {
-	t.Helper()
-	headers, contents := map[string]*tar.Header{}, map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(data))
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return headers, contents
-		}
-		if err != nil {
-			t.Fatalf("read tar: %v", err)
-		}
-		body, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, dup := headers[hdr.Name]; dup {
-			t.Errorf("%s twice in the archive", hdr.Name)
-		}
-		headers[hdr.Name], contents[hdr.Name] = hdr, body
-	}
-}
-
-func digestOf(data []byte) string {
-	sum := sha256.Sum256(data)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
 
 // blobAs decodes the blob d points at into v, checking digest and size.
 func blobAs(t *testing.T, contents map[string][]byte, d Descriptor, v any) []byte {
 	t.Helper()
-	data, ok := contents["blobs/sha256/"+strings.TrimPrefix(d.Digest, "sha256:")]
-	if !ok {
-		t.Fatalf("no blob %s", d.Digest)
-	}
-	if digestOf(data) != d.Digest || int64(len(data)) != d.Size {
-		t.Fatalf("blob %s: digest %s, size %d, descriptor size %d", d.Digest, digestOf(data), len(data), d.Size)
-	}
-	if v != nil {
-		if err := json.Unmarshal(data, v); err != nil {
-			t.Fatalf("decode %s: %v", d.MediaType, err)
-		}
-	}
-	return data
+	return ocilayouttest.Blob(t, contents, d.Digest, d.Size, v)
 }
 
 func multiPlatform(t *testing.T) []byte {
@@ -91,7 +49,7 @@ func multiPlatform(t *testing.T) []byte {
 
 func TestMultiPlatformImage(t *testing.T) {
 	archive := multiPlatform(t)
-	_, contents := readTar(t, archive)
+	_, contents := ocilayouttest.ReadTar(t, archive)
 	if got := string(contents["oci-layout"]); got != `{"imageLayoutVersion":"1.0.0"}` {
 		t.Errorf("oci-layout = %q", got)
 	}
@@ -136,10 +94,10 @@ func TestMultiPlatformImage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != digestOf(raw) {
-			t.Errorf("%s diff ids %v, uncompressed layer %s", d.Platform, cfg.RootFS.DiffIDs, digestOf(raw))
+		if len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != ocilayouttest.Digest(raw) {
+			t.Errorf("%s diff ids %v, uncompressed layer %s", d.Platform, cfg.RootFS.DiffIDs, ocilayouttest.Digest(raw))
 		}
-		headers, files := readTar(t, raw)
+		headers, files := ocilayouttest.ReadTar(t, raw)
 		if h := headers["usr/bin/app"]; h == nil || h.Mode != 0o755 || string(files["usr/bin/app"]) != "binary for "+d.Platform.Architecture {
 			t.Errorf("%s layer: usr/bin/app %+v %q", d.Platform, h, files["usr/bin/app"])
 		}

@@ -4,11 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -16,45 +12,14 @@ import (
 	"testing"
 
 	"github.com/nri-cpumanager/nri-cpumanager/hack/ocilayout"
+	"github.com/nri-cpumanager/nri-cpumanager/hack/ocilayout/ocilayouttest"
 )
 
-// readTar returns the headers and contents of a tar archive by name.
-func readTar(t *testing.T, data []byte) (map[string]*tar.Header, map[string][]byte) {
+// blobOf returns the blob d points at from an image layout, checking that
+// its content matches the descriptor's digest and size.
+func blobOf(t *testing.T, contents map[string][]byte, d ocilayout.Descriptor) []byte {
 	t.Helper()
-	headers, contents := map[string]*tar.Header{}, map[string][]byte{}
-	tr := tar.NewReader(bytes.NewReader(data))
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return headers, contents
-		}
-		if err != nil {
-			t.Fatalf("read tar: %v", err)
-		}
-		if _, dup := headers[hdr.Name]; dup {
-			t.Errorf("tar has %s twice", hdr.Name)
-		}
-		body, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatalf("read tar entry %s: %v", hdr.Name, err)
-		}
-		headers[hdr.Name], contents[hdr.Name] = hdr, body
-	}
-}
-
-// blobOf returns the blob with digest from an image layout, checking that
-// its content matches the digest.
-func blobOf(t *testing.T, contents map[string][]byte, digest string) []byte {
-	t.Helper()
-	data, ok := contents["blobs/sha256/"+strings.TrimPrefix(digest, "sha256:")]
-	if !ok {
-		t.Fatalf("image layout has no blob %s", digest)
-	}
-	sum := sha256.Sum256(data)
-	if got := "sha256:" + hex.EncodeToString(sum[:]); got != digest {
-		t.Fatalf("blob %s has digest %s", digest, got)
-	}
-	return data
+	return ocilayouttest.Blob(t, contents, d.Digest, d.Size, nil)
 }
 
 // imageLayoutArchive is the tar archive of imageLayout, as BuildImages writes it.
@@ -73,7 +38,7 @@ func TestImageLayoutArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, contents := readTar(t, archive)
+	_, contents := ocilayouttest.ReadTar(t, archive)
 	if got := string(contents["oci-layout"]); !strings.Contains(got, `"imageLayoutVersion":"1.0.0"`) {
 		t.Errorf("oci-layout = %q", got)
 	}
@@ -92,14 +57,14 @@ func TestImageLayoutArchive(t *testing.T) {
 			continue
 		}
 		var man ocilayout.Manifest
-		if err := json.Unmarshal(blobOf(t, contents, d.Digest), &man); err != nil {
+		if err := json.Unmarshal(blobOf(t, contents, d), &man); err != nil {
 			t.Fatalf("%s manifest: %v", name, err)
 		}
 		if man.MediaType != ocilayout.MediaTypeManifest || d.MediaType != ocilayout.MediaTypeManifest || len(man.Layers) != 1 {
 			t.Fatalf("%s manifest: media types %s/%s, %d layers", name, man.MediaType, d.MediaType, len(man.Layers))
 		}
 		var cfg ocilayout.ImageConfig
-		if err := json.Unmarshal(blobOf(t, contents, man.Config.Digest), &cfg); err != nil {
+		if err := json.Unmarshal(blobOf(t, contents, man.Config), &cfg); err != nil {
 			t.Fatalf("%s config: %v", name, err)
 		}
 		if !reflect.DeepEqual(cfg.Config.Cmd, wantCmd) {
@@ -108,11 +73,11 @@ func TestImageLayoutArchive(t *testing.T) {
 		if cfg.OS != "linux" || len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != man.Layers[0].Digest {
 			t.Errorf("%s config: os %q, diff ids %v, layer %s", name, cfg.OS, cfg.RootFS.DiffIDs, man.Layers[0].Digest)
 		}
-		layer := blobOf(t, contents, man.Layers[0].Digest)
+		layer := blobOf(t, contents, man.Layers[0])
 		if int64(len(layer)) != man.Layers[0].Size {
 			t.Errorf("%s layer size %d, descriptor says %d", name, len(layer), man.Layers[0].Size)
 		}
-		headers, files := readTar(t, layer)
+		headers, files := ocilayouttest.ReadTar(t, layer)
 		if hdr := headers["bin/busybox"]; hdr == nil || hdr.Mode != 0o755 || !bytes.Equal(files["bin/busybox"], busybox) {
 			t.Errorf("%s layer: bin/busybox missing, wrong mode or content", name)
 		}
