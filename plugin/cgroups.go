@@ -53,7 +53,8 @@ func (r cgroupReader) enabled() bool { return r.root != "" }
 
 // cpusetRoot returns the root of the hierarchy holding cpuset files: the
 // v1 cpuset hierarchy <root>/cpuset when there is one, else root (cgroup
-// v2, or root is a v1 cpuset mount itself).
+// v2, or root is a v1 cpuset mount itself). It stats the tree: a
+// verification pass asks once.
 func (r cgroupReader) cpusetRoot() string {
 	if dir := filepath.Join(r.root, "cpuset"); dirExists(dir) {
 		return dir
@@ -61,14 +62,15 @@ func (r cgroupReader) cpusetRoot() string {
 	return r.root
 }
 
-// cpusetFile returns the file holding a container's cpuset, from its
-// cgroups path in either driver's form.
-func (r cgroupReader) cpusetFile(cgroupsPath string) (string, error) {
+// cpusetFile returns the file holding a container's cpuset in the
+// hierarchy cpusetRoot returned, from its cgroups path in either driver's
+// form.
+func cpusetFile(hierarchy, cgroupsPath string) (string, error) {
 	rel, err := cgroupDir(cgroupsPath)
 	if err != nil {
 		return "", err
 	}
-	return filepath.Join(r.cpusetRoot(), rel, "cpuset.cpus"), nil
+	return filepath.Join(hierarchy, rel, "cpuset.cpus"), nil
 }
 
 // cgroupDir turns a cgroups path as NRI delivers it into the cgroup's
@@ -126,16 +128,6 @@ func expandSlice(slice string) (string, error) {
 	return filepath.Join(dirs...), nil
 }
 
-// cpus reads a container's cpuset from its cgroup; it may name CPUs up to
-// maxCPU.
-func (r cgroupReader) cpus(cgroupsPath string, maxCPU int) (cpuset.CPUSet, error) {
-	text, file, err := r.cpusText(cgroupsPath)
-	if err != nil {
-		return cpuset.New(), err
-	}
-	return parseCgroupCPUs(text, file, maxCPU)
-}
-
 // parseCgroupCPUs parses the text cpusText read from file.
 func parseCgroupCPUs(text, file string, maxCPU int) (cpuset.CPUSet, error) {
 	cpus, err := cpumask.Parse(text, maxCPU)
@@ -145,10 +137,11 @@ func parseCgroupCPUs(text, file string, maxCPU int) (cpuset.CPUSet, error) {
 	return cpus, nil
 }
 
-// cpusText reads the text of a container's cpuset.cpus and names the file
-// (verification parses each distinct text once).
-func (r cgroupReader) cpusText(cgroupsPath string) (text, file string, err error) {
-	file, err = r.cpusetFile(cgroupsPath)
+// readCPUsText reads the text of a container's cpuset.cpus in the hierarchy
+// cpusetRoot returned and names the file (verification parses each
+// distinct text once).
+func readCPUsText(hierarchy, cgroupsPath string) (text, file string, err error) {
+	file, err = cpusetFile(hierarchy, cgroupsPath)
 	if err != nil {
 		return "", "", err
 	}

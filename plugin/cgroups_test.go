@@ -2,6 +2,8 @@ package plugin
 
 import (
 	"bufio"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -178,7 +180,7 @@ func TestCgroupReader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := cgroupReader{root: tt.root}.cpus(tt.path, cpumask.MaxID)
+			got, err := cgroupCPUs(cgroupReader{root: tt.root}, tt.path)
 			switch {
 			case tt.wantErr == "" && err != nil:
 				t.Fatalf("cpus(%q): %v", tt.path, err)
@@ -278,8 +280,8 @@ func TestCgroupReaderOnThisMachine(t *testing.T) {
 	if path == "" {
 		t.Skip("this process is in no cpuset cgroup")
 	}
-	got, err := r.cpus(path, cpumask.MaxID)
-	if os.IsNotExist(err) || (err != nil && strings.Contains(err.Error(), "no such file")) {
+	got, err := cgroupCPUs(r, path)
+	if errors.Is(err, fs.ErrNotExist) {
 		t.Skipf("the cpuset controller does not cover this process's cgroup %s: %v", path, err)
 	}
 	if err != nil {
@@ -318,4 +320,14 @@ func allowedCPUs(t *testing.T) cpuset.CPUSet {
 	}
 	t.Skip("no Cpus_allowed_list in /proc/self/status")
 	return cpuset.New()
+}
+
+// cgroupCPUs reads a container's cpuset from its cgroup as a verification
+// pass does.
+func cgroupCPUs(r cgroupReader, cgroupsPath string) (cpuset.CPUSet, error) {
+	text, file, err := readCPUsText(r.cpusetRoot(), cgroupsPath)
+	if err != nil {
+		return cpuset.New(), err
+	}
+	return parseCgroupCPUs(text, file, cpumask.MaxID)
 }

@@ -62,9 +62,6 @@ func bounded(s string, n int) string {
 	return s
 }
 
-// cgroupsPath bounds a cgroups path ("" when too long: not verified).
-func (l payloadLimits) cgroupsPath(s string) string { return bounded(s, maxPathLen) }
-
 // podFromNRI extracts what the policy needs of a pod sandbox. Every field
 // of an NRI payload may be missing: the getters are nil-safe.
 func podFromNRI(pod *api.PodSandbox) policy.Pod {

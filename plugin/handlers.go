@@ -32,11 +32,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	p.pods = map[string]policy.Pod{}
 	policyPods := make([]policy.Pod, 0, len(pods))
 	for _, pod := range pods {
-		pp := podFromNRI(pod)
-		if id := bounded(pod.GetId(), maxIDLen); id != "" {
-			p.pods[id] = pp
-		}
-		policyPods = append(policyPods, pp)
+		policyPods = append(policyPods, p.rememberPod(pod))
 	}
 	for _, v := range p.ctrs {
 		v.cgroupPath = ""
@@ -48,7 +44,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 		containers = append(containers, c)
 		if c.ID != "" {
 			v := p.view(c.ID)
-			v.cgroupPath = p.limits.cgroupsPath(ctr.GetLinux().GetCgroupsPath())
+			v.cgroupPath = bounded(ctr.GetLinux().GetCgroupsPath(), maxPathLen)
 			// A container created but not started yet gets the cpuset of
 			// its spec unless an update is sent again once it started.
 			v.synchronized(ctr.GetState() != api.ContainerState_CONTAINER_CREATED, c.CPUs)
@@ -202,15 +198,16 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		return nil, nil, err
 	}
 	p.refusals.forget(c.Pod.UID, c.Name)
-	p.view(c.ID).cgroupPath = p.limits.cgroupsPath(ctr.GetLinux().GetCgroupsPath())
+	p.view(c.ID).cgroupPath = bounded(ctr.GetLinux().GetCgroupsPath(), maxPathLen)
 	p.handed(*d.Target, handedInSpec)
 	updates = p.replyUpdates(d.Others, c.ID)
 	fields := requestFields(c.Resources)
 	fields["cpuset"] = cpusText(d.Target.CPUs)
 	fields["exclusive"] = d.Model.Containers[c.ID].Exclusive
-	fields["shared"] = cpusText(d.Model.SharedPool())
-	if !identical(sharedBefore, d.Model.SharedPool()) {
-		fields["shared"] = change(cpusText(sharedBefore), fields["shared"].(string))
+	shared := d.Model.SharedPool()
+	fields["shared"] = cpusText(shared)
+	if !identical(sharedBefore, shared) {
+		fields["shared"] = change(cpusText(sharedBefore), cpusText(shared))
 	}
 	fields["others"] = len(updates)
 	withNotes(log.WithFields(fields), d.Notes).Info("container created")

@@ -64,7 +64,8 @@ func (p *Plugin) setPending(id string) {
 // event records that the runtime delivered an event: the replies of the
 // earlier ones are applied (containerd applies a reply's updates of other
 // containers before it delivers the next event), and the runtime is busy.
-// Called with mu held by every handler.
+// Called with mu held by every handler but StopPodSandbox's, which does
+// nothing.
 func (p *Plugin) event() {
 	p.seq++
 	p.lastEvent = time.Now()

@@ -178,15 +178,7 @@ func TestVerifyDeclaresDriftOnlyAgainstWhatWasApplied(t *testing.T) {
 	// The runtime has not applied the shrink of s yet.
 	p.verify(false)
 	p.verify(true)
-	warnings := func() int {
-		n := 0
-		for _, e := range hook.AllEntries() {
-			if e.Level <= logrus.WarnLevel && strings.Contains(e.Message, "differs from") {
-				n++
-			}
-		}
-		return n
-	}
+	warnings := func() int { return len(driftWarnings(hook)) }
 	if n := warnings(); n != 0 {
 		t.Fatalf("%d drift warnings before the runtime could have applied the reply: %v", n, hook.LastEntry())
 	}
@@ -237,10 +229,8 @@ func TestReadBeforeAConfirmationIsNotDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.judgeReads(probes, read, seq, false)
-	for _, e := range hook.AllEntries() {
-		if e.Level <= logrus.WarnLevel && strings.Contains(e.Message, "differs from") {
-			t.Errorf("warning: %s %v", e.Message, e.Data)
-		}
+	for _, e := range driftWarnings(hook) {
+		t.Errorf("warning: %s %v", e.Message, e.Data)
 	}
 	p.mu.Lock()
 	due := p.ctrs["a"].due
@@ -315,10 +305,8 @@ func TestUpdateHandedBeforeStartIsSentAgain(t *testing.T) {
 					t.Fatal(err)
 				}
 				p.verify(false)
-				for _, e := range hook.AllEntries() {
-					if e.Level <= logrus.WarnLevel && strings.Contains(e.Message, "differs from") {
-						t.Errorf("drift warning before the re-send landed: %s %v", e.Message, e.Data)
-					}
+				for _, e := range driftWarnings(hook) {
+					t.Errorf("drift warning before the re-send landed: %s %v", e.Message, e.Data)
 				}
 			}
 			p.mu.Lock()
@@ -342,4 +330,15 @@ func TestUpdateHandedBeforeStartIsSentAgain(t *testing.T) {
 			}
 		})
 	}
+}
+
+// driftWarnings returns the drift warnings logged so far (or worse).
+func driftWarnings(hook *test.Hook) []*logrus.Entry {
+	var out []*logrus.Entry
+	for _, e := range hook.AllEntries() {
+		if e.Level <= logrus.WarnLevel && strings.Contains(e.Message, "differs from") {
+			out = append(out, e)
+		}
+	}
+	return out
 }

@@ -89,8 +89,9 @@ func (p *Plugin) probes(all bool) ([]probe, uint64) {
 func (p *Plugin) readCgroups(probes []probe) map[string]cpuset.CPUSet {
 	actual := make(map[string]cpuset.CPUSet, len(probes))
 	parsed := map[string]cpuset.CPUSet{}
+	hierarchy := p.cgroups.cpusetRoot()
 	for _, pr := range probes {
-		text, file, err := p.cgroups.cpusText(pr.path)
+		text, file, err := readCPUsText(hierarchy, pr.path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			// Not started yet (runc creates the cgroup at start), or gone.
