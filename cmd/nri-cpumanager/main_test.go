@@ -38,7 +38,8 @@ func TestCommands(t *testing.T) {
 	}
 	sys := "--sysfs-root=" + root
 	// An SMT machine numbering siblings apart (core k is {k, k+8}) with
-	// isolcpus=2-15: cores {0,8} and {1,9} mix isolated and other CPUs.
+	// isolcpus=2-15: cores {0,8} and {1,9} mix isolated and other CPUs
+	// (CPUs 8 and 9 are isolated, 0 and 1 not).
 	isoRoot := t.TempDir()
 	if err := fakesysfs.Generate(isoRoot, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8, ThreadsPerCore: 2,
 		Numbering: fakesysfs.SiblingsOffset, Isolated: []int{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}); err != nil {
@@ -56,6 +57,7 @@ func TestCommands(t *testing.T) {
 	splitCore := configFile("reservedSystemCPUs: \"0\"\ncpuManagerPolicyOptions: {full-pcpus-only: \"true\"}\n")
 	noPool := configFile("reservedSystemCPUs: \"0-1\"\nisolatedCPUs: exclusive\ncpuManagerPolicyOptions: {strict-cpu-reservation: \"true\"}\n")
 	isolatedReserved := configFile("reservedSystemCPUs: \"0,2\"\nisolatedCPUs: exclusive\n")
+	mixedCore := configFile("reservedSystemCPUs: \"0,8\"\nisolatedCPUs: exclusive\ncpuManagerPolicyOptions: {full-pcpus-only: \"true\"}\n")
 	tests := []struct {
 		name   string
 		args   []string
@@ -88,6 +90,8 @@ func TestCommands(t *testing.T) {
 			"policy: no CPU is left for the shared pool: isolatedCPUs: exclusive keeps the isolated CPUs 2-15 out of it and strict-cpu-reservation the reserved CPUs 0-1"},
 		{"reserved and isolated", []string{"validate-config", "--config", isolatedReserved, isoSys}, 0,
 			"warning: CPUs 2 are reserved and isolated: under isolatedCPUs: exclusive no container runs on them"},
+		{"core mixing isolated and other CPUs", []string{"validate-config", "--config", mixedCore, isoSys}, 0,
+			"warning: cores 1,9 (1 not isolated) mix isolated and other CPUs: under full-pcpus-only pinning one takes its other CPUs out of the shared pool too"},
 		{"state", []string{"state", sys, "--state-dir=" + stateDir}, 0, `"defaultCpuSet":"0-11"`},
 		{"no state", []string{"state", sys, "--state-dir=" + t.TempDir()}, 0, "no checkpoint"},
 		{"simulate", []string{"simulate", "../../test/scenarios/kep-checkpoint-walkthrough.yaml"}, 0, "every expectation held"},

@@ -55,7 +55,7 @@ const defaultMemoryLimit = 32 << 20
 func runPlugin(args []string, _, stderr io.Writer) error {
 	// The garbage collector keeps Go's default target (GOGC=100): the live
 	// heap is a few MiB, and a higher target only lets garbage pile up
-	// (with 400, 500 containers on 4096 CPUs peaked at 196 MiB). The soft
+	// (docs/performance.md, "Load": where the memory went). The soft
 	// memory limit comes from GOMEMLIMIT (the DaemonSet sets it from its
 	// memory limit), else defaultMemoryLimit.
 	if os.Getenv("GOMEMLIMIT") == "" {

@@ -13,7 +13,7 @@ import (
 // CPUUse is what a configuration makes of a machine's CPUs, told to
 // operators by validate-config, topology and the start-up log.
 type CPUUse struct {
-	Online, Reserved, Isolated cpuset.CPUSet
+	Isolated cpuset.CPUSet
 	// Mode is the isolatedCPUs setting.
 	Mode config.IsolatedCPUs
 	// Exclusive are the CPUs containers may get exclusively; Pool is the
@@ -30,32 +30,32 @@ type CPUUse struct {
 // CPUs.
 func DescribeCPUs(cfg *config.Config, pol *policy.Policy) CPUUse {
 	topo := pol.Allocator().Topology()
+	reserved := pol.Options().Reserved
 	u := CPUUse{
-		Online:      topo.CPUs(),
-		Reserved:    pol.Options().Reserved,
 		Isolated:    topo.Isolated(),
 		Mode:        cfg.IsolatedCPUs,
 		Exclusive:   pol.Allocatable(),
 		Pool:        pol.PoolBase(),
 		NeverPinned: cpuset.New(),
 	}
-	fullCores := cfg.CPUManagerPolicyOptions.FullPCPUsOnly
 	var split, mixed []string
-	for _, id := range u.Online.List() {
-		core := topo.CoreSiblings(id)
-		if id != core.List()[0] || !fullCores {
-			continue
-		}
-		reserved, isolated := core.Intersection(u.Reserved), core.Intersection(u.Isolated)
-		if !reserved.IsEmpty() {
-			if lost := core.Difference(u.Reserved); !lost.IsEmpty() {
-				u.NeverPinned = u.NeverPinned.Union(lost)
-				split = append(split, fmt.Sprintf("core %s (%s reserved)", core, reserved))
+	if cfg.CPUManagerPolicyOptions.FullPCPUsOnly {
+		for _, id := range topo.CPUs().List() {
+			core := topo.CoreSiblings(id)
+			if id != core.List()[0] {
+				continue
 			}
-			continue
-		}
-		if other := core.Difference(isolated); u.Mode == config.IsolatedCPUsExclusive && !isolated.IsEmpty() && !other.IsEmpty() {
-			mixed = append(mixed, fmt.Sprintf("%s (%s not isolated)", core, other))
+			inReserved, isolated := core.Intersection(reserved), core.Intersection(u.Isolated)
+			if !inReserved.IsEmpty() {
+				if lost := core.Difference(reserved); !lost.IsEmpty() {
+					u.NeverPinned = u.NeverPinned.Union(lost)
+					split = append(split, fmt.Sprintf("core %s (%s reserved)", core, inReserved))
+				}
+				continue
+			}
+			if other := core.Difference(isolated); u.Mode == config.IsolatedCPUsExclusive && !isolated.IsEmpty() && !other.IsEmpty() {
+				mixed = append(mixed, fmt.Sprintf("%s (%s not isolated)", core, other))
+			}
 		}
 	}
 	if len(split) > 0 {
@@ -75,7 +75,7 @@ func DescribeCPUs(cfg *config.Config, pol *policy.Policy) CPUUse {
 			"isolatedCPUs: shared puts the isolated CPUs %s in the shared pool while nobody pins them, as the kubelet does; the kernel does not balance load onto isolated CPUs, so shared containers' threads that land there stay there; isolatedCPUs: exclusive keeps them for pinned containers",
 			u.Pool.Intersection(u.Isolated)))
 	case u.Mode == config.IsolatedCPUsExclusive:
-		if r := u.Reserved.Intersection(u.Isolated); !r.IsEmpty() {
+		if r := reserved.Intersection(u.Isolated); !r.IsEmpty() {
 			u.Warnings = append(u.Warnings, fmt.Sprintf(
 				"CPUs %s are reserved and isolated: under isolatedCPUs: exclusive no container runs on them (neither exclusive, being reserved, nor shared, being isolated)", r))
 		}
