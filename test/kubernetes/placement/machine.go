@@ -27,9 +27,8 @@ type Machine struct {
 type coreKey struct{ socket, core int }
 
 type place struct {
-	core   coreKey
-	node   int
-	socket int
+	core coreKey
+	node int
 }
 
 // MachineSpec names a fixture: a generated regular machine or a
@@ -72,16 +71,17 @@ func NewMachine(ms MachineSpec) (*Machine, error) {
 	mach := &Machine{Name: ms.Name, Ours: ours, Kubelet: kube, place: map[int]place{}, coreSize: map[coreKey]int{}}
 	for _, c := range online(m) {
 		k := coreKey{c.Socket, c.Core}
-		mach.place[c.ID] = place{core: k, node: c.Node, socket: c.Socket}
+		mach.place[c.ID] = place{core: k, node: c.Node}
 		mach.coreSize[k]++
 	}
 	return mach, nil
 }
 
-// online returns the CPUs of m that are online and not isolated: the CPUs
-// both sides manage (the fixtures used here have none of either).
+// online returns the CPUs of m that are online: the CPUs both sides
+// manage, isolated ones included (the fixtures used here have none offline
+// or isolated).
 func online(m fakesysfs.Machine) []fakesysfs.CPU {
-	off := cpuset.New(append(append([]int(nil), m.Offline...), m.Isolated...)...)
+	off := cpuset.New(m.Offline...)
 	var out []fakesysfs.CPU
 	for _, c := range m.CPUs {
 		if !off.Contains(c.ID) {
@@ -177,7 +177,7 @@ func (m *Machine) ShapeOf(cpus cpuset.CPUSet, option string) Shape {
 		p := m.place[id]
 		used[p.core]++
 		nodes[p.node] = true
-		sockets[p.socket] = true
+		sockets[p.core.socket] = true
 	}
 	s := Shape{NUMANodes: len(nodes), Sockets: len(sockets)}
 	if option == "distribute-cpus-across-cores" {
