@@ -403,7 +403,7 @@ func (a *Allocator) placeInGroups(tree *unitTree, avail, held cpuBits, groups []
 			} else {
 				part.Add(id)
 			}
-		case !wholeIn(tree, c, avail):
+		case !coreWithin(tree.units[c].cpus, avail, avail):
 			part.Add(id)
 		case size < tree.threads:
 			small.Add(id)
@@ -441,14 +441,4 @@ func (a *Allocator) placeInGroups(tree *unitTree, avail, held cpuBits, groups []
 		picked = picked.Or(p.takenBits(len(avail)))
 	}
 	return picked
-}
-
-// wholeIn reports whether every CPU of core c is in b.
-func wholeIn(tree *unitTree, c int32, b cpuBits) bool {
-	for _, id := range tree.units[c].cpus {
-		if !b.Has(id) {
-			return false
-		}
-	}
-	return true
 }

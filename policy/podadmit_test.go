@@ -175,9 +175,8 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			},
 		},
 		{
-			name:       "several exclusive containers: fractional, disabled, unaligned",
+			name:       "several exclusive containers: fractional, unaligned",
 			smt:        true,
-			noResize:   false,
 			containers: []ctr{{pod: "p", name: "a", res: gu(2000, 1)}, {pod: "p", name: "b", res: gu(2000, 1)}},
 			updates: []podUpdate{
 				{res: gu(4500, 1), want: "Infeasible: inconsistentCPUAllocation: pod default/p would get a CPU limit of 4500m, not a whole number of CPUs, so one of its exclusive containers (a, b) would move to the shared pool"},

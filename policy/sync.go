@@ -1,11 +1,11 @@
 package policy
 
 import (
-	"errors"
 	"fmt"
-	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"slices"
 	"sort"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 
 	"k8s.io/utils/cpuset"
 
@@ -261,9 +261,6 @@ func (h *holders) conflicts(gains cpumask.Mask, exclusive bool) bool {
 	return false
 }
 
-// errNotTried marks a placement not attempted.
-var errNotTried = errors.New("not tried")
-
 // liveContainers returns the containers whose process may run, by id.
 // Containers the plugin cannot address are left out with a note: those
 // without an id, and every one but the first of those sharing an id (a
@@ -418,14 +415,15 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 		free, poolLeft := p.availability(m)
 		// Take the free CPUs it already runs on first (a shrink the
 		// runtime never applied, say), for the same reason.
-		cpus, err = cpuset.New(), errNotTried
+		placed := false
 		if on, _ := cpumask.Of(c.CPUs.Difference(assigned)); !on.IsEmpty() {
 			if extra := on.And(free).CPUSet(); assigned.Size()+extra.Size() <= n {
 				keepAlso := assigned.Union(extra)
 				cpus, err = p.place(placement{keep: keepAlso, n: n}, free.AndNot(on), poolLeft-p.inPoolBase(extra))
+				placed = err == nil
 			}
 		}
-		if err != nil {
+		if !placed {
 			cpus, err = p.place(placement{keep: assigned, n: n}, free, poolLeft)
 		}
 	}
