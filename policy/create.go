@@ -47,7 +47,7 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 		return Decision{Model: nm, Target: &Update{ContainerID: c.ID, Display: display, CPUs: nm.SharedPool()}, Notes: notes}, nil
 	}
 
-	cpus, reused, moved := p.reuseEntry(nm, c, class.CPUs)
+	cpus, reused, twins, moved := p.reuseEntry(nm, c, class.CPUs)
 	notes = append(notes, moved...)
 	if reused {
 		notes = append(notes, fmt.Sprintf("%s: re-created, keeps its exclusive CPUs %s", display, cpus))
@@ -66,7 +66,7 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 	return Decision{
 		Model:  nm,
 		Target: &Update{ContainerID: c.ID, Display: display, CPUs: cpus, Mems: p.mems(cpus)},
-		Others: p.withTwins(m, nm, p.syncShared(m, nm)),
+		Others: withTwins(nm, twins, p.syncShared(m, nm)),
 		Notes:  notes,
 	}, nil
 }
@@ -104,20 +104,16 @@ func beyondPodLimit(m *Model, c Container, n int) string {
 }
 
 // withTwins adds to updates (those of syncShared, in id order) the
-// shared-pool update of every container nm turned shared that m held
-// exclusive (a twin's predecessor, see reuseEntry), unless updates already
-// name it. Their update shrinks them off the CPUs they leave, so it comes
-// first.
-func (p *Policy) withTwins(m, nm *Model, updates []Update) []Update {
+// shared-pool update of each container reuseEntry turned shared (ids),
+// unless updates already name it. Their update shrinks them off the CPUs
+// they leave, so it comes first.
+func withTwins(nm *Model, ids []string, updates []Update) []Update {
 	var twins []Update
-	for id, t := range nm.Containers {
-		if old := m.Containers[id]; old == nil || !old.Exclusive || t.Exclusive || t.Stopped {
-			continue
-		}
+	for _, id := range ids {
 		if slices.ContainsFunc(updates, func(u Update) bool { return u.ContainerID == id }) {
 			continue
 		}
-		twins = append(twins, Update{ContainerID: id, Display: t.Display, CPUs: nm.SharedPool()})
+		twins = append(twins, Update{ContainerID: id, Display: nm.Containers[id].Display, CPUs: nm.SharedPool()})
 	}
 	slices.SortFunc(twins, func(a, b Update) int { return strings.Compare(a.ContainerID, b.ContainerID) })
 	return append(twins, updates...)
@@ -129,13 +125,13 @@ func (p *Policy) withTwins(m, nm *Model, updates []Update) []Update {
 // takes the assignment over when its count still matches, and the entry is
 // forgotten otherwise. A predecessor that is not known stopped may still
 // run: it loses its claim and runs on the shared pool (the caller sends it
-// there before the new container starts), so no CPU is ever in both.
-func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpuset.CPUSet, bool, []string) {
+// there before the new container starts, see withTwins: demoted names
+// those that were exclusive), so no CPU is ever in both.
+func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpus cpuset.CPUSet, reused bool, demoted, notes []string) {
 	a, ok := m.State.Assignment(c.Pod.UID, c.Name)
 	if !ok {
-		return cpuset.New(), false, nil
+		return cpuset.New(), false, nil, nil
 	}
-	var notes []string
 	ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 	for id, owner := range m.State.ContainerRefs() {
 		if owner != ref {
@@ -146,17 +142,20 @@ func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpuset.CPUSet, bool, 
 		// shared pool now: it no longer holds exclusive CPUs either way.
 		delete(m.Releasing, id)
 		if old := m.Containers[id]; old != nil && !old.Stopped {
+			if old.Exclusive {
+				demoted = append(demoted, id)
+			}
 			m.edit(id).Exclusive = false
 			notes = append(notes, fmt.Sprintf("%s: container %s takes over the exclusive CPUs of %s, which still runs under the same pod and name; %s now runs on the shared pool",
 				displayName(c.Pod, c.Name), c.ID, id, id))
 		}
 	}
 	if a.Assigned().Size() == n {
-		return a.Assigned(), true, notes
+		return a.Assigned(), true, demoted, notes
 	}
 	m.State.DeleteAssignment(c.Pod.UID, c.Name)
 	p.returnToPool(m, a.Assigned())
-	return cpuset.New(), false, notes
+	return cpuset.New(), false, demoted, notes
 }
 
 // allocateNew picks n CPUs for a new exclusive container, or refuses.
