@@ -74,7 +74,14 @@ func (m *cpuManager) start(ctx context.Context, t *testing.T) {
 // checkpoint reads and verifies the checkpoint the plugin keeps.
 func (m *cpuManager) checkpoint(t *testing.T) *state.State {
 	t.Helper()
-	st, err := state.Inspect(m.stateDir, m.mach.cpus)
+	return readCheckpoint(t, m.stateDir, m.mach.cpus)
+}
+
+// readCheckpoint reads and verifies the checkpoint in a plugin's state
+// directory.
+func readCheckpoint(t *testing.T, dir string, online cpuset.CPUSet) *state.State {
+	t.Helper()
+	st, err := state.Inspect(dir, online)
 	if err != nil {
 		t.Fatalf("checkpoint: %v", err)
 	}

@@ -719,11 +719,7 @@ func (k *kube) wantCPUsets(ctx context.Context, t *testing.T, before map[string]
 // checkpoint reads and verifies the plugin's checkpoint.
 func (k *kube) checkpoint(t *testing.T) *state.State {
 	t.Helper()
-	st, err := state.Inspect(k.stateDir, k.mach.cpus)
-	if err != nil {
-		t.Fatalf("checkpoint: %v", err)
-	}
-	return st
+	return readCheckpoint(t, k.stateDir, k.mach.cpus)
 }
 
 // wantProcessCPUs is wantCPUs for a container without a shell (the

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
@@ -52,11 +51,7 @@ func TestVerificationOnEveryCgroupLayout(t *testing.T) {
 				if tc.systemd {
 					return systemdPod(name, qos)
 				}
-				p, err := scenario.KubeletPod(name, qos)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return p
+				return policyPod(t, name, qos)
 			}
 			sb, err := rt.RunPod(mkPod("web", "burstable"))
 			if err != nil {

@@ -63,11 +63,7 @@ func burstable(milli int64) state.Resources {
 
 func pod(t testing.TB, rt *fakeRuntime, name, qos string) *api.PodSandbox {
 	t.Helper()
-	p, err := scenario.KubeletPod(name, qos)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := rt.RunPod(p)
+	sb, err := rt.RunPod(policyPod(t, name, qos))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,10 +23,7 @@ func TestPodUpdateAdmission(t *testing.T) {
 
 	big := pod(t, rt, "big", "guaranteed")
 	mustCreate(t, rt, big, "app", guaranteed(5))
-	p, err := scenario.KubeletPod("gu", "guaranteed")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := policyPod(t, "gu", "guaranteed")
 	p.Resources = guaranteed(2) // the sandbox's creation totals
 	sb, err := rt.RunPod(p)
 	if err != nil {

@@ -150,8 +150,6 @@ func (r *fakeRuntime) Syncs() int {
 // commit, reply), and the updates of other containers applied.
 type runtimeStats struct {
 	latency map[string][]time.Duration
-	// refused counts requests the plugin answered with an error.
-	refused map[string]int
 	// replyUpdates counts the updates of other containers that came with
 	// replies; unsolicited those that came on their own.
 	replyUpdates, unsolicited int
@@ -161,14 +159,14 @@ type runtimeStats struct {
 func (r *fakeRuntime) RecordStats() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.stats = &runtimeStats{latency: map[string][]time.Duration{}, refused: map[string]int{}}
+	r.stats = &runtimeStats{latency: map[string][]time.Duration{}}
 }
 
 // Stats returns a copy of what was recorded since RecordStats.
 func (r *fakeRuntime) Stats() runtimeStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := runtimeStats{latency: map[string][]time.Duration{}, refused: maps.Clone(r.stats.refused),
+	out := runtimeStats{latency: map[string][]time.Duration{},
 		replyUpdates: r.stats.replyUpdates, unsolicited: r.stats.unsolicited}
 	for k, v := range r.stats.latency {
 		out.latency[k] = slices.Clone(v)
@@ -191,9 +189,6 @@ func (r *fakeRuntime) timed(event string, call func() error) error {
 	}
 	if r.stats != nil {
 		r.stats.latency[event] = append(r.stats.latency[event], time.Since(start))
-		if err != nil {
-			r.stats.refused[event]++
-		}
 	}
 	return err
 }

@@ -175,11 +175,7 @@ func resourcesFor(qos string, cpus int64) state.Resources {
 func originals(t *testing.T, dir string, online cpuset.CPUSet) map[state.ContainerRef]cpuset.CPUSet {
 	t.Helper()
 	out := map[state.ContainerRef]cpuset.CPUSet{}
-	st, err := state.Inspect(dir, online)
-	if err != nil {
-		t.Fatalf("checkpoint: %v", err)
-	}
-	st.ForEach(func(ref state.ContainerRef, a state.Assignment) { out[ref] = a.Original })
+	checkpointState(t, dir, online).ForEach(func(ref state.ContainerRef, a state.Assignment) { out[ref] = a.Original })
 	return out
 }
 

@@ -15,13 +15,6 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/hack/ocilayout/ocilayouttest"
 )
 
-// blobOf returns the blob d points at from an image layout, checking that
-// its content matches the descriptor's digest and size.
-func blobOf(t *testing.T, contents map[string][]byte, d ocilayout.Descriptor) []byte {
-	t.Helper()
-	return ocilayouttest.Blob(t, contents, d.Digest, d.Size, nil)
-}
-
 // imageLayoutArchive is the tar archive of imageLayout, as BuildImages writes it.
 func imageLayoutArchive(busybox []byte, applets []string) ([]byte, error) {
 	layout, err := imageLayout(busybox, applets)
@@ -57,26 +50,19 @@ func TestImageLayoutArchive(t *testing.T) {
 			continue
 		}
 		var man ocilayout.Manifest
-		if err := json.Unmarshal(blobOf(t, contents, d), &man); err != nil {
-			t.Fatalf("%s manifest: %v", name, err)
-		}
+		ocilayouttest.Blob(t, contents, d.Digest, d.Size, &man)
 		if man.MediaType != ocilayout.MediaTypeManifest || d.MediaType != ocilayout.MediaTypeManifest || len(man.Layers) != 1 {
 			t.Fatalf("%s manifest: media types %s/%s, %d layers", name, man.MediaType, d.MediaType, len(man.Layers))
 		}
 		var cfg ocilayout.ImageConfig
-		if err := json.Unmarshal(blobOf(t, contents, man.Config), &cfg); err != nil {
-			t.Fatalf("%s config: %v", name, err)
-		}
+		ocilayouttest.Blob(t, contents, man.Config.Digest, man.Config.Size, &cfg)
 		if !reflect.DeepEqual(cfg.Config.Cmd, wantCmd) {
 			t.Errorf("%s Cmd = %q, want %q", name, cfg.Config.Cmd, wantCmd)
 		}
 		if cfg.OS != "linux" || len(cfg.RootFS.DiffIDs) != 1 || cfg.RootFS.DiffIDs[0] != man.Layers[0].Digest {
 			t.Errorf("%s config: os %q, diff ids %v, layer %s", name, cfg.OS, cfg.RootFS.DiffIDs, man.Layers[0].Digest)
 		}
-		layer := blobOf(t, contents, man.Layers[0])
-		if int64(len(layer)) != man.Layers[0].Size {
-			t.Errorf("%s layer size %d, descriptor says %d", name, len(layer), man.Layers[0].Size)
-		}
+		layer := ocilayouttest.Blob(t, contents, man.Layers[0].Digest, man.Layers[0].Size, nil)
 		headers, files := ocilayouttest.ReadTar(t, layer)
 		if hdr := headers["bin/busybox"]; hdr == nil || hdr.Mode != 0o755 || !bytes.Equal(files["bin/busybox"], busybox) {
 			t.Errorf("%s layer: bin/busybox missing, wrong mode or content", name)
