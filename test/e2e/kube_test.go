@@ -742,15 +742,7 @@ func wantProcessCPUs(ctx context.Context, t *testing.T, c *harness.Container, wa
 		if cgroupCPUs, err = cg.CPUs(); err != nil {
 			return false, err
 		}
-		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			return false, err
-		}
-		m := regexp.MustCompile(`(?m)^Cpus_allowed_list:\s*(\S+)$`).FindSubmatch(status)
-		if m == nil {
-			return false, fmt.Errorf("no Cpus_allowed_list in /proc/%d/status", pid)
-		}
-		if allowed, err = cpuset.Parse(string(m[1])); err != nil {
+		if allowed, err = harness.ProcessCPUsAllowed(pid); err != nil {
 			return false, err
 		}
 		return cgroupCPUs.Equals(want) && allowed.Equals(want), nil

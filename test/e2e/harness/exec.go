@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -73,6 +74,22 @@ func (c *Container) cpusAllowedOf(ctx context.Context, statusFile string) (cpuse
 		return cpuset.CPUSet{}, fmt.Errorf("%s in %s: %w", statusFile, c, err)
 	}
 	return set, nil
+}
+
+// ProcessCPUsAllowed returns the CPUs a host process may run on, from its
+// /proc status (for a container whose image has no shell: see PID).
+func ProcessCPUsAllowed(pid int) (cpuset.CPUSet, error) {
+	file := fmt.Sprintf("/proc/%d/status", pid)
+	status, err := os.ReadFile(file)
+	if err != nil {
+		return cpuset.CPUSet{}, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "Cpus_allowed_list:") {
+			return parseCPUsAllowed(line)
+		}
+	}
+	return cpuset.CPUSet{}, fmt.Errorf("no Cpus_allowed_list in %s", file)
 }
 
 // parseCPUsAllowed parses a "Cpus_allowed_list:\t0-3,6" line.

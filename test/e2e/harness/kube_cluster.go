@@ -530,8 +530,10 @@ func (c *Cluster) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := unmountUnder(c.Dir); err != nil {
-		errs = append(errs, err)
+	// Nothing mounts under c.Dir after this: the processes are stopped.
+	unmountErr := unmountUnder(c.Dir)
+	if unmountErr != nil {
+		errs = append(errs, unmountErr)
 	}
 	if err := removeLogLinks(legacyContainerLogsDir, c.Dir); err != nil {
 		errs = append(errs, err)
@@ -562,10 +564,11 @@ func (c *Cluster) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("restore %s to %s: %w", key, v, err))
 		}
 	}
-	if err := unmountUnder(c.Dir); err != nil {
-		errs = append(errs, err)
-	} else if err := os.RemoveAll(c.Dir); err != nil {
-		errs = append(errs, fmt.Errorf("remove %s: %w", c.Dir, err))
+	// Never remove through a mount that is still there.
+	if unmountErr == nil {
+		if err := os.RemoveAll(c.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", c.Dir, err))
+		}
 	}
 	return errors.Join(errs...)
 }
