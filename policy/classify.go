@@ -109,24 +109,30 @@ func MilliCPUFromShares(shares uint64) int64 {
 // down (0 when there is no quota); cpuLimitMilli is the kubelet's limit
 // recovered exactly, rounded up.
 func MilliCPUFromQuota(quota int64, period uint64) int64 {
-	if quota <= 0 || period == 0 {
-		return 0
-	}
-	return quota * milliCPUPerCPU / int64(period)
+	return milliFromQuota(quota, period, false)
 }
 
 // cpuLimitMilli returns the CPU limit of r in milli-CPU, 0 without a quota.
 // It rounds up: the kubelet writes quota = milli·period/1000 rounded down
 // and periods are at least 1 ms, so this recovers its milli-CPU exactly.
 func cpuLimitMilli(r state.Resources) int64 {
-	if r.CPUQuota <= 0 || r.CPUPeriod == 0 {
+	return milliFromQuota(r.CPUQuota, r.CPUPeriod, true)
+}
+
+// milliFromQuota is quota·1000/period rounded down or up, 0 without a
+// quota, and a limit no machine has for values whose product overflows.
+func milliFromQuota(quota int64, period uint64, roundUp bool) int64 {
+	if quota <= 0 || period == 0 {
 		return 0
 	}
-	if r.CPUQuota > math.MaxInt64/milliCPUPerCPU || r.CPUPeriod > math.MaxInt64/2 {
+	if quota > math.MaxInt64/milliCPUPerCPU || period > math.MaxInt64/2 {
 		return math.MaxInt64 / milliCPUPerCPU // absurd values: no real limit
 	}
-	period := int64(r.CPUPeriod)
-	return (r.CPUQuota*milliCPUPerCPU + period - 1) / period
+	p := int64(period)
+	if roundUp {
+		return (quota*milliCPUPerCPU + p - 1) / p
+	}
+	return quota * milliCPUPerCPU / p
 }
 
 // sharesFromMilli returns the CPU shares the kubelet writes for a request
