@@ -327,28 +327,37 @@ func (p *Policy) dropStalePods(m *Model, pods []Pod, live []*Container) {
 func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 	var notes, retry []string
 	var later []*Container
-	for _, c := range candidates {
-		n := Classify(c.Pod.QoS(), c.Resources).CPUs
-		if note := beyondPodLimit(m, *c, n); note != "" {
+	// overLimit runs c on the shared pool when its pod's limit cannot hold
+	// its n CPUs next to those of the containers adopted so far.
+	overLimit := func(c *Container, n int) bool {
+		note := beyondPodLimit(m, *c, n)
+		if note != "" {
 			m.edit(c.ID).Exclusive = false
 			notes = append(notes, note)
+		}
+		return note != ""
+	}
+	pin := func(c *Container, cpus cpuset.CPUSet) {
+		m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: cpus})
+		m.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
+		p.takeFromPool(m, cpus)
+	}
+	for _, c := range candidates {
+		n := Classify(c.Pod.QoS(), c.Resources).CPUs
+		if overLimit(c, n) {
 			continue
 		}
 		if !p.adoptable(m, c.CPUs, n) {
 			later = append(later, c)
 			continue
 		}
-		m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: c.CPUs})
-		m.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
-		p.takeFromPool(m, c.CPUs)
+		pin(c, c.CPUs)
 		notes = append(notes, fmt.Sprintf("%s: adopted with its current CPUs %s as original", displayName(c.Pod, c.Name), c.CPUs))
 	}
 	for _, c := range later {
 		display := displayName(c.Pod, c.Name)
 		n := Classify(c.Pod.QoS(), c.Resources).CPUs
-		if note := beyondPodLimit(m, *c, n); note != "" { // (earlier adoptions may fill the pod)
-			m.edit(c.ID).Exclusive = false
-			notes = append(notes, note)
+		if overLimit(c, n) { // (earlier adoptions may fill the pod)
 			continue
 		}
 		cpus, err := p.allocateNew(m, display, n)
@@ -357,9 +366,7 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 				display, describe(c.CPUs), err))
 			continue
 		}
-		m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: cpus})
-		m.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
-		p.takeFromPool(m, cpus)
+		pin(c, cpus)
 		notes = append(notes, fmt.Sprintf("%s: current CPUs %s cannot be adopted; pinned to %s", display, describe(c.CPUs), cpus))
 	}
 	return append(notes, retry...)
