@@ -3,6 +3,8 @@ package config
 import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 )
 
 // Config is a validated configuration. Values are typed; use Parse, Load or
@@ -35,14 +37,18 @@ type Config struct {
 	// exclusive containers only, taken before any other CPU (exclusive).
 	IsolatedCPUs IsolatedCPUs
 	// CPUManagerPolicyOptions are the static policy options
-	// (cpuManagerPolicyOptions).
-	CPUManagerPolicyOptions StaticPolicyOptions
+	// (cpuManagerPolicyOptions), typed by the allocator that applies them.
+	CPUManagerPolicyOptions cpuallocator.StaticPolicyOptions
 	// TopologyManagerPolicy is the NUMA alignment policy
 	// (topologyManagerPolicy).
-	TopologyManagerPolicy TopologyManagerPolicy
+	TopologyManagerPolicy cpuallocator.TopologyPolicy
+	// TopologyManagerScope is what one NUMA affinity is computed for:
+	// each container, or all the pinned containers of a pod
+	// (topologyManagerScope).
+	TopologyManagerScope cpuallocator.TopologyScope
 	// TopologyManagerPolicyOptions are the topology manager options
 	// (topologyManagerPolicyOptions).
-	TopologyManagerPolicyOptions TopologyOptions
+	TopologyManagerPolicyOptions cpuallocator.TopologyOptions
 	// InPlaceResize allows changing the CPU count of exclusive containers
 	// (inPlaceResize). When false such changes are refused.
 	InPlaceResize bool
@@ -64,28 +70,6 @@ type Config struct {
 	KubeletCheckpoint string
 }
 
-// StaticPolicyOptions are the kubelet's static CPU manager policy options,
-// each false unless set to "true" in cpuManagerPolicyOptions. Which
-// combinations are forbidden is decided by the allocator, not here.
-type StaticPolicyOptions struct {
-	FullPCPUsOnly             bool // full-pcpus-only
-	DistributeCPUsAcrossNUMA  bool // distribute-cpus-across-numa
-	AlignBySocket             bool // align-by-socket
-	DistributeCPUsAcrossCores bool // distribute-cpus-across-cores
-	StrictCPUReservation      bool // strict-cpu-reservation
-	PreferAlignByUncoreCache  bool // prefer-align-cpus-by-uncorecache
-}
-
-// TopologyOptions are the topology manager policy options.
-type TopologyOptions struct {
-	// PreferClosestNUMANodes orders NUMA affinities of equal width by
-	// distance (prefer-closest-numa-nodes).
-	PreferClosestNUMANodes bool
-	// MaxAllowableNUMANodes bounds the NUMA nodes an affinity may span
-	// (max-allowable-numa-nodes, ≥ 1).
-	MaxAllowableNUMANodes int
-}
-
 // IsolatedCPUs is what isolated CPUs serve: shared or exclusive.
 type IsolatedCPUs string
 
@@ -99,24 +83,10 @@ const (
 	IsolatedCPUsExclusive IsolatedCPUs = "exclusive"
 )
 
-// TopologyManagerPolicy is a topology manager policy name.
-type TopologyManagerPolicy string
-
-// The topology manager policies, as the kubelet names them.
-const (
-	TopologyPolicyNone           TopologyManagerPolicy = "none"
-	TopologyPolicyBestEffort     TopologyManagerPolicy = "best-effort"
-	TopologyPolicyRestricted     TopologyManagerPolicy = "restricted"
-	TopologyPolicySingleNUMANode TopologyManagerPolicy = "single-numa-node"
-)
-
 // Defaults of the keys whose default is worth naming outside Default.
 const (
 	// DefaultKubeletCheckpoint is the kubelet's CPU manager checkpoint.
 	DefaultKubeletCheckpoint = "/var/lib/kubelet/cpu_manager_state"
-	// DefaultMaxAllowableNUMANodes is the kubelet's default of
-	// max-allowable-numa-nodes.
-	DefaultMaxAllowableNUMANodes = 8
 )
 
 // Default returns the configuration used for every key the file does not
@@ -131,9 +101,10 @@ func Default() *Config {
 		CgroupfsRoot:          "/sys/fs/cgroup",
 		ReservedSystemCPUs:    cpuset.New(0),
 		IsolatedCPUs:          IsolatedCPUsShared,
-		TopologyManagerPolicy: TopologyPolicyNone,
-		TopologyManagerPolicyOptions: TopologyOptions{
-			MaxAllowableNUMANodes: DefaultMaxAllowableNUMANodes,
+		TopologyManagerPolicy: cpuallocator.TopologyNone,
+		TopologyManagerScope:  cpuallocator.ScopeContainer,
+		TopologyManagerPolicyOptions: cpuallocator.TopologyOptions{
+			MaxAllowableNUMANodes: cpuallocator.DefaultMaxAllowableNUMANodes,
 		},
 		InPlaceResize:     true,
 		MetricsAddress:    ":9101",

@@ -43,11 +43,12 @@ var keyRules = []keyRule{
 	{"reservedCPUCount", applyWithoutExclusive, func(c *Config) string { return strconv.Itoa(c.ReservedCPUCount) }},
 	{"isolatedCPUs", applyWithoutExclusive, func(c *Config) string { return string(c.IsolatedCPUs) }},
 	{"cpuManagerPolicyOptions", applyWithoutExclusive, func(c *Config) string {
-		return canonicalOptions(c.CPUManagerPolicyOptions.asMap())
+		return canonicalOptions(c.CPUManagerPolicyOptions.Map())
 	}},
 	{"topologyManagerPolicy", applyWithoutExclusive, func(c *Config) string { return string(c.TopologyManagerPolicy) }},
+	{"topologyManagerScope", applyWithoutExclusive, func(c *Config) string { return string(c.TopologyManagerScope) }},
 	{"topologyManagerPolicyOptions", applyWithoutExclusive, func(c *Config) string {
-		return canonicalOptions(c.TopologyManagerPolicyOptions.asMap())
+		return canonicalOptions(c.TopologyManagerPolicyOptions.Map())
 	}},
 	{"inPlaceResize", applyLive, func(c *Config) string { return strconv.FormatBool(c.InPlaceResize) }},
 	{"alignMemory", applyLive, func(c *Config) string { return strconv.FormatBool(c.AlignMemory) }},
@@ -73,7 +74,7 @@ type Changes struct {
 	Live []string
 	// WithoutExclusive keys (reservedSystemCPUs, reservedCPUCount,
 	// isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy,
-	// topologyManagerPolicyOptions) can be applied only while no exclusive
+	// topologyManagerScope, topologyManagerPolicyOptions) can be applied only while no exclusive
 	// container holds CPUs.
 	WithoutExclusive []string
 	// Restart keys (nriSocket, pluginName, pluginIndex, stateDir,

@@ -7,6 +7,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 )
 
 func TestDiffClassifiesEveryKey(t *testing.T) {
@@ -25,7 +27,8 @@ func TestDiffClassifiesEveryKey(t *testing.T) {
 		{"reservedCPUCount", func(c *Config) { c.ReservedCPUCount = 2 }, Changes{WithoutExclusive: []string{"reservedCPUCount"}}},
 		{"isolatedCPUs", func(c *Config) { c.IsolatedCPUs = IsolatedCPUsExclusive }, Changes{WithoutExclusive: []string{"isolatedCPUs"}}},
 		{"cpuManagerPolicyOptions", func(c *Config) { c.CPUManagerPolicyOptions.StrictCPUReservation = true }, Changes{WithoutExclusive: []string{"cpuManagerPolicyOptions"}}},
-		{"topologyManagerPolicy", func(c *Config) { c.TopologyManagerPolicy = TopologyPolicyRestricted }, Changes{WithoutExclusive: []string{"topologyManagerPolicy"}}},
+		{"topologyManagerPolicy", func(c *Config) { c.TopologyManagerPolicy = cpuallocator.TopologyRestricted }, Changes{WithoutExclusive: []string{"topologyManagerPolicy"}}},
+		{"topologyManagerScope", func(c *Config) { c.TopologyManagerScope = cpuallocator.ScopePod }, Changes{WithoutExclusive: []string{"topologyManagerScope"}}},
 		{"topologyManagerPolicyOptions", func(c *Config) { c.TopologyManagerPolicyOptions.MaxAllowableNUMANodes = 2 }, Changes{WithoutExclusive: []string{"topologyManagerPolicyOptions"}}},
 		{"inPlaceResize", func(c *Config) { c.InPlaceResize = false }, Changes{Live: []string{"inPlaceResize"}}},
 		{"alignMemory", func(c *Config) { c.AlignMemory = true }, Changes{Live: []string{"alignMemory"}}},

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 )
 
 // The example states every default; it deliberately changes no value.
@@ -41,7 +43,7 @@ func TestExampleWritesEveryKeyAndOptionWithAComment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.CPUManagerPolicyOptions) != len(staticPolicyOptions) || len(f.TopologyManagerPolicyOptions) != 2 {
+	if len(f.CPUManagerPolicyOptions) != len(cpuallocator.StaticPolicyOptionNames()) || len(f.TopologyManagerPolicyOptions) != 2 {
 		t.Errorf("example.yaml leaves options out: %v %v", f.CPUManagerPolicyOptions, f.TopologyManagerPolicyOptions)
 	}
 }

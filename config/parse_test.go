@@ -12,6 +12,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 )
 
 // errorLines splits a joined error into its lines ("" for nil).
@@ -43,6 +45,7 @@ func TestDefaultValues(t *testing.T) {
 		"isolatedCPUs":                 "shared",
 		"cpuManagerPolicyOptions":      "align-by-socket=false;distribute-cpus-across-cores=false;distribute-cpus-across-numa=false;full-pcpus-only=false;prefer-align-cpus-by-uncorecache=false;strict-cpu-reservation=false;",
 		"topologyManagerPolicy":        "none",
+		"topologyManagerScope":         "container",
 		"topologyManagerPolicyOptions": "max-allowable-numa-nodes=8;prefer-closest-numa-nodes=false;",
 		"inPlaceResize":                "true",
 		"alignMemory":                  "false",
@@ -102,32 +105,33 @@ func TestParseValidValues(t *testing.T) {
 		}},
 		{"every static option", `cpuManagerPolicyOptions: {full-pcpus-only: "true", distribute-cpus-across-numa: "true", align-by-socket: "true", distribute-cpus-across-cores: "true", strict-cpu-reservation: "true", prefer-align-cpus-by-uncorecache: "true"}`,
 			func(c *Config) bool {
-				return c.CPUManagerPolicyOptions == StaticPolicyOptions{true, true, true, true, true, true}
+				return c.CPUManagerPolicyOptions == cpuallocator.StaticPolicyOptions{FullPCPUsOnly: true, DistributeCPUsAcrossNUMA: true, AlignBySocket: true, DistributeCPUsAcrossCores: true, StrictCPUReservation: true, PreferAlignByUncoreCache: true}
 			}},
 		{"one static option, others false", `cpuManagerPolicyOptions: {strict-cpu-reservation: "true"}`, func(c *Config) bool {
-			return c.CPUManagerPolicyOptions == StaticPolicyOptions{StrictCPUReservation: true}
+			return c.CPUManagerPolicyOptions == cpuallocator.StaticPolicyOptions{StrictCPUReservation: true}
 		}},
 		{"unquoted boolean option", "cpuManagerPolicyOptions:\n  full-pcpus-only: true", func(c *Config) bool {
-			return c.CPUManagerPolicyOptions == StaticPolicyOptions{FullPCPUsOnly: true}
+			return c.CPUManagerPolicyOptions == cpuallocator.StaticPolicyOptions{FullPCPUsOnly: true}
 		}},
 		{"kubelet-style boolean spelling", `cpuManagerPolicyOptions: {align-by-socket: "True"}`, func(c *Config) bool {
-			return c.CPUManagerPolicyOptions == StaticPolicyOptions{AlignBySocket: true}
+			return c.CPUManagerPolicyOptions == cpuallocator.StaticPolicyOptions{AlignBySocket: true}
 		}},
 		{"empty option map", "cpuManagerPolicyOptions: {}", func(c *Config) bool {
-			return c.CPUManagerPolicyOptions == StaticPolicyOptions{}
+			return c.CPUManagerPolicyOptions == cpuallocator.StaticPolicyOptions{}
 		}},
 		{"isolated CPUs exclusive", "isolatedCPUs: exclusive", func(c *Config) bool { return c.IsolatedCPUs == IsolatedCPUsExclusive }},
 		{"isolated CPUs shared", "isolatedCPUs: shared", func(c *Config) bool { return c.IsolatedCPUs == IsolatedCPUsShared }},
-		{"policy best-effort", "topologyManagerPolicy: best-effort", func(c *Config) bool { return c.TopologyManagerPolicy == TopologyPolicyBestEffort }},
-		{"policy restricted", "topologyManagerPolicy: restricted", func(c *Config) bool { return c.TopologyManagerPolicy == TopologyPolicyRestricted }},
+		{"scope pod", "topologyManagerScope: pod", func(c *Config) bool { return c.TopologyManagerScope == cpuallocator.ScopePod }},
+		{"policy best-effort", "topologyManagerPolicy: best-effort", func(c *Config) bool { return c.TopologyManagerPolicy == cpuallocator.TopologyBestEffort }},
+		{"policy restricted", "topologyManagerPolicy: restricted", func(c *Config) bool { return c.TopologyManagerPolicy == cpuallocator.TopologyRestricted }},
 		{"policy single-numa-node", "topologyManagerPolicy: single-numa-node", func(c *Config) bool {
-			return c.TopologyManagerPolicy == TopologyPolicySingleNUMANode
+			return c.TopologyManagerPolicy == cpuallocator.TopologySingleNUMANode
 		}},
 		{"topology options", `topologyManagerPolicyOptions: {prefer-closest-numa-nodes: "true", max-allowable-numa-nodes: "2"}`, func(c *Config) bool {
-			return c.TopologyManagerPolicyOptions == TopologyOptions{PreferClosestNUMANodes: true, MaxAllowableNUMANodes: 2}
+			return c.TopologyManagerPolicyOptions == cpuallocator.TopologyOptions{PreferClosestNUMANodes: true, MaxAllowableNUMANodes: 2}
 		}},
 		{"topology options keep the node limit default", `topologyManagerPolicyOptions: {prefer-closest-numa-nodes: "true"}`, func(c *Config) bool {
-			return c.TopologyManagerPolicyOptions == TopologyOptions{PreferClosestNUMANodes: true, MaxAllowableNUMANodes: 8}
+			return c.TopologyManagerPolicyOptions == cpuallocator.TopologyOptions{PreferClosestNUMANodes: true, MaxAllowableNUMANodes: 8}
 		}},
 		{"unquoted node limit", "topologyManagerPolicyOptions:\n  max-allowable-numa-nodes: 1", func(c *Config) bool {
 			return c.TopologyManagerPolicyOptions.MaxAllowableNUMANodes == 1
@@ -250,10 +254,10 @@ func TestParseRejectsUnknownKeys(t *testing.T) {
 		{"wrong case", `reservedSystemCpus: "1"`, []string{`unknown key "reservedSystemCpus" (did you mean "reservedSystemCPUs"?)`}},
 		{"typo", `logLvel: debug`, []string{`unknown key "logLvel" (did you mean "logLevel"?)`}},
 		{"kubelet key this plugin has no use for", `cpuManagerPolicy: static`, []string{
-			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`}},
+			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`}},
 		{"every unknown key reported", "zz: 1\nlogLevel: debug\naa: 2", []string{
-			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`,
-			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`,
+			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`,
+			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`,
 		}},
 	}
 	for _, tt := range tests {
@@ -367,7 +371,7 @@ func TestYAMLWritesEveryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.ReservedSystemCPUs == nil || len(f.CPUManagerPolicyOptions) != len(staticPolicyOptions) || len(f.TopologyManagerPolicyOptions) != 2 {
+	if f.ReservedSystemCPUs == nil || len(f.CPUManagerPolicyOptions) != len(cpuallocator.StaticPolicyOptionNames()) || len(f.TopologyManagerPolicyOptions) != 2 {
 		t.Errorf("YAML() leaves keys or options out:\n%s", out)
 	}
 	for _, k := range schemaKeys() {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 )
 
 // file is the YAML schema: what an operator writes. Values are raw; build
@@ -25,6 +27,7 @@ type file struct {
 	IsolatedCPUs                 string            `json:"isolatedCPUs"`
 	CPUManagerPolicyOptions      map[string]string `json:"cpuManagerPolicyOptions"`
 	TopologyManagerPolicy        string            `json:"topologyManagerPolicy"`
+	TopologyManagerScope         string            `json:"topologyManagerScope"`
 	TopologyManagerPolicyOptions map[string]string `json:"topologyManagerPolicyOptions"`
 	InPlaceResize                bool              `json:"inPlaceResize"`
 	AlignMemory                  bool              `json:"alignMemory"`
@@ -57,9 +60,10 @@ func toFile(c *Config) *file {
 		ReservedSystemCPUs:           &reserved,
 		ReservedCPUCount:             c.ReservedCPUCount,
 		IsolatedCPUs:                 string(c.IsolatedCPUs),
-		CPUManagerPolicyOptions:      c.CPUManagerPolicyOptions.asMap(),
+		CPUManagerPolicyOptions:      c.CPUManagerPolicyOptions.Map(),
 		TopologyManagerPolicy:        string(c.TopologyManagerPolicy),
-		TopologyManagerPolicyOptions: c.TopologyManagerPolicyOptions.asMap(),
+		TopologyManagerScope:         string(c.TopologyManagerScope),
+		TopologyManagerPolicyOptions: c.TopologyManagerPolicyOptions.Map(),
 		InPlaceResize:                c.InPlaceResize,
 		AlignMemory:                  c.AlignMemory,
 		MetricsAddress:               c.MetricsAddress,
@@ -102,8 +106,10 @@ func (f *file) build() (*Config, error) {
 	check("reservedCPUCount", err)
 	c.IsolatedCPUs, err = parseIsolatedCPUs(f.IsolatedCPUs)
 	check("isolatedCPUs", err)
-	c.TopologyManagerPolicy, err = parseTopologyPolicy(f.TopologyManagerPolicy)
+	c.TopologyManagerPolicy, err = cpuallocator.ParseTopologyPolicy(f.TopologyManagerPolicy)
 	check("topologyManagerPolicy", err)
+	c.TopologyManagerScope, err = cpuallocator.ParseTopologyScope(f.TopologyManagerScope)
+	check("topologyManagerScope", err)
 	c.MetricsAddress, err = parseMetricsAddress(f.MetricsAddress)
 	check("metricsAddress", err)
 	c.DebugAddress, err = parseMetricsAddress(f.DebugAddress)
@@ -112,10 +118,10 @@ func (f *file) build() (*Config, error) {
 	check("logLevel", err)
 
 	var optErrs []error
-	c.CPUManagerPolicyOptions, optErrs = parseStaticPolicyOptions("cpuManagerPolicyOptions", f.CPUManagerPolicyOptions)
-	errs = append(errs, optErrs...)
-	c.TopologyManagerPolicyOptions, optErrs = parseTopologyOptions("topologyManagerPolicyOptions", f.TopologyManagerPolicyOptions)
-	errs = append(errs, optErrs...)
+	c.CPUManagerPolicyOptions, optErrs = cpuallocator.ParseStaticPolicyOptions(f.CPUManagerPolicyOptions)
+	errs = append(errs, optionErrors("cpuManagerPolicyOptions", optErrs)...)
+	c.TopologyManagerPolicyOptions, optErrs = cpuallocator.ParseTopologyOptions(f.TopologyManagerPolicyOptions)
+	errs = append(errs, optionErrors("topologyManagerPolicyOptions", optErrs)...)
 
 	if c.ReservedSystemCPUs.Size() > 0 && c.ReservedCPUCount > 0 {
 		errs = append(errs, fmt.Errorf("reservedSystemCPUs and reservedCPUCount are both set (%q and %d): "+
@@ -129,6 +135,21 @@ func (f *file) build() (*Config, error) {
 		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// optionErrors names key in the errors of an option map: key.option for a
+// bad value, key for an unknown option.
+func optionErrors(key string, errs []error) []error {
+	named := make([]error, len(errs))
+	for i, err := range errs {
+		var bad *cpuallocator.OptionError
+		if errors.As(err, &bad) {
+			named[i] = fmt.Errorf("%s.%s: %w", key, bad.Option, bad.Err)
+		} else {
+			named[i] = fmt.Errorf("%s: %w", key, err)
+		}
+	}
+	return named
 }
 
 // reservedCPUs resolves reservedSystemCPUs: when the document does not

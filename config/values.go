@@ -2,10 +2,11 @@ package config
 
 import (
 	"fmt"
-	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"net"
 	"strconv"
 	"strings"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
@@ -76,22 +77,6 @@ func parseIsolatedCPUs(s string) (IsolatedCPUs, error) {
 	return "", notOneOf(s, []string{string(IsolatedCPUsShared), string(IsolatedCPUsExclusive)})
 }
 
-var topologyPolicies = []TopologyManagerPolicy{
-	TopologyPolicyNone, TopologyPolicyBestEffort, TopologyPolicyRestricted, TopologyPolicySingleNUMANode,
-}
-
-// parseTopologyPolicy accepts the kubelet's topology manager policy names.
-func parseTopologyPolicy(s string) (TopologyManagerPolicy, error) {
-	names := make([]string, len(topologyPolicies))
-	for i, p := range topologyPolicies {
-		if string(p) == s {
-			return p, nil
-		}
-		names[i] = string(p)
-	}
-	return "", notOneOf(s, names)
-}
-
 // logLevels are the accepted logLevel values. logrus's own names are not
 // used for printing because it calls WarnLevel "warning".
 var logLevels = []struct {
@@ -142,25 +127,6 @@ func parseMetricsAddress(s string) (string, error) {
 		return "", fmt.Errorf(`%q is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable the endpoint`, s)
 	}
 	return s, nil
-}
-
-// parseBoolOption accepts what the kubelet accepts for a boolean policy
-// option (strconv.ParseBool).
-func parseBoolOption(s string) (bool, error) {
-	b, err := strconv.ParseBool(s)
-	if err != nil {
-		return false, notOneOf(s, []string{"true", "false"})
-	}
-	return b, nil
-}
-
-// parseNUMANodeLimit accepts an integer ≥ 1.
-func parseNUMANodeLimit(s string) (int, error) {
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
-		return 0, fmt.Errorf("%q is not an integer ≥ 1", s)
-	}
-	return n, nil
 }
 
 func notOneOf(value string, allowed []string) error {

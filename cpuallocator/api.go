@@ -56,38 +56,6 @@ var (
 	ErrOptions = errors.New("invalid CPU manager policy options")
 )
 
-// StaticPolicyOptions are the kubelet's static CPU manager policy options
-// that shape allocation. strict-cpu-reservation is not here: it changes the
-// set of available CPUs, which the caller builds.
-type StaticPolicyOptions struct {
-	// FullPCPUsOnly (full-pcpus-only) allocates whole physical cores
-	// only: a core is its online CPUs (isolated ones included), so a core
-	// with offline siblings is a whole core of fewer CPUs. Sizes must be a
-	// multiple of ThreadsPerCore(). A request is refused only when no
-	// choice of whole free cores adds up to it (see wholecores.go).
-	FullPCPUsOnly             bool
-	DistributeCPUsAcrossNUMA  bool // distribute-cpus-across-numa
-	AlignBySocket             bool // align-by-socket
-	DistributeCPUsAcrossCores bool // distribute-cpus-across-cores
-	PreferAlignByUncoreCache  bool // prefer-align-cpus-by-uncorecache
-}
-
-// Validate rejects the combinations the kubelet forbids:
-// full-pcpus-only with distribute-cpus-across-cores, and
-// distribute-cpus-across-cores with distribute-cpus-across-numa.
-func (o StaticPolicyOptions) Validate() error { return o.validate() }
-
-// TopologyOptions are the topology manager policy options that shape NUMA
-// hints.
-type TopologyOptions struct {
-	// MaxAllowableNUMANodes bounds the number of NUMA nodes a hint may span
-	// (max-allowable-numa-nodes; 0 means the kubelet default, 8).
-	MaxAllowableNUMANodes int
-	// PreferClosestNUMANodes orders hints of equal width by the distance
-	// between their nodes (prefer-closest-numa-nodes).
-	PreferClosestNUMANodes bool
-}
-
 // NUMAHint is a NUMA affinity that can satisfy a request.
 type NUMAHint struct {
 	// Nodes are the NUMA nodes of the affinity.

@@ -4,7 +4,7 @@
 // adjustments and ordered container updates.
 //
 // How containerd 2.4 applies a reply decides the shape of the code (see
-// DESIGN.md "Ordering" and "NRI facts"):
+// docs/design.md, "Ordering" and "NRI facts"):
 //   - updates to other containers in a reply are applied, in order, before
 //     the target of the event; the target's own update always last;
 //   - an unsolicited UpdateContainers call is applied whenever containerd

@@ -8,7 +8,7 @@
 // commits Decision.Model once the checkpoint is on disk, and hands the
 // updates to the runtime.
 //
-// Ordering (DESIGN.md "Ordering"): a decision never asks the runtime to give
+// Ordering (docs/design.md, "Ordering"): a decision never asks the runtime to give
 // a CPU to one container before it has been taken from every other
 // container that may not share it. Growth of an exclusive container comes
 // with the shrink of the shared containers in Decision.Others (which the

@@ -14,7 +14,8 @@ import (
 
 // isolatedNode is a policy on 8 single-threaded cores of one NUMA node
 // whose CPUs in isolated are isolated (isolcpus).
-func isolatedNode(t *testing.T, isolated cpuset.CPUSet, opts policy.Options) (*policy.Policy, error) {
+// strict sets strict-cpu-reservation.
+func isolatedNode(t *testing.T, isolated cpuset.CPUSet, opts policy.Options, strict bool) (*policy.Policy, error) {
 	t.Helper()
 	var cpus []cpuallocator.CPUInfo
 	for i := 0; i < 8; i++ {
@@ -24,7 +25,7 @@ func isolatedNode(t *testing.T, isolated cpuset.CPUSet, opts policy.Options) (*p
 	if err != nil {
 		t.Fatal(err)
 	}
-	alloc, err := cpuallocator.NewAllocator(topo, cpuallocator.StaticPolicyOptions{}, cpuallocator.TopologyOptions{})
+	alloc, err := cpuallocator.NewAllocator(topo, cpuallocator.StaticPolicyOptions{StrictCPUReservation: strict}, cpuallocator.TopologyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,26 +40,27 @@ func TestIsolatedCPUsPoolBase(t *testing.T) {
 		name     string
 		isolated string
 		opts     policy.Options
+		strict   bool   // strict-cpu-reservation
 		pool     string // the shared pool without exclusive containers
 		err      string // the refusal to build the policy
 	}{
-		{"shared: isolated CPUs are in the pool", "2-7", policy.Options{Reserved: cpuset.New(0, 1)}, "0-7", ""},
-		{"exclusive: the pool is the other CPUs, reserved ones included", "2-7", policy.Options{Reserved: cpuset.New(0, 1), IsolatedExclusive: true}, "0-1", ""},
-		{"exclusive and strict reservation: the other unreserved CPUs", "4-7", policy.Options{Reserved: cpuset.New(0, 1), IsolatedExclusive: true, StrictCPUReservation: true}, "2-3", ""},
-		{"exclusive without isolated CPUs changes nothing", "", policy.Options{Reserved: cpuset.New(0), IsolatedExclusive: true}, "0-7", ""},
-		{"exclusive with isolated reserved CPUs: in neither pool", "0-1,4-7", policy.Options{Reserved: cpuset.New(0, 1), IsolatedExclusive: true}, "2-3", ""},
-		{"exclusive with every CPU isolated", "0-7", policy.Options{Reserved: cpuset.New(0), IsolatedExclusive: true}, "",
+		{"shared: isolated CPUs are in the pool", "2-7", policy.Options{Reserved: cpuset.New(0, 1)}, false, "0-7", ""},
+		{"exclusive: the pool is the other CPUs, reserved ones included", "2-7", policy.Options{Reserved: cpuset.New(0, 1), IsolatedExclusive: true}, false, "0-1", ""},
+		{"exclusive and strict reservation: the other unreserved CPUs", "4-7", policy.Options{Reserved: cpuset.New(0, 1), IsolatedExclusive: true}, true, "2-3", ""},
+		{"exclusive without isolated CPUs changes nothing", "", policy.Options{Reserved: cpuset.New(0), IsolatedExclusive: true}, false, "0-7", ""},
+		{"exclusive with isolated reserved CPUs: in neither pool", "0-1,4-7", policy.Options{Reserved: cpuset.New(0, 1), IsolatedExclusive: true}, false, "2-3", ""},
+		{"exclusive with every CPU isolated", "0-7", policy.Options{Reserved: cpuset.New(0), IsolatedExclusive: true}, false, "",
 			"policy: no CPU is left for the shared pool: isolatedCPUs: exclusive keeps the isolated CPUs 0-7 out of it and every online CPU (0-7) is isolated"},
-		{"exclusive and strict reservation of the only other CPUs", "2-7", policy.Options{Reserved: cpuset.New(0, 1), IsolatedExclusive: true, StrictCPUReservation: true}, "",
+		{"exclusive and strict reservation of the only other CPUs", "2-7", policy.Options{Reserved: cpuset.New(0, 1), IsolatedExclusive: true}, true, "",
 			"policy: no CPU is left for the shared pool: isolatedCPUs: exclusive keeps the isolated CPUs 2-7 out of it and strict-cpu-reservation the reserved CPUs 0-1, which leaves none of the online CPUs 0-7"},
 		// The layout issue 12 starts from: before isolated CPUs were in the
 		// model, this refused to start.
-		{"shared: isolcpus=2-N with reserved 0-1 starts", "2-7", policy.Options{Reserved: cpuset.New(0, 1), StrictCPUReservation: true}, "2-7", ""},
+		{"shared: isolcpus=2-N with reserved 0-1 starts", "2-7", policy.Options{Reserved: cpuset.New(0, 1)}, true, "2-7", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			isolated, _ := cpuset.Parse(tc.isolated)
-			pol, err := isolatedNode(t, isolated, tc.opts)
+			pol, err := isolatedNode(t, isolated, tc.opts, tc.strict)
 			if tc.err != "" {
 				if err == nil || err.Error() != tc.err {
 					t.Fatalf("New: %v, want %q", err, tc.err)
@@ -80,7 +82,7 @@ func TestIsolatedCPUsPoolBase(t *testing.T) {
 // pool never holding one, and never emptied by a placement of the other
 // CPUs.
 func TestIsolatedCPUsExclusive(t *testing.T) {
-	pol, err := isolatedNode(t, cpuset.New(4, 5, 6, 7), policy.Options{Reserved: cpuset.New(0), IsolatedExclusive: true})
+	pol, err := isolatedNode(t, cpuset.New(4, 5, 6, 7), policy.Options{Reserved: cpuset.New(0), IsolatedExclusive: true}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +157,7 @@ func withCPUs(n int64) state.Resources {
 // exclusive: Synchronize keeps the exclusive containers where they are and
 // moves the shared ones off the isolated CPUs.
 func TestIsolatedCPUsModeChangeAtRestart(t *testing.T) {
-	pol, err := isolatedNode(t, cpuset.New(4, 5, 6, 7), policy.Options{Reserved: cpuset.New(0), IsolatedExclusive: true})
+	pol, err := isolatedNode(t, cpuset.New(4, 5, 6, 7), policy.Options{Reserved: cpuset.New(0), IsolatedExclusive: true}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +182,7 @@ func TestIsolatedCPUsModeChangeAtRestart(t *testing.T) {
 // CPUs as costing the shared pool nothing, as the placement does: a pod may
 // grow by more than the shared pool holds, into isolated CPUs.
 func TestIsolatedCPUsPodGrowth(t *testing.T) {
-	pol, err := isolatedNode(t, cpuset.New(2, 3, 4, 5, 6, 7), policy.Options{Reserved: cpuset.New(0), IsolatedExclusive: true})
+	pol, err := isolatedNode(t, cpuset.New(2, 3, 4, 5, 6, 7), policy.Options{Reserved: cpuset.New(0), IsolatedExclusive: true}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

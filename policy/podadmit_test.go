@@ -564,16 +564,17 @@ func randomMachine(t *testing.T, rng *rand.Rand) (*policy.Policy, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	static := cpuallocator.StaticPolicyOptions{FullPCPUsOnly: threads > 1 && rng.IntN(2) == 0, DistributeCPUsAcrossNUMA: rng.IntN(4) == 0}
+	static := cpuallocator.StaticPolicyOptions{FullPCPUsOnly: threads > 1 && rng.IntN(2) == 0, DistributeCPUsAcrossNUMA: rng.IntN(4) == 0,
+		StrictCPUReservation: rng.IntN(2) == 0}
 	alloc, err := cpuallocator.NewAllocator(topo, static, cpuallocator.TopologyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts := policy.Options{
-		Reserved:             cpuset.New(0),
-		StrictCPUReservation: rng.IntN(2) == 0,
-		TopologyPolicy:       []policy.TopologyPolicy{policy.TopologyNone, policy.TopologyBestEffort, policy.TopologyRestricted, policy.TopologySingleNUMANode}[rng.IntN(4)],
-		InPlaceResize:        rng.IntN(5) != 0,
+		Reserved: cpuset.New(0),
+		TopologyPolicy: []cpuallocator.TopologyPolicy{cpuallocator.TopologyNone, cpuallocator.TopologyBestEffort,
+			cpuallocator.TopologyRestricted, cpuallocator.TopologySingleNUMANode}[rng.IntN(4)],
+		InPlaceResize: rng.IntN(5) != 0,
 	}
 	if static.FullPCPUsOnly {
 		opts.Reserved = cpuset.New(0, 1)

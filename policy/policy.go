@@ -11,25 +11,13 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
-// TopologyPolicy is the topology manager policy the placement honours.
-type TopologyPolicy string
-
-// The topology manager policies, named as the kubelet names them.
-const (
-	TopologyNone           TopologyPolicy = "none"
-	TopologyBestEffort     TopologyPolicy = "best-effort"
-	TopologyRestricted     TopologyPolicy = "restricted"
-	TopologySingleNUMANode TopologyPolicy = "single-numa-node"
-)
-
-// Options configure the policy. Allocation options (static policy options,
-// topology manager options) live in the Allocator.
+// Options configure the policy. The static policy options and the
+// topology manager options live in the Allocator (Allocator.Options):
+// strict-cpu-reservation, which keeps the reserved CPUs out of the shared
+// pool too, is read there.
 type Options struct {
 	// Reserved CPUs are never given exclusively.
 	Reserved cpuset.CPUSet
-	// StrictCPUReservation (strict-cpu-reservation) also keeps the reserved
-	// CPUs out of the shared pool.
-	StrictCPUReservation bool
 	// IsolatedExclusive (isolatedCPUs: exclusive) keeps the isolated CPUs
 	// (isolcpus) for exclusive containers: they are never in the shared
 	// pool, and placements take them before any other CPU (the allocator
@@ -37,7 +25,9 @@ type Options struct {
 	// isolated CPUs are like any other, as for the kubelet.
 	IsolatedExclusive bool
 	// TopologyPolicy is the topology manager policy ("" means none).
-	TopologyPolicy TopologyPolicy
+	TopologyPolicy cpuallocator.TopologyPolicy
+	// TopologyScope is the topology manager scope ("" means container).
+	TopologyScope cpuallocator.TopologyScope
 	// InPlaceResize allows changing the CPU count of exclusive containers.
 	InPlaceResize bool
 	// AlignMemory also sets cpuset.mems of exclusive containers to the NUMA
@@ -72,12 +62,16 @@ func New(alloc *cpuallocator.Allocator, opts Options) (*Policy, error) {
 		return nil, errors.New("policy: no allocator")
 	}
 	if opts.TopologyPolicy == "" {
-		opts.TopologyPolicy = TopologyNone
+		opts.TopologyPolicy = cpuallocator.TopologyNone
 	}
-	switch opts.TopologyPolicy {
-	case TopologyNone, TopologyBestEffort, TopologyRestricted, TopologySingleNUMANode:
-	default:
-		return nil, fmt.Errorf("policy: unknown topology manager policy %q (want none, best-effort, restricted or single-numa-node)", opts.TopologyPolicy)
+	if _, err := cpuallocator.ParseTopologyPolicy(string(opts.TopologyPolicy)); err != nil {
+		return nil, fmt.Errorf("policy: topology manager policy: %w", err)
+	}
+	if opts.TopologyScope == "" {
+		opts.TopologyScope = cpuallocator.ScopeContainer
+	}
+	if _, err := cpuallocator.ParseTopologyScope(string(opts.TopologyScope)); err != nil {
+		return nil, fmt.Errorf("policy: topology manager scope: %w", err)
 	}
 	topo := alloc.Topology()
 	online, isolated := topo.CPUs(), topo.Isolated()
@@ -88,7 +82,7 @@ func New(alloc *cpuallocator.Allocator, opts Options) (*Policy, error) {
 		return nil, fmt.Errorf("policy: reserved CPUs %s leave no CPU for exclusive allocation", opts.Reserved)
 	}
 	pol := &Policy{alloc: alloc, topo: topo, opts: opts, allocatable: online.Difference(opts.Reserved), poolBase: online}
-	if opts.StrictCPUReservation {
+	if alloc.Options().StrictCPUReservation {
 		pol.poolBase = pol.allocatable
 	}
 	if opts.IsolatedExclusive {
@@ -109,7 +103,7 @@ func New(alloc *cpuallocator.Allocator, opts Options) (*Policy, error) {
 
 // poolBaseWhy explains an empty pool base.
 func (p *Policy) poolBaseWhy(online, isolated cpuset.CPUSet) string {
-	if !p.opts.StrictCPUReservation {
+	if !p.alloc.Options().StrictCPUReservation {
 		return fmt.Sprintf("isolatedCPUs: exclusive keeps the isolated CPUs %s out of it and every online CPU (%s) is isolated", isolated, online)
 	}
 	return fmt.Sprintf("isolatedCPUs: exclusive keeps the isolated CPUs %s out of it and strict-cpu-reservation the reserved CPUs %s, which leaves none of the online CPUs %s",
@@ -306,24 +300,24 @@ var errTopologyPolicy = errors.New("topology manager policy")
 // admitTopology applies the topology manager policy to a placement and
 // returns the NUMA affinity to allocate in (0: no preference).
 func (p *Policy) admitTopology(pl placement, free cpumask.Mask) (cpuallocator.NodeMask, error) {
-	if p.opts.TopologyPolicy == TopologyNone {
+	if p.opts.TopologyPolicy == cpuallocator.TopologyNone {
 		return 0, nil
 	}
 	hints := p.alloc.NUMAHintsFrom(free, pl.keep, pl.n)
 	if len(hints) == 0 {
-		if p.opts.TopologyPolicy == TopologyBestEffort {
+		if p.opts.TopologyPolicy == cpuallocator.TopologyBestEffort {
 			return 0, nil
 		}
 		return 0, fmt.Errorf("%w %s: no NUMA affinity can hold %d CPUs%s", errTopologyPolicy, p.opts.TopologyPolicy, pl.n, p.keeping(pl))
 	}
 	best := hints[0]
 	switch p.opts.TopologyPolicy {
-	case TopologySingleNUMANode:
+	case cpuallocator.TopologySingleNUMANode:
 		if best.Nodes.Count() != 1 {
 			return 0, fmt.Errorf("%w single-numa-node: %d CPUs%s do not fit one NUMA node (narrowest affinity: NUMA nodes %s)",
 				errTopologyPolicy, pl.n, p.keeping(pl), best.Nodes)
 		}
-	case TopologyRestricted:
+	case cpuallocator.TopologyRestricted:
 		if !best.Preferred {
 			return 0, fmt.Errorf("%w restricted: the narrowest NUMA affinity for %d CPUs%s is nodes %s, wider than the machine allows for that many CPUs",
 				errTopologyPolicy, pl.n, p.keeping(pl), best.Nodes)

@@ -10,7 +10,7 @@ import (
 
 // UpdateContainer decides a resize. c is the container as the runtime
 // reports it (its current resources), update the requested resources (zero
-// fields keep the current value). See DESIGN.md "Semantics" for the cases.
+// fields keep the current value). See docs/design.md, "Semantics", for the cases.
 // A refusal changes nothing.
 func (p *Policy) UpdateContainer(m *Model, c Container, update state.Resources) (Decision, error) {
 	d, err := p.decideResize(m, c, update)

@@ -13,7 +13,7 @@ import (
 )
 
 // Synchronize reconciles the model with the runtime's full view of pods
-// and containers (NRI Synchronize, on every (re)connection), as DESIGN.md
+// and containers (NRI Synchronize, on every (re)connection), as docs/design.md
 // "Restart and recovery" says:
 //   - assignments of containers that no longer run are dropped;
 //   - running exclusive containers without an assignment are adopted,

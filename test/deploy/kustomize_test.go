@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nri-cpumanager/nri-cpumanager/config"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 )
 
 // shippedDefaults is the configuration deploy/ and the chart ship: the
@@ -170,7 +171,7 @@ func TestKustomizeExampleOverlay(t *testing.T) {
 	want := shippedDefaults()
 	want.ReservedSystemCPUs = cpuset.New(0, 32)
 	want.CPUManagerPolicyOptions.FullPCPUsOnly = true
-	want.TopologyManagerPolicy = config.TopologyPolicySingleNUMANode
+	want.TopologyManagerPolicy = cpuallocator.TopologySingleNUMANode
 	want.KubeletCheckpoint = config.DefaultKubeletCheckpoint
 	sameConfig(t, "the example overlay", p.cfg, want)
 	if p.ctr.Image != "registry.example.com/mirror/nri-cpumanager:v0.1.0" {

@@ -14,27 +14,11 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
-// AllocatorOptions maps the configured options onto the allocator's.
-func AllocatorOptions(cfg *config.Config) (cpuallocator.StaticPolicyOptions, cpuallocator.TopologyOptions) {
-	o := cfg.CPUManagerPolicyOptions
-	return cpuallocator.StaticPolicyOptions{
-			FullPCPUsOnly:             o.FullPCPUsOnly,
-			DistributeCPUsAcrossNUMA:  o.DistributeCPUsAcrossNUMA,
-			AlignBySocket:             o.AlignBySocket,
-			DistributeCPUsAcrossCores: o.DistributeCPUsAcrossCores,
-			PreferAlignByUncoreCache:  o.PreferAlignByUncoreCache,
-		}, cpuallocator.TopologyOptions{
-			MaxAllowableNUMANodes:  cfg.TopologyManagerPolicyOptions.MaxAllowableNUMANodes,
-			PreferClosestNUMANodes: cfg.TopologyManagerPolicyOptions.PreferClosestNUMANodes,
-		}
-}
-
 // Policy builds the allocator and the policy for a topology. Reserved CPUs
 // given as a count are placed by the allocator (lowest-numbered whole cores
 // first, like the kubelet).
 func Policy(cfg *config.Config, topo *cpuallocator.Topology) (*policy.Policy, error) {
-	opts, tmOpts := AllocatorOptions(cfg)
-	alloc, err := cpuallocator.NewAllocator(topo, opts, tmOpts)
+	alloc, err := cpuallocator.NewAllocator(topo, cfg.CPUManagerPolicyOptions, cfg.TopologyManagerPolicyOptions)
 	if err != nil {
 		return nil, fmt.Errorf("cpuManagerPolicyOptions/topologyManagerPolicyOptions: %w", err)
 	}
@@ -43,12 +27,12 @@ func Policy(cfg *config.Config, topo *cpuallocator.Topology) (*policy.Policy, er
 		return nil, err
 	}
 	pol, err := policy.New(alloc, policy.Options{
-		Reserved:             reserved,
-		StrictCPUReservation: cfg.CPUManagerPolicyOptions.StrictCPUReservation,
-		IsolatedExclusive:    cfg.IsolatedCPUs == config.IsolatedCPUsExclusive,
-		TopologyPolicy:       policy.TopologyPolicy(cfg.TopologyManagerPolicy),
-		InPlaceResize:        cfg.InPlaceResize,
-		AlignMemory:          cfg.AlignMemory,
+		Reserved:          reserved,
+		IsolatedExclusive: cfg.IsolatedCPUs == config.IsolatedCPUsExclusive,
+		TopologyPolicy:    cfg.TopologyManagerPolicy,
+		TopologyScope:     cfg.TopologyManagerScope,
+		InPlaceResize:     cfg.InPlaceResize,
+		AlignMemory:       cfg.AlignMemory,
 	})
 	if err != nil {
 		return nil, err

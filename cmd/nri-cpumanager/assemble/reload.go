@@ -49,6 +49,7 @@ func (r *Reloader) Apply(next *config.Config) {
 	full.IsolatedCPUs = next.IsolatedCPUs
 	full.CPUManagerPolicyOptions = next.CPUManagerPolicyOptions
 	full.TopologyManagerPolicy = next.TopologyManagerPolicy
+	full.TopologyManagerScope = next.TopologyManagerScope
 	full.TopologyManagerPolicyOptions = next.TopologyManagerPolicyOptions
 
 	switch {

@@ -17,7 +17,6 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager/bitmask"
 	"k8s.io/utils/cpuset"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 )
@@ -117,7 +116,7 @@ func NewOurs(m *Machine, options map[string]string) (*Ours, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plugin configuration with %v: %w", options, err)
 	}
-	opts, tmOpts := assemble.AllocatorOptions(cfg)
+	opts, tmOpts := cfg.CPUManagerPolicyOptions, cfg.TopologyManagerPolicyOptions
 	alloc, err := cpuallocator.NewAllocator(m.Ours, opts, tmOpts)
 	if err != nil {
 		return nil, err
