@@ -130,7 +130,7 @@ func TestDecisionRefusedWhenLentCPUsStayOut(t *testing.T) {
 	pod, ctr := guaranteedCtr("a", 2)
 	start := time.Now()
 	_, _, err := p.CreateContainer(context.Background(), pod, ctr)
-	if err == nil || !strings.HasPrefix(err.Error(), "Deferred: allocateCPUs:") {
+	if err == nil || !strings.HasPrefix(err.Error(), "Deferred: allocateCPUsError:") {
 		t.Fatalf("create with every free CPU lent: %v", err)
 	}
 	if waited := time.Since(start); waited < 300*time.Millisecond {

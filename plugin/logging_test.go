@@ -189,7 +189,7 @@ func TestRefusalWarnedOncePerWindow(t *testing.T) {
 	}
 	w := entries(hook, logrus.WarnLevel, warned)[0]
 	if w.Data["reason"] != policy.ReasonResizeAllocateCPUs || w.Data["verdict"] != policy.Infeasible || w.Data["pod"] != "ns/a" ||
-		!strings.HasPrefix(fmt.Sprint(w.Data[logrus.ErrorKey]), "Infeasible: resizeAllocateCPUs: cannot grow container ns/a/app from 1 to 4") {
+		!strings.HasPrefix(fmt.Sprint(w.Data[logrus.ErrorKey]), "Infeasible: resizeAllocateCPUsError: cannot grow container ns/a/app from 1 to 4") {
 		t.Errorf("warning %v", w.Data)
 	}
 
@@ -197,7 +197,7 @@ func TestRefusalWarnedOncePerWindow(t *testing.T) {
 	hook.Reset()
 	for i := 0; i < 2; i++ {
 		err := p.UpdatePodSandbox(ctx, pod, nil, nriResources(1024, 400000, 1))
-		if err == nil || !strings.HasPrefix(err.Error(), "Infeasible: resizeAllocateCPUs: cannot grow container ns/a/app from 1 to 4") {
+		if err == nil || !strings.HasPrefix(err.Error(), "Infeasible: resizeAllocateCPUsError: cannot grow container ns/a/app from 1 to 4") {
 			t.Fatalf("pod update %d: %v", i, err)
 		}
 	}
@@ -227,7 +227,7 @@ func TestPodRefusalChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := p.UpdatePodSandbox(ctx, pod, nil, nriResources(4096, 400000, 2))
-	if err == nil || !strings.HasPrefix(err.Error(), "Infeasible: resizeAllocateCPUs") {
+	if err == nil || !strings.HasPrefix(err.Error(), "Infeasible: resizeAllocateCPUsError") {
 		t.Fatalf("growth to 4 of 3 allocatable CPUs: %v", err)
 	}
 	st, err := state.Inspect(filepath.Dir(store.Path()), cpuset.New(0, 1, 2, 3))

@@ -73,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 		}, []string{"operation", "outcome"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "refusals_total",
-			Help: "Distinct refusals, by reason (prohibitedCPUAllocation, inconsistentCPUAllocation, getOriginalCPUSet, resizeAllocateCPUs, smtAlignment, featureDisabled, allocateCPUs, topologyAffinity) and verdict: a request refused again for the same reason within 5 minutes (the kubelet retries about once a second) is not counted again; resize_requests_total and pod_resource_updates_total count every request.",
+			Help: "Distinct refusals, by reason (" + policy.ReasonNames() + ") and verdict: a request refused again for the same reason within 5 minutes (the kubelet retries about once a second) is not counted again; resize_requests_total and pod_resource_updates_total count every request.",
 		}, []string{"reason", "verdict"}),
 		model: newModelCollector(),
 		eventDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{

@@ -109,7 +109,7 @@ func TestMergeResources(t *testing.T) {
 
 func TestRefusalIsOneLine(t *testing.T) {
 	r := refuse(Infeasible, ReasonProhibitedCPUAllocation, "container %s cannot shrink to %d CPUs", "ns/pod/c", 1)
-	want := "Infeasible: prohibitedCPUAllocation: container ns/pod/c cannot shrink to 1 CPUs"
+	want := "Infeasible: prohibitedCPUAllocationError: container ns/pod/c cannot shrink to 1 CPUs"
 	if r.Error() != want {
 		t.Errorf("Error() = %q, want %q", r.Error(), want)
 	}

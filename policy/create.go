@@ -175,7 +175,7 @@ func (p *Policy) allocateNew(m *Model, display string, n int) (cpuset.CPUSet, er
 	if errors.Is(err, errTopologyPolicy) {
 		reason = ReasonTopologyAffinity
 	}
-	return cpuset.New(), refuse(p.verdictFor(pl), reason,
+	return cpuset.New(), refuse(p.verdictFor(pl, err), reason,
 		"cannot allocate %d exclusive CPUs for container %s (free: %s%s): %v", n, display, describe(free.CPUSet()), m.lentNote(), err)
 }
 

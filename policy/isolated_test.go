@@ -126,8 +126,8 @@ func TestIsolatedCPUsExclusive(t *testing.T) {
 		t.Errorf("b got %s, want 3", got)
 	}
 	c := running(t, "c", "guaranteed", 1000, "")
-	if _, err := pol.CreateContainer(m, c); err == nil || !strings.Contains(err.Error(), "Deferred: allocateCPUs") {
-		t.Errorf("create c with no free CPU: %v, want Deferred: allocateCPUs", err)
+	if _, err := pol.CreateContainer(m, c); err == nil || !strings.Contains(err.Error(), "Deferred: allocateCPUsError") {
+		t.Errorf("create c with no free CPU: %v, want Deferred: allocateCPUsError", err)
 	}
 	// A shrink keeps the isolated CPUs and releases the others, which
 	// go back to the shared pool once confirmed.
@@ -200,8 +200,8 @@ func TestIsolatedCPUsPodGrowth(t *testing.T) {
 		t.Errorf("growth into the free isolated CPUs and one shared CPU refused: %v", err)
 	}
 	if _, err := pol.UpdatePodSandbox(d.Model, p, state.PodResources{Resources: withCPUs(8)}); err == nil ||
-		!strings.HasPrefix(err.Error(), "Infeasible: resizeAllocateCPUs") {
-		t.Errorf("growth to every CPU: %v, want Infeasible: resizeAllocateCPUs", err)
+		!strings.HasPrefix(err.Error(), "Infeasible: resizeAllocateCPUsError") {
+		t.Errorf("growth to every CPU: %v, want Infeasible: resizeAllocateCPUsError", err)
 	}
 	if err := d.UpdateContainer(p, "a", withCPUs(5)); err != nil {
 		t.Fatalf("a container-level growth into the isolated CPUs: %v", err)

@@ -96,39 +96,39 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 				{pod: "p", name: "app", res: gu(2000, 1)},
 			},
 			updates: []podUpdate{{res: gu(4000, 1),
-				want: "Deferred: resizeAllocateCPUs: cannot grow container default/p/app from 2 to 4 exclusive CPUs keeping 5-6 (free: 7): "}},
+				want: "Deferred: resizeAllocateCPUsError: cannot grow container default/p/app from 2 to 4 exclusive CPUs keeping 5-6 (free: 7): "}},
 			thenContainer: &ctr{pod: "p", name: "app", resize: 4000},
-			want:          "Deferred: resizeAllocateCPUs: cannot grow container default/p/app from 2 to 4 exclusive CPUs keeping 5-6 (free: 7): ",
+			want:          "Deferred: resizeAllocateCPUsError: cannot grow container default/p/app from 2 to 4 exclusive CPUs keeping 5-6 (free: 7): ",
 		},
 		{
 			name:       "growth that never fits: Infeasible",
 			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}},
-			updates:    []podUpdate{{res: gu(8000, 1), want: "Infeasible: resizeAllocateCPUs: cannot grow container default/p/app from 2 to 8"}},
+			updates:    []podUpdate{{res: gu(8000, 1), want: "Infeasible: resizeAllocateCPUsError: cannot grow container default/p/app from 2 to 8"}},
 		},
 		{
 			name:       "the shared pool keeps its last CPU",
 			reserved:   &noReserved,
 			containers: []ctr{{pod: "big", name: "app", res: gu(5000, 1)}, {pod: "p", name: "app", res: gu(2000, 1)}},
-			updates:    []podUpdate{{res: gu(3000, 1), want: "Deferred: resizeAllocateCPUs: cannot grow container default/p/app from 2 to 3"}},
+			updates:    []podUpdate{{res: gu(3000, 1), want: "Deferred: resizeAllocateCPUsError: cannot grow container default/p/app from 2 to 3"}},
 		},
 		{
 			name:       "below the original CPUs",
 			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}},
 			updates: []podUpdate{{res: gu(1000, 1),
-				want: "Infeasible: prohibitedCPUAllocation: container default/p/app cannot shrink to 1 CPUs: its original exclusive CPUs 1-2 (2 CPUs) must be kept; it keeps 1-2"}},
+				want: "Infeasible: prohibitedCPUAllocationError: container default/p/app cannot shrink to 1 CPUs: its original exclusive CPUs 1-2 (2 CPUs) must be kept; it keeps 1-2"}},
 		},
 		{
 			name:       "grown and back to the original CPUs",
 			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1), resize: 3000}},
 			// The current totals are the containers' (3 CPUs): 1 is refused, 2 allowed.
-			updates: []podUpdate{{res: gu(1000, 1), want: "Infeasible: prohibitedCPUAllocation"}, {res: gu(2000, 1)}},
+			updates: []podUpdate{{res: gu(1000, 1), want: "Infeasible: prohibitedCPUAllocationError"}, {res: gu(2000, 1)}},
 		},
 		{
 			name:       "in-place resize disabled",
 			noResize:   true,
 			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}},
 			updates: []podUpdate{
-				{res: gu(3000, 1), want: "Infeasible: featureDisabled: in-place resize of exclusive CPUs is disabled (inPlaceResize: false): container default/p/app keeps its 2 CPUs 1-2, requested 3"},
+				{res: gu(3000, 1), want: "Infeasible: featureDisabledError: in-place resize of exclusive CPUs is disabled (inPlaceResize: false): container default/p/app keeps its 2 CPUs 1-2, requested 3"},
 				{res: gu(2000, 2)}, // memory only
 			},
 		},
@@ -136,13 +136,13 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			name:       "a fractional limit would move the container to the shared pool",
 			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}},
 			updates: []podUpdate{{res: gu(2500, 1),
-				want: "Infeasible: inconsistentCPUAllocation: container default/p/app would move from its exclusive CPUs 1-2 to the shared pool because its CPU limit 2500m is not a whole number of CPUs"}},
+				want: "Infeasible: inconsistentCPUAllocationError: container default/p/app would move from its exclusive CPUs 1-2 to the shared pool because its CPU limit 2500m is not a whole number of CPUs"}},
 		},
 		{
 			name:       "full-pcpus-only and an odd count",
 			smt:        true,
 			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}},
-			updates:    []podUpdate{{res: gu(3000, 1), want: "Infeasible: smtAlignment: container default/p/app requests 3 CPUs"}, {res: gu(4000, 1)}},
+			updates:    []podUpdate{{res: gu(3000, 1), want: "Infeasible: SMTAlignmentError: container default/p/app requests 3 CPUs"}, {res: gu(4000, 1)}},
 		},
 		{
 			name:       "memory only, no CPU free",
@@ -154,7 +154,7 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			containers: []ctr{{pod: "p", name: "a", res: gu(2000, 1)}, {pod: "p", name: "b", res: gu(1000, 1)}},
 			// 4 CPUs free: 3 → 7 fits, 3 → 8 never does.
 			updates: []podUpdate{
-				{res: gu(8000, 2), want: "Infeasible: resizeAllocateCPUs: cannot grow the exclusive CPUs of pod default/p from 3 to 8 keeping 1-3: its containers (a, b) need 5 more CPUs, 4 free (free: 4-7)"},
+				{res: gu(8000, 2), want: "Infeasible: resizeAllocateCPUsError: cannot grow the exclusive CPUs of pod default/p from 3 to 8 keeping 1-3: its containers (a, b) need 5 more CPUs, 4 free (free: 4-7)"},
 				{res: gu(7000, 2)},
 			},
 		},
@@ -164,13 +164,13 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 				{pod: "big", name: "app", res: gu(3000, 1)},
 				{pod: "p", name: "a", res: gu(2000, 1)}, {pod: "p", name: "b", res: gu(1000, 1)},
 			},
-			updates: []podUpdate{{res: gu(5000, 2), want: "Deferred: resizeAllocateCPUs: cannot grow the exclusive CPUs of pod default/p from 3 to 5"}, {res: gu(4000, 2)}},
+			updates: []podUpdate{{res: gu(5000, 2), want: "Deferred: resizeAllocateCPUsError: cannot grow the exclusive CPUs of pod default/p from 3 to 5"}, {res: gu(4000, 2)}},
 		},
 		{
 			name:       "several exclusive containers: below their original CPUs",
 			containers: []ctr{{pod: "p", name: "a", res: gu(2000, 1), resize: 3000}, {pod: "p", name: "b", res: gu(1000, 1)}},
 			updates: []podUpdate{
-				{res: gu(2000, 1), want: "Infeasible: prohibitedCPUAllocation: pod default/p cannot shrink to 2 CPUs: its containers' original exclusive CPUs 1-2,4 (3 CPUs) must be kept; they keep 1-4"},
+				{res: gu(2000, 1), want: "Infeasible: prohibitedCPUAllocationError: pod default/p cannot shrink to 2 CPUs: its containers' original exclusive CPUs 1-2,4 (3 CPUs) must be kept; they keep 1-4"},
 				{res: gu(3000, 1)},
 			},
 		},
@@ -179,8 +179,8 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			smt:        true,
 			containers: []ctr{{pod: "p", name: "a", res: gu(2000, 1)}, {pod: "p", name: "b", res: gu(2000, 1)}},
 			updates: []podUpdate{
-				{res: gu(4500, 1), want: "Infeasible: inconsistentCPUAllocation: pod default/p would get a CPU limit of 4500m, not a whole number of CPUs, so one of its exclusive containers (a, b) would move to the shared pool"},
-				{res: gu(5000, 1), want: "Infeasible: smtAlignment: pod default/p requests 5 CPUs, not a multiple of the 2 threads per core"},
+				{res: gu(4500, 1), want: "Infeasible: inconsistentCPUAllocationError: pod default/p would get a CPU limit of 4500m, not a whole number of CPUs, so one of its exclusive containers (a, b) would move to the shared pool"},
+				{res: gu(5000, 1), want: "Infeasible: SMTAlignmentError: pod default/p requests 5 CPUs, not a multiple of the 2 threads per core"},
 			},
 		},
 		{
@@ -188,7 +188,7 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			noResize:   true,
 			containers: []ctr{{pod: "p", name: "a", res: gu(2000, 1)}, {pod: "p", name: "b", res: gu(1000, 1)}},
 			updates: []podUpdate{{res: gu(4000, 1),
-				want: "Infeasible: featureDisabled: in-place resize of exclusive CPUs is disabled (inPlaceResize: false): the containers of pod default/p keep their 3 CPUs 1-3, requested 4"}},
+				want: "Infeasible: featureDisabledError: in-place resize of exclusive CPUs is disabled (inPlaceResize: false): the containers of pod default/p keep their 3 CPUs 1-3, requested 4"}},
 		},
 		{
 			name: "a shared container may take any growth",
@@ -200,13 +200,13 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			// container's; the app's own growth is refused by the container level.
 			updates:       []podUpdate{{res: gu(4500, 1)}},
 			thenContainer: &ctr{pod: "p", name: "app", resize: 4000},
-			want:          "Deferred: resizeAllocateCPUs",
+			want:          "Deferred: resizeAllocateCPUsError",
 		},
 		{
 			name:       "a shared container keeps some CPU",
 			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}, {pod: "p", name: "side", res: gu(500, 1)}},
 			updates: []podUpdate{
-				{res: gu(2000, 1), want: "Infeasible: prohibitedCPUAllocation: pod default/p cannot shrink to a CPU limit of 2000m: its exclusive containers' original CPUs 1-2 (2 CPUs) must be kept and its 1 other containers need some CPU"},
+				{res: gu(2000, 1), want: "Infeasible: prohibitedCPUAllocationError: pod default/p cannot shrink to a CPU limit of 2000m: its exclusive containers' original CPUs 1-2 (2 CPUs) must be kept and its 1 other containers need some CPU"},
 				// The side container shrinking to 100m is fine.
 				{res: gu(2100, 1)},
 			},
@@ -221,7 +221,7 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			name:         "creation totals that match the containers are checked",
 			podResources: gu(2000, 1),
 			containers:   []ctr{{pod: "big", name: "app", res: gu(5000, 1)}, {pod: "p", name: "app", res: gu(2000, 1)}},
-			updates:      []podUpdate{{res: gu(2000, 2)}, {res: gu(3000, 2), want: "Deferred: resizeAllocateCPUs"}},
+			updates:      []podUpdate{{res: gu(2000, 2)}, {res: gu(3000, 2), want: "Deferred: resizeAllocateCPUsError"}},
 		},
 		{
 			name:       "a pod without exclusive CPUs",
@@ -366,7 +366,7 @@ func TestPodGrowthCountsReleasingCPUs(t *testing.T) {
 	if _, err := pol.UpdatePodSandbox(m, p, state.PodResources{Resources: gu(5000, 1)}); err != nil {
 		t.Errorf("growth into released and lent CPUs refused: %v", err)
 	}
-	if _, err := pol.UpdatePodSandbox(m, p, state.PodResources{Resources: gu(6000, 1)}); err == nil || !strings.HasPrefix(err.Error(), "Deferred: resizeAllocateCPUs") {
+	if _, err := pol.UpdatePodSandbox(m, p, state.PodResources{Resources: gu(6000, 1)}); err == nil || !strings.HasPrefix(err.Error(), "Deferred: resizeAllocateCPUsError") {
 		t.Errorf("growth beyond them: %v", err)
 	}
 }

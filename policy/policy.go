@@ -289,7 +289,7 @@ func (p *Policy) place(pl placement, free cpumask.Mask, poolLeft int) (cpuset.CP
 		return cpuset.New(), err
 	}
 	if added := cpus.Difference(pl.keep); poolLeft-p.inPoolBase(added) <= 0 {
-		return cpuset.New(), fmt.Errorf("taking %s would leave the shared pool empty", added)
+		return cpuset.New(), fmt.Errorf("taking %s would leave the shared pool empty: %w", added, cpuallocator.ErrNotEnoughCPUs)
 	}
 	return cpus, nil
 }
@@ -333,10 +333,16 @@ func (p *Policy) keeping(pl placement) string {
 	return fmt.Sprintf(" keeping %s", pl.keep)
 }
 
-// verdictFor tells whether a placement that failed now could succeed once
-// every other container released its CPUs: Deferred if so, Infeasible if it
-// can never fit on this node as configured.
-func (p *Policy) verdictFor(pl placement) Verdict {
+// verdictFor tells whether a placement that failed with err could succeed
+// once other pods released their CPUs. Only a shortfall of free CPUs can
+// (Deferred), and only when the placement fits the node with every other
+// container gone; a failed feasibility check — the topology manager policy,
+// whole cores under full-pcpus-only — is Infeasible (KEP-5554: every
+// topology error is Infeasible).
+func (p *Policy) verdictFor(pl placement, err error) Verdict {
+	if errors.Is(err, errTopologyPolicy) || errors.Is(err, cpuallocator.ErrTopology) {
+		return Infeasible
+	}
 	keep, _ := cpumask.Of(pl.keep) // assigned CPUs: no negative id
 	if _, err := p.place(pl, p.allocatableMask.AndNot(keep), p.poolBase.Size()-p.inPoolBase(pl.keep)); err != nil {
 		return Infeasible

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Verdict says whether a refused request may succeed later.
@@ -10,45 +11,113 @@ type Verdict string
 
 const (
 	// Infeasible: the request can never be satisfied on this node as
-	// configured.
+	// configured (KEP-1287's resize status; KEP-5554 makes every failed
+	// feasibility check, topology errors included, Infeasible).
 	Infeasible Verdict = "Infeasible"
-	// Deferred: the request may fit once other pods release CPUs; the
-	// kubelet retries it.
+	// Deferred: there are not enough free CPUs now, and there would be
+	// once other pods release theirs; the kubelet retries it.
 	Deferred Verdict = "Deferred"
 )
 
-// Reason is the machine-readable cause of a refusal. The resize reasons are
-// the ones KEP-5554 introduces.
+// Reason is the machine-readable cause of a refusal: the word between the
+// verdict and the explanation in the error text, and the reason label of
+// the refusal metric. Reasons lists them all.
 type Reason string
 
+// The refusal reasons. Their documentation is in the reasons table.
 const (
-	// ReasonProhibitedCPUAllocation: a resize below the original CPUs.
-	ReasonProhibitedCPUAllocation Reason = "prohibitedCPUAllocation"
-	// ReasonInconsistentCPUAllocation: a resize that would move a container
-	// between the exclusive CPUs and the shared pool.
-	ReasonInconsistentCPUAllocation Reason = "inconsistentCPUAllocation"
-	// ReasonGetOriginalCPUSet: the original CPUs of an exclusive container
-	// are not known (state lost or corrupt).
-	ReasonGetOriginalCPUSet Reason = "getOriginalCPUSet"
-	// ReasonResizeAllocateCPUs: the CPUs for a growth cannot be allocated
-	// (not enough free CPUs, or the topology policy cannot be met).
-	ReasonResizeAllocateCPUs Reason = "resizeAllocateCPUs"
-	// ReasonSMTAlignment: full-pcpus-only and a CPU count that is not a
-	// multiple of the threads per core.
-	ReasonSMTAlignment Reason = "smtAlignment"
-	// ReasonFeatureDisabled: inPlaceResize is off and the CPU count of an
-	// exclusive container would change.
-	ReasonFeatureDisabled Reason = "featureDisabled"
-	// ReasonAllocateCPUs: the CPUs of a new container cannot be allocated.
-	ReasonAllocateCPUs Reason = "allocateCPUs"
-	// ReasonTopologyAffinity: the topology manager policy refuses the
-	// placement of a new container.
-	ReasonTopologyAffinity Reason = "topologyAffinity"
-	// ReasonInvalidContainerID: a container created without an id, or with
-	// the id of a container that runs: the plugin could not tell them
-	// apart.
-	ReasonInvalidContainerID Reason = "invalidContainerID"
+	ReasonProhibitedCPUAllocation   Reason = "prohibitedCPUAllocationError"
+	ReasonInconsistentCPUAllocation Reason = "inconsistentCPUAllocationError"
+	ReasonGetOriginalCPUSet         Reason = "getOriginalCPUSetError"
+	ReasonResizeAllocateCPUs        Reason = "resizeAllocateCPUsError"
+	ReasonSMTAlignment              Reason = "SMTAlignmentError"
+	ReasonTopologyAffinity          Reason = "TopologyAffinityError"
+	ReasonAllocateCPUs              Reason = "allocateCPUsError"
+	ReasonFeatureDisabled           Reason = "featureDisabledError"
+	ReasonInvalidContainerID        Reason = "invalidContainerIDError"
 )
+
+// Where a reason's name comes from.
+const (
+	fromKEP5554 = "KEP-5554"
+	fromKubelet = "kubelet"
+	fromPlugin  = "nri-cpumanager"
+)
+
+// ReasonDoc documents one refusal reason. The metric's help, the
+// troubleshooting guide's table and its test are derived from Reasons.
+type ReasonDoc struct {
+	Reason Reason
+	// Verdicts are the verdicts the reason comes with.
+	Verdicts []Verdict
+	// Source is where the name comes from: KEP-5554, the kubelet's own
+	// admission errors, or this plugin.
+	Source string
+	// Refused says what was refused, Fix what to do; one sentence each.
+	Refused, Fix string
+}
+
+// reasons is the table of every reason, in the order the documentation
+// lists them. It is read-only.
+var reasons = []ReasonDoc{
+	{ReasonResizeAllocateCPUs, []Verdict{Deferred, Infeasible}, fromKEP5554,
+		"a growth cannot get its CPUs: not enough free CPUs or the shared pool would lose its last one (Deferred), or the topology manager policy or full-pcpus-only cannot place it (Infeasible)",
+		"Deferred: wait, or free CPUs by deleting or shrinking other pinned pods; Infeasible: put the spec back"},
+	{ReasonProhibitedCPUAllocation, []Verdict{Infeasible}, fromKEP5554,
+		"a shrink below the CPUs the container was created with, which it keeps for its whole life, or a restart of a container asking for fewer CPUs than those",
+		"put the spec back to at least the original count; to run on fewer CPUs, recreate the pod"},
+	{ReasonInconsistentCPUAllocation, []Verdict{Infeasible}, fromKEP5554,
+		"the container would change pools: a whole number of CPUs to a fraction, or back",
+		"recreate the pod with the new shape"},
+	{ReasonGetOriginalCPUSet, []Verdict{Infeasible}, fromKEP5554,
+		"the CPUs the container was created with are not known (its state was lost and could not be rebuilt for it)",
+		"recreate the pod"},
+	{ReasonSMTAlignment, []Verdict{Infeasible}, fromKubelet,
+		"full-pcpus-only and a CPU count that is not a multiple of the threads per core, at creation or resize",
+		"ask for whole cores (an even count on 2-thread cores)"},
+	{ReasonTopologyAffinity, []Verdict{Infeasible}, fromKubelet,
+		"the topology manager policy cannot place a new container's CPUs (for example on one NUMA node under single-numa-node)",
+		"ask for fewer CPUs, or relax topologyManagerPolicy"},
+	{ReasonAllocateCPUs, []Verdict{Deferred, Infeasible}, fromPlugin,
+		"not enough free CPUs for a new pinned container (Deferred when other pods hold them), or a layout full-pcpus-only cannot fill (Infeasible)",
+		"the kubelet retries the creation: a Deferred one starts once other pods give CPUs back"},
+	{ReasonFeatureDisabled, []Verdict{Infeasible}, fromPlugin,
+		"inPlaceResize: false in the plugin's configuration and the CPU count of a pinned container would change",
+		"set inPlaceResize: true in the ConfigMap (applied live), or put the spec back; memory-only resizes pass"},
+	{ReasonInvalidContainerID, []Verdict{Infeasible}, fromPlugin,
+		"a container created without an id, or with the id of a container that runs, or resized while a twin of the same pod and name holds its CPUs",
+		"a runtime or kubelet bug: the log has both containers; delete the pod"},
+}
+
+// Reasons returns the documentation of every refusal reason.
+func Reasons() []ReasonDoc {
+	out := make([]ReasonDoc, len(reasons))
+	copy(out, reasons)
+	return out
+}
+
+// ReasonNames returns the reasons' names, comma-separated, for help texts.
+func ReasonNames() string {
+	names := make([]string, len(reasons))
+	for i, r := range reasons {
+		names[i] = string(r.Reason)
+	}
+	return strings.Join(names, ", ")
+}
+
+// ReasonsMarkdown is the troubleshooting guide's table of the reasons.
+func ReasonsMarkdown() string {
+	var b strings.Builder
+	b.WriteString("| reason | verdict | name from | what was refused | what to do |\n|---|---|---|---|---|\n")
+	for _, r := range reasons {
+		verdicts := make([]string, len(r.Verdicts))
+		for i, v := range r.Verdicts {
+			verdicts[i] = "`" + string(v) + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", r.Reason, strings.Join(verdicts, ", "), r.Source, r.Refused, r.Fix)
+	}
+	return b.String()
+}
 
 // Refusal is a request the policy declines. Its Error text is what the
 // kubelet shows in the pod's resize condition, so it is one line in the

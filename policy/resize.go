@@ -138,7 +138,7 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 	free, poolLeft := p.availability(m)
 	cpus, err := p.place(pl, free, poolLeft)
 	if err != nil {
-		return Decision{}, refuse(p.verdictFor(pl), ReasonResizeAllocateCPUs,
+		return Decision{}, refuse(p.verdictFor(pl, err), ReasonResizeAllocateCPUs,
 			"cannot grow container %s from %d to %d exclusive CPUs keeping %s (free: %s%s): %v",
 			display, assigned.Size(), n, assigned, describe(free.CPUSet()), m.lentNote(), err)
 	}

@@ -81,12 +81,12 @@ func TestDuplicateContainerIDs(t *testing.T) {
 	other := running(t, "other", "guaranteed", 1000, "")
 	other.ID = first.ID
 	if _, err := pol.CreateContainer(d.Model, other); err == nil ||
-		!strings.HasPrefix(err.Error(), "Infeasible: invalidContainerID: container id gu of default/other/app already names running container default/gu/app") {
+		!strings.HasPrefix(err.Error(), "Infeasible: invalidContainerIDError: container id gu of default/other/app already names running container default/gu/app") {
 		t.Errorf("creation under a running container's id: %v", err)
 	}
 	noID := running(t, "noid", "guaranteed", 1000, "")
 	noID.ID = ""
-	if _, err := pol.CreateContainer(d.Model, noID); err == nil || !strings.HasPrefix(err.Error(), "Infeasible: invalidContainerID:") {
+	if _, err := pol.CreateContainer(d.Model, noID); err == nil || !strings.HasPrefix(err.Error(), "Infeasible: invalidContainerIDError:") {
 		t.Errorf("creation without an id: %v", err)
 	}
 
@@ -124,7 +124,7 @@ func TestTwinsNeverShareCPUs(t *testing.T) {
 		t.Errorf("twins on %s and %s", own, shared)
 	}
 	_, err = pol.UpdateContainer(d2.Model, first, scenario.KubeletResources("guaranteed", 3000, 3000, 1<<30))
-	if err == nil || !strings.HasPrefix(err.Error(), "Infeasible: invalidContainerID: container default/gu/app (id gu) does not hold the exclusive CPUs") {
+	if err == nil || !strings.HasPrefix(err.Error(), "Infeasible: invalidContainerIDError: container default/gu/app (id gu) does not hold the exclusive CPUs") {
 		t.Errorf("resize of the first twin: %v", err)
 	}
 	if u, err := pol.UpdateContainer(d2.Model, twin, scenario.KubeletResources("guaranteed", 3000, 3000, 1<<30)); err != nil {

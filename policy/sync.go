@@ -323,7 +323,7 @@ func (p *Policy) dropStalePods(m *Model, pods []Pod, live []*Container) {
 // those whose current cpuset is valid keep it (oldest ids first, so a clash
 // is resolved deterministically), the others get fresh CPUs when there are
 // any, else stay on the shared pool without known original CPUs (a resize
-// of such a container is refused with getOriginalCPUSet).
+// of such a container is refused with getOriginalCPUSetError).
 func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 	var notes, retry []string
 	var later []*Container

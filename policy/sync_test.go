@@ -132,7 +132,7 @@ func TestSynchronizeKeepsRepairsAndDrops(t *testing.T) {
 
 // TestResizeWithoutOriginalCPUs: an exclusive container the plugin could
 // not adopt (no CPU left) runs on the shared pool and its resize is refused
-// with getOriginalCPUSet.
+// with getOriginalCPUSetError.
 func TestResizeWithoutOriginalCPUs(t *testing.T) {
 	pol := eightCPUs(t)
 	ctrs := []policy.Container{
@@ -148,7 +148,7 @@ func TestResizeWithoutOriginalCPUs(t *testing.T) {
 	}
 	late := ctrs[1]
 	_, err := pol.UpdateContainer(d.Model, late, scenario.KubeletResources("guaranteed", 1000, 1000, 1<<30))
-	if err == nil || !strings.HasPrefix(err.Error(), "Infeasible: getOriginalCPUSet: the original exclusive CPUs of container default/late/app are not known") {
+	if err == nil || !strings.HasPrefix(err.Error(), "Infeasible: getOriginalCPUSetError: the original exclusive CPUs of container default/late/app are not known") {
 		t.Errorf("resize of an exclusive container without original CPUs: %v", err)
 	}
 }
@@ -160,7 +160,7 @@ func TestLentCPUsAreNotHandedOut(t *testing.T) {
 	m := policy.NewModel(pol.NewState()).Lend(cpuset.New(1, 2, 3, 4, 5, 6))
 	c := running(t, "gu", "guaranteed", 2000, "")
 	_, err := pol.CreateContainer(m, c)
-	if err == nil || !strings.HasPrefix(err.Error(), "Deferred: allocateCPUs") ||
+	if err == nil || !strings.HasPrefix(err.Error(), "Deferred: allocateCPUsError") ||
 		!strings.Contains(err.Error(), "(free: 7; lent to shared containers by an update in flight: 1-6)") {
 		t.Fatalf("create with CPUs lent: %v", err)
 	}
@@ -199,7 +199,7 @@ func TestSynchronizeCatchesUpMissedResizes(t *testing.T) {
 		t.Errorf("first update is %s: the shrink must come before the growth into its CPUs", d.Others[0].ContainerID)
 	}
 	noted := strings.Join(d.Notes, "\n")
-	if !strings.Contains(noted, "default/below/app: was resized to 1 CPUs while the plugin was away: Infeasible: prohibitedCPUAllocation: container default/below/app cannot shrink to 1 CPUs: its original exclusive CPUs 6-7 (2 CPUs) must be kept; it keeps 6-7") {
+	if !strings.Contains(noted, "default/below/app: was resized to 1 CPUs while the plugin was away: Infeasible: prohibitedCPUAllocationError: container default/below/app cannot shrink to 1 CPUs: its original exclusive CPUs 6-7 (2 CPUs) must be kept; it keeps 6-7") {
 		t.Errorf("notes:\n%s", noted)
 	}
 }

@@ -258,7 +258,7 @@ func TestGrowthThatWouldEmptyTheSharedPoolIsRefused(t *testing.T) {
 		t.Fatalf("growing to every CPU (%d) succeeded", every)
 	}
 	t.Logf("the refused CRI call says: %v", err)
-	for _, want := range []string{"Infeasible: resizeAllocateCPUs", "would leave the shared pool empty"} {
+	for _, want := range []string{"Infeasible: resizeAllocateCPUsError", "would leave the shared pool empty"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
 		}

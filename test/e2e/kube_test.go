@@ -184,9 +184,9 @@ func (k *kube) refusedGrowth(ctx context.Context, t *testing.T, exclusive cpuset
 	t.Cleanup(func() { k.putBack(t, "pinned", k.units(1), "64Mi") })
 	// The plugin's refusal, whether it comes from the container's update
 	// or, earlier, from the pod's: CPU 0 is reserved and stays shared.
-	reason := "resizeAllocateCPUs"
+	reason := "resizeAllocateCPUsError"
 	if k.mach.unpredictable != "" {
-		reason = "[A-Za-z]+" // topologyAffinity, when every CPU spans NUMA nodes
+		reason = "[A-Za-z]+" // TopologyAffinityError, when every CPU spans NUMA nodes
 	}
 	want := regexp.MustCompile(`(Infeasible|Deferred): ` + reason + `: .*default/pinned`)
 	cond := k.waitResizeError(ctx, t, "pinned", want)
@@ -231,7 +231,7 @@ func (k *kube) memoryOnlyResize(ctx context.Context, t *testing.T, exclusive cpu
 
 // configMapEdit sets inPlaceResize: false in the ConfigMap: the plugin
 // picks it up from the mounted volume and refuses the growth with
-// featureDisabled; then it is set back.
+// featureDisabledError; then it is set back.
 func (k *kube) configMapEdit(ctx context.Context, t *testing.T, exclusive cpuset.CPUSet) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
@@ -259,7 +259,7 @@ func (k *kube) configMapEdit(ctx context.Context, t *testing.T, exclusive cpuset
 	t.Logf("the ConfigMap edit reached the plugin in %v", time.Since(edited).Round(100*time.Millisecond))
 	n := k.mach.cpus.Size()
 	k.resize(ctx, t, "pinned", fmt.Sprintf("%d", n), "96Mi")
-	cond := k.waitResizeError(ctx, t, "pinned", regexp.MustCompile(`Infeasible: featureDisabled: .*default/pinned`))
+	cond := k.waitResizeError(ctx, t, "pinned", regexp.MustCompile(`Infeasible: featureDisabledError: .*default/pinned`))
 	t.Logf("PodResizeInProgress: %q", cond.Message)
 	k.putBack(t, "pinned", k.units(1), "96Mi")
 	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)

@@ -54,7 +54,7 @@ func TestNoPoisonPills(t *testing.T) {
 	waitFor(t, "settled", func() bool { return settled(rp, rt) })
 	wantCPUs(t, rt, twin, "1-3")
 	wantCPUs(t, rt, g, "0,4-7")
-	if err := rt.UpdateContainer(g, guaranteed(4)); err == nil || !strings.Contains(err.Error(), "Infeasible: invalidContainerID") {
+	if err := rt.UpdateContainer(g, guaranteed(4)); err == nil || !strings.Contains(err.Error(), "Infeasible: invalidContainerIDError") {
 		t.Errorf("a resize of the older twin: %v", err)
 	}
 
@@ -66,7 +66,7 @@ func TestNoPoisonPills(t *testing.T) {
 	rt.mu.Lock()
 	_, err := rt.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: rt.pods[web.PodSandboxId], Container: dup})
 	rt.mu.Unlock()
-	if err == nil || !strings.Contains(err.Error(), "Infeasible: invalidContainerID: container id "+twin.Id) {
+	if err == nil || !strings.Contains(err.Error(), "Infeasible: invalidContainerIDError: container id "+twin.Id) {
 		t.Errorf("a creation under a running container's id: %v", err)
 	}
 

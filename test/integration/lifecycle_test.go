@@ -246,7 +246,7 @@ func TestCorruptCheckpointRebuilds(t *testing.T) {
 	}
 	// The adopted CPUs are now what the container is promised.
 	err = rt.UpdateContainer(g2, guaranteed(2))
-	if err == nil || !strings.Contains(err.Error(), "Infeasible: prohibitedCPUAllocation") {
+	if err == nil || !strings.Contains(err.Error(), "Infeasible: prohibitedCPUAllocationError") {
 		t.Errorf("shrink below the adopted CPUs: %v", err)
 	}
 	noViolations(t, rt)
@@ -269,7 +269,7 @@ func TestConfigReload(t *testing.T) {
 	g := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(2))
 	r.Apply(next(func(c *config.Config) { c.InPlaceResize = false }))
 	err := rt.UpdateContainer(g, guaranteed(3))
-	if err == nil || !strings.Contains(err.Error(), "Infeasible: featureDisabled") {
+	if err == nil || !strings.Contains(err.Error(), "Infeasible: featureDisabledError") {
 		t.Fatalf("resize with inPlaceResize off: %v", err)
 	}
 
@@ -495,7 +495,7 @@ func TestKubeletCheckpointImported(t *testing.T) {
 	}
 	waitFor(t, "settled", func() bool { return settled(rp, rt) })
 	wantCPUs(t, rt, app, "5-6")
-	if err := rt.UpdateContainer(app, guaranteed(1)); err == nil || !strings.Contains(err.Error(), "Infeasible: prohibitedCPUAllocation") {
+	if err := rt.UpdateContainer(app, guaranteed(1)); err == nil || !strings.Contains(err.Error(), "Infeasible: prohibitedCPUAllocationError") {
 		t.Errorf("shrink below the kubelet's original CPUs: %v", err)
 	}
 	noViolations(t, rt)

@@ -47,7 +47,7 @@ func TestPodUpdateAdmission(t *testing.T) {
 	limitFirst := scenario.KubeletResources("guaranteed", 2000, 4000, 2<<30)
 	before := rt.Applied()
 	err = rt.UpdatePod(sb, state.PodResources{Resources: limitFirst})
-	const want = "Deferred: resizeAllocateCPUs: cannot grow container default/gu/app from 2 to 4 exclusive CPUs keeping 6-7 (free: none): "
+	const want = "Deferred: resizeAllocateCPUsError: cannot grow container default/gu/app from 2 to 4 exclusive CPUs keeping 6-7 (free: none): "
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("pod growth with no CPU free: %v, want the text %q", err, want)
 	}
@@ -62,8 +62,8 @@ func TestPodUpdateAdmission(t *testing.T) {
 	if v := metricValue(t, rp, "nri_cpumanager_pod_resource_updates_total", map[string]string{"outcome": "deferred"}); v != 1 {
 		t.Errorf("pod_resource_updates_total{deferred} = %v, want 1", v)
 	}
-	if v := metricValue(t, rp, "nri_cpumanager_refusals_total", map[string]string{"reason": "resizeAllocateCPUs", "verdict": "Deferred"}); v != 1 {
-		t.Errorf("refusals_total{resizeAllocateCPUs, Deferred} = %v, want 1", v)
+	if v := metricValue(t, rp, "nri_cpumanager_refusals_total", map[string]string{"reason": "resizeAllocateCPUsError", "verdict": "Deferred"}); v != 1 {
+		t.Errorf("refusals_total{resizeAllocateCPUsError, Deferred} = %v, want 1", v)
 	}
 
 	// big goes: the same two calls are accepted and checkpointed, then the

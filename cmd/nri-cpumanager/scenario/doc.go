@@ -18,5 +18,5 @@
 //	- resize: {pod: gu-1, container: c1, cpu: "4"}
 //	  expect: {cpus: "1-4", original: "1-2"}
 //	- resize: {pod: gu-1, container: c1, cpu: "1"}
-//	  refused: "Infeasible: prohibitedCPUAllocation"
+//	  refused: "Infeasible: prohibitedCPUAllocationError"
 package scenario

@@ -50,7 +50,7 @@ type Step struct {
 	// Expect checks the outcome of a successful action.
 	Expect *Expect `json:"expect,omitempty"`
 	// Refused, when set, requires the action to be refused with an error
-	// containing this text (e.g. "Infeasible: prohibitedCPUAllocation").
+	// containing this text (e.g. "Infeasible: prohibitedCPUAllocationError").
 	Refused string `json:"refused,omitempty"`
 	// Note is a comment shown in reports.
 	Note string `json:"note,omitempty"`
