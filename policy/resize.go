@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
+
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
@@ -136,7 +138,7 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 	assigned := a.Assigned()
 	pl := placement{keep: assigned, n: n}
 	free, poolLeft := p.availability(m)
-	cpus, err := p.place(pl, free, poolLeft)
+	cpus, err := p.placeGrowth(pl, free, poolLeft)
 	if err != nil {
 		return Decision{}, refuse(p.verdictFor(pl, err), ReasonResizeAllocateCPUs,
 			"cannot grow container %s from %d to %d exclusive CPUs keeping %s (free: %s%s): %v",
@@ -153,6 +155,26 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 		Operation: OpIncrease,
 		Notes:     []string{fmt.Sprintf("%s: grows %s → %s", display, assigned, cpus)},
 	}, nil
+}
+
+// placeGrowth places a growth. Under isolatedCPUs: exclusive the isolated
+// CPUs come first, as for a creation: when the free isolated CPUs can hold
+// the growth under the topology manager policy, it takes only them, even
+// on a NUMA node its CPUs do not use yet (the other CPUs are the shared
+// pool's: a growth that took them while isolated ones are free would
+// starve the shared containers). Otherwise it is placed as any growth,
+// the allocator still preferring isolated CPUs within the NUMA nodes the
+// topology rules choose.
+func (p *Policy) placeGrowth(pl placement, free cpumask.Mask, poolLeft int) (cpuset.CPUSet, error) {
+	if p.beyondPool {
+		isolated := free.AndNot(p.poolBaseMask)
+		if isolated.Count() >= pl.n-pl.keep.Size() {
+			if cpus, err := p.place(pl, isolated, poolLeft); err == nil {
+				return cpus, nil
+			}
+		}
+	}
+	return p.place(pl, free, poolLeft)
 }
 
 // track records that a container owns the assignment of its name (its
