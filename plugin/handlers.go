@@ -306,13 +306,13 @@ func (p *Plugin) PostUpdateContainer(_ context.Context, _ *api.PodSandbox, ctr *
 
 // StopContainer releases a stopped container's exclusive CPUs and grows the
 // shared containers into them in the reply (the process is gone).
-func (p *Plugin) StopContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) (updates []*api.ContainerUpdate, err error) {
+func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (updates []*api.ContainerUpdate, err error) {
 	defer recoverInto(&err, "StopContainer", p.log)
 	defer p.metrics.observeEvent("StopContainer", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.event()
-	d := p.policy.StopContainer(p.model, ctr.GetId())
+	d := p.policy.StopContainer(p.model, p.limits.container(podFromNRI(pod), ctr, p.log))
 	p.logNotes("StopContainer", d.Notes)
 	p.commitOrKeep(d.Model)
 	if v := p.ctrs[ctr.GetId()]; v != nil {
@@ -324,13 +324,13 @@ func (p *Plugin) StopContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Co
 
 // RemoveContainer forgets a container; if its stop was never seen, its
 // CPUs go back to the shared containers through an unsolicited update.
-func (p *Plugin) RemoveContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) (err error) {
+func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (err error) {
 	defer recoverInto(&err, "RemoveContainer", p.log)
 	defer p.metrics.observeEvent("RemoveContainer", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.event()
-	d := p.policy.RemoveContainer(p.model, ctr.GetId())
+	d := p.policy.RemoveContainer(p.model, p.limits.container(podFromNRI(pod), ctr, p.log))
 	p.logNotes("RemoveContainer", d.Notes)
 	p.commitOrKeep(d.Model)
 	p.forgetContainersNotIn(d.Model)

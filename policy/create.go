@@ -13,9 +13,12 @@ import (
 
 // CreateContainer decides the cpuset of a container being created. A
 // shared container gets the shared pool. An exclusive container gets N CPUs
-// from the free CPUs, and every running shared container is shrunk to the
-// new shared pool (Decision.Others, applied by the runtime before the new
-// container is created). A refusal changes nothing.
+// from the free ones (its pod's stopped containers' CPUs first), and every
+// running shared container is shrunk to the new shared pool
+// (Decision.Others, applied by the runtime before the new container is
+// created). A container re-created under a pod and name that hold an
+// assignment (a restart) gets exactly those CPUs back (recreate). A
+// refusal changes nothing.
 func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 	display := displayName(c.Pod, c.Name)
 	if c.ID == "" {
@@ -26,47 +29,117 @@ func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 		return Decision{}, refuse(Infeasible, ReasonInvalidContainerID,
 			"container id %s of %s already names running container %s", c.ID, display, t.Display)
 	}
-	nm := m.Clone()
 	class := Classify(c.Pod.QoS(), c.Resources)
 	t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive,
 		CPULimitMilli: cpuLimitMilli(c.Resources)}
-
-	var notes []string
-	untrackable := Untrackable(c) != ""
-	if class.Exclusive && !untrackable {
-		if note := beyondPodLimit(nm, c, class.CPUs); note != "" {
-			class.Exclusive = false
-			notes = append(notes, note)
+	if Untrackable(c) != "" {
+		// It runs on the shared pool: the plugin warns once.
+		return p.createShared(m, t, nil)
+	}
+	if a, ok := m.State.Assignment(c.Pod.UID, c.Name); ok {
+		return p.recreate(m, c, t, class, a)
+	}
+	if class.Exclusive {
+		if note := beyondPodLimit(m, c, class.CPUs); note != "" {
+			return p.createShared(m, t, []string{note})
 		}
 	}
-	if !class.Exclusive || untrackable {
-		// (A container that cannot be tracked by name runs on the shared
-		// pool: the plugin warns once.)
-		t.Exclusive = false
-		nm.add(t)
-		return Decision{Model: nm, Target: &Update{ContainerID: c.ID, Display: display, CPUs: nm.SharedPool()}, Notes: notes}, nil
+	if !class.Exclusive {
+		return p.createShared(m, t, nil)
 	}
-
-	cpus, reused, twins, moved := p.reuseEntry(nm, c, class.CPUs)
-	notes = append(notes, moved...)
-	if reused {
-		notes = append(notes, fmt.Sprintf("%s: re-created, keeps its exclusive CPUs %s", display, cpus))
-	} else {
-		var err error
-		if cpus, err = p.allocateNew(nm, display, class.CPUs); err != nil {
-			return Decision{}, err
-		}
-		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: cpus})
+	nm := m.Clone()
+	cpus, notes, err := p.allocateFor(nm, c, display, class.CPUs)
+	if err != nil {
+		return Decision{}, err
 	}
+	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: cpus})
 	nm.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
-	if !reused {
-		p.takeFromPool(nm, cpus)
-	}
+	p.takeFromPool(nm, cpus)
 	nm.add(t)
 	return Decision{
 		Model:  nm,
 		Target: &Update{ContainerID: c.ID, Display: display, CPUs: cpus, Mems: p.mems(cpus)},
-		Others: withTwins(nm, twins, p.syncShared(m, nm)),
+		Others: p.syncShared(m, nm),
+		Notes:  notes,
+	}, nil
+}
+
+// createShared starts a container on the shared pool.
+func (p *Policy) createShared(m *Model, t *Tracked, notes []string) (Decision, error) {
+	nm := m.Clone()
+	t.Exclusive = false
+	nm.add(t)
+	return Decision{Model: nm, Target: &Update{ContainerID: t.ID, Display: t.Display, CPUs: nm.SharedPool()}, Notes: notes}, nil
+}
+
+// recreate handles a container created under a pod and name that hold an
+// assignment: the kubelet re-creates a container that exited (crash, OOM
+// kill, failed probe) with a new id and the same name, and it gets exactly
+// the CPUs it had: its original CPUs stay its original ones for the pod's
+// whole life, as the kubelet's static policy keeps the (pod, container)
+// entry across restarts. The kubelet re-creates it with the resources it
+// last accepted for it, which may differ from what it ran on when a resize
+// was refused: more CPUs are a growth, fewer a shrink, by the resize
+// rules; fewer than the original CPUs are refused (the refused shrink
+// would otherwise take effect through the crash). A predecessor still
+// running under the name (its stop was never seen) loses its claim and
+// runs on the shared pool, before the new container starts.
+func (p *Policy) recreate(m *Model, c Container, t *Tracked, class Class, a state.Assignment) (Decision, error) {
+	display := t.Display
+	assigned, n := a.Assigned(), class.CPUs
+	if !class.Exclusive {
+		return Decision{}, refuse(Infeasible, ReasonInconsistentCPUAllocation,
+			"container %s is re-created on the shared pool because %s, but its pod and name hold the exclusive CPUs %s: a restart cannot change the CPU pool; put the pod's resize back",
+			display, class.Why, assigned)
+	}
+	if n < a.Original.Size() {
+		return Decision{}, refuse(Infeasible, ReasonProhibitedCPUAllocation,
+			"container %s is re-created with %d CPUs, fewer than the %d original exclusive CPUs %s it keeps for its pod's whole life (a resize below them was refused, and the restart asks for it again); put the resize back to at least %d CPUs",
+			display, n, a.Original.Size(), a.Original, a.Original.Size())
+	}
+	nm := m.Clone()
+	demoted, notes := p.takeOver(nm, c)
+	cpus := assigned
+	switch {
+	case n < assigned.Size():
+		if err := p.admitResize(display, a, n); err != nil {
+			return Decision{}, err
+		}
+		kept, err := p.shrinkTo(nm, c.Pod.UID, c.Name, display, a, n)
+		if err != nil {
+			return Decision{}, err
+		}
+		cpus = kept
+		p.returnToPool(nm, assigned.Difference(kept))
+	case n > assigned.Size():
+		if err := p.admitResize(display, a, n); err != nil {
+			return Decision{}, err
+		}
+		pl := p.growth(nm, c.Pod.UID, c.Name, assigned, n)
+		free, poolLeft := p.availability(nm)
+		grown, err := p.placeGrowth(pl, free, poolLeft)
+		if err != nil {
+			return Decision{}, refuse(p.verdictFor(pl, err), ReasonResizeAllocateCPUs,
+				"cannot re-create container %s with %d exclusive CPUs keeping its %s (free: %s%s): %v",
+				display, n, assigned, describe(free.CPUSet()), nm.lentNote(), err)
+		}
+		cpus = grown
+		p.takeFromPool(nm, grown.Difference(assigned))
+		p.takeHeld(nm, c.Pod.UID, grown)
+	}
+	if !cpus.Equals(assigned) {
+		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: cpus})
+		notes = append(notes, fmt.Sprintf("%s: re-created with %d CPUs: %s → %s", display, n, assigned, cpus))
+	} else {
+		notes = append(notes, fmt.Sprintf("%s: re-created, keeps its exclusive CPUs %s", display, cpus))
+	}
+	nm.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
+	t.Exclusive = true
+	nm.add(t)
+	return Decision{
+		Model:  nm,
+		Target: &Update{ContainerID: c.ID, Display: display, CPUs: cpus, Mems: p.mems(cpus)},
+		Others: withTwins(nm, demoted, p.syncShared(m, nm)),
 		Notes:  notes,
 	}, nil
 }
@@ -119,25 +192,18 @@ func withTwins(nm *Model, ids []string, updates []Update) []Update {
 	return append(twins, updates...)
 }
 
-// reuseEntry handles a container created under a name that already holds
-// an assignment: a re-creation whose predecessor's stop was never seen, or
-// a twin (two containers of one pod with one name). The new container
-// takes the assignment over when its count still matches, and the entry is
-// forgotten otherwise. A predecessor that is not known stopped may still
-// run: it loses its claim and runs on the shared pool (the caller sends it
+// takeOver makes container c the owner of its pod and name's assignment:
+// the ids that owned it lose their claim. A predecessor that is not known
+// stopped may still run: it runs on the shared pool (the caller sends it
 // there before the new container starts, see withTwins: demoted names
 // those that were exclusive), so no CPU is ever in both.
-func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpus cpuset.CPUSet, reused bool, demoted, notes []string) {
-	a, ok := m.State.Assignment(c.Pod.UID, c.Name)
-	if !ok {
-		return cpuset.New(), false, nil, nil
-	}
+func (p *Policy) takeOver(m *Model, c Container) (demoted, notes []string) {
 	ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 	for id, owner := range m.State.ContainerRefs() {
-		if owner != ref {
+		if owner != ref || id == c.ID {
 			continue
 		}
-		m.State.DeleteContainer(id) // copy on write: the range goes on over the old map
+		m.State.DeleteContainer(id)
 		// CPUs the predecessor's unconfirmed shrink released go to the
 		// shared pool now: it no longer holds exclusive CPUs either way.
 		delete(m.Releasing, id)
@@ -150,15 +216,54 @@ func (p *Policy) reuseEntry(m *Model, c Container, n int) (cpus cpuset.CPUSet, r
 				displayName(c.Pod, c.Name), c.ID, id, id))
 		}
 	}
-	if a.Assigned().Size() == n {
-		return a.Assigned(), true, demoted, notes
-	}
-	m.State.DeleteAssignment(c.Pod.UID, c.Name)
-	p.returnToPool(m, a.Assigned())
-	return cpuset.New(), false, demoted, notes
+	return demoted, notes
 }
 
-// allocateNew picks n CPUs for a new exclusive container, or refuses.
+// allocateFor picks n CPUs for a new exclusive container of a pod, or
+// refuses. The CPUs of the pod's stopped containers are taken first (an
+// init container's CPUs go to the app containers after it, as the
+// kubelet reuses them); a stopped container whose CPUs are taken loses
+// its assignment, and its CPUs not taken return to the shared pool.
+func (p *Policy) allocateFor(m *Model, c Container, display string, n int) (cpuset.CPUSet, []string, error) {
+	if !p.smtAligned(n) {
+		return cpuset.New(), nil, refuse(Infeasible, ReasonSMTAlignment,
+			"container %s requests %d CPUs, not a multiple of the %d threads per core that full-pcpus-only requires",
+			display, n, p.topo.ThreadsPerCore())
+	}
+	pl := placement{keep: cpuset.New(), n: n}
+	stopped := m.stoppedEntries(c.Pod.UID)
+	for _, name := range stopped {
+		a, _ := m.State.Assignment(c.Pod.UID, name)
+		pl.borrowed.AddSet(a.Assigned())
+	}
+	pl.borrowed = pl.borrowed.Or(m.heldFor(c.Pod.UID))
+	pl.pod, pl.podNeed = p.podScope(m, c.Pod, c.Name, n)
+	free, poolLeft := p.availability(m)
+	cpus, err := p.place(pl, free, poolLeft)
+	if err != nil {
+		reason := ReasonAllocateCPUs
+		if errors.Is(err, errTopologyPolicy) {
+			reason = ReasonTopologyAffinity
+		}
+		return cpuset.New(), nil, refuse(p.verdictFor(pl, err), reason,
+			"cannot allocate %d exclusive CPUs for container %s (free: %s%s): %v", n, display, describe(free.CPUSet()), m.lentNote(), err)
+	}
+	var notes []string
+	for _, name := range stopped {
+		a, _ := m.State.Assignment(c.Pod.UID, name)
+		if taken := a.Assigned().Intersection(cpus); !taken.IsEmpty() {
+			m.State.DeleteAssignment(c.Pod.UID, name)
+			p.returnToPool(m, a.Assigned().Difference(cpus))
+			notes = append(notes, fmt.Sprintf("%s: takes CPUs %s of its pod's stopped container %s, which gives up its exclusive CPUs %s",
+				display, taken, name, a.Assigned()))
+		}
+	}
+	p.takeHeld(m, c.Pod.UID, cpus)
+	return cpus, notes, nil
+}
+
+// allocateNew picks n CPUs for a container without a pod to borrow from
+// (adoption at Synchronize), or refuses.
 func (p *Policy) allocateNew(m *Model, display string, n int) (cpuset.CPUSet, error) {
 	if !p.smtAligned(n) {
 		return cpuset.New(), refuse(Infeasible, ReasonSMTAlignment,

@@ -141,8 +141,8 @@ func TestIsolatedCPUsExclusive(t *testing.T) {
 	if got := m.SharedPool().String(); got != "0-2" {
 		t.Errorf("shared pool %s after the shrink, want 0-2", got)
 	}
-	step("stop a", pol.StopContainer(m, a.ID), nil)
-	step("remove a", pol.RemoveContainer(m, a.ID), nil)
+	step("stop a", pol.StopContainer(m, a), nil)
+	step("remove a", pol.RemoveContainer(m, a), nil)
 	if got := m.SharedPool().String(); got != "0-2" {
 		t.Errorf("shared pool %s after a left, want 0-2: isolated CPUs never join it", got)
 	}

@@ -15,88 +15,101 @@ func (p *Policy) Confirm(m *Model, id string) Decision {
 	return Decision{Model: nm, Others: p.syncShared(m, nm)}
 }
 
-// StopContainer is called once a container's process is gone. Its
-// exclusive CPUs return to the shared pool and the shared containers grow
-// into them (Decision.Others: safe to apply at once, nobody runs on them).
-func (p *Policy) StopContainer(m *Model, id string) Decision {
+// StopContainer is called once a container's process is gone (an exit,
+// a crash, a kill, or a creation that failed). Its assignment stays with
+// its pod and name: the kubelet re-creates a container that exited under
+// the same name, and it gets exactly those CPUs back (recreate). CPUs an
+// unconfirmed shrink released go to the shared pool now. c is the
+// container as the event names it (id, pod, name): a creation refused for
+// reusing a running container's id is stopped and removed under its own
+// pod (containerd undoes a failed creation so), which changes nothing of
+// the container that runs under that id.
+func (p *Policy) StopContainer(m *Model, c Container) Decision {
+	id := c.ID
 	t := m.Containers[id]
-	if t == nil || t.Stopped {
+	if t == nil || t.Stopped || !t.is(c) {
 		return Decision{Model: m}
 	}
 	nm := m.Clone()
 	nm.edit(id).Stopped = true
-	notes := p.release(nm, id)
+	delete(nm.Releasing, id)
+	nm.State.DeleteContainer(id)
+	var notes []string
+	if a, ok := nm.State.Assignment(t.PodUID, t.Name); ok && t.Exclusive {
+		notes = append(notes, fmt.Sprintf("%s: stopped; its pod keeps its exclusive CPUs %s for its restart", t.Display, a.Assigned()))
+	}
 	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
 }
 
-// RemoveContainer forgets a container. If its stop was never seen, its
-// CPUs are released as in StopContainer; the caller sends Decision.Others
+// RemoveContainer forgets a container (c as the event names it: see
+// StopContainer).
+// Its pod keeps its assignment while any container of the pod is known:
+// the kubelet removes an exited container after it re-created it. Once
+// none is (a pod's last container removed: after a runtime restart pods
+// never get RemovePodSandbox, and this is where their state ends), the
+// pod's CPUs return to the shared pool; the caller sends Decision.Others
 // as an unsolicited update (RemoveContainer replies carry none).
-func (p *Policy) RemoveContainer(m *Model, id string) Decision {
+func (p *Policy) RemoveContainer(m *Model, c Container) Decision {
+	id, podUID := c.ID, c.Pod.UID
 	t := m.Containers[id]
+	if t != nil && !t.is(c) {
+		return Decision{Model: m}
+	}
 	_, owns := m.State.Container(id)
 	if t == nil && !owns {
 		return Decision{Model: m}
 	}
 	nm := m.Clone()
-	notes := p.release(nm, id)
+	delete(nm.Releasing, id)
+	nm.State.DeleteContainer(id)
 	nm.remove(id)
-	if t != nil {
-		p.forgetPodIfGone(nm, t.PodUID)
+	var notes []string
+	if !nm.podHasContainers(podUID) {
+		notes = p.releasePod(nm, podUID)
 	}
 	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
 }
 
-// release drops the assignment a container owns, if any.
-func (p *Policy) release(m *Model, id string) []string {
-	delete(m.Releasing, id)
-	ref, owns := m.State.Container(id)
-	if !owns {
-		return nil
-	}
-	m.State.DeleteContainer(id)
-	a, ok := m.State.Assignment(ref.PodUID, ref.Name)
-	if !ok {
-		return nil
-	}
-	m.State.DeleteAssignment(ref.PodUID, ref.Name)
-	p.returnToPool(m, a.Assigned())
-	who := fmt.Sprintf("pod %s container %s", ref.PodUID, ref.Name)
-	if t := m.Containers[id]; t != nil {
-		who = t.Display
-	}
-	return []string{fmt.Sprintf("%s: releases exclusive CPUs %s", who, a.Assigned())}
+// is reports whether the event's container c is the tracked one: the same
+// pod, and the same name when the event gives one.
+func (t *Tracked) is(c Container) bool {
+	return t.PodUID == c.Pod.UID && (c.Name == "" || t.Name == c.Name)
 }
 
-// forgetPodIfGone drops the pod-level record of a pod none of whose
-// containers is known any more (after a runtime restart pods never get
-// StopPodSandbox/RemovePodSandbox, so this is where their state ends).
-func (p *Policy) forgetPodIfGone(m *Model, podUID string) {
+// podHasContainers reports whether any container of a pod is tracked,
+// running or stopped.
+func (m *Model) podHasContainers(podUID string) bool {
 	for _, t := range m.Containers {
 		if t.PodUID == podUID {
-			return
+			return true
 		}
 	}
-	if len(m.State.ContainersOfPod(podUID)) == 0 {
-		m.State.DeletePod(podUID)
+	return false
+}
+
+// releasePod forgets a pod's assignments, CPUs held for it and pod-level
+// resources; its CPUs return to the shared pool.
+func (p *Policy) releasePod(m *Model, podUID string) []string {
+	var notes []string
+	for _, name := range m.State.ContainersOfPod(podUID) {
+		a, _ := m.State.Assignment(podUID, name)
+		notes = append(notes, fmt.Sprintf("pod %s container %s: releases exclusive CPUs %s", podUID, name, a.Assigned()))
 	}
+	m.State.DeletePod(podUID)
+	p.recomputePool(m)
+	return notes
 }
 
 // RemovePodSandbox forgets a pod and whatever of it is still known.
 func (p *Policy) RemovePodSandbox(m *Model, podUID string) Decision {
 	nm := m.Clone()
-	var notes []string
 	for _, id := range nm.sortedIDs() {
 		if nm.Containers[id].PodUID == podUID {
-			notes = append(notes, p.release(nm, id)...)
+			delete(nm.Releasing, id)
 			nm.remove(id)
 		}
 	}
-	for _, name := range nm.State.ContainersOfPod(podUID) {
-		notes = append(notes, fmt.Sprintf("pod %s container %s: drops an assignment without a known container", podUID, name))
-	}
-	nm.State.DeletePod(podUID)
-	p.recomputePool(nm)
+	notes := p.releasePod(nm, podUID)
 	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
 }
 

@@ -265,72 +265,122 @@ func (p *Policy) syncShared(before, m *Model) []Update {
 type placement struct {
 	keep cpuset.CPUSet
 	n    int
+	// borrowed are CPUs the placement may take besides the free ones, at
+	// no cost to the shared pool: those of its pod's stopped containers
+	// (reused as the kubelet reuses an init container's CPUs) and those
+	// held for its pod while the pod's resize is in flight. They are
+	// taken first when they can hold the request.
+	borrowed cpumask.Mask
+	// pod are the CPUs the pod's other containers hold, and podNeed the
+	// pod's whole exclusive need when known to be more than theirs and
+	// n (a pod's first container): under topologyManagerScope: pod the
+	// topology manager admits the pod's placement, not the container's.
+	pod     cpuset.CPUSet
+	podNeed int
 }
 
-// place finds the CPUs of a placement among free, honouring the topology
-// manager policy and leaving the shared pool non-empty. poolLeft counts
-// the CPUs the shared pool has before the placement (availability: the
-// placement's kept CPUs are already out of it).
+// place finds the CPUs of a placement among free (and its borrowed CPUs),
+// honouring the topology manager policy and leaving the shared pool
+// non-empty. poolLeft counts the CPUs the shared pool has before the
+// placement (availability: the placement's kept CPUs are already out of
+// it).
 func (p *Policy) place(pl placement, free cpumask.Mask, poolLeft int) (cpuset.CPUSet, error) {
-	if have := free.Count() + pl.keep.Size(); have < pl.n {
-		return cpuset.New(), fmt.Errorf("need %d more CPUs, %d free: %w", pl.n-pl.keep.Size(), free.Count(), cpuallocator.ErrNotEnoughCPUs)
+	avail := free.Or(pl.borrowed)
+	if have := avail.Count() + pl.keep.Size(); have < pl.n {
+		return cpuset.New(), fmt.Errorf("need %d more CPUs, %d free: %w", pl.n-pl.keep.Size(), avail.Count(), cpuallocator.ErrNotEnoughCPUs)
 	}
-	affinity, err := p.admitTopology(pl, free)
+	affinity, err := p.admitTopology(pl, avail)
 	if err != nil {
 		return cpuset.New(), err
 	}
-	var cpus cpuset.CPUSet
-	if pl.keep.IsEmpty() {
-		cpus, err = p.alloc.AllocateFrom(free, pl.n, affinity)
-	} else {
-		cpus, err = p.alloc.GrowFrom(free, pl.keep, pl.n, affinity)
+	cpus, err := p.allocate(pl, pl.borrowed, affinity)
+	if err != nil || !cpus.Difference(pl.keep).IsSubsetOf(p.topo.CPUsInNUMANodes(affinityOr(affinity, p.topo))) {
+		if cpus, err = p.allocate(pl, avail, affinity); err != nil {
+			return cpuset.New(), err
+		}
 	}
-	if err != nil {
-		return cpuset.New(), err
+	added := cpus.Difference(pl.keep)
+	cost := p.inPoolBase(added)
+	if !pl.borrowed.IsEmpty() {
+		cost -= p.inPoolBase(pl.borrowed.And(maskOf(added)).CPUSet())
 	}
-	if added := cpus.Difference(pl.keep); poolLeft-p.inPoolBase(added) <= 0 {
+	if poolLeft-cost <= 0 {
 		return cpuset.New(), fmt.Errorf("taking %s would leave the shared pool empty: %w", added, cpuallocator.ErrNotEnoughCPUs)
 	}
 	return cpus, nil
+}
+
+// allocate runs the allocator for a placement over avail.
+func (p *Policy) allocate(pl placement, avail cpumask.Mask, affinity cpuallocator.NodeMask) (cpuset.CPUSet, error) {
+	if avail.Count()+pl.keep.Size() < pl.n {
+		return cpuset.New(), cpuallocator.ErrNotEnoughCPUs
+	}
+	if pl.keep.IsEmpty() {
+		return p.alloc.AllocateFrom(avail, pl.n, affinity)
+	}
+	return p.alloc.GrowFrom(avail, pl.keep, pl.n, affinity)
+}
+
+// affinityOr returns affinity, or every NUMA node when it is 0 (no
+// preference).
+func affinityOr(affinity cpuallocator.NodeMask, topo *cpuallocator.Topology) cpuallocator.NodeMask {
+	if affinity != 0 {
+		return affinity
+	}
+	return cpuallocator.NewNodeMask(topo.NUMANodes()...)
+}
+
+// maskOf returns cpus as a bitmap.
+func maskOf(cpus cpuset.CPUSet) cpumask.Mask {
+	m, _ := cpumask.Of(cpus) // exclusive CPUs: no negative id
+	return m
 }
 
 // errTopologyPolicy marks a placement the topology manager policy refuses.
 var errTopologyPolicy = errors.New("topology manager policy")
 
 // admitTopology applies the topology manager policy to a placement and
-// returns the NUMA affinity to allocate in (0: no preference).
-func (p *Policy) admitTopology(pl placement, free cpumask.Mask) (cpuallocator.NodeMask, error) {
+// returns the NUMA affinity to allocate in (0: no preference). Under
+// topologyManagerScope: pod the affinity is the one of the whole pod: its
+// other containers' CPUs are kept, and its need counted.
+func (p *Policy) admitTopology(pl placement, avail cpumask.Mask) (cpuallocator.NodeMask, error) {
 	if p.opts.TopologyPolicy == cpuallocator.TopologyNone {
 		return 0, nil
 	}
-	hints := p.alloc.NUMAHintsFrom(free, pl.keep, pl.n)
+	keep, n, what := pl.keep, pl.n, fmt.Sprintf("%d CPUs%s", pl.n, p.keeping(pl.keep))
+	if p.opts.TopologyScope == cpuallocator.ScopePod && (!pl.pod.IsEmpty() || pl.podNeed > n) {
+		keep, n = keep.Union(pl.pod), max(pl.n+pl.pod.Size(), pl.podNeed)
+		what = fmt.Sprintf("the pod's %d CPUs%s (topologyManagerScope: pod)", n, p.keeping(keep))
+		avail = avail.AndNot(maskOf(pl.pod))
+	}
+	hints := p.alloc.NUMAHintsFrom(avail, keep, n)
 	if len(hints) == 0 {
 		if p.opts.TopologyPolicy == cpuallocator.TopologyBestEffort {
 			return 0, nil
 		}
-		return 0, fmt.Errorf("%w %s: no NUMA affinity can hold %d CPUs%s", errTopologyPolicy, p.opts.TopologyPolicy, pl.n, p.keeping(pl))
+		return 0, fmt.Errorf("%w %s: no NUMA affinity can hold %s", errTopologyPolicy, p.opts.TopologyPolicy, what)
 	}
 	best := hints[0]
 	switch p.opts.TopologyPolicy {
 	case cpuallocator.TopologySingleNUMANode:
 		if best.Nodes.Count() != 1 {
-			return 0, fmt.Errorf("%w single-numa-node: %d CPUs%s do not fit one NUMA node (narrowest affinity: NUMA nodes %s)",
-				errTopologyPolicy, pl.n, p.keeping(pl), best.Nodes)
+			return 0, fmt.Errorf("%w single-numa-node: %s do not fit one NUMA node (narrowest affinity: NUMA nodes %s)",
+				errTopologyPolicy, what, best.Nodes)
 		}
 	case cpuallocator.TopologyRestricted:
 		if !best.Preferred {
-			return 0, fmt.Errorf("%w restricted: the narrowest NUMA affinity for %d CPUs%s is nodes %s, wider than the machine allows for that many CPUs",
-				errTopologyPolicy, pl.n, p.keeping(pl), best.Nodes)
+			return 0, fmt.Errorf("%w restricted: the narrowest NUMA affinity for %s is nodes %s, wider than the machine allows for that many CPUs",
+				errTopologyPolicy, what, best.Nodes)
 		}
 	}
 	return best.Nodes, nil
 }
 
-func (p *Policy) keeping(pl placement) string {
-	if pl.keep.IsEmpty() {
+func (p *Policy) keeping(keep cpuset.CPUSet) string {
+	if keep.IsEmpty() {
 		return ""
 	}
-	return fmt.Sprintf(" keeping %s", pl.keep)
+	return fmt.Sprintf(" keeping %s", keep)
 }
 
 // verdictFor tells whether a placement that failed with err could succeed

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 
 	"github.com/nri-cpumanager/nri-cpumanager/state"
@@ -109,16 +110,17 @@ func (p *Policy) admitResize(display string, a state.Assignment, n int) error {
 	return nil
 }
 
-// shrink keeps the original CPUs and releases the least compact rest. The
-// released CPUs join the shared pool only once the runtime confirmed the
-// shrink (Confirm): until then they belong to nobody.
+// shrink keeps the original CPUs and releases the least compact rest that
+// the topology rules allow. The released CPUs join the shared pool only
+// once the runtime confirmed the shrink (Confirm): until then they belong
+// to nobody.
 func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignment, n int) (Decision, error) {
 	assigned := a.Assigned()
-	kept, err := p.alloc.Shrink(assigned, a.Original, n)
-	if err != nil {
-		return Decision{}, fmt.Errorf("shrinking container %s from %s to %d CPUs: %w", display, assigned, n, err)
-	}
 	nm := m.Clone()
+	kept, err := p.shrinkTo(nm, c.Pod.UID, c.Name, display, a, n)
+	if err != nil {
+		return Decision{}, err
+	}
 	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: kept})
 	released := assigned.Difference(kept)
 	p.returnToPool(nm, released)
@@ -132,11 +134,42 @@ func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignmen
 	}, nil
 }
 
-// grow keeps every assigned CPU and adds free ones; the shared containers
-// shrink first (Others), then the target grows.
+// shrinkTo chooses the n CPUs a shrink keeps: the original ones and the
+// most compact of the rest, inside the NUMA affinity the topology manager
+// policy admits for n CPUs (for the pod's CPUs under the pod scope) — a
+// shrink obeys the policy as a growth does, so it never keeps a shape a
+// growth would be refused. When no choice of the assigned CPUs is allowed
+// it is refused.
+func (p *Policy) shrinkTo(m *Model, podUID, name, display string, a state.Assignment, n int) (cpuset.CPUSet, error) {
+	assigned := a.Assigned()
+	pl := placement{keep: a.Original, n: n}
+	if p.opts.TopologyScope == cpuallocator.ScopePod {
+		pl.pod = m.podCPUs(podUID, name)
+	}
+	affinity, err := p.admitTopology(pl, maskOf(assigned.Difference(a.Original)))
+	if err != nil {
+		return cpuset.New(), refuse(Infeasible, ReasonResizeAllocateCPUs,
+			"cannot shrink container %s from %s to %d CPUs keeping %s: no choice of its CPUs is allowed: %v",
+			display, assigned, n, a.Original, err)
+	}
+	from := assigned
+	if affinity != 0 {
+		from = assigned.Intersection(p.topo.CPUsInNUMANodes(affinity)).Union(a.Original)
+	}
+	kept, err := p.alloc.Shrink(from, a.Original, n)
+	if err != nil {
+		return cpuset.New(), refuse(Infeasible, ReasonResizeAllocateCPUs,
+			"cannot shrink container %s from %s to %d CPUs keeping %s: %v", display, assigned, n, a.Original, err)
+	}
+	return kept, nil
+}
+
+// grow keeps every assigned CPU and adds free ones (those held for its
+// pod first); the shared containers shrink first (Others), then the target
+// grows.
 func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment, n int) (Decision, error) {
 	assigned := a.Assigned()
-	pl := placement{keep: assigned, n: n}
+	pl := p.growth(m, c.Pod.UID, c.Name, assigned, n)
 	free, poolLeft := p.availability(m)
 	cpus, err := p.placeGrowth(pl, free, poolLeft)
 	if err != nil {
@@ -147,6 +180,7 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 	nm := m.Clone()
 	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: cpus})
 	p.takeFromPool(nm, cpus.Difference(assigned))
+	p.takeHeld(nm, c.Pod.UID, cpus)
 	p.track(nm, c, display)
 	return Decision{
 		Model:     nm,

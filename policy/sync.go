@@ -62,8 +62,13 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		}
 		byRef[ref] = c
 	}
-	notes = append(notes, p.dropStaleEntries(nm, byRef)...)
+	notes = append(notes, p.dropStaleEntries(nm, pods, containers)...)
 	p.dropStalePods(nm, pods, live)
+	for _, c := range exited(containers) {
+		// Tracked stopped: the pod keeps its CPUs for their restart, and
+		// their removal tells when the pod's last container is gone.
+		nm.add(&Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: displayName(c.Pod, c.Name), Stopped: true})
+	}
 	// From here on the pool is kept in step with every assignment made:
 	// the free CPUs are read off it (Policy.taken).
 	p.recomputePool(nm)
@@ -287,20 +292,43 @@ func liveContainers(containers []Container) ([]*Container, []string) {
 	return live, notes
 }
 
-// dropStaleEntries forgets assignments of containers that no longer run.
-func (p *Policy) dropStaleEntries(m *Model, live map[state.ContainerRef]*Container) []string {
+// dropStaleEntries drops the assignments of pods that no longer exist:
+// neither a sandbox nor a container (running or exited) of the pod is
+// known to the runtime. An assignment whose container exited stays with
+// its pod for the container's restart.
+func (p *Policy) dropStaleEntries(m *Model, pods []Pod, containers []Container) []string {
+	exists := map[string]bool{}
+	for _, pod := range pods {
+		exists[pod.UID] = true
+	}
+	for _, c := range containers {
+		exists[c.Pod.UID] = true
+	}
 	var notes []string
 	for _, uid := range m.State.PodUIDs() {
-		for _, name := range m.State.ContainersOfPod(uid) {
-			if live[state.ContainerRef{PodUID: uid, Name: name}] != nil {
-				continue
-			}
-			a, _ := m.State.Assignment(uid, name)
-			m.State.DeleteAssignment(uid, name)
-			notes = append(notes, fmt.Sprintf("pod %s container %s: no longer runs, releases %s", uid, name, a.Assigned()))
+		if exists[uid] {
+			continue
 		}
+		for _, name := range m.State.ContainersOfPod(uid) {
+			a, _ := m.State.Assignment(uid, name)
+			notes = append(notes, fmt.Sprintf("pod %s container %s: the pod is gone, releases %s", uid, name, a.Assigned()))
+		}
+		m.State.DeletePod(uid)
 	}
 	return notes
+}
+
+// exited returns the containers the runtime reports as exited, with an id,
+// in id order.
+func exited(containers []Container) []*Container {
+	var out []*Container
+	for i := range containers {
+		if c := &containers[i]; c.Exited && c.ID != "" {
+			out = append(out, c)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
 }
 
 // dropStalePods forgets pod-level resources of pods that no longer exist.

@@ -242,7 +242,8 @@ func TestAlignMemory(t *testing.T) {
 
 // TestRecreatedContainerKeepsItsCPUs: a container created again under the
 // same pod and name while its predecessor's stop was never seen keeps the
-// assignment when it asks for as many CPUs, and gets fresh ones otherwise.
+// assignment when it asks for as many CPUs, and grows it, keeping its
+// original CPUs, when it asks for more.
 // The predecessor, which may still run (a twin), loses its claim and is
 // sent to the shared pool before the new container starts: no CPU is ever
 // in both.
@@ -276,8 +277,8 @@ func TestRecreatedContainerKeepsItsCPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, _ := d3.Model.State.Assignment("gu-uid", "app"); a.Original.Size() != 3 || a.Resized.Size() != 0 {
-		t.Errorf("re-created with 3 CPUs: %+v, want a fresh 3-CPU assignment", a)
+	if a, _ := d3.Model.State.Assignment("gu-uid", "app"); !a.Original.Equals(d.Target.CPUs) || a.Resized.Size() != 3 || !d3.Target.CPUs.Equals(a.Resized) {
+		t.Errorf("re-created with 3 CPUs: %+v, target %s; want the original %s kept and grown to 3", a, d3.Target.CPUs, d.Target.CPUs)
 	}
 	if err := pol.CheckInvariants(d3.Model); err != nil {
 		t.Error(err)

@@ -258,6 +258,21 @@ func (d *nriDriver) StopContainer(pod policy.Pod, name string) error {
 	return d.rt.StopContainer(c)
 }
 
+func (d *nriDriver) RestartContainer(pod policy.Pod, name string, r state.Resources) error {
+	old, err := d.container(pod, name)
+	if err != nil {
+		return err
+	}
+	if err := d.StopContainer(pod, name); err != nil {
+		return err
+	}
+	if err := d.CreateContainer(pod, name, r); err != nil {
+		return err
+	}
+	defer d.settle()
+	return d.rt.RemoveContainer(old)
+}
+
 func (d *nriDriver) RemoveContainer(pod policy.Pod, name string) error {
 	c, err := d.container(pod, name)
 	if err != nil {

@@ -437,7 +437,10 @@ func TestRandomThroughNRI(t *testing.T) {
 
 // TestFailedCreationReleasesCPUs: when the creation of a pinned container
 // fails after the plugin allocated its CPUs, containerd stops and removes
-// the container that never ran; its CPUs go back to the shared pool.
+// the container that never ran. The stop keeps the CPUs for the pod (a
+// stopped container may come back under its name); the removal of the
+// pod's only container gives them back to the shared pool, through an
+// unsolicited update (a RemoveContainer reply carries none).
 func TestFailedCreationReleasesCPUs(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
 	rt := newFakeRuntime(t, n.topo.CPUs())
@@ -453,7 +456,7 @@ func TestFailedCreationReleasesCPUs(t *testing.T) {
 		t.Errorf("checkpoint after the failed creation: entries %d, shared pool %s", st.NumAssignments(), st.DefaultCPUSet())
 	}
 	got := rt.Log()
-	want := []appliedUpdate{{"pre-create", "nginx", "0,4-7"}, {"post-stop", "nginx", "0-7"}}
+	want := []appliedUpdate{{"pre-create", "nginx", "0,4-7"}, {"unsolicited", "nginx", "0-7"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("updates applied: %v, want %v", got, want)
 	}

@@ -561,6 +561,14 @@ func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res stat
 	r.mu.Lock()
 	r.nextID++
 	id := fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID)
+	r.mu.Unlock()
+	return r.CreateContainerWithID(pod, id, name, res)
+}
+
+// CreateContainerWithID is CreateContainer with a container id of the
+// caller's: a runtime bug that reuses an id, or gives none.
+func (r *fakeRuntime) CreateContainerWithID(pod *api.PodSandbox, id, name string, res state.Resources) (*api.Container, error) {
+	r.mu.Lock()
 	c := &api.Container{
 		Id: id, PodSandboxId: pod.Id, Name: name,
 		State: api.ContainerState_CONTAINER_CREATED,
@@ -577,6 +585,13 @@ func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res stat
 		return err
 	})
 	if err != nil {
+		// containerd undoes a failed creation: StopContainer and
+		// RemoveContainer with the refused container's pod and id
+		// (internal/cri/nri UndoCreateContainer), whose reply is not
+		// applied.
+		undo := &api.Container{Id: id, PodSandboxId: pod.Id, Name: name, State: api.ContainerState_CONTAINER_STOPPED}
+		_, _ = r.nri.StopContainer(ctx, &api.StopContainerRequest{Pod: pod, Container: undo})
+		_ = r.nri.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: pod, Container: undo})
 		r.mu.Unlock()
 		return nil, err
 	}

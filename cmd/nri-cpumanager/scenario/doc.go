@@ -4,9 +4,10 @@
 // or the plugin behind a real NRI connection (the integration suite).
 //
 // A scenario names a topology, a plugin configuration (the same keys as the
-// plugin's configuration file) and steps that create, resize, stop and
-// remove containers like the kubelet would, each with the cpusets or the
-// refusal expected:
+// plugin's configuration file) and steps that create, resize, stop,
+// restart (an exit and the kubelet's re-creation under a new id) and
+// remove containers, remove and update pods like the kubelet would, each
+// with the cpusets or the refusal expected:
 //
 //	name: grow then shrink back
 //	topology: {kep: checkpoint}          # or {layout: NAME} or {sockets: 2, coresPerNUMA: 4, ...}; isolated: "2-15" adds isolcpus

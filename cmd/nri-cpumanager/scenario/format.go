@@ -41,10 +41,14 @@ type Topology struct {
 
 // Step is one action and what it should lead to. Exactly one action is set.
 type Step struct {
-	Create    *ContainerStep `json:"create,omitempty"`
-	Resize    *ContainerStep `json:"resize,omitempty"`
-	Stop      *ContainerRef  `json:"stop,omitempty"`
-	Remove    *ContainerRef  `json:"remove,omitempty"`
+	Create *ContainerStep `json:"create,omitempty"`
+	Resize *ContainerStep `json:"resize,omitempty"`
+	Stop   *ContainerRef  `json:"stop,omitempty"`
+	Remove *ContainerRef  `json:"remove,omitempty"`
+	// Restart plays a container's exit and the kubelet's re-creation of
+	// it under a new id with the given resources; once the new one is
+	// created the exited one is removed (the kubelet's garbage collection).
+	Restart   *ContainerStep `json:"restart,omitempty"`
 	RemovePod string         `json:"removePod,omitempty"`
 	UpdatePod *PodStep       `json:"updatePod,omitempty"`
 	// Expect checks the outcome of a successful action.
@@ -123,13 +127,13 @@ func Parse(data []byte) (*File, error) {
 	}
 	for i, s := range f.Steps {
 		n := 0
-		for _, set := range []bool{s.Create != nil, s.Resize != nil, s.Stop != nil, s.Remove != nil, s.RemovePod != "", s.UpdatePod != nil} {
+		for _, set := range []bool{s.Create != nil, s.Resize != nil, s.Stop != nil, s.Restart != nil, s.Remove != nil, s.RemovePod != "", s.UpdatePod != nil} {
 			if set {
 				n++
 			}
 		}
 		if n != 1 {
-			return nil, fmt.Errorf("step %d: want exactly one of create, resize, stop, remove, removePod, updatePod; got %d", i+1, n)
+			return nil, fmt.Errorf("step %d: want exactly one of create, resize, stop, restart, remove, removePod, updatePod; got %d", i+1, n)
 		}
 		if s.Refused != "" && s.Expect != nil {
 			return nil, fmt.Errorf("step %d: a refused step cannot have expectations", i+1)
@@ -149,6 +153,8 @@ func (s Step) Action() string {
 		return fmt.Sprintf("stop %s/%s", s.Stop.Pod, s.Stop.Container)
 	case s.Remove != nil:
 		return fmt.Sprintf("remove %s/%s", s.Remove.Pod, s.Remove.Container)
+	case s.Restart != nil:
+		return fmt.Sprintf("restart %s/%s cpu=%s", s.Restart.Pod, s.Restart.Container, s.Restart.CPU)
 	case s.RemovePod != "":
 		return "remove pod " + s.RemovePod
 	case s.UpdatePod != nil:

@@ -194,7 +194,26 @@ func (d *PolicyDriver) StopContainer(pod policy.Pod, name string) error {
 		return fmt.Errorf("no container %s in pod %s", name, pod.Name)
 	}
 	delete(d.Applied, id)
-	return d.applyInfallible(func(m *policy.Model) policy.Decision { return d.Policy.StopContainer(m, id) })
+	return d.applyInfallible(func(m *policy.Model) policy.Decision {
+		return d.Policy.StopContainer(m, policy.Container{ID: id, Name: name, Pod: pod})
+	})
+}
+
+// RestartContainer implements Driver.
+func (d *PolicyDriver) RestartContainer(pod policy.Pod, name string, r state.Resources) error {
+	old, ok := d.id(pod, name)
+	if !ok {
+		return fmt.Errorf("no container %s in pod %s", name, pod.Name)
+	}
+	if err := d.StopContainer(pod, name); err != nil {
+		return err
+	}
+	if err := d.CreateContainer(pod, name, r); err != nil {
+		return err
+	}
+	return d.applyInfallible(func(m *policy.Model) policy.Decision {
+		return d.Policy.RemoveContainer(m, policy.Container{ID: old, Name: name, Pod: pod})
+	})
 }
 
 // RemoveContainer implements Driver.
@@ -205,7 +224,9 @@ func (d *PolicyDriver) RemoveContainer(pod policy.Pod, name string) error {
 	}
 	delete(d.Applied, id)
 	delete(d.ids, state.ContainerRef{PodUID: pod.UID, Name: name})
-	return d.applyInfallible(func(m *policy.Model) policy.Decision { return d.Policy.RemoveContainer(m, id) })
+	return d.applyInfallible(func(m *policy.Model) policy.Decision {
+		return d.Policy.RemoveContainer(m, policy.Container{ID: id, Name: name, Pod: pod})
+	})
 }
 
 // RemovePod implements Driver.

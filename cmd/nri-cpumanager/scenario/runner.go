@@ -20,6 +20,10 @@ type Driver interface {
 	UpdateContainer(pod policy.Pod, name string, r state.Resources) error
 	StopContainer(pod policy.Pod, name string) error
 	RemoveContainer(pod policy.Pod, name string) error
+	// RestartContainer stops a container, creates it again under a new id
+	// with r and, when that succeeds, removes the stopped one. A refused
+	// re-creation leaves the stopped one in place.
+	RestartContainer(pod policy.Pod, name string, r state.Resources) error
 	RemovePod(pod policy.Pod) error
 	UpdatePod(pod policy.Pod, r state.PodResources) error
 	// ContainerCPUs returns the cpuset the runtime applied to a running
@@ -123,6 +127,17 @@ func (r *Runner) do(s Step) error {
 			return err
 		}
 		return r.d.StopContainer(pod, s.Stop.Container)
+	case s.Restart != nil:
+		c := s.Restart
+		pod, err := r.pod(c.Pod)
+		if err != nil {
+			return err
+		}
+		res, err := resourcesOf(c, r.qos[c.Pod], r.memory[c.Pod+"/"+c.Container])
+		if err != nil {
+			return err
+		}
+		return r.d.RestartContainer(pod, c.Container, res)
 	case s.Remove != nil:
 		pod, err := r.pod(s.Remove.Pod)
 		if err != nil {

@@ -1,0 +1,161 @@
+package integration
+
+import (
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
+)
+
+// TestRestartKeepsCPUs plays a crash as containerd and the kubelet do it
+// (StopContainer on the exit; CreateContainer of a new container under the
+// same name; RemoveContainer of the exited one by the kubelet's garbage
+// collection), with a pod created meanwhile: the pod keeps the CPUs of its
+// exited container, the re-created container gets exactly them with its
+// original CPUs unchanged, and the removal of the exited one releases
+// nothing.
+func TestRestartKeepsCPUs(t *testing.T) {
+	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	rt := newFakeRuntime(t, n.topo.CPUs())
+	stateDir := t.TempDir()
+	rp := startPlugin(t, rt, n.pol, stateDir)
+	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
+	gu := pod(t, rt, "gu", "guaranteed")
+	first := mustCreate(t, rt, gu, "app", guaranteed(1))
+	wantCPUs(t, rt, first, "1")
+	if err := rt.UpdateContainer(first, guaranteed(2)); err != nil {
+		t.Fatal(err)
+	}
+	wantCPUs(t, rt, first, "1-2")
+
+	if err := rt.StopContainer(first); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	wantCPUs(t, rt, web, "0,3-7")
+	other := mustCreate(t, rt, pod(t, rt, "other", "guaranteed"), "app", guaranteed(2))
+	wantCPUs(t, rt, other, "3-4")
+
+	again := mustCreate(t, rt, gu, "app", guaranteed(2))
+	wantCPUs(t, rt, again, "1-2")
+	if err := rt.RemoveContainer(first); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	wantCPUs(t, rt, again, "1-2")
+	wantCPUs(t, rt, web, "0,5-7")
+	a, ok := checkpointState(t, stateDir, n.topo.CPUs()).Assignment("gu-uid", "app")
+	if !ok || a.Original.String() != "1" || a.Resized.String() != "1-2" {
+		t.Errorf("checkpoint entry of gu/app after the restart: %+v (present %v), want original 1, resized 1-2", a, ok)
+	}
+	if err := rt.UpdateContainer(again, guaranteed(1)); err != nil {
+		t.Errorf("shrink back to the original CPU after the restart: %v", err)
+	}
+	wantCPUs(t, rt, again, "1")
+	noViolations(t, rt)
+}
+
+// TestRefusedCreationChangesNothing refuses a creation on every path a
+// creation can be refused, each after containerd's undo of the failed
+// creation (StopContainer and RemoveContainer of the refused container,
+// under its own pod), and checks that the checkpoint and every container's
+// cpuset are as before.
+func TestRefusedCreationChangesNothing(t *testing.T) {
+	type setup struct {
+		rt *fakeRuntime
+		gu *api.PodSandbox
+		// running is a pinned container that runs; stopped one that
+		// exited and is re-created by the case.
+		running, stopped *api.Container
+	}
+	tests := []struct {
+		name   string
+		config string
+		create func(s setup) error
+		want   string
+	}{
+		{"a running container's id, another pod", "", func(s setup) error {
+			_, err := s.rt.CreateContainerWithID(pod(t, s.rt, "dup", "guaranteed"), s.running.Id, "app", guaranteed(1))
+			return err
+		}, "Infeasible: invalidContainerIDError: container id"},
+		{"no container id", "", func(s setup) error {
+			_, err := s.rt.CreateContainerWithID(pod(t, s.rt, "noid", "guaranteed"), "", "app", guaranteed(1))
+			return err
+		}, "Infeasible: invalidContainerIDError"},
+		{"not enough free CPUs", "", func(s setup) error {
+			_, err := s.rt.CreateContainer(pod(t, s.rt, "big", "guaranteed"), "app", guaranteed(5))
+			return err
+		}, "Deferred: allocateCPUsError"},
+		{"not on one NUMA node", "topologyManagerPolicy: single-numa-node\n", func(s setup) error {
+			_, err := s.rt.CreateContainer(pod(t, s.rt, "wide", "guaranteed"), "app", guaranteed(3))
+			return err
+		}, "Infeasible: TopologyAffinityError"},
+		{"not whole cores", "cpuManagerPolicyOptions: {full-pcpus-only: \"true\"}\n", func(s setup) error {
+			_, err := s.rt.CreateContainer(pod(t, s.rt, "odd", "guaranteed"), "app", guaranteed(1))
+			return err
+		}, "Infeasible: SMTAlignmentError"},
+		{"re-created below its original CPUs", "", func(s setup) error {
+			_, err := s.rt.CreateContainer(s.gu, "app", guaranteed(1))
+			return err
+		}, "Infeasible: prohibitedCPUAllocationError: container default/gu/app is re-created with 1 CPUs"},
+		{"re-created on the shared pool", "", func(s setup) error {
+			_, err := s.rt.CreateContainer(s.gu, "app", scenario.KubeletResources("guaranteed", 1500, 1500, 1<<30))
+			return err
+		}, "Infeasible: inconsistentCPUAllocationError"},
+		{"re-created bigger than the node", "", func(s setup) error {
+			_, err := s.rt.CreateContainer(s.gu, "app", guaranteed(8))
+			return err
+		}, "resizeAllocateCPUsError: cannot re-create container default/gu/app with 8 exclusive CPUs"},
+		{"re-created with another count, resize disabled", "inPlaceResize: false\n", func(s setup) error {
+			_, err := s.rt.CreateContainer(s.gu, "app", guaranteed(4))
+			return err
+		}, "Infeasible: featureDisabledError"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// 4 cores × 2 threads, NUMA nodes of 2 cores; CPU 0 reserved.
+			n := newNode(t, fakesysfs.Spec{Sockets: 1, NUMAPerSocket: 2, CoresPerNUMA: 2, ThreadsPerCore: 2},
+				"reservedSystemCPUs: \"0\"\n"+tc.config)
+			rt := newFakeRuntime(t, n.topo.CPUs())
+			stateDir := t.TempDir()
+			rp := startPlugin(t, rt, n.pol, stateDir)
+			mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
+			running := mustCreate(t, rt, pod(t, rt, "pinned", "guaranteed"), "app", guaranteed(2))
+			gu := pod(t, rt, "gu", "guaranteed")
+			stopped := mustCreate(t, rt, gu, "app", guaranteed(2))
+			if err := rt.StopContainer(stopped); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "settled", func() bool { return settled(rp, rt) })
+			before, applied := checkpointState(t, stateDir, n.topo.CPUs()), rt.Applied()
+
+			err := tc.create(setup{rt: rt, gu: gu, running: running, stopped: stopped})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("creation: %v, want refused with %q", err, tc.want)
+			}
+			waitFor(t, "settled", func() bool { return settled(rp, rt) })
+			if after := checkpointState(t, stateDir, n.topo.CPUs()); !after.Equal(before) {
+				t.Errorf("the refusal changed the checkpoint:\nbefore %s\nafter  %s", marshal(t, before), marshal(t, after))
+			}
+			if now := rt.Applied(); !maps.EqualFunc(now, applied, cpuset.CPUSet.Equals) {
+				t.Errorf("the refusal changed cpusets: before %v, after %v", applied, now)
+			}
+			noViolations(t, rt)
+		})
+	}
+}
+
+func marshal(t *testing.T, st *state.State) string {
+	t.Helper()
+	data, err := state.Marshal(st)
+	if err != nil {
+		return err.Error()
+	}
+	return string(data)
+}
