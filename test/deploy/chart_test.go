@@ -64,6 +64,7 @@ var alternatives = map[string]map[string]any{
 	"reservedSystemCPUs":    {"reservedSystemCPUs": "0,4"},
 	"reservedCPUCount":      {"reservedSystemCPUs": "", "reservedCPUCount": 2},
 	"topologyManagerPolicy": {"topologyManagerPolicy": "single-numa-node"},
+	"topologyManagerScope":  {"topologyManagerScope": "pod"},
 	"inPlaceResize":         {"inPlaceResize": false},
 	"alignMemory":           {"alignMemory": true},
 	"metricsAddress":        {"metricsAddress": ":9200"},

@@ -76,6 +76,9 @@ type ContainerStep struct {
 	CPU          string `json:"cpu,omitempty"`
 	CPULimit     string `json:"cpuLimit,omitempty"`
 	Memory       string `json:"memory,omitempty"`
+	// PodCPU is the pod's CPU total (request and limit) as the kubelet
+	// passes it with the sandbox, set at the pod's first creation step.
+	PodCPU string `json:"podCPU,omitempty"`
 }
 
 // PodStep is an UpdatePodSandboxResources with the pod's new CPU total.

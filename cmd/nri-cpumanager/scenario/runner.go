@@ -99,6 +99,13 @@ func (r *Runner) do(s Step) error {
 			if pod, err = KubeletPod(c.Pod, qos); err != nil {
 				return err
 			}
+			if c.PodCPU != "" {
+				milli, err := MilliCPU(c.PodCPU)
+				if err != nil {
+					return err
+				}
+				pod.Resources = KubeletResources(qos, milli, milli, 0)
+			}
 			r.pods[c.Pod], r.qos[c.Pod] = pod, qos
 		}
 		res, err := resourcesOf(c, r.qos[c.Pod], 0)
