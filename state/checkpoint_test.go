@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -110,10 +111,6 @@ func TestKEP5554WalkThrough(t *testing.T) {
 		step.apply(s)
 		if err := store.Save(s); err != nil {
 			t.Fatalf("step %d (%s): Save: %v", i, step.name, err)
-		}
-		// Write the snapshot now rather than when the store is idle.
-		if err := store.compact(0); err != nil {
-			t.Fatalf("step %d (%s): compact: %v", i, step.name, err)
 		}
 		data, err := os.ReadFile(store.Path())
 		if err != nil {
@@ -272,8 +269,10 @@ func TestMarshalRefusesInconsistentState(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.reason) {
 				t.Errorf("Marshal error = %v, want one containing %q", err, tc.reason)
 			}
-			if err := s.validateForSave(); err == nil || !strings.Contains(err.Error(), tc.reason) {
-				t.Errorf("validateForSave error = %v, want one containing %q", err, tc.reason)
+			err = newTestStore(t).Save(s)
+			var inconsistent *InconsistentError
+			if !errors.As(err, &inconsistent) || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("Save error = %v, want an *InconsistentError containing %q", err, tc.reason)
 			}
 		})
 	}

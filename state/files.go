@@ -10,7 +10,7 @@ import (
 )
 
 const (
-	// tempPrefix starts the name of a snapshot or journal being written.
+	// tempPrefix starts the name of a checkpoint being written.
 	tempPrefix = CheckpointFile + ".tmp-"
 	// corruptSuffix, followed by a UTC timestamp, ends the name of a file
 	// moved aside because it is not trusted.
@@ -20,23 +20,10 @@ const (
 	corruptTimeFormat = "20060102T150405.000000000Z"
 )
 
-// writeSnapshot writes s as the snapshot of dir, continued by the journal
-// records ref names.
-func writeSnapshot(dir string, s *State, ref journalRefV1) error {
-	data, err := marshalSnapshot(s, ref)
-	if err != nil {
-		return fmt.Errorf("encode snapshot: %w", err)
-	}
-	path := filepath.Join(dir, CheckpointFile)
-	if err := writeFileAtomic(dir, path, data); err != nil {
-		return fmt.Errorf("write snapshot %s: %w", path, err)
-	}
-	return nil
-}
-
 // writeFileAtomic replaces path (in dir) with data so that a crash at any
 // moment leaves either the old or the new content, and the new content is
-// durable when it returns nil.
+// durable when it returns nil: temp file, write, fsync, rename, fsync of
+// the directory. On error the temp file is removed if it can be.
 func writeFileAtomic(dir, path string, data []byte) (err error) {
 	tmp, err := os.CreateTemp(dir, tempPrefix+"*") // mode 0600
 	if err != nil {
@@ -49,16 +36,16 @@ func writeFileAtomic(dir, path string, data []byte) (err error) {
 		}
 	}()
 	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+		return fmt.Errorf("write temp file: %w", err)
 	}
 	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", tmp.Name(), err)
+		return fmt.Errorf("fsync temp file: %w", err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp.Name(), err)
+		return fmt.Errorf("close temp file: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp.Name(), err)
+		return fmt.Errorf("rename temp file: %w", err)
 	}
 	return syncDir(dir)
 }
@@ -76,20 +63,22 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// removeJournalsBefore deletes the journals of dir older than generation
-// gen, oldest first, and syncs the directory.
-func removeJournalsBefore(dir string, gen uint64) error {
-	gens, err := listJournals(dir)
+// removeObsolete deletes what a whole checkpoint file makes obsolete: the
+// journals of earlier versions and the temp files of writes that never
+// finished. It syncs the directory if it removed anything.
+func removeObsolete(dir string) error {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return err
+		return fmt.Errorf("list state directory: %w", err)
 	}
 	removed := false
-	for _, g := range gens {
-		if g >= gen {
-			break
+	for _, e := range entries {
+		_, journal := parseJournalName(e.Name())
+		if !e.Type().IsRegular() || !journal && !strings.HasPrefix(e.Name(), tempPrefix) {
+			continue
 		}
-		if err := os.Remove(filepath.Join(dir, journalName(g))); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove obsolete journal: %w", err)
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove obsolete file: %w", err)
 		}
 		removed = true
 	}
@@ -99,30 +88,13 @@ func removeJournalsBefore(dir string, gen uint64) error {
 	return nil
 }
 
-// removeTempFiles deletes the temp files of a write that never finished.
-func removeTempFiles(dir string) error {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("list state directory: %w", err)
-	}
-	for _, e := range entries {
-		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), tempPrefix) {
-			continue
-		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove leftover temp file: %w", err)
-		}
-	}
-	return nil
-}
-
-// stateFiles returns the paths of dir's snapshot (if it exists) and
+// stateFiles returns the paths of dir's checkpoint file (if it exists) and
 // journals.
 func stateFiles(dir string) ([]string, error) {
 	var paths []string
-	snapshot := filepath.Join(dir, CheckpointFile)
-	if _, err := os.Lstat(snapshot); err == nil {
-		paths = append(paths, snapshot)
+	path := filepath.Join(dir, CheckpointFile)
+	if _, err := os.Lstat(path); err == nil {
+		paths = append(paths, path)
 	}
 	gens, err := listJournals(dir)
 	if err != nil {

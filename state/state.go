@@ -20,58 +20,27 @@ func New(defaultCPUSet cpuset.CPUSet) *State {
 	}
 }
 
-// Clone returns a copy that can be changed without changing s. Maps are
-// shared by both until one of them changes them (copy on write): a pod's
-// entry map is copied by SetAssignment and DeleteAssignment before they
-// write, Containers and Pods by every method that changes them, in
-// whichever state changes first. A clone thus costs a copy of Entries, not
-// of every map. (cpusets are immutable values and are always shared.)
-//
-// Clone marks s as sharing its maps too, and writes nothing else of s: a
-// state being saved or scraped may be read meanwhile.
+// Clone returns a deep copy: changing one never changes the other. The
+// cpusets are shared, as they are immutable values.
 func (s *State) Clone() *State {
-	// maps.Clone copies a map's table as it is, much faster than inserting
-	// every key into a new one.
 	c := &State{
 		defaultCPUSet: s.defaultCPUSet,
-		entries:       maps.Clone(s.entries),
-		containers:    s.containers,
-		pods:          s.pods,
+		entries:       make(map[string]map[string]Assignment, len(s.entries)),
+		containers:    maps.Clone(s.containers),
+		pods:          maps.Clone(s.pods),
 	}
-	if c.containers == nil || c.pods == nil {
-		c.containers, c.pods = maps.Clone(s.containers), maps.Clone(s.pods)
-		if c.containers == nil {
-			c.containers = map[string]ContainerRef{}
+	for podUID, containers := range s.entries {
+		if len(containers) > 0 {
+			c.entries[podUID] = maps.Clone(containers)
 		}
-		if c.pods == nil {
-			c.pods = map[string]PodResources{}
-		}
-	} else {
-		s.sharedMaps.Store(true)
-		c.sharedMaps.Store(true)
 	}
-	maps.DeleteFunc(c.entries, func(_ string, containers map[string]Assignment) bool { return len(containers) == 0 })
-	if c.entries == nil {
-		c.entries = map[string]map[string]Assignment{}
+	if c.containers == nil {
+		c.containers = map[string]ContainerRef{}
+	}
+	if c.pods == nil {
+		c.pods = map[string]PodResources{}
 	}
 	return c
-}
-
-// ownMaps gives s its own Containers and Pods before a change, when they
-// may be shared with a clone.
-func (s *State) ownMaps() {
-	if !s.sharedMaps.Load() {
-		return
-	}
-	s.containers = maps.Clone(s.containers)
-	if s.containers == nil {
-		s.containers = map[string]ContainerRef{}
-	}
-	s.pods = maps.Clone(s.pods)
-	if s.pods == nil {
-		s.pods = map[string]PodResources{}
-	}
-	s.sharedMaps.Store(false)
 }
 
 // Equal reports whether two states hold the same data. A nil map and an
@@ -155,10 +124,12 @@ func (s *State) SetAssignment(podUID, name string, a Assignment) {
 	if s.entries == nil {
 		s.entries = map[string]map[string]Assignment{}
 	}
-	containers := make(map[string]Assignment, len(s.entries[podUID])+1)
-	maps.Copy(containers, s.entries[podUID]) // copy on write: see Clone
+	containers := s.entries[podUID]
+	if containers == nil {
+		containers = map[string]Assignment{}
+		s.entries[podUID] = containers
+	}
 	containers[name] = a
-	s.entries[podUID] = containers
 }
 
 // DeleteAssignment forgets a container's assignment (and the pod's entry map
@@ -167,31 +138,23 @@ func (s *State) SetAssignment(podUID, name string, a Assignment) {
 func (s *State) DeleteAssignment(podUID, name string) {
 	s.deleteEntry(podUID, name)
 	ref := ContainerRef{PodUID: podUID, Name: name}
-	s.ownMaps()
 	maps.DeleteFunc(s.containers, func(_ string, r ContainerRef) bool { return r == ref })
 }
 
-// deleteEntry removes one assignment, copying the pod's entry map first
-// (copy on write: see Clone) and dropping it when it becomes empty.
+// deleteEntry removes one assignment, and the pod's entry map when it
+// becomes empty.
 func (s *State) deleteEntry(podUID, name string) {
-	containers, ok := s.entries[podUID]
-	if _, has := containers[name]; !ok || !has {
-		return
-	}
-	if len(containers) == 1 {
-		delete(s.entries, podUID)
-		return
-	}
-	containers = maps.Clone(containers)
+	containers := s.entries[podUID]
 	delete(containers, name)
-	s.entries[podUID] = containers
+	if len(containers) == 0 {
+		delete(s.entries, podUID)
+	}
 }
 
 // DeletePod forgets everything about a pod: its containers' assignments,
 // the container ids that point at them, and its pod-level resources.
 func (s *State) DeletePod(podUID string) {
 	delete(s.entries, podUID)
-	s.ownMaps()
 	delete(s.pods, podUID)
 	maps.DeleteFunc(s.containers, func(_ string, r ContainerRef) bool { return r.PodUID == podUID })
 }
@@ -226,10 +189,6 @@ func (s *State) ForEach(fn func(ref ContainerRef, a Assignment)) {
 
 // SetContainer records that the runtime container id owns the entry ref.
 func (s *State) SetContainer(id string, ref ContainerRef) {
-	if old, ok := s.containers[id]; ok && old == ref {
-		return // nothing to change: keep sharing
-	}
-	s.ownMaps()
 	if s.containers == nil {
 		s.containers = map[string]ContainerRef{}
 	}
@@ -243,22 +202,10 @@ func (s *State) Container(id string) (ContainerRef, bool) {
 }
 
 // DeleteContainer forgets a runtime container id; the entry it owned stays.
-func (s *State) DeleteContainer(id string) {
-	if _, ok := s.containers[id]; !ok {
-		return
-	}
-	s.ownMaps()
-	delete(s.containers, id)
-}
+func (s *State) DeleteContainer(id string) { delete(s.containers, id) }
 
 // DeleteContainers forgets every runtime container id; the entries stay.
-func (s *State) DeleteContainers() {
-	if len(s.containers) == 0 {
-		return
-	}
-	s.ownMaps()
-	clear(s.containers)
-}
+func (s *State) DeleteContainers() { clear(s.containers) }
 
 // ContainerRefs yields every runtime container id with the entry it owns,
 // in no particular order.
@@ -283,10 +230,6 @@ func (s *State) ContainerIDOf(ref ContainerRef) (string, bool) {
 // SetPodResources records the pod-level resources last delivered by
 // UpdatePodSandbox.
 func (s *State) SetPodResources(podUID string, r PodResources) {
-	if old, ok := s.pods[podUID]; ok && old == r {
-		return // nothing to change: keep sharing
-	}
-	s.ownMaps()
 	if s.pods == nil {
 		s.pods = map[string]PodResources{}
 	}
@@ -294,13 +237,7 @@ func (s *State) SetPodResources(podUID string, r PodResources) {
 }
 
 // DeletePodResources forgets the pod-level resources of a pod.
-func (s *State) DeletePodResources(podUID string) {
-	if _, ok := s.pods[podUID]; !ok {
-		return
-	}
-	s.ownMaps()
-	delete(s.pods, podUID)
-}
+func (s *State) DeletePodResources(podUID string) { delete(s.pods, podUID) }
 
 // AllPodResources yields the pod-level resources of every pod that has
 // some, in no particular order.

@@ -237,9 +237,9 @@ func TestZeroStateMutators(t *testing.T) {
 	}
 }
 
-// TestCloneIsCopyOnWrite: a clone shares the pods' entry maps, and writes to
-// either copy never show in the other.
-func TestCloneIsCopyOnWrite(t *testing.T) {
+// TestCloneIsDeep: writes to a pod's assignments in either copy never show
+// in the other.
+func TestCloneIsDeep(t *testing.T) {
 	s := New(cpuset.New(0))
 	s.SetAssignment("pod", "a", Assignment{Original: cpuset.New(1)})
 	s.SetAssignment("pod", "b", Assignment{Original: cpuset.New(2)})
