@@ -37,7 +37,7 @@ func BenchmarkSaveParts(b *testing.B) {
 			path := filepath.Join(dir, CheckpointFile)
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
-				if err := writeFileAtomic(dir, path, data); err != nil {
+				if err := writeFileAtomic(osFS{}, dir, path, data); err != nil {
 					b.Fatal(err)
 				}
 			}

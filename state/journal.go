@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,20 +55,17 @@ func parseJournalName(name string) (uint64, bool) {
 	return gen, err == nil && gen > 0
 }
 
-// listJournals returns the generations of the journals in dir, ascending.
-func listJournals(dir string) ([]uint64, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("list state directory: %w", err)
-	}
+// journalGens returns the generations of the journals among the file
+// names of a directory, ascending.
+func journalGens(names []string) []uint64 {
 	var gens []uint64
-	for _, e := range entries {
-		if gen, ok := parseJournalName(e.Name()); ok && e.Type().IsRegular() {
+	for _, name := range names {
+		if gen, ok := parseJournalName(name); ok {
 			gens = append(gens, gen)
 		}
 	}
 	slices.Sort(gens)
-	return gens, nil
+	return gens
 }
 
 // checkJournalHeader verifies a journal's header and that it belongs to
@@ -315,6 +311,8 @@ type journalData struct {
 	path string
 	gen  uint64
 	data []byte
+	// gone says the file disappeared between the listing and the read.
+	gone bool
 }
 
 // replay applies to base, which it modifies, the records of the journals

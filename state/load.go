@@ -3,9 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"k8s.io/utils/cpuset"
@@ -28,7 +26,7 @@ func (st *Store) Load(online cpuset.CPUSet) (*State, error) {
 	if st.closed {
 		return nil, fmt.Errorf("load checkpoint: %w", errStoreClosed)
 	}
-	s, err := readStateDir(st.dir, online)
+	s, err := readStateDir(st.fs, st.dir, online)
 	var c *corruption
 	switch {
 	case errors.As(err, &c):
@@ -47,7 +45,7 @@ func (st *Store) Load(online cpuset.CPUSet) (*State, error) {
 func (st *Store) moveAsideLocked(c *corruption) error {
 	cerr := &CorruptError{Path: c.path, Reason: c.reason}
 	log := st.log.WithField("path", cerr.Path).WithField("reason", cerr.Reason)
-	files, err := stateFiles(st.dir)
+	files, err := stateFiles(st.fs, st.dir)
 	if err != nil {
 		log.WithError(err).Error("checkpoint is not trusted and could not be moved aside; rebuilding state from the runtime")
 		return cerr
@@ -56,7 +54,7 @@ func (st *Store) moveAsideLocked(c *corruption) error {
 	var others []string
 	for _, path := range files {
 		target := path + suffix
-		if err := os.Rename(path, target); err != nil {
+		if err := st.fs.Rename(path, target); err != nil {
 			log.WithError(err).WithField("file", path).Error("could not move an untrusted state file aside")
 			continue
 		}
@@ -66,7 +64,7 @@ func (st *Store) moveAsideLocked(c *corruption) error {
 			others = append(others, target)
 		}
 	}
-	if err := syncDir(st.dir); err != nil {
+	if err := st.fs.SyncDir(st.dir); err != nil {
 		log.WithError(err).Warn("moved untrusted state files aside but could not fsync the directory")
 	}
 	if cerr.MovedTo == "" {
@@ -84,7 +82,7 @@ func (st *Store) moveAsideLocked(c *corruption) error {
 // *CorruptError whose MovedTo is empty. It returns ErrNoCheckpoint when
 // dir holds no saved state.
 func Inspect(dir string, online cpuset.CPUSet) (*State, error) {
-	s, err := readStateDir(dir, online)
+	s, err := readStateDir(osFS{}, dir, online)
 	var c *corruption
 	switch {
 	case errors.As(err, &c):
@@ -114,33 +112,29 @@ func (c *corruption) Error() string {
 // The checkpoint file is the whole state unless it is a file of the
 // journal design that names a journal, or there is no file and there are
 // journals: those journals are then replayed (see replay).
-func readStateDir(dir string, online cpuset.CPUSet) (*State, error) {
-	gens, err := listJournals(dir)
+func readStateDir(fsys fileSystem, dir string, online cpuset.CPUSet) (*State, error) {
+	names, err := fsys.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNoCheckpoint // no state directory
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list state directory: %w", err)
 	}
-	// The journals are opened before the checkpoint file is read: the
-	// first Save of a running plugin deletes them only after it has
-	// renamed a whole file into place, which does not need them.
-	files := make([]*os.File, 0, len(gens))
-	defer func() {
-		for _, f := range files {
-			_ = f.Close()
-		}
-	}()
-	for _, gen := range gens {
-		f, err := os.Open(filepath.Join(dir, journalName(gen)))
+	// The journals are read before the checkpoint file: the first Save of
+	// a running plugin deletes them only after it has renamed a whole
+	// file into place, which does not need them.
+	var journals []journalData
+	for _, gen := range journalGens(names) {
+		path := filepath.Join(dir, journalName(gen))
+		data, err := fsys.ReadFile(path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("open journal: %w", err)
+			return nil, fmt.Errorf("read journal: %w", err)
 		}
-		files = append(files, f) // nil if it is gone
+		journals = append(journals, journalData{path: path, gen: gen, data: data, gone: err != nil})
 	}
 
 	path := filepath.Join(dir, CheckpointFile)
-	data, err := os.ReadFile(path)
+	data, err := fsys.ReadFile(path)
 	haveFile := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read checkpoint: %w", err)
@@ -156,20 +150,13 @@ func readStateDir(dir string, online cpuset.CPUSet) (*State, error) {
 	} else {
 		path = ""
 	}
-	var journals []journalData
-	for i, gen := range gens {
-		if gen < ref.Generation {
-			continue // its records are in the file
+	for len(journals) > 0 && journals[0].gen < ref.Generation {
+		journals = journals[1:] // their records are in the file
+	}
+	for _, j := range journals {
+		if j.gone {
+			return nil, &corruption{j.path, "the journal disappeared while the state directory was read"}
 		}
-		jpath := filepath.Join(dir, journalName(gen))
-		if files[i] == nil {
-			return nil, &corruption{jpath, "the journal disappeared while the state directory was read"}
-		}
-		data, err := io.ReadAll(files[i])
-		if err != nil {
-			return nil, fmt.Errorf("read journal %s: %w", jpath, err)
-		}
-		journals = append(journals, journalData{path: jpath, gen: gen, data: data})
 	}
 	return replay(base, *ref, path, journals, online)
 }

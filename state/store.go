@@ -22,6 +22,7 @@ var errStoreClosed = errors.New("the state store is closed")
 // releases. It is safe for concurrent use.
 type Store struct {
 	dir string
+	fs  fileSystem
 	now func() time.Time
 
 	// mu serializes Load, Save and Close, and guards the fields below.
@@ -50,7 +51,15 @@ func NewStore(dir string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{dir: dir, now: time.Now, log: logrus.StandardLogger(), lock: lock}, nil
+	st := newStore(dir, osFS{})
+	st.lock = lock
+	return st, nil
+}
+
+// newStore returns the store of state directory dir on fsys, without a
+// lock.
+func newStore(dir string, fsys fileSystem) *Store {
+	return &Store{dir: dir, fs: fsys, now: time.Now, log: logrus.StandardLogger()}
 }
 
 // SetLogger makes the store log through l (a corrupt checkpoint is logged
@@ -92,11 +101,11 @@ func (st *Store) Save(s *State) error {
 		return fmt.Errorf("save checkpoint: %w", errStoreClosed)
 	}
 	data := sealCanonical(st.enc.canonical(s))
-	if err := writeFileAtomic(st.dir, st.Path(), data); err != nil {
+	if err := writeFileAtomic(st.fs, st.dir, st.Path(), data); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", st.Path(), err)
 	}
 	if !st.tidy {
-		if err := removeObsolete(st.dir); err != nil {
+		if err := removeObsolete(st.fs, st.dir); err != nil {
 			st.log.WithError(err).Warn("could not delete obsolete files of the state directory; the next Save will try again")
 		} else {
 			st.tidy = true
@@ -115,6 +124,9 @@ func (st *Store) Close() error {
 		return nil
 	}
 	st.closed = true
+	if st.lock == nil {
+		return nil
+	}
 	if err := st.lock.Close(); err != nil {
 		return fmt.Errorf("release state directory lock: %w", err)
 	}

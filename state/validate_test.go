@@ -41,7 +41,7 @@ func TestSaveAndMarshalRefuseCPUIDsLoadRefuses(t *testing.T) {
 			if err := st.Save(tc.state()); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Save: got error %v, want one containing %q", err, tc.want)
 			}
-			if files, err := stateFiles(st.dir); err != nil || len(files) != 0 {
+			if files, err := stateFiles(osFS{}, st.dir); err != nil || len(files) != 0 {
 				t.Errorf("Save wrote %v (err %v) for a state it refused", files, err)
 			}
 		})
