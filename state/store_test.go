@@ -32,10 +32,15 @@ func openTestStore(t testing.TB, dir string) *Store {
 	if err != nil {
 		t.Fatalf("NewStore: %v", err)
 	}
+	t.Cleanup(func() { _ = st.Close() })
+	return quietStore(st)
+}
+
+// quietStore makes st log nowhere and returns it.
+func quietStore(st *Store) *Store {
 	quiet := logrus.New()
 	quiet.SetOutput(io.Discard)
 	st.SetLogger(quiet)
-	t.Cleanup(func() { _ = st.Close() })
 	return st
 }
 
