@@ -18,6 +18,7 @@ package state
 
 import (
 	"errors"
+	"time"
 
 	"k8s.io/utils/cpuset"
 )
@@ -70,10 +71,31 @@ type PodResources struct {
 	Overhead  Resources `json:"overhead"`
 }
 
+// ConfigRecord is the configuration the assignments were made under
+// (checkpoint key "config"), so that a start under another configuration
+// can tell what changed.
+type ConfigRecord struct {
+	// ReservedCPUs are the CPUs reserved for the system.
+	ReservedCPUs cpuset.CPUSet
+	// Keys maps configuration keys to their canonical values.
+	Keys map[string]string
+}
+
+// Hold is the CPUs a container's decrease released, held for its pod
+// while the pod's resize is in flight (checkpoint key "holds"): neither
+// another pod nor the shared pool gets them meanwhile.
+type Hold struct {
+	// CPUs are the CPUs held; never empty.
+	CPUs cpuset.CPUSet
+	// Since is when the hold began.
+	Since time.Time
+}
+
 // State is the plugin's memory: the shared pool, the exclusive assignments,
-// the runtime container ids that own them and the pods' last pod-level
-// resources. Create one with New (the zero value works too); it changes
-// only through its methods.
+// the runtime container ids that own them, the pods' last pod-level
+// resources, the CPUs held for pods in the middle of a resize and the
+// configuration they were made under. Create one with New (the zero value
+// works too); it changes only through its methods.
 type State struct {
 	// defaultCPUSet is the shared pool (checkpoint key "defaultCpuSet").
 	defaultCPUSet cpuset.CPUSet
@@ -83,6 +105,10 @@ type State struct {
 	containers map[string]ContainerRef
 	// pods maps pod UID → pod-level resources last seen in UpdatePodSandbox.
 	pods map[string]PodResources
+	// holds maps pod UID → CPUs held for the pod.
+	holds map[string]Hold
+	// config is the configuration record; nil when none was set.
+	config *ConfigRecord
 }
 
 // ErrNoCheckpoint is returned by Load and Inspect when the state directory

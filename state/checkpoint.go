@@ -14,7 +14,7 @@ import (
 // FormatVersion is the checkpoint format version this build writes. Load
 // reads this version and every earlier one; a file with a higher version
 // was written by a newer nri-cpumanager and is refused.
-const FormatVersion = 1
+const FormatVersion = 2
 
 // Marshal encodes a state in the checkpoint format, checksum included. It
 // refuses a state that Unmarshal would refuse for reasons other than the
@@ -79,6 +79,9 @@ func decodeVersion(version int, data []byte) (*State, *journalRefV1, error) {
 	switch {
 	case version == 1:
 		return decodeV1(data)
+	case version == 2:
+		s, err := decodeV2(data)
+		return s, nil, err
 	case version > FormatVersion:
 		return nil, nil, fmt.Errorf("formatVersion %d was written by a newer nri-cpumanager (this build reads up to %d)",
 			version, FormatVersion)

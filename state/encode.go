@@ -3,6 +3,7 @@ package state
 import (
 	"slices"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"k8s.io/utils/cpuset"
@@ -25,12 +26,12 @@ type encoder struct {
 }
 
 // canonical returns the canonical encoding of s in the format this build
-// writes (version 1), with "checksum":0. The bytes are the encoder's,
-// until its next use.
+// writes (version 2, checkpointV2), with "checksum":0. The bytes are the
+// encoder's, until its next use.
 func (e *encoder) canonical(s *State) []byte {
 	e.buf = append(e.buf[:0], `{"policyName":`...)
 	e.buf = appendJSONString(e.buf, PolicyName)
-	e.buf = append(e.buf, `,"formatVersion":1,"defaultCpuSet":`...)
+	e.buf = append(e.buf, `,"formatVersion":2,"defaultCpuSet":`...)
 	e.cpuList(s.defaultCPUSet)
 
 	pods := make([]string, 0, len(s.entries))
@@ -84,6 +85,32 @@ func (e *encoder) canonical(s *State) []byte {
 	if len(s.pods) > 0 {
 		e.buf = append(e.buf, '}')
 	}
+
+	if s.config != nil {
+		e.buf = append(e.buf, `,"config":{"reservedCpuSet":`...)
+		e.cpuList(s.config.ReservedCPUs)
+		for i, key := range sortedKeys(s.config.Keys) {
+			e.key(i, `,"keys":{`, key)
+			e.buf = appendJSONString(e.buf, s.config.Keys[key])
+		}
+		if len(s.config.Keys) > 0 {
+			e.buf = append(e.buf, '}')
+		}
+		e.buf = append(e.buf, '}')
+	}
+
+	for i, podUID := range sortedKeys(s.holds) {
+		h := s.holds[podUID]
+		e.key(i, `,"holds":{`, podUID)
+		e.buf = append(e.buf, `{"cpus":`...)
+		e.cpuList(h.CPUs)
+		e.buf = append(e.buf, `,"since":"`...)
+		e.buf = h.Since.UTC().AppendFormat(e.buf, time.RFC3339Nano)
+		e.buf = append(e.buf, `"}`...)
+	}
+	if len(s.holds) > 0 {
+		e.buf = append(e.buf, '}')
+	}
 	e.buf = append(e.buf, zeroChecksumSuffix...)
 	return e.buf
 }
@@ -110,7 +137,7 @@ func (e *encoder) key(i int, open, key string) {
 	e.buf = append(e.buf, ':')
 }
 
-// resources appends resources as encoding/json encodes resourcesV1: zero
+// resources appends resources as encoding/json encodes resourcesV2: zero
 // values left out.
 func (e *encoder) resources(r Resources) {
 	e.buf = append(e.buf, '{')

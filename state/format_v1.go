@@ -2,8 +2,6 @@ package state
 
 import (
 	"fmt"
-
-	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // The types below are format version 1 as it is on disk. They are frozen:
@@ -82,37 +80,29 @@ func decodeV1(data []byte) (*State, *journalRefV1, error) {
 	if cp.PolicyName != PolicyName {
 		return nil, nil, fmt.Errorf("unknown policy name %q (this plugin writes and reads only %q)", cp.PolicyName, PolicyName)
 	}
-	s, err := cp.toState()
+	s, err := cp.migrate().toState()
 	return s, cp.Journal, err
 }
 
-// toState converts a decoded version-1 checkpoint, parsing its cpusets.
-func (cp *checkpointV1) toState() (*State, error) {
-	defaultSet, err := cpumask.Parse(cp.DefaultCPUSet, cpumask.MaxID)
-	if err != nil {
-		return nil, fmt.Errorf("defaultCpuSet %q does not parse: %w", cp.DefaultCPUSet, err)
+// migrate converts a decoded version-1 checkpoint into version 2 (which
+// adds only optional fields), leaving its journal reference out.
+func (cp *checkpointV1) migrate() *checkpointV2 {
+	v2 := &checkpointV2{PolicyName: cp.PolicyName, FormatVersion: 2, DefaultCPUSet: cp.DefaultCPUSet,
+		Entries:    make(map[string]map[string]containerCPUsV2, len(cp.Entries)),
+		Containers: make(map[string]containerRefV2, len(cp.Containers)),
+		Pods:       make(map[string]podResourcesV2, len(cp.Pods)),
 	}
-	s := New(defaultSet)
 	for podUID, containers := range cp.Entries {
+		v2.Entries[podUID] = make(map[string]containerCPUsV2, len(containers))
 		for name, e := range containers {
-			ref := ContainerRef{PodUID: podUID, Name: name}
-			original, err := cpumask.Parse(e.Original, cpumask.MaxID)
-			if err != nil {
-				return nil, fmt.Errorf("%s: original %q does not parse: %w", ref, e.Original, err)
-			}
-			resized, err := cpumask.Parse(e.Resized, cpumask.MaxID)
-			if err != nil {
-				return nil, fmt.Errorf("%s: resized %q does not parse: %w", ref, e.Resized, err)
-			}
-			s.SetAssignment(podUID, name, Assignment{Original: original, Resized: resized})
+			v2.Entries[podUID][name] = containerCPUsV2(e)
 		}
 	}
-	// s is new and shares no map: its maps are filled directly.
 	for id, ref := range cp.Containers {
-		s.containers[id] = ContainerRef(ref)
+		v2.Containers[id] = containerRefV2(ref)
 	}
 	for podUID, r := range cp.Pods {
-		s.pods[podUID] = PodResources{Resources: Resources(r.Resources), Overhead: Resources(r.Overhead)}
+		v2.Pods[podUID] = podResourcesV2{Resources: resourcesV2(r.Resources), Overhead: resourcesV2(r.Overhead)}
 	}
-	return s, nil
+	return v2
 }

@@ -20,11 +20,13 @@ import (
 // decoded leniently, given a matching checksum and decoded again, so the
 // checks behind the checksum are fuzzed too.
 func FuzzUnmarshal(f *testing.F) {
-	f.Add([]byte(`{"policyName":"static","formatVersion":1,"defaultCpuSet":"0-15","checksum":0}`))
+	f.Add([]byte(`{"policyName":"static","formatVersion":2,"defaultCpuSet":"0-15","checksum":0}`))
+	f.Add([]byte(`{"policyName":"static","formatVersion":2,"defaultCpuSet":"1-15","config":{"reservedCpuSet":"0","keys":{"a":"b"}},` +
+		`"holds":{"p":{"cpus":"2","since":"2026-11-25T12:00:00Z"}},"checksum":0}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkUnmarshalAccepts(t, data)
 
-		var cp checkpointV1
+		var cp checkpointV2
 		if json.Unmarshal(data, &cp) != nil {
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // errPowerLoss is what every call of a memFS returns once the power went
@@ -221,8 +222,11 @@ func (m *memFS) after(k crashKind) *memFS {
 
 // powerLossWorkload returns the states a plugin saves one after the other
 // from base: everything base holds released, then creations, resizes up
-// and down, pod resources, a re-created container and removals.
+// and down (with the CPUs of a decrease held for the pod for a while),
+// pod resources, a re-created container, configuration records and
+// removals.
 func powerLossWorkload(t *testing.T, base *State) []*State {
+	since := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	steps := []func(s *State){
 		func(s *State) { // a Synchronize that finds nothing running
 			for _, pod := range s.PodUIDs() {
@@ -230,6 +234,7 @@ func powerLossWorkload(t *testing.T, base *State) []*State {
 			}
 			clear(s.pods)
 			s.SetDefaultCPUSet(kepOnline)
+			s.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "0"), Keys: map[string]string{"reservedSystemCPUs": "0"}})
 		},
 		func(s *State) {
 			s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2")})
@@ -247,8 +252,12 @@ func powerLossWorkload(t *testing.T, base *State) []*State {
 			s.SetPodResources("pod-a", PodResources{Resources: Resources{CPUQuota: 400000, CPUPeriod: 100000}})
 			s.SetDefaultCPUSet(cpus(t, "0,7-15"))
 		},
-		func(s *State) {
+		func(s *State) { // a decrease whose CPUs stay with the pod
 			s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-2")})
+			s.SetHold("pod-a", Hold{CPUs: cpus(t, "5-6"), Since: since})
+		},
+		func(s *State) {
+			s.DeleteHold("pod-a")
 			s.SetPodResources("pod-a", PodResources{Resources: Resources{CPUQuota: 200000, CPUPeriod: 100000}})
 			s.SetDefaultCPUSet(cpus(t, "0,5-15"))
 		},
@@ -259,12 +268,20 @@ func powerLossWorkload(t *testing.T, base *State) []*State {
 			s.SetDefaultCPUSet(cpus(t, "0,5-6,9-15"))
 		},
 		func(s *State) {
+			s.SetHold("pod-b", Hold{CPUs: cpus(t, "9"), Since: since.Add(time.Second)})
+			s.SetDefaultCPUSet(cpus(t, "0,5-6,10-15"))
+		},
+		func(s *State) { // its hold goes with it
 			s.DeletePod("pod-b")
 			s.SetDefaultCPUSet(cpus(t, "0,3-6,9-15"))
 		},
 		func(s *State) { // the kubelet re-created a container
 			s.DeleteContainer("c-app")
 			s.SetContainer("c-app-2", ContainerRef{PodUID: "pod-a", Name: "app"})
+		},
+		func(s *State) {
+			s.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "0"), Keys: map[string]string{
+				"reservedSystemCPUs": "0", "cpuManagerPolicyOptions.full-pcpus-only": "true"}})
 		},
 		func(s *State) {
 			s.DeletePod("pod-a")

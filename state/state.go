@@ -28,6 +28,10 @@ func (s *State) Clone() *State {
 		entries:       make(map[string]map[string]Assignment, len(s.entries)),
 		containers:    maps.Clone(s.containers),
 		pods:          maps.Clone(s.pods),
+		holds:         maps.Clone(s.holds),
+	}
+	if s.config != nil {
+		c.config = &ConfigRecord{ReservedCPUs: s.config.ReservedCPUs, Keys: maps.Clone(s.config.Keys)}
 	}
 	for podUID, containers := range s.entries {
 		if len(containers) > 0 {
@@ -54,6 +58,13 @@ func (s *State) Equal(o *State) bool {
 		return false
 	}
 	if !maps.Equal(s.containers, o.containers) || !maps.Equal(s.pods, o.pods) {
+		return false
+	}
+	if !maps.EqualFunc(s.holds, o.holds, func(a, b Hold) bool { return cpumask.Equal(a.CPUs, b.CPUs) && a.Since.Equal(b.Since) }) {
+		return false
+	}
+	if (s.config == nil) != (o.config == nil) || s.config != nil &&
+		(!cpumask.Equal(s.config.ReservedCPUs, o.config.ReservedCPUs) || !maps.Equal(s.config.Keys, o.config.Keys)) {
 		return false
 	}
 	return s.entriesContain(o) && o.entriesContain(s)
@@ -152,10 +163,12 @@ func (s *State) deleteEntry(podUID, name string) {
 }
 
 // DeletePod forgets everything about a pod: its containers' assignments,
-// the container ids that point at them, and its pod-level resources.
+// the container ids that point at them, its pod-level resources and the
+// CPUs held for it.
 func (s *State) DeletePod(podUID string) {
 	delete(s.entries, podUID)
 	delete(s.pods, podUID)
+	delete(s.holds, podUID)
 	maps.DeleteFunc(s.containers, func(_ string, r ContainerRef) bool { return r.PodUID == podUID })
 }
 
@@ -247,4 +260,40 @@ func (s *State) AllPodResources() iter.Seq2[string, PodResources] { return maps.
 func (s *State) PodResources(podUID string) (PodResources, bool) {
 	r, ok := s.pods[podUID]
 	return r, ok
+}
+
+// Hold returns the CPUs held for a pod.
+func (s *State) Hold(podUID string) (Hold, bool) {
+	h, ok := s.holds[podUID]
+	return h, ok
+}
+
+// SetHold records CPUs held for a pod, replacing any it had.
+func (s *State) SetHold(podUID string, h Hold) {
+	if s.holds == nil {
+		s.holds = map[string]Hold{}
+	}
+	s.holds[podUID] = h
+}
+
+// DeleteHold releases the CPUs held for a pod.
+func (s *State) DeleteHold(podUID string) { delete(s.holds, podUID) }
+
+// Holds yields the CPUs held for every pod that has some, in no
+// particular order.
+func (s *State) Holds() iter.Seq2[string, Hold] { return maps.All(s.holds) }
+
+// ConfigRecord returns the configuration the assignments were made under,
+// and false when none was recorded.
+func (s *State) ConfigRecord() (ConfigRecord, bool) {
+	if s.config == nil {
+		return ConfigRecord{}, false
+	}
+	return ConfigRecord{ReservedCPUs: s.config.ReservedCPUs, Keys: maps.Clone(s.config.Keys)}, true
+}
+
+// SetConfigRecord records the configuration the assignments are made
+// under.
+func (s *State) SetConfigRecord(c ConfigRecord) {
+	s.config = &ConfigRecord{ReservedCPUs: c.ReservedCPUs, Keys: maps.Clone(c.Keys)}
 }

@@ -193,13 +193,14 @@ func TestLeftoverTempFilesAreRemovedBySave(t *testing.T) {
 	}
 }
 
-// validV1 returns a consistent version-1 checkpoint to spoil.
-func validV1(t testing.TB) checkpointV1 {
-	return encodeV1(sampleState(t))
+// validCheckpoint returns a consistent checkpoint of the current version
+// to spoil.
+func validCheckpoint(t testing.TB) checkpointV2 {
+	return encodeV2(sampleStateV2(t))
 }
 
 // sealed encodes cp with a checksum that matches, whatever it holds.
-func sealed(t testing.TB, cp checkpointV1) []byte {
+func sealed(t testing.TB, cp checkpointV2) []byte {
 	t.Helper()
 	cp.Checksum = 0
 	data, err := seal(cp)
@@ -216,9 +217,9 @@ func corruptionCases(t *testing.T) []struct {
 	file   []byte
 	reason string
 } {
-	good := sealed(t, validV1(t))
-	spoil := func(f func(cp *checkpointV1)) []byte {
-		cp := validV1(t)
+	good := sealed(t, validCheckpoint(t))
+	spoil := func(f func(cp *checkpointV2)) []byte {
+		cp := validCheckpoint(t)
 		f(&cp)
 		return sealed(t, cp)
 	}
@@ -234,65 +235,105 @@ func corruptionCases(t *testing.T) []struct {
 		{"bad JSON", []byte(`{"policyName": static}`), "bad JSON at byte 16"},
 		{"trailing garbage", append(append([]byte{}, good...), "xyz"...), "bad JSON at byte"},
 		{"not an object", []byte(`[1,2]`), "top level is a JSON array, not an object"},
-		{"checksum mismatch", bytes.Replace(good, []byte(`"original":"6-7"`), []byte(`"original":"6-8"`), 1),
+		{"checksum mismatch", bytes.Replace(good, []byte(`"original":"6-7"`), []byte(`"original":"6-9"`), 1),
 			"checksum mismatch: the file says"},
 		{"checksum of another file", spoilChecksum(good), "checksum mismatch"},
 		{"no formatVersion (KEP-5554 example)", []byte(`{"policyName":"static","defaultCpuSet":"0,5-15",
 			"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-4"}}},"checksum":1822250518}`),
 			"no formatVersion: not a checkpoint written by nri-cpumanager"},
-		{"newer formatVersion", spoil(func(cp *checkpointV1) { cp.FormatVersion = 2 }),
-			"formatVersion 2 was written by a newer nri-cpumanager (this build reads up to 1)"},
-		{"formatVersion 0", spoil(func(cp *checkpointV1) { cp.FormatVersion = 0 }), "unknown formatVersion 0"},
+		{"newer formatVersion", spoil(func(cp *checkpointV2) { cp.FormatVersion = 3 }),
+			"formatVersion 3 was written by a newer nri-cpumanager (this build reads up to 2)"},
+		{"formatVersion 0", spoil(func(cp *checkpointV2) { cp.FormatVersion = 0 }), "unknown formatVersion 0"},
 		{"formatVersion not a number", []byte(`{"formatVersion":"1"}`), `formatVersion "1" is not an integer`},
 		{"unknown field", bytes.Replace(good, []byte(`{"policyName"`), []byte(`{"extra":1,"policyName"`), 1),
 			`unknown field "extra"`},
-		{"unknown policy name", spoil(func(cp *checkpointV1) { cp.PolicyName = "none" }),
+		{"unknown policy name", spoil(func(cp *checkpointV2) { cp.PolicyName = "none" }),
 			`unknown policy name "none"`},
-		{"defaultCpuSet does not parse", spoil(func(cp *checkpointV1) { cp.DefaultCPUSet = "0,8-x" }),
+		{"defaultCpuSet does not parse", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,8-x" }),
 			`defaultCpuSet "0,8-x" does not parse: "8-x": "x" is not a CPU number`},
-		{"original does not parse", spoil(func(cp *checkpointV1) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV1{Original: "7-6"}
+		{"original does not parse", spoil(func(cp *checkpointV2) {
+			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "7-6"}
 		}), `pod "pod-b" container "db": original "7-6" does not parse: "7-6": range runs backwards`},
-		{"resized does not parse", spoil(func(cp *checkpointV1) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV1{Original: "6-7", Resized: "6-7,"}
+		{"resized does not parse", spoil(func(cp *checkpointV2) {
+			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "6-7", Resized: "6-7,"}
 		}), `pod "pod-b" container "db": resized "6-7," does not parse: "": missing CPU number`},
-		{"huge CPU number", spoil(func(cp *checkpointV1) { cp.DefaultCPUSet = "0-2147483647" }),
+		{"huge CPU number", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0-2147483647" }),
 			"CPU 2147483647 is above the largest supported CPU 65535"},
-		{"defaultCpuSet outside online", spoil(func(cp *checkpointV1) { cp.DefaultCPUSet = "0,8-17" }),
-			`defaultCpuSet "0,8-17" lies outside the online CPUs "0-15" (CPUs "16-17")`},
-		{"assignment outside online", spoil(func(cp *checkpointV1) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV1{Original: "6-7", Resized: "6-7,31"}
+		{"defaultCpuSet outside online", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,9-17" }),
+			`defaultCpuSet "0,9-17" lies outside the online CPUs "0-15" (CPUs "16-17")`},
+		{"assignment outside online", spoil(func(cp *checkpointV2) {
+			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "6-7", Resized: "6-7,31"}
 		}), `pod "pod-b" container "db": resized "6-7,31" lies outside the online CPUs "0-15" (CPUs "31")`},
-		{"two containers overlap", spoil(func(cp *checkpointV1) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV1{Original: "4,6-7"}
+		{"two containers overlap", spoil(func(cp *checkpointV2) {
+			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "4,6-7"}
 		}), `pod "pod-a" container "app" (CPUs "1-4") and pod "pod-b" container "db" (CPUs "4,6-7") overlap on CPUs "4"`},
-		{"assignment overlaps defaultCpuSet", spoil(func(cp *checkpointV1) { cp.DefaultCPUSet = "0,7-15" }),
-			`pod "pod-b" container "db" (CPUs "6-7") overlaps defaultCpuSet "0,7-15" on CPUs "7"`},
-		{"resized not a superset of original", spoil(func(cp *checkpointV1) {
-			cp.Entries["pod-a"]["app"] = containerCPUsV1{Original: "1-2", Resized: "2-4"}
+		{"assignment overlaps defaultCpuSet", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,7,9-15" }),
+			`pod "pod-b" container "db" (CPUs "6-7") overlaps defaultCpuSet "0,7,9-15" on CPUs "7"`},
+		{"resized not a superset of original", spoil(func(cp *checkpointV2) {
+			cp.Entries["pod-a"]["app"] = containerCPUsV2{Original: "1-2", Resized: "2-4"}
 		}), `pod "pod-a" container "app": resized "2-4" does not contain original "1-2" (missing CPUs "1")`},
-		{"empty original", spoil(func(cp *checkpointV1) {
-			cp.Entries["pod-a"]["sidecar"] = containerCPUsV1{Original: "", Resized: "5"}
+		{"empty original", spoil(func(cp *checkpointV2) {
+			cp.Entries["pod-a"]["sidecar"] = containerCPUsV2{Original: "", Resized: "5"}
 		}), `pod "pod-a" container "sidecar": empty original cpuset`},
-		{"container id without entry", spoil(func(cp *checkpointV1) {
-			cp.Containers["c-ghost"] = containerRefV1{PodUID: "pod-a", Name: "ghost"}
+		{"container id without entry", spoil(func(cp *checkpointV2) {
+			cp.Containers["c-ghost"] = containerRefV2{PodUID: "pod-a", Name: "ghost"}
 		}), `containers["c-ghost"] points at pod "pod-a" container "ghost", which has no entry`},
-		{"two container ids for one entry", spoil(func(cp *checkpointV1) {
-			cp.Containers["c-db-2"] = containerRefV1{PodUID: "pod-b", Name: "db"}
+		{"two container ids for one entry", spoil(func(cp *checkpointV2) {
+			cp.Containers["c-db-2"] = containerRefV2{PodUID: "pod-b", Name: "db"}
 		}), `containers["c-db"] and containers["c-db-2"] both point at pod "pod-b" container "db"`},
-		{"empty pod UID", spoil(func(cp *checkpointV1) {
-			cp.Entries[""] = map[string]containerCPUsV1{"x": {Original: "9"}}
-			cp.DefaultCPUSet = "0,8,10-15"
+		{"empty pod UID", spoil(func(cp *checkpointV2) {
+			cp.Entries[""] = map[string]containerCPUsV2{"x": {Original: "9"}}
+			cp.DefaultCPUSet = "0,10-15"
 		}), "an entry has an empty pod UID"},
-		{"empty container name", spoil(func(cp *checkpointV1) {
-			cp.Entries["pod-b"][""] = containerCPUsV1{Original: "9"}
-			cp.DefaultCPUSet = "0,8,10-15"
+		{"empty container name", spoil(func(cp *checkpointV2) {
+			cp.Entries["pod-b"][""] = containerCPUsV2{Original: "9"}
+			cp.DefaultCPUSet = "0,10-15"
 		}), `pod "pod-b" has an entry with an empty container name`},
-		{"empty container id", spoil(func(cp *checkpointV1) {
+		{"version-1 file with a field of version 2", bytes.Replace(v1Golden(t), []byte(`,"checksum"`), []byte(`,"holds":{},"checksum"`), 1),
+			`bad JSON for format version 1: json: unknown field "holds"`},
+		{"version-1 file with a bad checksum", spoilChecksum(v1Golden(t)), "checksum mismatch: the file says"},
+		{"config reservedCpuSet does not parse", spoil(func(cp *checkpointV2) { cp.Config.ReservedCPUSet = "x" }),
+			`config: reservedCpuSet "x" does not parse`},
+		{"config reservedCpuSet outside online", spoil(func(cp *checkpointV2) { cp.Config.ReservedCPUSet = "0,16" }),
+			`config reservedCpuSet "0,16" lies outside the online CPUs "0-15" (CPUs "16")`},
+		{"hold does not parse", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "8-", Since: "2026-11-25T12:00:00Z"} }),
+			`hold of pod "pod-b": cpus "8-" does not parse`},
+		{"hold since not RFC 3339", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "8", Since: "yesterday"} }),
+			`hold of pod "pod-b": since "yesterday" is not an RFC 3339 time`},
+		{"empty hold", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "", Since: "2026-11-25T12:00:00Z"} }),
+			`hold of pod "pod-b": empty cpuset`},
+		{"hold outside online", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "8,20", Since: "2026-11-25T12:00:00Z"} }),
+			`hold of pod "pod-b" "8,20" lies outside the online CPUs "0-15" (CPUs "20")`},
+		{"hold overlaps defaultCpuSet", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,8-15" }),
+			`hold of pod "pod-b" (CPUs "8") overlaps defaultCpuSet "0,8-15" on CPUs "8"`},
+		{"hold overlaps an assignment", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "5,8", Since: "2026-11-25T12:00:00Z"} }),
+			`hold of pod "pod-b" (CPUs "5,8") and pod "pod-a" container "sidecar" (CPUs "5") overlap on CPUs "5"`},
+		{"two holds overlap", spoil(func(cp *checkpointV2) {
+			cp.Holds["pod-c"] = holdV2{CPUs: "8-9", Since: "2026-11-25T12:00:00Z"}
+			cp.DefaultCPUSet = "0,10-15"
+		}), `holds of pods "pod-b" (CPUs "8") and "pod-c" (CPUs "8-9") overlap on CPUs "8"`},
+		{"hold of an empty pod UID", spoil(func(cp *checkpointV2) {
+			cp.Holds[""] = holdV2{CPUs: "9", Since: "2026-11-25T12:00:00Z"}
+			cp.DefaultCPUSet = "0,10-15"
+		}), "a hold has an empty pod UID"},
+		{"unknown field of version 2", bytes.Replace(good, []byte(`"holds":`), []byte(`"held":{},"holds":`), 1),
+			`bad JSON for format version 2: json: unknown field "held"`},
+		{"empty container id", spoil(func(cp *checkpointV2) {
 			delete(cp.Containers, "c-db")
-			cp.Containers[""] = containerRefV1{PodUID: "pod-b", Name: "db"}
+			cp.Containers[""] = containerRefV2{PodUID: "pod-b", Name: "db"}
 		}), `containers has an empty container id (pointing at pod "pod-b" container "db")`},
 	}
+}
+
+// v1Golden returns testdata/checkpoint-v1.json, sampleState in format
+// version 1.
+func v1Golden(t testing.TB) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "checkpoint-v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(data, []byte("\n"))
 }
 
 // spoilChecksum changes the checksum's last digit.

@@ -13,12 +13,14 @@ import (
 
 // Validate runs the consistency checks that Load runs on a checkpoint:
 // every cpuset names CPUs 0 to 65535 only (what Load reads) and lies inside
-// online; every original set is non-empty; every
-// resized set is empty or a superset of its original; no CPU is assigned to
-// two containers or to a container and the shared pool; every container id
-// points at an existing entry and no two ids point at the same one; no pod
-// UID, container name or container id is empty. It returns the first
-// problem found, in a deterministic order, with the values involved.
+// online; every original set is non-empty; every resized set is empty or a
+// superset of its original; no CPU is assigned to two containers or to a
+// container and the shared pool; every hold is non-empty and no CPU is
+// held and also assigned, shared or held for another pod; every container
+// id points at an existing entry and no two ids point at the same one; no
+// pod UID, container name or container id is empty; the configuration
+// record's reserved CPUs lie inside online. It returns the first problem
+// found, in a deterministic order, with the values involved.
 func (s *State) Validate(online cpuset.CPUSet) error {
 	return s.validate(&online)
 }
@@ -52,10 +54,22 @@ func (s *State) check(online *cpuset.CPUSet, sorted bool) error {
 	if !ok {
 		return setError("defaultCpuSet", s.defaultCPUSet, online)
 	}
-	if err := s.validateEntries(shared, onlineMask, online, sorted); err != nil {
+	claimed, err := s.validateEntries(shared, onlineMask, online, sorted)
+	if err != nil {
 		return err
 	}
-	return s.validateContainers(sorted)
+	if err := s.validateHolds(shared, claimed, onlineMask, online, sorted); err != nil {
+		return err
+	}
+	if err := s.validateContainers(sorted); err != nil {
+		return err
+	}
+	if s.config != nil {
+		if _, ok := maskWithin(s.config.ReservedCPUs, onlineMask, online != nil); !ok {
+			return setError("config reservedCpuSet", s.config.ReservedCPUs, online)
+		}
+	}
+	return nil
 }
 
 // keys returns the keys of m, sorted if sorted.
@@ -98,13 +112,14 @@ func setError(what string, set cpuset.CPUSet, online *cpuset.CPUSet) error {
 }
 
 // validateEntries checks each assignment on its own and against the
-// others and the shared pool, whose mask is shared.
-func (s *State) validateEntries(shared, onlineMask cpumask.Mask, online *cpuset.CPUSet, sorted bool) error {
+// others and the shared pool, whose mask is shared. It returns the mask of
+// the assigned CPUs.
+func (s *State) validateEntries(shared, onlineMask cpumask.Mask, online *cpuset.CPUSet, sorted bool) (cpumask.Mask, error) {
 	claimed := cpumask.New(len(shared) * 64)
 	var original cpumask.Mask // scratch, all zeros between assignments
 	for _, podUID := range keys(s.entries, sorted) {
 		if podUID == "" {
-			return errors.New("an entry has an empty pod UID")
+			return nil, errors.New("an entry has an empty pod UID")
 		}
 		containers := s.entries[podUID]
 		for _, name := range keys(containers, sorted) {
@@ -128,7 +143,7 @@ func (s *State) validateEntries(shared, onlineMask cpumask.Mask, online *cpuset.
 				}
 			}
 			if !ok {
-				return validateAssignment(ContainerRef{PodUID: podUID, Name: name}, a, online)
+				return nil, validateAssignment(ContainerRef{PodUID: podUID, Name: name}, a, online)
 			}
 			assigned := originalIDs
 			if len(resizedIDs) > 0 {
@@ -136,13 +151,66 @@ func (s *State) validateEntries(shared, onlineMask cpumask.Mask, online *cpuset.
 			}
 			for _, cpu := range assigned {
 				if shared.Has(cpu) || claimed.Has(cpu) {
-					return s.overlapError(ContainerRef{PodUID: podUID, Name: name})
+					return nil, s.overlapError(ContainerRef{PodUID: podUID, Name: name})
 				}
 				claimed.Add(cpu)
 			}
 		}
 	}
+	return claimed, nil
+}
+
+// validateHolds checks each hold on its own and against the shared pool,
+// the assigned CPUs (claimed) and the other holds.
+func (s *State) validateHolds(shared, claimed, onlineMask cpumask.Mask, online *cpuset.CPUSet, sorted bool) error {
+	var held cpumask.Mask
+	for _, podUID := range keys(s.holds, sorted) {
+		h := s.holds[podUID]
+		what := fmt.Sprintf("hold of pod %q", podUID)
+		switch {
+		case podUID == "":
+			return errors.New("a hold has an empty pod UID")
+		case h.CPUs.IsEmpty():
+			return fmt.Errorf("%s: empty cpuset", what)
+		case h.Since.UTC().Year() < 0 || h.Since.UTC().Year() > 9999:
+			return fmt.Errorf("%s: since %s is outside the years 0000-9999 an RFC 3339 time can name", what, h.Since)
+		}
+		m, ok := maskWithin(h.CPUs, onlineMask, online != nil)
+		if !ok {
+			return setError(what, h.CPUs, online)
+		}
+		if m.Intersects(shared) || m.Intersects(claimed) || m.Intersects(held) {
+			return s.holdOverlapError(podUID)
+		}
+		held = held.Or(m)
+	}
 	return nil
+}
+
+// holdOverlapError names what the CPUs held for podUID overlap: the shared
+// pool, an assignment (the first in sorted order), or the hold of a pod
+// whose UID sorts first.
+func (s *State) holdOverlapError(podUID string) error {
+	h := s.holds[podUID]
+	if common := h.CPUs.Intersection(s.defaultCPUSet); !common.IsEmpty() {
+		return fmt.Errorf("hold of pod %q (CPUs %q) overlaps defaultCpuSet %q on CPUs %q", podUID, h.CPUs, s.defaultCPUSet, common)
+	}
+	var found error
+	s.ForEach(func(ref ContainerRef, a Assignment) {
+		if common := h.CPUs.Intersection(a.Assigned()); found == nil && !common.IsEmpty() {
+			found = fmt.Errorf("hold of pod %q (CPUs %q) and %s (CPUs %q) overlap on CPUs %q", podUID, h.CPUs, ref, a.Assigned(), common)
+		}
+	})
+	if found != nil {
+		return found
+	}
+	for _, other := range slices.Sorted(maps.Keys(s.holds)) {
+		if common := h.CPUs.Intersection(s.holds[other].CPUs); other != podUID && !common.IsEmpty() {
+			return fmt.Errorf("holds of pods %q (CPUs %q) and %q (CPUs %q) overlap on CPUs %q",
+				other, s.holds[other].CPUs, podUID, h.CPUs, common)
+		}
+	}
+	return fmt.Errorf("hold of pod %q (CPUs %q) overlaps other CPUs", podUID, h.CPUs) // not reached
 }
 
 // overlapError names the first CPU of ref's assigned set (in CPU order)
