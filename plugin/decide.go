@@ -51,7 +51,7 @@ func needsCPUs(err error) bool {
 
 // commit makes a new model current once its state is on disk. On a write
 // failure nothing changes and the error says so. (A decision that changes
-// nothing keeps the state it was given; Save writes only what changed.)
+// nothing keeps the state it was given and writes nothing.)
 func (p *Plugin) commit(m *policy.Model) error {
 	if p.dirty || m.State != p.model.State {
 		start := time.Now()

@@ -2,21 +2,23 @@
 // exclusive CPUs, and persists it crash-safely in a state directory.
 //
 // The in-memory State is a plain value: the policy works on a Clone and the
-// plugin swaps it in once Store.Save has put it on disk. Save appends one
-// small record of the changes to a journal and syncs it; the Store rewrites
-// the checkpoint file (the snapshot) in the background. The checkpoint file
-// keeps the shape of the kubelet's KEP-5554 cpu_manager_state (policyName,
-// defaultCpuSet, entries → {original, resized}, checksum) so an operator who
-// knows the kubelet's file can read it.
+// plugin swaps it in once Store.Save has put it on disk. Save writes the
+// whole checkpoint file at every commit, as the kubelet does: a temp file,
+// fsync, rename over cpu_manager_state, fsync of the directory, so the file
+// always holds the last state saved. The file keeps the shape of the
+// kubelet's KEP-5554 cpu_manager_state (policyName, defaultCpuSet, entries
+// → {original, resized}, checksum) so an operator who knows the kubelet's
+// file can read it.
 //
 // This package is the only one in the project that touches the state
-// directory. README.md describes the checkpoint format, its checksum, the
-// journal, what Load refuses, and what ImportKubelet verifies.
+// directory. README.md describes the checkpoint format, its checksum, what
+// Load refuses, how the journals of earlier versions are read once, and
+// what ImportKubelet verifies.
 package state
 
 import (
 	"errors"
-	"sync/atomic"
+	"time"
 
 	"k8s.io/utils/cpuset"
 )
@@ -69,30 +71,49 @@ type PodResources struct {
 	Overhead  Resources `json:"overhead"`
 }
 
+// ConfigRecord is the configuration the assignments were made under
+// (checkpoint key "config"), so that a start under another configuration
+// can tell what changed.
+type ConfigRecord struct {
+	// ReservedCPUs are the CPUs reserved for the system.
+	ReservedCPUs cpuset.CPUSet
+	// Keys maps configuration keys to their canonical values.
+	Keys map[string]string
+}
+
+// Hold is the CPUs a container's decrease released, held for its pod
+// while the pod's resize is in flight (checkpoint key "holds"): neither
+// another pod nor the shared pool gets them meanwhile.
+type Hold struct {
+	// CPUs are the CPUs held; never empty.
+	CPUs cpuset.CPUSet
+	// Since is when the hold began.
+	Since time.Time
+}
+
 // State is the plugin's memory: the shared pool, the exclusive assignments,
-// the runtime container ids that own them and the pods' last pod-level
-// resources. The zero value is not usable; call New. It changes only
-// through its methods: clones share maps until one side changes them (copy
-// on write, see Clone), and the journal's diff relies on that.
+// the runtime container ids that own them, the pods' last pod-level
+// resources, the CPUs held for pods in the middle of a resize and the
+// configuration they were made under. Create one with New (the zero value
+// works too); it changes only through its methods.
 type State struct {
 	// defaultCPUSet is the shared pool (checkpoint key "defaultCpuSet").
 	defaultCPUSet cpuset.CPUSet
-	// entries maps pod UID → container name → assignment; a pod's map may
-	// be shared with clones.
+	// entries maps pod UID → container name → assignment.
 	entries map[string]map[string]Assignment
 	// containers maps a runtime container id to the entry it owns.
 	containers map[string]ContainerRef
 	// pods maps pod UID → pod-level resources last seen in UpdatePodSandbox.
 	pods map[string]PodResources
-
-	// sharedMaps says that containers and pods may be shared with a clone:
-	// the next change copies them first (ownMaps). Atomic: Clone sets it on
-	// the state it copies, which other goroutines may be cloning too.
-	sharedMaps atomic.Bool
+	// holds maps pod UID → CPUs held for the pod.
+	holds map[string]Hold
+	// config is the configuration record; nil when none was set.
+	config *ConfigRecord
 }
 
 // ErrNoCheckpoint is returned by Load and Inspect when the state directory
-// holds no saved state: no checkpoint file and no journal record.
+// holds no saved state: no checkpoint file (and no journal record of an
+// earlier version).
 var ErrNoCheckpoint = errors.New("no checkpoint file")
 
 // CorruptError says why the saved state was not trusted and where its
@@ -100,9 +121,10 @@ var ErrNoCheckpoint = errors.New("no checkpoint file")
 // empty or truncated, bad JSON, fails its checksum, has an unknown policy
 // name or format version, or values that fail State.Validate (cpusets that
 // do not parse, overlap each other or lie outside the machine, and the
-// like), and for a journal with a bad header, a damaged record in its
-// middle, missing records, or records that make the state inconsistent.
-// The caller rebuilds the state from the runtime's view.
+// like), and for a journal of an earlier version with a bad header, a
+// damaged record in its middle, missing records, or records that make the
+// state inconsistent. The caller rebuilds the state from the runtime's
+// view.
 type CorruptError struct {
 	// Path is the file at fault: the checkpoint file or a journal.
 	Path string
@@ -121,3 +143,17 @@ func (e *CorruptError) Error() string {
 	}
 	return msg
 }
+
+// InconsistentError is Save's error for a state that fails validation:
+// nothing was written, and saving that state again fails again (unlike a
+// failed write, which a later Save may get past).
+type InconsistentError struct {
+	// Err says what is inconsistent.
+	Err error
+}
+
+func (e *InconsistentError) Error() string {
+	return "save checkpoint: refusing to write an inconsistent state: " + e.Err.Error()
+}
+
+func (e *InconsistentError) Unwrap() error { return e.Err }

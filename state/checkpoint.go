@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 
 	"k8s.io/utils/cpuset"
 )
@@ -12,7 +14,7 @@ import (
 // FormatVersion is the checkpoint format version this build writes. Load
 // reads this version and every earlier one; a file with a higher version
 // was written by a newer nri-cpumanager and is refused.
-const FormatVersion = 1
+const FormatVersion = 2
 
 // Marshal encodes a state in the checkpoint format, checksum included. It
 // refuses a state that Unmarshal would refuse for reasons other than the
@@ -25,7 +27,14 @@ func Marshal(s *State) ([]byte, error) {
 	if err := s.validate(nil); err != nil {
 		return nil, fmt.Errorf("refusing to write an inconsistent state: %w", err)
 	}
-	return marshalV1(s)
+	return marshalCurrent(s), nil
+}
+
+// marshalCurrent encodes a valid state in the format version this build
+// writes.
+func marshalCurrent(s *State) []byte {
+	var e encoder
+	return sealCanonical(e.canonical(s))
 }
 
 // Unmarshal decodes and verifies a checkpoint (checksum, policy name,
@@ -36,39 +45,29 @@ func Marshal(s *State) ([]byte, error) {
 // carries one, and a kubelet cpu_manager_state (which has none) must be
 // brought in with ImportKubelet, whose checks fit that file.
 //
-// A snapshot written by Store names the journal that continues it; Unmarshal
-// returns the snapshot alone (Store.Load and Inspect replay the journal).
+// A file of an earlier version may name the journal that continued it;
+// Unmarshal returns the file's state alone (Store.Load and Inspect replay
+// the journal).
 func Unmarshal(data []byte, online cpuset.CPUSet) (*State, error) {
-	s, _, err := unmarshalSnapshot(data, online)
+	s, _, err := unmarshalFile(data, online)
 	return s, err
 }
 
-// unmarshalSnapshot is Unmarshal that also returns the snapshot's journal
-// reference.
-func unmarshalSnapshot(data []byte, online cpuset.CPUSet) (*State, journalRefV1, error) {
+// unmarshalFile is Unmarshal that also returns the journal reference of a
+// file of the journal design, nil when the file is a whole state.
+func unmarshalFile(data []byte, online cpuset.CPUSet) (*State, *journalRefV1, error) {
 	version, err := peekFormatVersion(data)
 	if err != nil {
-		return nil, journalRefV1{}, err
+		return nil, nil, err
 	}
 	s, ref, err := decodeVersion(version, data)
 	if err != nil {
-		return nil, journalRefV1{}, err
+		return nil, nil, err
 	}
 	if err := s.Validate(online); err != nil {
-		return nil, journalRefV1{}, err
+		return nil, nil, err
 	}
 	return s, ref, nil
-}
-
-// marshalSnapshot is Marshal for a snapshot that the journal generation
-// and records named by ref continue.
-func marshalSnapshot(s *State, ref journalRefV1) ([]byte, error) {
-	if err := s.validate(nil); err != nil {
-		return nil, fmt.Errorf("refusing to write an inconsistent state: %w", err)
-	}
-	cp := encodeV1(s)
-	cp.Journal = &ref
-	return sealV1(cp)
 }
 
 // decodeVersion decodes a checkpoint of the given format version into the
@@ -76,16 +75,59 @@ func marshalSnapshot(s *State, ref journalRefV1) ([]byte, error) {
 // checksum. When the format changes, version N+1 gets its types and
 // decoder, and older versions are decoded by their own decoder and then
 // migrated forward one version at a time.
-func decodeVersion(version int, data []byte) (*State, journalRefV1, error) {
+func decodeVersion(version int, data []byte) (*State, *journalRefV1, error) {
 	switch {
 	case version == 1:
 		return decodeV1(data)
+	case version == 2:
+		s, err := decodeV2(data)
+		return s, nil, err
 	case version > FormatVersion:
-		return nil, journalRefV1{}, fmt.Errorf("formatVersion %d was written by a newer nri-cpumanager (this build reads up to %d)",
+		return nil, nil, fmt.Errorf("formatVersion %d was written by a newer nri-cpumanager (this build reads up to %d)",
 			version, FormatVersion)
 	default:
-		return nil, journalRefV1{}, fmt.Errorf("unknown formatVersion %d (this build reads 1 to %d)", version, FormatVersion)
+		return nil, nil, fmt.Errorf("unknown formatVersion %d (this build reads 1 to %d)", version, FormatVersion)
 	}
+}
+
+// castagnoli is the CRC-32C table of the checksums.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crc32c returns the CRC-32C (Castagnoli) of data.
+func crc32c(data []byte) uint32 { return crc32.Checksum(data, castagnoli) }
+
+// crc32cUpdate returns the CRC-32C of the data crc covers followed by data.
+func crc32cUpdate(crc uint32, data []byte) uint32 { return crc32.Update(crc, castagnoli, data) }
+
+// zeroChecksumSuffix ends every canonical encoding: the checksum is the
+// last field, and 0 while the checksum is computed.
+const zeroChecksumSuffix = `,"checksum":0}`
+
+// verifyChecksum checks that claimed is the checksum of cp, a decoded
+// checkpoint of any version whose checksum field is 0 (see seal).
+func verifyChecksum(cp any, claimed uint32) error {
+	canonical, err := json.Marshal(cp)
+	if err != nil {
+		return fmt.Errorf("re-encode for checksum: %w", err)
+	}
+	if actual := crc32c(canonical); actual != claimed {
+		return fmt.Errorf("checksum mismatch: the file says %d, its content hashes to %d", claimed, actual)
+	}
+	return nil
+}
+
+// decodeStrict decodes data, one JSON object and nothing after it, into
+// cp, refusing unknown fields.
+func decodeStrict(data []byte, cp any, version int) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(cp); err != nil {
+		return fmt.Errorf("bad JSON for format version %d: %w", version, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("bad JSON for format version %d: data after the checkpoint object", version)
+	}
+	return nil
 }
 
 // peekFormatVersion checks that data is one well-formed JSON object and

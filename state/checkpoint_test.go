@@ -3,6 +3,8 @@ package state
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/utils/cpuset"
 )
@@ -111,10 +114,6 @@ func TestKEP5554WalkThrough(t *testing.T) {
 		if err := store.Save(s); err != nil {
 			t.Fatalf("step %d (%s): Save: %v", i, step.name, err)
 		}
-		// Write the snapshot now rather than when the store is idle.
-		if err := store.compact(0); err != nil {
-			t.Fatalf("step %d (%s): compact: %v", i, step.name, err)
-		}
 		data, err := os.ReadFile(store.Path())
 		if err != nil {
 			t.Fatal(err)
@@ -173,6 +172,14 @@ func TestRoundTrip(t *testing.T) {
 			s.SetPodResources("burstable", PodResources{Resources: Resources{CPUShares: 2, MemoryLimit: -1}})
 			return s
 		}},
+		{"holds and a configuration record", func(t *testing.T) *State { return sampleStateV2(t) }},
+		{"holds since the zero time and in another zone", func(t *testing.T) *State {
+			s := New(cpus(t, "3-15"))
+			s.SetHold("p1", Hold{CPUs: cpus(t, "0-1"), Since: time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("X", -7*3600))})
+			s.SetHold("p2", Hold{CPUs: cpus(t, "2"), Since: time.Time{}})
+			s.SetConfigRecord(ConfigRecord{})
+			return s
+		}},
 		{"names that need escaping", func(t *testing.T) *State {
 			s := New(cpus(t, "0"))
 			s.SetAssignment(`p"<&>\u00e9`, "c\n\t", Assignment{Original: cpus(t, "1")})
@@ -206,7 +213,7 @@ func TestRoundTrip(t *testing.T) {
 // independently of the code that writes it: CRC-32C of the file with the
 // checksum's value replaced by 0.
 func TestChecksumIsCRC32COfCanonicalEncoding(t *testing.T) {
-	data, err := Marshal(sampleState(t))
+	data, err := Marshal(sampleStateV2(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,32 +229,49 @@ func TestChecksumIsCRC32COfCanonicalEncoding(t *testing.T) {
 	if sum := crc32.Checksum(canonical, crc32.MakeTable(crc32.Castagnoli)); uint64(sum) != claimed {
 		t.Errorf("file says checksum %d, CRC-32C of the canonical encoding is %d", claimed, sum)
 	}
-	if !bytes.HasPrefix(data, []byte(`{"policyName":"static","formatVersion":1,"defaultCpuSet":`)) {
+	if !bytes.HasPrefix(data, []byte(`{"policyName":"static","formatVersion":2,"defaultCpuSet":`)) {
 		t.Errorf("file does not start with the documented fields:\n%s", data)
 	}
 }
 
-// TestGoldenV1 pins format version 1: the checked-in file must keep
-// loading in every later build, and this build must write exactly it.
-func TestGoldenV1(t *testing.T) {
-	golden, err := os.ReadFile(filepath.Join("testdata", "checkpoint-v1.json"))
-	if err != nil {
-		t.Fatal(err)
+// TestGoldenFiles pins the format versions: every checked-in file must
+// keep loading in every later build, to the state it was written from;
+// this build writes the current version exactly as checked in, and older
+// ones as the current version (migrated forward).
+func TestGoldenFiles(t *testing.T) {
+	tests := []struct {
+		file    string
+		state   func(testing.TB) *State
+		current bool
+	}{
+		{"checkpoint-v1.json", sampleState, false},
+		{"checkpoint-v2.json", sampleStateV2, true},
 	}
-	golden = bytes.TrimSuffix(golden, []byte("\n"))
-	s, err := Unmarshal(golden, kepOnline)
-	if err != nil {
-		t.Fatalf("golden version-1 checkpoint no longer loads: %v", err)
-	}
-	if !s.Equal(sampleState(t)) {
-		t.Error("golden version-1 checkpoint decodes to a different state")
-	}
-	data, err := Marshal(sampleState(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(data, golden) {
-		t.Errorf("version-1 encoding changed:\n got %s\nwant %s", data, golden)
+	for _, tc := range tests {
+		t.Run(tc.file, func(t *testing.T) {
+			golden, err := os.ReadFile(filepath.Join("testdata", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden = bytes.TrimSuffix(golden, []byte("\n"))
+			s, err := Unmarshal(golden, kepOnline)
+			if err != nil {
+				t.Fatalf("golden checkpoint no longer loads: %v", err)
+			}
+			if !s.Equal(tc.state(t)) {
+				t.Error("golden checkpoint decodes to a different state")
+			}
+			data, err := Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.current && !bytes.Equal(data, golden) {
+				t.Errorf("encoding changed:\n got %s\nwant %s", data, golden)
+			}
+			if !bytes.HasPrefix(data, []byte(fmt.Sprintf(`{"policyName":"static","formatVersion":%d,`, FormatVersion))) {
+				t.Errorf("not written in the current format version:\n%s", data)
+			}
+		})
 	}
 }
 
@@ -263,6 +287,14 @@ func TestMarshalRefusesInconsistentState(t *testing.T) {
 			s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "2-3")})
 		}, "does not contain original"},
 		{"dangling id", func(s *State) { s.SetContainer("c-x", ContainerRef{PodUID: "pod-x", Name: "x"}) }, "has no entry"},
+		{"held and assigned", func(s *State) { s.SetHold("pod-x", Hold{CPUs: cpus(t, "2")}) }, `hold of pod "pod-x" (CPUs "2") and pod "pod-a" container "app"`},
+		{"held and shared", func(s *State) { s.SetHold("pod-x", Hold{CPUs: cpus(t, "15")}) }, "overlaps defaultCpuSet"},
+		{"held by nothing", func(s *State) { s.SetHold("pod-x", Hold{}) }, `hold of pod "pod-x": empty cpuset`},
+		{"held since a year RFC 3339 cannot write", func(s *State) {
+			s.SetDefaultCPUSet(cpus(t, "0,9-15"))
+			s.SetHold("pod-x", Hold{CPUs: cpus(t, "8"), Since: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
+		}, "outside the years 0000-9999"},
+		{"reserved CPU id Load cannot read", func(s *State) { s.SetConfigRecord(ConfigRecord{ReservedCPUs: cpuset.New(-1)}) }, "config reservedCpuSet names CPUs [-1]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -272,8 +304,10 @@ func TestMarshalRefusesInconsistentState(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.reason) {
 				t.Errorf("Marshal error = %v, want one containing %q", err, tc.reason)
 			}
-			if err := s.validateForSave(); err == nil || !strings.Contains(err.Error(), tc.reason) {
-				t.Errorf("validateForSave error = %v, want one containing %q", err, tc.reason)
+			err = newTestStore(t).Save(s)
+			var inconsistent *InconsistentError
+			if !errors.As(err, &inconsistent) || !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("Save error = %v, want an *InconsistentError containing %q", err, tc.reason)
 			}
 		})
 	}

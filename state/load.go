@@ -3,79 +3,49 @@ package state
 import (
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"path/filepath"
-	"time"
 
 	"k8s.io/utils/cpuset"
 )
 
-// Inspect retries a read that does not fit together this many times, this
-// far apart: a running plugin may be appending or compacting meanwhile.
-const (
-	inspectAttempts   = 5
-	inspectRetryDelay = 20 * time.Millisecond
-)
-
-// Load reads the saved state: the snapshot, then the journal records after
-// it. online is the machine's CPUs: a cpuset outside it makes the state
-// untrusted. It returns ErrNoCheckpoint when there is no saved state, and a
-// *CorruptError, after moving every file of the state aside, when a file
-// cannot be trusted (state/README.md "Loading: what is never trusted"); a
-// torn last journal record (a crash inside a Save that never returned) is
-// ignored. On success it starts a new journal generation and rewrites the
-// snapshot.
+// Load reads the saved state. online is the machine's CPUs: a cpuset
+// outside it makes the state untrusted. Load writes nothing, with one
+// exception: a state that cannot be trusted (state/README.md "Loading:
+// what is never trusted") has its files moved aside, and Load returns a
+// *CorruptError. It returns ErrNoCheckpoint when there is no saved state,
+// and a plain error, moving nothing, when a file cannot be read.
+//
+// A directory of an earlier version, whose checkpoint file names a journal
+// or that holds only journals, is read with its journals replayed (a torn
+// last record, from a crash in a Save that never returned, is ignored);
+// the next Save writes the whole file and deletes them.
 func (st *Store) Load(online cpuset.CPUSet) (*State, error) {
-	st.compactMu.Lock()
-	defer st.compactMu.Unlock()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.closed {
 		return nil, fmt.Errorf("load checkpoint: %w", errStoreClosed)
 	}
-	if err := removeTempFiles(st.dir); err != nil {
-		return nil, err
-	}
-	ds, err := readStateDir(st.dir, online)
+	s, err := readStateDir(st.fs, st.dir, online)
 	var c *corruption
 	switch {
 	case errors.As(err, &c):
-		st.forgetLocked()
 		return nil, st.moveAsideLocked(c)
 	case errors.Is(err, ErrNoCheckpoint):
-		st.forgetLocked()
 		return nil, fmt.Errorf("load %s: %w", st.Path(), ErrNoCheckpoint)
 	case err != nil:
 		return nil, fmt.Errorf("load checkpoint: %w", err)
 	}
-
-	gen := max(st.lastGen, ds.lastGen) + 1
-	journal, err := createJournal(st.dir, gen, st.opts.prealloc)
-	if err != nil {
-		return nil, fmt.Errorf("load checkpoint: %w", err)
-	}
-	st.lastGen = gen
-	st.setJournalLocked(journal)
-	st.base, st.seq, st.broken, st.behind = ds.state, ds.lastSeq, false, true
-	if err := writeSnapshot(st.dir, ds.state, journalRefV1{Generation: gen, Sequence: ds.lastSeq}); err != nil {
-		st.log.WithError(err).Warn("could not rewrite the snapshot after loading it; the journal keeps the state, retrying later")
-		signal(st.kick)
-	} else if err := removeJournalsBefore(st.dir, gen); err != nil {
-		st.log.WithError(err).Warn("could not delete obsolete journals; the next compaction will")
-		signal(st.kick)
-	} else {
-		st.behind = false
-	}
-	return ds.state.Clone(), nil
+	return s, nil
 }
 
-// moveAsideLocked renames the snapshot and the journals of an untrusted
-// state to <name>.corrupt-<UTC timestamp>, logs why, and returns the
-// *CorruptError that says so. Called with mu held.
+// moveAsideLocked renames the checkpoint file and the journals of an
+// untrusted state to <name>.corrupt-<UTC timestamp>, logs why, and returns
+// the *CorruptError that says so. Called with mu held.
 func (st *Store) moveAsideLocked(c *corruption) error {
 	cerr := &CorruptError{Path: c.path, Reason: c.reason}
 	log := st.log.WithField("path", cerr.Path).WithField("reason", cerr.Reason)
-	files, err := stateFiles(st.dir)
+	files, err := stateFiles(st.fs, st.dir)
 	if err != nil {
 		log.WithError(err).Error("checkpoint is not trusted and could not be moved aside; rebuilding state from the runtime")
 		return cerr
@@ -84,7 +54,7 @@ func (st *Store) moveAsideLocked(c *corruption) error {
 	var others []string
 	for _, path := range files {
 		target := path + suffix
-		if err := os.Rename(path, target); err != nil {
+		if err := st.fs.Rename(path, target); err != nil {
 			log.WithError(err).WithField("file", path).Error("could not move an untrusted state file aside")
 			continue
 		}
@@ -94,7 +64,7 @@ func (st *Store) moveAsideLocked(c *corruption) error {
 			others = append(others, target)
 		}
 	}
-	if err := syncDir(st.dir); err != nil {
+	if err := st.fs.SyncDir(st.dir); err != nil {
 		log.WithError(err).Warn("moved untrusted state files aside but could not fsync the directory")
 	}
 	if cerr.MovedTo == "" {
@@ -108,33 +78,85 @@ func (st *Store) moveAsideLocked(c *corruption) error {
 
 // Inspect reads the saved state of state directory dir as Load does, for
 // a look at a running plugin's state: it never writes, moves or deletes a
-// file and needs no lock. What a running plugin writes meanwhile can make
-// a read not fit together (a record half written, a journal compacted
-// away); Inspect then reads again, and reports a *CorruptError (MovedTo
-// empty) only when the files keep failing. It returns ErrNoCheckpoint
-// when dir holds no saved state.
+// file and needs no lock. A state that cannot be trusted is reported as a
+// *CorruptError whose MovedTo is empty. It returns ErrNoCheckpoint when
+// dir holds no saved state.
 func Inspect(dir string, online cpuset.CPUSet) (*State, error) {
-	var err error
-	for attempt := range inspectAttempts {
-		if attempt > 0 {
-			time.Sleep(inspectRetryDelay)
-		}
-		var ds *dirState
-		if ds, err = readStateDir(dir, online); err == nil {
-			return ds.state, nil
-		}
-		var c *corruption
-		if !errors.As(err, &c) {
-			break
-		}
-	}
+	s, err := readStateDir(osFS{}, dir, online)
 	var c *corruption
 	switch {
 	case errors.As(err, &c):
 		return nil, &CorruptError{Path: c.path, Reason: c.reason}
 	case errors.Is(err, ErrNoCheckpoint):
 		return nil, fmt.Errorf("inspect %s: %w", filepath.Join(dir, CheckpointFile), ErrNoCheckpoint)
-	default:
+	case err != nil:
 		return nil, fmt.Errorf("inspect state directory %s: %w", dir, err)
 	}
+	return s, nil
+}
+
+// corruption says which file of a state directory is not trusted and why.
+type corruption struct {
+	path   string
+	reason string
+}
+
+func (c *corruption) Error() string {
+	return c.path + ": " + c.reason
+}
+
+// readStateDir reads the state saved in dir, changing nothing. It returns
+// ErrNoCheckpoint when dir holds no saved state, a *corruption when a file
+// cannot be trusted, and any other error when a file cannot be read.
+//
+// The checkpoint file is the whole state unless it is a file of the
+// journal design that names a journal, or there is no file and there are
+// journals: those journals are then replayed (see replay).
+func readStateDir(fsys fileSystem, dir string, online cpuset.CPUSet) (*State, error) {
+	names, err := fsys.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrNoCheckpoint // no state directory
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list state directory: %w", err)
+	}
+	// The journals are read before the checkpoint file: the first Save of
+	// a running plugin deletes them only after it has renamed a whole
+	// file into place, which does not need them.
+	var journals []journalData
+	for _, gen := range journalGens(names) {
+		path := filepath.Join(dir, journalName(gen))
+		data, err := fsys.ReadFile(path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("read journal: %w", err)
+		}
+		journals = append(journals, journalData{path: path, gen: gen, data: data, gone: err != nil})
+	}
+
+	path := filepath.Join(dir, CheckpointFile)
+	data, err := fsys.ReadFile(path)
+	haveFile := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("read checkpoint: %w", err)
+	}
+	base, ref := New(cpuset.New()), &journalRefV1{}
+	if haveFile {
+		if base, ref, err = unmarshalFile(data, online); err != nil {
+			return nil, &corruption{path, err.Error()}
+		}
+		if ref == nil {
+			return base, nil // a whole state: journals next to it are obsolete
+		}
+	} else {
+		path = ""
+	}
+	for len(journals) > 0 && journals[0].gen < ref.Generation {
+		journals = journals[1:] // their records are in the file
+	}
+	for _, j := range journals {
+		if j.gone {
+			return nil, &corruption{j.path, "the journal disappeared while the state directory was read"}
+		}
+	}
+	return replay(base, *ref, path, journals, online)
 }

@@ -20,58 +20,31 @@ func New(defaultCPUSet cpuset.CPUSet) *State {
 	}
 }
 
-// Clone returns a copy that can be changed without changing s. Maps are
-// shared by both until one of them changes them (copy on write): a pod's
-// entry map is copied by SetAssignment and DeleteAssignment before they
-// write, Containers and Pods by every method that changes them, in
-// whichever state changes first. A clone thus costs a copy of Entries, not
-// of every map. (cpusets are immutable values and are always shared.)
-//
-// Clone marks s as sharing its maps too, and writes nothing else of s: a
-// state being saved or scraped may be read meanwhile.
+// Clone returns a deep copy: changing one never changes the other. The
+// cpusets are shared, as they are immutable values.
 func (s *State) Clone() *State {
-	// maps.Clone copies a map's table as it is, much faster than inserting
-	// every key into a new one.
 	c := &State{
 		defaultCPUSet: s.defaultCPUSet,
-		entries:       maps.Clone(s.entries),
-		containers:    s.containers,
-		pods:          s.pods,
+		entries:       make(map[string]map[string]Assignment, len(s.entries)),
+		containers:    maps.Clone(s.containers),
+		pods:          maps.Clone(s.pods),
+		holds:         maps.Clone(s.holds),
 	}
-	if c.containers == nil || c.pods == nil {
-		c.containers, c.pods = maps.Clone(s.containers), maps.Clone(s.pods)
-		if c.containers == nil {
-			c.containers = map[string]ContainerRef{}
-		}
-		if c.pods == nil {
-			c.pods = map[string]PodResources{}
-		}
-	} else {
-		s.sharedMaps.Store(true)
-		c.sharedMaps.Store(true)
+	if s.config != nil {
+		c.config = &ConfigRecord{ReservedCPUs: s.config.ReservedCPUs, Keys: maps.Clone(s.config.Keys)}
 	}
-	maps.DeleteFunc(c.entries, func(_ string, containers map[string]Assignment) bool { return len(containers) == 0 })
-	if c.entries == nil {
-		c.entries = map[string]map[string]Assignment{}
+	for podUID, containers := range s.entries {
+		if len(containers) > 0 {
+			c.entries[podUID] = maps.Clone(containers)
+		}
+	}
+	if c.containers == nil {
+		c.containers = map[string]ContainerRef{}
+	}
+	if c.pods == nil {
+		c.pods = map[string]PodResources{}
 	}
 	return c
-}
-
-// ownMaps gives s its own Containers and Pods before a change, when they
-// may be shared with a clone.
-func (s *State) ownMaps() {
-	if !s.sharedMaps.Load() {
-		return
-	}
-	s.containers = maps.Clone(s.containers)
-	if s.containers == nil {
-		s.containers = map[string]ContainerRef{}
-	}
-	s.pods = maps.Clone(s.pods)
-	if s.pods == nil {
-		s.pods = map[string]PodResources{}
-	}
-	s.sharedMaps.Store(false)
 }
 
 // Equal reports whether two states hold the same data. A nil map and an
@@ -85,6 +58,13 @@ func (s *State) Equal(o *State) bool {
 		return false
 	}
 	if !maps.Equal(s.containers, o.containers) || !maps.Equal(s.pods, o.pods) {
+		return false
+	}
+	if !maps.EqualFunc(s.holds, o.holds, func(a, b Hold) bool { return cpumask.Equal(a.CPUs, b.CPUs) && a.Since.Equal(b.Since) }) {
+		return false
+	}
+	if (s.config == nil) != (o.config == nil) || s.config != nil &&
+		(!cpumask.Equal(s.config.ReservedCPUs, o.config.ReservedCPUs) || !maps.Equal(s.config.Keys, o.config.Keys)) {
 		return false
 	}
 	return s.entriesContain(o) && o.entriesContain(s)
@@ -155,10 +135,12 @@ func (s *State) SetAssignment(podUID, name string, a Assignment) {
 	if s.entries == nil {
 		s.entries = map[string]map[string]Assignment{}
 	}
-	containers := make(map[string]Assignment, len(s.entries[podUID])+1)
-	maps.Copy(containers, s.entries[podUID]) // copy on write: see Clone
+	containers := s.entries[podUID]
+	if containers == nil {
+		containers = map[string]Assignment{}
+		s.entries[podUID] = containers
+	}
 	containers[name] = a
-	s.entries[podUID] = containers
 }
 
 // DeleteAssignment forgets a container's assignment (and the pod's entry map
@@ -167,32 +149,26 @@ func (s *State) SetAssignment(podUID, name string, a Assignment) {
 func (s *State) DeleteAssignment(podUID, name string) {
 	s.deleteEntry(podUID, name)
 	ref := ContainerRef{PodUID: podUID, Name: name}
-	s.ownMaps()
 	maps.DeleteFunc(s.containers, func(_ string, r ContainerRef) bool { return r == ref })
 }
 
-// deleteEntry removes one assignment, copying the pod's entry map first
-// (copy on write: see Clone) and dropping it when it becomes empty.
+// deleteEntry removes one assignment, and the pod's entry map when it
+// becomes empty.
 func (s *State) deleteEntry(podUID, name string) {
-	containers, ok := s.entries[podUID]
-	if _, has := containers[name]; !ok || !has {
-		return
-	}
-	if len(containers) == 1 {
-		delete(s.entries, podUID)
-		return
-	}
-	containers = maps.Clone(containers)
+	containers := s.entries[podUID]
 	delete(containers, name)
-	s.entries[podUID] = containers
+	if len(containers) == 0 {
+		delete(s.entries, podUID)
+	}
 }
 
 // DeletePod forgets everything about a pod: its containers' assignments,
-// the container ids that point at them, and its pod-level resources.
+// the container ids that point at them, its pod-level resources and the
+// CPUs held for it.
 func (s *State) DeletePod(podUID string) {
 	delete(s.entries, podUID)
-	s.ownMaps()
 	delete(s.pods, podUID)
+	delete(s.holds, podUID)
 	maps.DeleteFunc(s.containers, func(_ string, r ContainerRef) bool { return r.PodUID == podUID })
 }
 
@@ -226,10 +202,6 @@ func (s *State) ForEach(fn func(ref ContainerRef, a Assignment)) {
 
 // SetContainer records that the runtime container id owns the entry ref.
 func (s *State) SetContainer(id string, ref ContainerRef) {
-	if old, ok := s.containers[id]; ok && old == ref {
-		return // nothing to change: keep sharing
-	}
-	s.ownMaps()
 	if s.containers == nil {
 		s.containers = map[string]ContainerRef{}
 	}
@@ -243,22 +215,10 @@ func (s *State) Container(id string) (ContainerRef, bool) {
 }
 
 // DeleteContainer forgets a runtime container id; the entry it owned stays.
-func (s *State) DeleteContainer(id string) {
-	if _, ok := s.containers[id]; !ok {
-		return
-	}
-	s.ownMaps()
-	delete(s.containers, id)
-}
+func (s *State) DeleteContainer(id string) { delete(s.containers, id) }
 
 // DeleteContainers forgets every runtime container id; the entries stay.
-func (s *State) DeleteContainers() {
-	if len(s.containers) == 0 {
-		return
-	}
-	s.ownMaps()
-	clear(s.containers)
-}
+func (s *State) DeleteContainers() { clear(s.containers) }
 
 // ContainerRefs yields every runtime container id with the entry it owns,
 // in no particular order.
@@ -283,10 +243,6 @@ func (s *State) ContainerIDOf(ref ContainerRef) (string, bool) {
 // SetPodResources records the pod-level resources last delivered by
 // UpdatePodSandbox.
 func (s *State) SetPodResources(podUID string, r PodResources) {
-	if old, ok := s.pods[podUID]; ok && old == r {
-		return // nothing to change: keep sharing
-	}
-	s.ownMaps()
 	if s.pods == nil {
 		s.pods = map[string]PodResources{}
 	}
@@ -294,13 +250,7 @@ func (s *State) SetPodResources(podUID string, r PodResources) {
 }
 
 // DeletePodResources forgets the pod-level resources of a pod.
-func (s *State) DeletePodResources(podUID string) {
-	if _, ok := s.pods[podUID]; !ok {
-		return
-	}
-	s.ownMaps()
-	delete(s.pods, podUID)
-}
+func (s *State) DeletePodResources(podUID string) { delete(s.pods, podUID) }
 
 // AllPodResources yields the pod-level resources of every pod that has
 // some, in no particular order.
@@ -310,4 +260,40 @@ func (s *State) AllPodResources() iter.Seq2[string, PodResources] { return maps.
 func (s *State) PodResources(podUID string) (PodResources, bool) {
 	r, ok := s.pods[podUID]
 	return r, ok
+}
+
+// Hold returns the CPUs held for a pod.
+func (s *State) Hold(podUID string) (Hold, bool) {
+	h, ok := s.holds[podUID]
+	return h, ok
+}
+
+// SetHold records CPUs held for a pod, replacing any it had.
+func (s *State) SetHold(podUID string, h Hold) {
+	if s.holds == nil {
+		s.holds = map[string]Hold{}
+	}
+	s.holds[podUID] = h
+}
+
+// DeleteHold releases the CPUs held for a pod.
+func (s *State) DeleteHold(podUID string) { delete(s.holds, podUID) }
+
+// Holds yields the CPUs held for every pod that has some, in no
+// particular order.
+func (s *State) Holds() iter.Seq2[string, Hold] { return maps.All(s.holds) }
+
+// ConfigRecord returns the configuration the assignments were made under,
+// and false when none was recorded.
+func (s *State) ConfigRecord() (ConfigRecord, bool) {
+	if s.config == nil {
+		return ConfigRecord{}, false
+	}
+	return ConfigRecord{ReservedCPUs: s.config.ReservedCPUs, Keys: maps.Clone(s.config.Keys)}, true
+}
+
+// SetConfigRecord records the configuration the assignments are made
+// under.
+func (s *State) SetConfigRecord(c ConfigRecord) {
+	s.config = &ConfigRecord{ReservedCPUs: c.ReservedCPUs, Keys: maps.Clone(c.Keys)}
 }

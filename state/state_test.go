@@ -1,8 +1,10 @@
 package state
 
 import (
+	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"k8s.io/utils/cpuset"
 )
@@ -50,6 +52,20 @@ func sampleState(t testing.TB) *State {
 		Resources: Resources{CPUShares: 5120, CPUQuota: 500000, CPUPeriod: 100000, MemoryLimit: 1 << 30},
 		Overhead:  Resources{CPUShares: 102},
 	})
+	return s
+}
+
+// sampleStateV2 is sampleState with what format version 2 adds: CPU 8
+// held for pod-b, and a configuration record.
+func sampleStateV2(t testing.TB) *State {
+	s := sampleState(t)
+	s.SetDefaultCPUSet(cpus(t, "0,9-15"))
+	s.SetHold("pod-b", Hold{CPUs: cpus(t, "8"), Since: time.Date(2026, 11, 25, 12, 0, 0, 500000000, time.UTC)})
+	s.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "0"), Keys: map[string]string{
+		"cpuManagerPolicyOptions.full-pcpus-only": "true",
+		"reservedSystemCPUs":                      "0",
+		"topologyManagerPolicy":                   "none",
+	}})
 	return s
 }
 
@@ -186,8 +202,17 @@ func TestCloneIsIndependent(t *testing.T) {
 	}
 }
 
+// sinceOf returns when the hold of podUID began.
+func sinceOf(s *State, podUID string) time.Time {
+	h, _ := s.Hold(podUID)
+	return h.Since
+}
+
 func TestEqual(t *testing.T) {
 	base := sampleState(t)
+	base.SetDefaultCPUSet(cpus(t, "0,9-15"))
+	base.SetHold("pod-a", Hold{CPUs: cpus(t, "8"), Since: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)})
+	base.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "0")})
 	tests := []struct {
 		name   string
 		change func(s *State)
@@ -208,6 +233,20 @@ func TestEqual(t *testing.T) {
 		{"missing assignment", func(s *State) { s.DeleteAssignment("pod-b", "db") }, false},
 		{"container id", func(s *State) { s.SetContainer("c-db", ContainerRef{PodUID: "pod-b", Name: "other"}) }, false},
 		{"pod resources", func(s *State) { s.SetPodResources("pod-b", PodResources{}) }, false},
+		{"a hold", func(s *State) { s.SetHold("pod-b", Hold{CPUs: cpus(t, "8")}) }, false},
+		{"a held CPU", func(s *State) { s.SetHold("pod-a", Hold{CPUs: cpus(t, "9"), Since: sinceOf(s, "pod-a")}) }, false},
+		{"when a hold began", func(s *State) { s.SetHold("pod-a", Hold{CPUs: cpus(t, "8"), Since: time.Unix(1, 0)}) }, false},
+		{"the same instant in another zone", func(s *State) {
+			s.SetHold("pod-a", Hold{CPUs: cpus(t, "8"), Since: sinceOf(s, "pod-a").In(time.FixedZone("X", 3600))})
+		}, true},
+		{"no configuration record", func(s *State) { s.config = nil }, false},
+		{"reserved CPUs", func(s *State) {
+			s.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "0-1"), Keys: map[string]string{"k": "v"}})
+		}, false},
+		{"a configuration key", func(s *State) {
+			s.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "0"), Keys: map[string]string{"k": "w"}})
+		}, false},
+		{"no keys is empty keys", func(s *State) { s.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "0"), Keys: map[string]string{}}) }, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -237,9 +276,9 @@ func TestZeroStateMutators(t *testing.T) {
 	}
 }
 
-// TestCloneIsCopyOnWrite: a clone shares the pods' entry maps, and writes to
-// either copy never show in the other.
-func TestCloneIsCopyOnWrite(t *testing.T) {
+// TestCloneIsDeep: writes to a pod's assignments in either copy never show
+// in the other.
+func TestCloneIsDeep(t *testing.T) {
 	s := New(cpuset.New(0))
 	s.SetAssignment("pod", "a", Assignment{Original: cpuset.New(1)})
 	s.SetAssignment("pod", "b", Assignment{Original: cpuset.New(2)})
@@ -259,5 +298,63 @@ func TestCloneIsCopyOnWrite(t *testing.T) {
 	s.DeleteAssignment("pod", "a")
 	if a, ok := c.Assignment("pod", "a"); !ok || a.Resized.String() != "1,3" {
 		t.Errorf("a deletion in the original changed the clone: %+v %v", a, ok)
+	}
+}
+
+func TestHoldsAndConfigRecord(t *testing.T) {
+	s := sampleStateV2(t)
+	since := time.Date(2026, 11, 25, 12, 0, 0, 500000000, time.UTC)
+	if h, ok := s.Hold("pod-b"); !ok || h.CPUs.String() != "8" || !h.Since.Equal(since) {
+		t.Errorf("Hold(pod-b) = %+v, %v", h, ok)
+	}
+	if _, ok := s.Hold("pod-a"); ok {
+		t.Error("Hold of a pod without one reported ok")
+	}
+	s.SetHold("pod-a", Hold{CPUs: cpus(t, "9"), Since: since})
+	got := map[string]string{}
+	for pod, h := range s.Holds() {
+		got[pod] = h.CPUs.String()
+	}
+	if want := map[string]string{"pod-a": "9", "pod-b": "8"}; !maps.Equal(got, want) {
+		t.Errorf("Holds() = %v, want %v", got, want)
+	}
+	s.DeleteHold("pod-a")
+	if _, ok := s.Hold("pod-a"); ok {
+		t.Error("DeleteHold left the hold")
+	}
+	s.DeletePod("pod-b")
+	if _, ok := s.Hold("pod-b"); ok {
+		t.Error("DeletePod left the pod's hold")
+	}
+
+	c, ok := s.ConfigRecord()
+	if !ok || c.ReservedCPUs.String() != "0" || c.Keys["topologyManagerPolicy"] != "none" {
+		t.Errorf("ConfigRecord() = %+v, %v", c, ok)
+	}
+	c.Keys["topologyManagerPolicy"] = "restricted" // a copy: the state keeps its own
+	if again, _ := s.ConfigRecord(); again.Keys["topologyManagerPolicy"] != "none" {
+		t.Error("changing the returned record changed the state's")
+	}
+	keys := map[string]string{"k": "v"}
+	s.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "0-1"), Keys: keys})
+	keys["k"] = "changed"
+	if again, _ := s.ConfigRecord(); again.Keys["k"] != "v" || again.ReservedCPUs.String() != "0-1" {
+		t.Errorf("SetConfigRecord kept the caller's map or lost the record: %+v", again)
+	}
+	if _, ok := New(cpuset.New()).ConfigRecord(); ok {
+		t.Error("a new state has a configuration record")
+	}
+}
+
+func TestCloneCopiesHoldsAndConfigRecord(t *testing.T) {
+	s := sampleStateV2(t)
+	c := s.Clone()
+	c.SetHold("pod-b", Hold{CPUs: cpus(t, "8-9")})
+	c.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "1")})
+	if h, _ := s.Hold("pod-b"); h.CPUs.String() != "8" {
+		t.Error("changing the clone's hold changed the original")
+	}
+	if r, _ := s.ConfigRecord(); r.ReservedCPUs.String() != "0" || len(r.Keys) != 3 {
+		t.Error("changing the clone's configuration record changed the original")
 	}
 }

@@ -21,21 +21,26 @@ import (
 // nowhere, closed when the test ends.
 func newTestStore(t testing.TB) *Store {
 	t.Helper()
-	return openTestStore(t, filepath.Join(t.TempDir(), "state"), defaultStoreOptions())
+	return openTestStore(t, filepath.Join(t.TempDir(), "state"))
 }
 
-// openTestStore returns a store of dir with the given options whose log
-// goes nowhere, closed when the test ends.
-func openTestStore(t testing.TB, dir string, opts storeOptions) *Store {
+// openTestStore returns a store of dir whose log goes nowhere, closed when
+// the test ends.
+func openTestStore(t testing.TB, dir string) *Store {
 	t.Helper()
-	st, err := newStore(dir, opts)
+	st, err := NewStore(dir)
 	if err != nil {
 		t.Fatalf("NewStore: %v", err)
 	}
+	t.Cleanup(func() { _ = st.Close() })
+	return quietStore(st)
+}
+
+// quietStore makes st log nowhere and returns it.
+func quietStore(st *Store) *Store {
 	quiet := logrus.New()
 	quiet.SetOutput(io.Discard)
 	st.SetLogger(quiet)
-	t.Cleanup(func() { _ = st.Close() })
 	return st
 }
 
@@ -94,12 +99,12 @@ func TestStateFilesArePrivate(t *testing.T) {
 			t.Errorf("%s has mode %o, want 600", e.Name(), perm)
 		}
 	}
-	want := []string{"cpu_manager_state", journalName(2), "cpu_manager_state.lock"}
+	want := []string{"cpu_manager_state", "cpu_manager_state.lock"}
 	if !slices.Equal(names, want) {
 		t.Errorf("state directory after Save and Close holds %q, want %q", names, want)
 	}
 
-	reopened := openTestStore(t, dir, defaultStoreOptions())
+	reopened := openTestStore(t, dir)
 	got, err := reopened.Load(kepOnline)
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +114,7 @@ func TestStateFilesArePrivate(t *testing.T) {
 	}
 }
 
-func TestSaveFailureKeepsPreviousState(t *testing.T) {
+func TestRefusedSaveKeepsPreviousState(t *testing.T) {
 	st := newTestStore(t)
 	if err := st.Save(sampleState(t)); err != nil {
 		t.Fatal(err)
@@ -124,29 +129,6 @@ func TestSaveFailureKeepsPreviousState(t *testing.T) {
 	}
 	if after := readStateFiles(t, dir); !maps.EqualFunc(before, after, bytes.Equal) {
 		t.Error("a refused Save changed the state files")
-	}
-
-	// A journal that can no longer be written: the Save fails, and the
-	// next one starts over and succeeds.
-	st.mu.Lock()
-	_ = st.journal.f.Close()
-	st.mu.Unlock()
-	next := sampleState(t)
-	next.DeleteAssignment("pod-b", "db")
-	next.defaultCPUSet = cpus(t, "0,6-15")
-	if err := st.Save(next); err == nil || !strings.Contains(err.Error(), "write journal") {
-		t.Fatalf("Save into a closed journal: %v, want a journal write error", err)
-	}
-	if got := inspectDir(t, dir); !got.Equal(sampleState(t)) {
-		t.Error("the state on disk changed after a failed Save")
-	}
-	last := next.Clone()
-	last.SetPodResources("pod-b", PodResources{Resources: Resources{CPUShares: 2}})
-	if err := st.Save(last); err != nil {
-		t.Fatalf("Save after a failed one: %v", err)
-	}
-	if got := inspectDir(t, dir); !got.Equal(last) {
-		t.Error("the Save after a failed one is not on disk")
 	}
 }
 
@@ -178,7 +160,10 @@ func inspectDir(t testing.TB, dir string) *State {
 	return s
 }
 
-func TestLeftoverTempFilesAreRemoved(t *testing.T) {
+// TestLeftoverTempFilesAreRemovedBySave: a crash in a Save leaves its temp
+// file; NewStore and Load leave it (they write nothing), the next Save
+// removes it.
+func TestLeftoverTempFilesAreRemovedBySave(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "state")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -190,39 +175,35 @@ func TestLeftoverTempFilesAreRemoved(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := NewStore(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("NewStore left %s behind (stat: %v)", leftover, err)
-	}
-	if _, err := os.Stat(unrelated); err != nil {
-		t.Errorf("NewStore removed an unrelated file: %v", err)
-	}
-
-	// A crash between NewStore and Load leaves another one.
-	if err := os.WriteFile(leftover, []byte("{"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	st := openTestStore(t, dir)
 	if _, err := st.Load(kepOnline); !errors.Is(err, ErrNoCheckpoint) {
 		t.Fatalf("Load: %v", err)
 	}
+	if _, err := os.Stat(leftover); err != nil {
+		t.Errorf("NewStore or Load removed %s: %v", leftover, err)
+	}
+	if err := st.Save(sampleState(t)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("Load left %s behind (stat: %v)", leftover, err)
+		t.Errorf("Save left %s behind (stat: %v)", leftover, err)
+	}
+	if _, err := os.Stat(unrelated); err != nil {
+		t.Errorf("Save removed an unrelated file: %v", err)
 	}
 }
 
-// validV1 returns a consistent version-1 checkpoint to spoil.
-func validV1(t testing.TB) checkpointV1 {
-	return encodeV1(sampleState(t))
+// validCheckpoint returns a consistent checkpoint of the current version
+// to spoil.
+func validCheckpoint(t testing.TB) checkpointV2 {
+	return encodeV2(sampleStateV2(t))
 }
 
 // sealed encodes cp with a checksum that matches, whatever it holds.
-func sealed(t testing.TB, cp checkpointV1) []byte {
+func sealed(t testing.TB, cp checkpointV2) []byte {
 	t.Helper()
-	data, err := sealV1(cp)
+	cp.Checksum = 0
+	data, err := seal(cp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,9 +217,9 @@ func corruptionCases(t *testing.T) []struct {
 	file   []byte
 	reason string
 } {
-	good := sealed(t, validV1(t))
-	spoil := func(f func(cp *checkpointV1)) []byte {
-		cp := validV1(t)
+	good := sealed(t, validCheckpoint(t))
+	spoil := func(f func(cp *checkpointV2)) []byte {
+		cp := validCheckpoint(t)
 		f(&cp)
 		return sealed(t, cp)
 	}
@@ -254,65 +235,105 @@ func corruptionCases(t *testing.T) []struct {
 		{"bad JSON", []byte(`{"policyName": static}`), "bad JSON at byte 16"},
 		{"trailing garbage", append(append([]byte{}, good...), "xyz"...), "bad JSON at byte"},
 		{"not an object", []byte(`[1,2]`), "top level is a JSON array, not an object"},
-		{"checksum mismatch", bytes.Replace(good, []byte(`"original":"6-7"`), []byte(`"original":"6-8"`), 1),
+		{"checksum mismatch", bytes.Replace(good, []byte(`"original":"6-7"`), []byte(`"original":"6-9"`), 1),
 			"checksum mismatch: the file says"},
 		{"checksum of another file", spoilChecksum(good), "checksum mismatch"},
 		{"no formatVersion (KEP-5554 example)", []byte(`{"policyName":"static","defaultCpuSet":"0,5-15",
 			"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-4"}}},"checksum":1822250518}`),
 			"no formatVersion: not a checkpoint written by nri-cpumanager"},
-		{"newer formatVersion", spoil(func(cp *checkpointV1) { cp.FormatVersion = 2 }),
-			"formatVersion 2 was written by a newer nri-cpumanager (this build reads up to 1)"},
-		{"formatVersion 0", spoil(func(cp *checkpointV1) { cp.FormatVersion = 0 }), "unknown formatVersion 0"},
+		{"newer formatVersion", spoil(func(cp *checkpointV2) { cp.FormatVersion = 3 }),
+			"formatVersion 3 was written by a newer nri-cpumanager (this build reads up to 2)"},
+		{"formatVersion 0", spoil(func(cp *checkpointV2) { cp.FormatVersion = 0 }), "unknown formatVersion 0"},
 		{"formatVersion not a number", []byte(`{"formatVersion":"1"}`), `formatVersion "1" is not an integer`},
 		{"unknown field", bytes.Replace(good, []byte(`{"policyName"`), []byte(`{"extra":1,"policyName"`), 1),
 			`unknown field "extra"`},
-		{"unknown policy name", spoil(func(cp *checkpointV1) { cp.PolicyName = "none" }),
+		{"unknown policy name", spoil(func(cp *checkpointV2) { cp.PolicyName = "none" }),
 			`unknown policy name "none"`},
-		{"defaultCpuSet does not parse", spoil(func(cp *checkpointV1) { cp.DefaultCPUSet = "0,8-x" }),
+		{"defaultCpuSet does not parse", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,8-x" }),
 			`defaultCpuSet "0,8-x" does not parse: "8-x": "x" is not a CPU number`},
-		{"original does not parse", spoil(func(cp *checkpointV1) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV1{Original: "7-6"}
+		{"original does not parse", spoil(func(cp *checkpointV2) {
+			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "7-6"}
 		}), `pod "pod-b" container "db": original "7-6" does not parse: "7-6": range runs backwards`},
-		{"resized does not parse", spoil(func(cp *checkpointV1) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV1{Original: "6-7", Resized: "6-7,"}
+		{"resized does not parse", spoil(func(cp *checkpointV2) {
+			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "6-7", Resized: "6-7,"}
 		}), `pod "pod-b" container "db": resized "6-7," does not parse: "": missing CPU number`},
-		{"huge CPU number", spoil(func(cp *checkpointV1) { cp.DefaultCPUSet = "0-2147483647" }),
+		{"huge CPU number", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0-2147483647" }),
 			"CPU 2147483647 is above the largest supported CPU 65535"},
-		{"defaultCpuSet outside online", spoil(func(cp *checkpointV1) { cp.DefaultCPUSet = "0,8-17" }),
-			`defaultCpuSet "0,8-17" lies outside the online CPUs "0-15" (CPUs "16-17")`},
-		{"assignment outside online", spoil(func(cp *checkpointV1) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV1{Original: "6-7", Resized: "6-7,31"}
+		{"defaultCpuSet outside online", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,9-17" }),
+			`defaultCpuSet "0,9-17" lies outside the online CPUs "0-15" (CPUs "16-17")`},
+		{"assignment outside online", spoil(func(cp *checkpointV2) {
+			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "6-7", Resized: "6-7,31"}
 		}), `pod "pod-b" container "db": resized "6-7,31" lies outside the online CPUs "0-15" (CPUs "31")`},
-		{"two containers overlap", spoil(func(cp *checkpointV1) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV1{Original: "4,6-7"}
+		{"two containers overlap", spoil(func(cp *checkpointV2) {
+			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "4,6-7"}
 		}), `pod "pod-a" container "app" (CPUs "1-4") and pod "pod-b" container "db" (CPUs "4,6-7") overlap on CPUs "4"`},
-		{"assignment overlaps defaultCpuSet", spoil(func(cp *checkpointV1) { cp.DefaultCPUSet = "0,7-15" }),
-			`pod "pod-b" container "db" (CPUs "6-7") overlaps defaultCpuSet "0,7-15" on CPUs "7"`},
-		{"resized not a superset of original", spoil(func(cp *checkpointV1) {
-			cp.Entries["pod-a"]["app"] = containerCPUsV1{Original: "1-2", Resized: "2-4"}
+		{"assignment overlaps defaultCpuSet", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,7,9-15" }),
+			`pod "pod-b" container "db" (CPUs "6-7") overlaps defaultCpuSet "0,7,9-15" on CPUs "7"`},
+		{"resized not a superset of original", spoil(func(cp *checkpointV2) {
+			cp.Entries["pod-a"]["app"] = containerCPUsV2{Original: "1-2", Resized: "2-4"}
 		}), `pod "pod-a" container "app": resized "2-4" does not contain original "1-2" (missing CPUs "1")`},
-		{"empty original", spoil(func(cp *checkpointV1) {
-			cp.Entries["pod-a"]["sidecar"] = containerCPUsV1{Original: "", Resized: "5"}
+		{"empty original", spoil(func(cp *checkpointV2) {
+			cp.Entries["pod-a"]["sidecar"] = containerCPUsV2{Original: "", Resized: "5"}
 		}), `pod "pod-a" container "sidecar": empty original cpuset`},
-		{"container id without entry", spoil(func(cp *checkpointV1) {
-			cp.Containers["c-ghost"] = containerRefV1{PodUID: "pod-a", Name: "ghost"}
+		{"container id without entry", spoil(func(cp *checkpointV2) {
+			cp.Containers["c-ghost"] = containerRefV2{PodUID: "pod-a", Name: "ghost"}
 		}), `containers["c-ghost"] points at pod "pod-a" container "ghost", which has no entry`},
-		{"two container ids for one entry", spoil(func(cp *checkpointV1) {
-			cp.Containers["c-db-2"] = containerRefV1{PodUID: "pod-b", Name: "db"}
+		{"two container ids for one entry", spoil(func(cp *checkpointV2) {
+			cp.Containers["c-db-2"] = containerRefV2{PodUID: "pod-b", Name: "db"}
 		}), `containers["c-db"] and containers["c-db-2"] both point at pod "pod-b" container "db"`},
-		{"empty pod UID", spoil(func(cp *checkpointV1) {
-			cp.Entries[""] = map[string]containerCPUsV1{"x": {Original: "9"}}
-			cp.DefaultCPUSet = "0,8,10-15"
+		{"empty pod UID", spoil(func(cp *checkpointV2) {
+			cp.Entries[""] = map[string]containerCPUsV2{"x": {Original: "9"}}
+			cp.DefaultCPUSet = "0,10-15"
 		}), "an entry has an empty pod UID"},
-		{"empty container name", spoil(func(cp *checkpointV1) {
-			cp.Entries["pod-b"][""] = containerCPUsV1{Original: "9"}
-			cp.DefaultCPUSet = "0,8,10-15"
+		{"empty container name", spoil(func(cp *checkpointV2) {
+			cp.Entries["pod-b"][""] = containerCPUsV2{Original: "9"}
+			cp.DefaultCPUSet = "0,10-15"
 		}), `pod "pod-b" has an entry with an empty container name`},
-		{"empty container id", spoil(func(cp *checkpointV1) {
+		{"version-1 file with a field of version 2", bytes.Replace(v1Golden(t), []byte(`,"checksum"`), []byte(`,"holds":{},"checksum"`), 1),
+			`bad JSON for format version 1: json: unknown field "holds"`},
+		{"version-1 file with a bad checksum", spoilChecksum(v1Golden(t)), "checksum mismatch: the file says"},
+		{"config reservedCpuSet does not parse", spoil(func(cp *checkpointV2) { cp.Config.ReservedCPUSet = "x" }),
+			`config: reservedCpuSet "x" does not parse`},
+		{"config reservedCpuSet outside online", spoil(func(cp *checkpointV2) { cp.Config.ReservedCPUSet = "0,16" }),
+			`config reservedCpuSet "0,16" lies outside the online CPUs "0-15" (CPUs "16")`},
+		{"hold does not parse", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "8-", Since: "2026-11-25T12:00:00Z"} }),
+			`hold of pod "pod-b": cpus "8-" does not parse`},
+		{"hold since not RFC 3339", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "8", Since: "yesterday"} }),
+			`hold of pod "pod-b": since "yesterday" is not an RFC 3339 time`},
+		{"empty hold", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "", Since: "2026-11-25T12:00:00Z"} }),
+			`hold of pod "pod-b": empty cpuset`},
+		{"hold outside online", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "8,20", Since: "2026-11-25T12:00:00Z"} }),
+			`hold of pod "pod-b" "8,20" lies outside the online CPUs "0-15" (CPUs "20")`},
+		{"hold overlaps defaultCpuSet", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,8-15" }),
+			`hold of pod "pod-b" (CPUs "8") overlaps defaultCpuSet "0,8-15" on CPUs "8"`},
+		{"hold overlaps an assignment", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "5,8", Since: "2026-11-25T12:00:00Z"} }),
+			`hold of pod "pod-b" (CPUs "5,8") and pod "pod-a" container "sidecar" (CPUs "5") overlap on CPUs "5"`},
+		{"two holds overlap", spoil(func(cp *checkpointV2) {
+			cp.Holds["pod-c"] = holdV2{CPUs: "8-9", Since: "2026-11-25T12:00:00Z"}
+			cp.DefaultCPUSet = "0,10-15"
+		}), `holds of pods "pod-b" (CPUs "8") and "pod-c" (CPUs "8-9") overlap on CPUs "8"`},
+		{"hold of an empty pod UID", spoil(func(cp *checkpointV2) {
+			cp.Holds[""] = holdV2{CPUs: "9", Since: "2026-11-25T12:00:00Z"}
+			cp.DefaultCPUSet = "0,10-15"
+		}), "a hold has an empty pod UID"},
+		{"unknown field of version 2", bytes.Replace(good, []byte(`"holds":`), []byte(`"held":{},"holds":`), 1),
+			`bad JSON for format version 2: json: unknown field "held"`},
+		{"empty container id", spoil(func(cp *checkpointV2) {
 			delete(cp.Containers, "c-db")
-			cp.Containers[""] = containerRefV1{PodUID: "pod-b", Name: "db"}
+			cp.Containers[""] = containerRefV2{PodUID: "pod-b", Name: "db"}
 		}), `containers has an empty container id (pointing at pod "pod-b" container "db")`},
 	}
+}
+
+// v1Golden returns testdata/checkpoint-v1.json, sampleState in format
+// version 1.
+func v1Golden(t testing.TB) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "checkpoint-v1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(data, []byte("\n"))
 }
 
 // spoilChecksum changes the checksum's last digit.
@@ -417,5 +438,38 @@ func TestValidateChecksOnline(t *testing.T) {
 	}
 	if err := New(cpuset.New()).Validate(cpuset.New()); err != nil {
 		t.Errorf("empty state on an empty machine: %v", err)
+	}
+}
+
+// TestCheckpointIsCurrentAfterEverySave: after each Save the checkpoint
+// file is exactly Marshal of the state saved, and Save keeps nothing of
+// its argument (a state changed after its Save and saved again is
+// written as it is now).
+func TestCheckpointIsCurrentAfterEverySave(t *testing.T) {
+	st := newTestStore(t)
+	s := sampleState(t)
+	changes := []func(){
+		func() {},
+		func() {
+			s.SetAssignment("pod-b", "db", Assignment{Original: cpus(t, "6-7"), Resized: cpus(t, "6-9")})
+			s.SetDefaultCPUSet(cpus(t, "0,10-15"))
+		},
+		func() { s.SetContainer("c-db-2", ContainerRef{PodUID: "pod-b", Name: "db"}); s.DeleteContainer("c-db") },
+		func() { s.DeletePod("pod-a"); s.SetDefaultCPUSet(cpus(t, "0-5,10-15")) },
+		func() { s.SetPodResources("pod-b", PodResources{Resources: Resources{CPUShares: 4096}}) },
+		func() { s.DeletePod("pod-b"); s.SetDefaultCPUSet(cpus(t, "0-15")) },
+	}
+	for i, change := range changes {
+		change()
+		if err := st.Save(s); err != nil {
+			t.Fatalf("Save %d: %v", i, err)
+		}
+		want, err := Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(st.Path()); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("after Save %d the file holds\n%s\nwant\n%s", i, got, want)
+		}
 	}
 }

@@ -3,21 +3,24 @@ package state
 import (
 	"errors"
 	"fmt"
-	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"maps"
 	"slices"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // Validate runs the consistency checks that Load runs on a checkpoint:
 // every cpuset names CPUs 0 to 65535 only (what Load reads) and lies inside
-// online; every original set is non-empty; every
-// resized set is empty or a superset of its original; no CPU is assigned to
-// two containers or to a container and the shared pool; every container id
-// points at an existing entry and no two ids point at the same one; no pod
-// UID, container name or container id is empty. It returns the first
-// problem found, in a deterministic order, with the values involved.
+// online; every original set is non-empty; every resized set is empty or a
+// superset of its original; no CPU is assigned to two containers or to a
+// container and the shared pool; every hold is non-empty and no CPU is
+// held and also assigned, shared or held for another pod; every container
+// id points at an existing entry and no two ids point at the same one; no
+// pod UID, container name or container id is empty; the configuration
+// record's reserved CPUs lie inside online. It returns the first problem
+// found, in a deterministic order, with the values involved.
 func (s *State) Validate(online cpuset.CPUSet) error {
 	return s.validate(&online)
 }
@@ -25,77 +28,222 @@ func (s *State) Validate(online cpuset.CPUSet) error {
 // validate runs the checks of Validate; with a nil online it skips the
 // checks against the machine's CPUs (Marshal does not know them), but not
 // the range of CPU ids: what Save and Marshal write, Load must read back.
+//
+// It runs on every Save, so it walks bitmaps, first in map order, and
+// builds an error message only once it has found a problem; it then walks
+// again in sorted order so that the problem it names is always the same.
 func (s *State) validate(online *cpuset.CPUSet) error {
-	if err := inRange("defaultCpuSet", s.defaultCPUSet); err != nil {
-		return err
-	}
-	if online != nil {
-		if err := insideOnline("defaultCpuSet", s.defaultCPUSet, *online); err != nil {
-			return err
-		}
-	}
-	if err := s.validateEntries(online); err != nil {
-		return err
-	}
-	return s.validateContainers()
-}
-
-// validateForSave runs the checks of validate(nil) on the request path:
-// the quick pass of claimsOf, in any order and without sorting, and only
-// if it finds a problem (or cannot tell), validate, which names the first
-// one in a deterministic order.
-func (s *State) validateForSave() error {
-	if s.looksConsistent() {
+	err := s.check(online, false)
+	if err == nil {
 		return nil
 	}
-	return s.validate(nil)
-}
-
-// looksConsistent is the quick pass of claimsOf.
-func (s *State) looksConsistent() bool {
-	_, ok := claimsOf(s)
-	return ok
-}
-
-// validateEntries checks each assignment on its own and against the others.
-func (s *State) validateEntries(online *cpuset.CPUSet) error {
-	total := 0
-	for _, containers := range s.entries {
-		for _, a := range containers {
-			total += a.Assigned().Size()
-		}
+	if first := s.check(online, true); first != nil {
+		return first
 	}
-	owner := make(map[int]ContainerRef, total)
-	for _, podUID := range slices.Sorted(maps.Keys(s.entries)) {
-		if podUID == "" {
-			return errors.New("an entry has an empty pod UID")
-		}
-		containers := s.entries[podUID]
-		for _, name := range slices.Sorted(maps.Keys(containers)) {
-			ref := ContainerRef{PodUID: podUID, Name: name}
-			a := containers[name]
-			if err := validateAssignment(ref, a, online); err != nil {
-				return err
-			}
-			assigned := a.Assigned()
-			for _, cpu := range assigned.List() {
-				if s.defaultCPUSet.Contains(cpu) {
-					return fmt.Errorf("%s (CPUs %q) overlaps defaultCpuSet %q on CPUs %q",
-						ref, assigned, s.defaultCPUSet, assigned.Intersection(s.defaultCPUSet))
-				}
-				if other, taken := owner[cpu]; taken {
-					otherSet := s.entries[other.PodUID][other.Name].Assigned()
-					return fmt.Errorf("%s (CPUs %q) and %s (CPUs %q) overlap on CPUs %q",
-						other, otherSet, ref, assigned, otherSet.Intersection(assigned))
-				}
-				owner[cpu] = ref
-			}
+	return err
+}
+
+// check runs the checks of validate, walking the maps in sorted order if
+// sorted, else in map order.
+func (s *State) check(online *cpuset.CPUSet, sorted bool) error {
+	var onlineMask cpumask.Mask
+	if online != nil {
+		onlineMask, _ = cpumask.Of(*online)
+	}
+	shared, ok := maskWithin(s.defaultCPUSet, onlineMask, online != nil)
+	if !ok {
+		return setError("defaultCpuSet", s.defaultCPUSet, online)
+	}
+	claimed, err := s.validateEntries(shared, onlineMask, online, sorted)
+	if err != nil {
+		return err
+	}
+	if err := s.validateHolds(shared, claimed, onlineMask, online, sorted); err != nil {
+		return err
+	}
+	if err := s.validateContainers(sorted); err != nil {
+		return err
+	}
+	if s.config != nil {
+		if _, ok := maskWithin(s.config.ReservedCPUs, onlineMask, online != nil); !ok {
+			return setError("config reservedCpuSet", s.config.ReservedCPUs, online)
 		}
 	}
 	return nil
 }
 
-// validateAssignment checks one assignment on its own.
+// keys returns the keys of m, sorted if sorted.
+func keys[V any](m map[string]V, sorted bool) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	if sorted {
+		slices.Sort(ks)
+	}
+	return ks
+}
+
+// maskWithin returns the mask of set and true when set names only CPU ids
+// a checkpoint can hold and, if checkOnline, only CPUs of online.
+func maskWithin(set cpuset.CPUSet, online cpumask.Mask, checkOnline bool) (cpumask.Mask, bool) {
+	var m cpumask.Mask
+	return m, addWithin(&m, set.UnsortedList(), online, checkOnline)
+}
+
+// addWithin adds ids to m and returns true when they are all CPU ids a
+// checkpoint can hold and, if checkOnline, CPUs of online.
+func addWithin(m *cpumask.Mask, ids []int, online cpumask.Mask, checkOnline bool) bool {
+	for _, cpu := range ids {
+		if cpu < 0 || cpu > cpumask.MaxID || checkOnline && !online.Has(cpu) {
+			return false
+		}
+		m.Add(cpu)
+	}
+	return true
+}
+
+// setError says why set, which maskWithin refused, is refused.
+func setError(what string, set cpuset.CPUSet, online *cpuset.CPUSet) error {
+	if err := inRange(what, set); err != nil {
+		return err
+	}
+	return insideOnline(what, set, *online)
+}
+
+// validateEntries checks each assignment on its own and against the
+// others and the shared pool, whose mask is shared. It returns the mask of
+// the assigned CPUs.
+func (s *State) validateEntries(shared, onlineMask cpumask.Mask, online *cpuset.CPUSet, sorted bool) (cpumask.Mask, error) {
+	claimed := cpumask.New(len(shared) * 64)
+	var original cpumask.Mask // scratch, all zeros between assignments
+	for _, podUID := range keys(s.entries, sorted) {
+		if podUID == "" {
+			return nil, errors.New("an entry has an empty pod UID")
+		}
+		containers := s.entries[podUID]
+		for _, name := range keys(containers, sorted) {
+			a := containers[name]
+			originalIDs, resizedIDs := a.Original.UnsortedList(), a.Resized.UnsortedList()
+			ok := name != "" && len(originalIDs) > 0 && addWithin(&original, originalIDs, onlineMask, online != nil)
+			resized := 0
+			for _, cpu := range resizedIDs {
+				if !ok || cpu < 0 || cpu > cpumask.MaxID || online != nil && !onlineMask.Has(cpu) {
+					ok = false
+					break
+				}
+				if original.Has(cpu) {
+					resized++
+				}
+			}
+			ok = ok && (len(resizedIDs) == 0 || resized == len(originalIDs)) // resized holds every original CPU
+			for _, cpu := range originalIDs {
+				if cpu >= 0 && cpu <= cpumask.MaxID {
+					original.Remove(cpu)
+				}
+			}
+			if !ok {
+				return nil, validateAssignment(ContainerRef{PodUID: podUID, Name: name}, a, online)
+			}
+			assigned := originalIDs
+			if len(resizedIDs) > 0 {
+				assigned = resizedIDs
+			}
+			for _, cpu := range assigned {
+				if shared.Has(cpu) || claimed.Has(cpu) {
+					return nil, s.overlapError(ContainerRef{PodUID: podUID, Name: name})
+				}
+				claimed.Add(cpu)
+			}
+		}
+	}
+	return claimed, nil
+}
+
+// validateHolds checks each hold on its own and against the shared pool,
+// the assigned CPUs (claimed) and the other holds.
+func (s *State) validateHolds(shared, claimed, onlineMask cpumask.Mask, online *cpuset.CPUSet, sorted bool) error {
+	var held cpumask.Mask
+	for _, podUID := range keys(s.holds, sorted) {
+		h := s.holds[podUID]
+		what := fmt.Sprintf("hold of pod %q", podUID)
+		switch {
+		case podUID == "":
+			return errors.New("a hold has an empty pod UID")
+		case h.CPUs.IsEmpty():
+			return fmt.Errorf("%s: empty cpuset", what)
+		case h.Since.UTC().Year() < 0 || h.Since.UTC().Year() > 9999:
+			return fmt.Errorf("%s: since %s is outside the years 0000-9999 an RFC 3339 time can name", what, h.Since)
+		}
+		m, ok := maskWithin(h.CPUs, onlineMask, online != nil)
+		if !ok {
+			return setError(what, h.CPUs, online)
+		}
+		if m.Intersects(shared) || m.Intersects(claimed) || m.Intersects(held) {
+			return s.holdOverlapError(podUID)
+		}
+		held = held.Or(m)
+	}
+	return nil
+}
+
+// holdOverlapError names what the CPUs held for podUID overlap: the shared
+// pool, an assignment (the first in sorted order), or the hold of a pod
+// whose UID sorts first.
+func (s *State) holdOverlapError(podUID string) error {
+	h := s.holds[podUID]
+	if common := h.CPUs.Intersection(s.defaultCPUSet); !common.IsEmpty() {
+		return fmt.Errorf("hold of pod %q (CPUs %q) overlaps defaultCpuSet %q on CPUs %q", podUID, h.CPUs, s.defaultCPUSet, common)
+	}
+	var found error
+	s.ForEach(func(ref ContainerRef, a Assignment) {
+		if common := h.CPUs.Intersection(a.Assigned()); found == nil && !common.IsEmpty() {
+			found = fmt.Errorf("hold of pod %q (CPUs %q) and %s (CPUs %q) overlap on CPUs %q", podUID, h.CPUs, ref, a.Assigned(), common)
+		}
+	})
+	if found != nil {
+		return found
+	}
+	for _, other := range slices.Sorted(maps.Keys(s.holds)) {
+		if common := h.CPUs.Intersection(s.holds[other].CPUs); other != podUID && !common.IsEmpty() {
+			return fmt.Errorf("holds of pods %q (CPUs %q) and %q (CPUs %q) overlap on CPUs %q",
+				other, s.holds[other].CPUs, podUID, h.CPUs, common)
+		}
+	}
+	return fmt.Errorf("hold of pod %q (CPUs %q) overlaps other CPUs", podUID, h.CPUs) // not reached
+}
+
+// overlapError names the first CPU of ref's assigned set (in CPU order)
+// that the shared pool or an assignment before ref (in the order of
+// validateEntries) holds too.
+func (s *State) overlapError(ref ContainerRef) error {
+	assigned := s.entries[ref.PodUID][ref.Name].Assigned()
+	owner := map[int]ContainerRef{}
+	for _, podUID := range slices.Sorted(maps.Keys(s.entries)) {
+		for _, name := range slices.Sorted(maps.Keys(s.entries[podUID])) {
+			if podUID == ref.PodUID && name == ref.Name {
+				for _, cpu := range assigned.List() {
+					if s.defaultCPUSet.Contains(cpu) {
+						return fmt.Errorf("%s (CPUs %q) overlaps defaultCpuSet %q on CPUs %q",
+							ref, assigned, s.defaultCPUSet, assigned.Intersection(s.defaultCPUSet))
+					}
+					if other, taken := owner[cpu]; taken {
+						otherSet := s.entries[other.PodUID][other.Name].Assigned()
+						return fmt.Errorf("%s (CPUs %q) and %s (CPUs %q) overlap on CPUs %q",
+							other, otherSet, ref, assigned, otherSet.Intersection(assigned))
+					}
+				}
+				return fmt.Errorf("%s (CPUs %q) overlaps another set", ref, assigned) // not reached
+			}
+			for _, cpu := range s.entries[podUID][name].Assigned().UnsortedList() {
+				owner[cpu] = ContainerRef{PodUID: podUID, Name: name}
+			}
+		}
+	}
+	return fmt.Errorf("%s has no entry", ref) // not reached
+}
+
+// validateAssignment says what is wrong with one assignment on its own.
 func validateAssignment(ref ContainerRef, a Assignment, online *cpuset.CPUSet) error {
 	if ref.Name == "" {
 		return fmt.Errorf("pod %q has an entry with an empty container name", ref.PodUID)
@@ -125,9 +273,9 @@ func validateAssignment(ref ContainerRef, a Assignment, online *cpuset.CPUSet) e
 }
 
 // validateContainers checks the container id → entry mapping.
-func (s *State) validateContainers() error {
-	ownerID := map[ContainerRef]string{}
-	for _, id := range slices.Sorted(maps.Keys(s.containers)) {
+func (s *State) validateContainers(sorted bool) error {
+	ownerID := make(map[ContainerRef]string, len(s.containers))
+	for _, id := range keys(s.containers, sorted) {
 		ref := s.containers[id]
 		if id == "" {
 			return fmt.Errorf("containers has an empty container id (pointing at %s)", ref)

@@ -1,52 +1,13 @@
 package state
 
 import (
-	"encoding/json"
-	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"strings"
 	"testing"
 
 	"k8s.io/utils/cpuset"
-)
 
-// TestLooksConsistentAgreesWithValidate checks Save's quick check against
-// validate on every value-level corruption of the corruption cases, and on
-// states it must accept.
-func TestLooksConsistentAgreesWithValidate(t *testing.T) {
-	for _, tc := range corruptionCases(t) {
-		var cp checkpointV1
-		if json.Unmarshal(tc.file, &cp) != nil {
-			continue // not a state
-		}
-		s, err := cp.toState()
-		if err != nil {
-			continue // a cpuset that does not parse: never a state
-		}
-		if s.looksConsistent() && s.validate(nil) != nil {
-			t.Errorf("%s: looksConsistent accepts a state validate refuses: %v", tc.name, s.validate(nil))
-		}
-	}
-	accepted := map[string]*State{
-		"sample":            sampleState(t),
-		"empty":             New(cpuset.New()),
-		"a big machine":     benchState(200),
-		"shared pool only":  New(cpus(t, "0-15")),
-		"resized to itself": stateLine(t, 2)[1],
-	}
-	for name, s := range accepted {
-		if !s.looksConsistent() {
-			t.Errorf("%s: looksConsistent refuses a consistent state", name)
-		}
-	}
-	negative := New(cpuset.New())
-	negative.SetAssignment("p", "c", Assignment{Original: cpuset.New(-1)})
-	if negative.looksConsistent() {
-		t.Error("looksConsistent vouches for a CPU id it does not track")
-	}
-	if err := negative.validateForSave(); err == nil {
-		t.Error("validateForSave accepts a negative CPU id, which Load would refuse")
-	}
-}
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
+)
 
 // TestSaveAndMarshalRefuseCPUIDsLoadRefuses checks that what Save and
 // Marshal accept, Load reads back: CPU ids outside 0-65535 are refused
@@ -80,7 +41,7 @@ func TestSaveAndMarshalRefuseCPUIDsLoadRefuses(t *testing.T) {
 			if err := st.Save(tc.state()); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Save: got error %v, want one containing %q", err, tc.want)
 			}
-			if files, err := stateFiles(st.dir); err != nil || len(files) != 0 {
+			if files, err := stateFiles(osFS{}, st.dir); err != nil || len(files) != 0 {
 				t.Errorf("Save wrote %v (err %v) for a state it refused", files, err)
 			}
 		})

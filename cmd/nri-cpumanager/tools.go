@@ -33,7 +33,7 @@ func showTopology(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// showState verifies and prints the durable state (snapshot and journal)
+// showState verifies and prints the durable state (the checkpoint file)
 // without changing anything, so it is safe while the plugin runs.
 func showState(args []string, stdout, stderr io.Writer) error {
 	cfg, err := newFlags("state", stderr).load(args)

@@ -102,7 +102,7 @@ func BenchmarkUpdateContainerRoundTrip(b *testing.B) {
 	}
 }
 
-// syncLatencies times n writes of a journal-record-sized block, each
+// syncLatencies times n writes of a small (256-byte) block, each
 // followed by fdatasync, into a file preallocated and synced first, with
 // gap between them.
 func syncLatencies(b *testing.B, dir string, n int, gap time.Duration) []time.Duration {

@@ -145,7 +145,7 @@ func settled(rp *runningPlugin, rt *fakeRuntime) bool {
 	return true
 }
 
-// checkpointState reads the durable state on disk (snapshot and journal),
+// checkpointState reads the durable state on disk (the checkpoint file),
 // as another process would.
 func checkpointState(t testing.TB, dir string, online cpuset.CPUSet) *state.State {
 	t.Helper()
@@ -194,7 +194,7 @@ func (d *nriDriver) container(pod policy.Pod, name string) (*api.Container, erro
 }
 
 // unchanged runs a step that may be refused and checks that a refusal
-// changed no cpuset and not the durable state (snapshot and journal).
+// changed no cpuset and not the durable state (the checkpoint file).
 func (d *nriDriver) unchanged(step func() error) error {
 	online := d.pol.Allocator().Topology().CPUs()
 	before, saved := d.rt.Applied(), durableState(d.rp.stateDir, online)

@@ -1,0 +1,150 @@
+package state
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
+)
+
+// The reference encoder: a state converted to the frozen version-1 types
+// and encoded by encoding/json, which is what Load re-encodes to verify
+// the checksum. The tests also use it to write files that Save would
+// refuse to write.
+
+// encodeV1 converts a state into its version-1 form, checksum unset.
+func encodeV1(s *State) checkpointV1 {
+	cp := checkpointV1{
+		PolicyName:    PolicyName,
+		FormatVersion: 1,
+		DefaultCPUSet: cpumask.Format(s.defaultCPUSet),
+		Entries:       make(map[string]map[string]containerCPUsV1, len(s.entries)),
+		Containers:    make(map[string]containerRefV1, len(s.containers)),
+		Pods:          make(map[string]podResourcesV1, len(s.pods)),
+	}
+	for podUID, containers := range s.entries {
+		if len(containers) == 0 {
+			continue
+		}
+		entries := make(map[string]containerCPUsV1, len(containers))
+		for name, a := range containers {
+			entries[name] = containerCPUsV1{Original: cpumask.Format(a.Original), Resized: cpumask.Format(a.Resized)}
+		}
+		cp.Entries[podUID] = entries
+	}
+	for id, ref := range s.containers {
+		cp.Containers[id] = containerRefV1(ref)
+	}
+	for podUID, r := range s.pods {
+		cp.Pods[podUID] = podResourcesV1{Resources: resourcesV1(r.Resources), Overhead: resourcesV1(r.Overhead)}
+	}
+	return cp
+}
+
+// encodeV2 converts a state into its version-2 form, checksum unset.
+func encodeV2(s *State) checkpointV2 {
+	v1 := encodeV1(s)
+	cp := *v1.migrate()
+	if s.config != nil {
+		cp.Config = &configV2{ReservedCPUSet: cpumask.Format(s.config.ReservedCPUs), Keys: s.config.Keys}
+	}
+	if len(s.holds) > 0 {
+		cp.Holds = make(map[string]holdV2, len(s.holds))
+		for podUID, h := range s.holds {
+			cp.Holds[podUID] = holdV2{CPUs: cpumask.Format(h.CPUs), Since: h.Since.UTC().Format(time.RFC3339Nano)}
+		}
+	}
+	return cp
+}
+
+// seal encodes cp, a checkpoint of any version whose checksum field is 0,
+// with encoding/json and its checksum.
+func seal(cp any) ([]byte, error) {
+	canonical, err := json.Marshal(cp)
+	if err != nil {
+		return nil, fmt.Errorf("encode checkpoint: %w", err)
+	}
+	if !bytes.HasSuffix(canonical, []byte(zeroChecksumSuffix)) {
+		return nil, fmt.Errorf("encode checkpoint: canonical encoding does not end in %s", zeroChecksumSuffix)
+	}
+	return sealCanonical(canonical), nil
+}
+
+// referenceEncoding is what encoding/json writes for s.
+func referenceEncoding(t testing.TB, s *State) []byte {
+	t.Helper()
+	data, err := seal(encodeV2(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestEncoderMatchesEncodingJSON(t *testing.T) {
+	escaping := New(cpus(t, "0"))
+	escaping.SetAssignment("p\"<&>\\\u00e9\u2028\u2029\x7f", "c\n\t\b\f\r\x01", Assignment{Original: cpus(t, "1")})
+	escaping.SetContainer("id \xff\xfe é", ContainerRef{PodUID: "p\"<&>\\\u00e9\u2028\u2029\x7f", Name: "c\n\t\b\f\r\x01"})
+	escaping.SetPodResources("\xed\xa0\x80", PodResources{Resources: Resources{CPUQuota: -1, MemoryLimit: -5}})
+	podsOnly := New(cpuset.New())
+	podsOnly.SetPodResources("p", PodResources{Overhead: Resources{CPUPeriod: 1}})
+	emptyPod := sampleState(t)
+	emptyPod.entries["ghost"] = map[string]Assignment{}
+	states := map[string]*State{
+		"empty":                    New(cpuset.New()),
+		"zero value":               {},
+		"sample":                   sampleState(t),
+		"names that need escaping": escaping,
+		"pod resources only":       podsOnly,
+		"a pod with an empty map":  emptyPod,
+		commitNodes[0].String():    commitNodes[0].state(),
+		commitNodes[1].String():    commitNodes[1].state(),
+	}
+	for name, s := range states {
+		t.Run(name, func(t *testing.T) {
+			got, want := marshalCurrent(s), referenceEncoding(t, s)
+			if !bytes.Equal(got, want) {
+				t.Errorf("encoder writes\n%s\nencoding/json writes\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
+	var inputs []string
+	for b := range 256 {
+		inputs = append(inputs, string([]byte{byte(b)}), "a"+string([]byte{byte(b)})+"z")
+	}
+	for r := rune(0); r < 0x3000; r += 7 {
+		inputs = append(inputs, string(r))
+	}
+	inputs = append(inputs, "\u2028\u2029", "\xe2\x80", strings.Repeat("é", 5)+"\xff", string(utf8.MaxRune), "\U0010ffff")
+	for _, s := range inputs {
+		checkJSONString(t, s)
+	}
+}
+
+// checkJSONString fails the test if appendJSONString and encoding/json
+// write s differently.
+func checkJSONString(t *testing.T, s string) {
+	t.Helper()
+	want, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
+		t.Errorf("appendJSONString(%q) = %s, encoding/json writes %s", s, got, want)
+	}
+}
+
+func FuzzAppendJSONString(f *testing.F) {
+	f.Add("pod-a")
+	f.Add("\u2028<\xff")
+	f.Fuzz(checkJSONString)
+}
