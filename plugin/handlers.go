@@ -122,6 +122,8 @@ func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhe
 	}
 	p.metrics.podUpdate(outcomeApplied)
 	p.refusals.forget(pp.UID, "")
+	p.logNotes("UpdatePodSandbox", d.Notes)
+	p.markPending(d.Others)
 	var cpusets []string
 	for _, id := range p.model.SortedContainerIDs() {
 		t := p.model.Containers[id]

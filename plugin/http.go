@@ -3,6 +3,7 @@ package plugin
 import (
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -52,14 +53,22 @@ type Snapshot struct {
 	Exclusive  map[string]map[string]Assign `json:"exclusive"`
 	Containers map[string]ContainerView     `json:"containers"`
 	Releasing  map[string]string            `json:"releasing,omitempty"`
-	Lending    string                       `json:"lending,omitempty"`
-	Invariants string                       `json:"invariants"`
+	// Held are the CPUs held for pods whose resize is in flight, by pod UID.
+	Held       map[string]HeldView `json:"held,omitempty"`
+	Lending    string              `json:"lending,omitempty"`
+	Invariants string              `json:"invariants"`
 }
 
 // Assign is one exclusive assignment.
 type Assign struct {
 	Original string `json:"original"`
 	Resized  string `json:"resized,omitempty"`
+}
+
+// HeldView is the CPUs held for one pod's resize in flight.
+type HeldView struct {
+	CPUs  string `json:"cpus"`
+	Since string `json:"since"`
 }
 
 // ContainerView is one tracked container.
@@ -96,6 +105,12 @@ func (p *Plugin) Snapshot() Snapshot {
 	}
 	for id, cpus := range p.model.Releasing {
 		s.Releasing[id] = cpus.String()
+	}
+	for uid, h := range p.model.State.Holds() {
+		if s.Held == nil {
+			s.Held = map[string]HeldView{}
+		}
+		s.Held[uid] = HeldView{CPUs: h.CPUs.String(), Since: h.Since.UTC().Format(time.RFC3339)}
 	}
 	if err := p.policy.CheckInvariants(p.model); err != nil {
 		s.Invariants = err.Error()

@@ -251,6 +251,7 @@ type modelCollector struct {
 	current                                  atomic.Pointer[policy.Model]
 	numa                                     atomic.Pointer[numaNodes]
 	exclusiveCPUs, perNode, shared, ctrCount *prometheus.Desc
+	held, holdingPods                        *prometheus.Desc
 }
 
 func newModelCollector() *modelCollector {
@@ -260,6 +261,9 @@ func newModelCollector() *modelCollector {
 			[]string{"numa_node"}, nil),
 		shared:   prometheus.NewDesc(namespace+"_shared_cpus", "CPUs in the shared pool that shared containers run on.", nil, nil),
 		ctrCount: prometheus.NewDesc(namespace+"_exclusive_containers", "Containers holding exclusive CPUs.", nil, nil),
+		held: prometheus.NewDesc(namespace+"_held_cpus",
+			"CPUs released by a container's decrease and held for its pod while the pod's resize is in flight (until its containers add up to its total, or the hold times out).", nil, nil),
+		holdingPods: prometheus.NewDesc(namespace+"_resizes_in_flight", "Pods holding CPUs for a resize in flight.", nil, nil),
 	}
 }
 
@@ -269,6 +273,8 @@ func (c *modelCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.perNode
 	ch <- c.shared
 	ch <- c.ctrCount
+	ch <- c.held
+	ch <- c.holdingPods
 }
 
 // Collect implements prometheus.Collector. Exclusive sets are disjoint:
@@ -299,4 +305,11 @@ func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.exclusiveCPUs, prometheus.GaugeValue, float64(exclusive))
 	ch <- prometheus.MustNewConstMetric(c.shared, prometheus.GaugeValue, float64(model.SharedPoolSize()))
 	ch <- prometheus.MustNewConstMetric(c.ctrCount, prometheus.GaugeValue, float64(containers))
+	held, pods := 0, 0
+	for _, h := range model.State.Holds() {
+		held += h.CPUs.Size()
+		pods++
+	}
+	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held))
+	ch <- prometheus.MustNewConstMetric(c.holdingPods, prometheus.GaugeValue, float64(pods))
 }

@@ -213,7 +213,7 @@ func (p *Plugin) loadState() (*state.State, error) {
 // backoff; every (re)connection starts with a Synchronize.
 func (p *Plugin) Run(ctx context.Context) error {
 	go p.sendLoop(ctx)
-	go p.verifyLoop(ctx)
+	go p.maintainLoop(ctx)
 	backoff := p.opts.ReconnectMin
 	for {
 		started := time.Now()

@@ -18,28 +18,53 @@ func (p *Plugin) requestVerify() {
 	}
 }
 
-// verifyLoop compares containers' real cpusets with what the plugin
-// believes the runtime applied, after events and every VerifyInterval.
-func (p *Plugin) verifyLoop(ctx context.Context) {
-	if !p.cgroups.enabled() {
-		return
-	}
+// holdCheckInterval is how often the CPUs held for pods' resizes are
+// checked for expiry.
+const holdCheckInterval = 5 * time.Second
+
+// maintainLoop compares containers' real cpusets with what the plugin
+// believes the runtime applied, after events and every VerifyInterval
+// (when the cgroups can be read), and returns CPUs held for pods longer
+// than the hold timeout to the shared pool.
+func (p *Plugin) maintainLoop(ctx context.Context) {
 	var tick <-chan time.Time
-	if p.opts.VerifyInterval > 0 {
+	if p.opts.VerifyInterval > 0 && p.cgroups.enabled() {
 		t := time.NewTicker(p.opts.VerifyInterval)
 		defer t.Stop()
 		tick = t.C
 	}
+	holds := time.NewTicker(holdCheckInterval)
+	defer holds.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.verifyKick:
-			p.verify(false)
+			if p.cgroups.enabled() {
+				p.verify(false)
+			}
 		case <-tick:
 			p.verify(true)
+		case <-holds.C:
+			p.expireHolds()
 		}
 	}
+}
+
+// expireHolds returns the CPUs held for pods longer than the hold timeout
+// to the shared pool, and sends the shared containers their growth.
+func (p *Plugin) expireHolds() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.policy.ExpireHolds(p.model)
+	if d.Model == p.model {
+		return
+	}
+	for _, n := range d.Notes {
+		p.log.Warn(n)
+	}
+	p.commitOrKeep(d.Model)
+	p.markPending(d.Others)
 }
 
 // verify reads running containers' cpusets: all of them (the periodic

@@ -52,7 +52,14 @@ func (p *Policy) CheckInvariants(m *Model) error {
 			exclusive = exclusive.Union(assigned)
 		}
 	}
-	if want := p.poolWithout(exclusive); !cpumask.Equal(m.State.DefaultCPUSet(), want) {
+	held := cpuset.New()
+	for uid, h := range m.State.Holds() {
+		if r := h.CPUs.Intersection(exclusive.Union(held)); !r.IsEmpty() {
+			errs = append(errs, fmt.Errorf("CPUs %s held for pod %s are exclusive or held twice", r, uid))
+		}
+		held = held.Union(h.CPUs)
+	}
+	if want := p.poolWithout(exclusive.Union(held)); !cpumask.Equal(m.State.DefaultCPUSet(), want) {
 		errs = append(errs, fmt.Errorf("shared pool is %s, want %s", describe(m.State.DefaultCPUSet()), describe(want)))
 	}
 	pool := m.SharedPool()

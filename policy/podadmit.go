@@ -3,6 +3,7 @@ package policy
 import (
 	"maps"
 	"math"
+	"slices"
 	"strings"
 
 	"k8s.io/utils/cpuset"
@@ -41,7 +42,12 @@ func (p *Policy) UpdatePodSandbox(m *Model, pod Pod, res state.PodResources) (De
 	nm := m.shallow()
 	nm.State = m.State.Clone()
 	nm.State.SetPodResources(pod.UID, res)
-	return Decision{Model: nm, Operation: op}, nil
+	d := Decision{Model: nm, Operation: op}
+	if note := p.settleHold(nm, pod); note != "" {
+		d.Notes = append(d.Notes, note)
+		d.Others = p.syncShared(m, nm)
+	}
+	return d, nil
 }
 
 // PodResources returns the pod-level resources a pod has as far as the
@@ -116,21 +122,149 @@ func (p *Policy) admitPodTotal(m *Model, pod Pod, pm podMembers, newLimit int64)
 		return refuse(Infeasible, ReasonProhibitedCPUAllocation,
 			"pod %s cannot shrink to %d CPUs: its containers' original exclusive CPUs %s (%d CPUs) must be kept; they keep %s",
 			who, n, pm.original, pm.original.Size(), pm.held)
-	case n < held:
+	}
+	if n > held {
+		free, pool := p.availability(m)
+		need, borrowed := n-held, m.heldFor(pod.UID).Count()
+		if need > free.Count()+borrowed || pool-p.poolDrain(free, max(0, need-borrowed)) < 1 {
+			verdict := Deferred
+			if beyond := p.allocatable.Difference(p.poolBase).Size(); n > p.allocatable.Size() || p.poolBase.Size()-max(0, n-beyond) < 1 {
+				verdict = Infeasible
+			}
+			return refuse(verdict, ReasonResizeAllocateCPUs,
+				"cannot grow the exclusive CPUs of pod %s from %d to %d keeping %s: its containers (%s) need %d more CPUs, %d free (free: %s), and the shared pool (%d CPUs) keeps at least one",
+				who, held, n, pm.held, pm.names(), need, free.Count(), describe(free.CPUSet()), pool)
+		}
+	}
+	return p.admitPodSplits(m, pod, pm, n)
+}
+
+// maxPodSplits bounds the ways of dividing a pod's new CPU count among its
+// exclusive containers that pod-level admission tries.
+const maxPodSplits = 64
+
+// admitPodSplits refuses a pod's new count of exclusive CPUs n that no
+// division among its exclusive containers can satisfy: each container's
+// share at least its original CPUs and aligned under full-pcpus-only, the
+// decreases placed first, then the increases, each by the container-level
+// rules (topology manager policy and scope, static options, the shared
+// pool). The divisions closest to the current one come first; when there
+// are more than maxPodSplits, those not tried could work, and the resize
+// is admitted (the container level decides). The refusal is the first
+// division's, in the pod's words.
+func (p *Policy) admitPodSplits(m *Model, pod Pod, pm podMembers, n int) error {
+	splits, complete := p.podSplits(pm, n, maxPodSplits)
+	var first *Refusal
+	verdict := Infeasible
+	for _, split := range splits {
+		err := p.tryPodSplit(m, pod, pm, split)
+		if err == nil {
+			return nil
+		}
+		r, ok := AsRefusal(err)
+		if !ok {
+			return nil // not a refusal: the container level will say
+		}
+		if first == nil {
+			first = r
+		}
+		if r.Verdict == Deferred {
+			verdict = Deferred
+		}
+	}
+	if first == nil || !complete {
 		return nil
 	}
-	free, pool := p.availability(m)
-	need := n - held
-	if need <= free.Count() && pool-p.poolDrain(free, need) >= 1 {
-		return nil
+	return refuse(verdict, first.Reason, "pod %s cannot divide %d exclusive CPUs among its containers (%s) in any way: %s",
+		podDisplay(pod), n, pm.names(), first.Message)
+}
+
+// podSplits returns up to limit divisions of n CPUs among a pod's
+// exclusive containers (in pm.exclusive's order), closest to their current
+// counts first, and whether those are all there are.
+func (p *Policy) podSplits(pm podMembers, n, limit int) ([][]int, bool) {
+	k := len(pm.exclusive)
+	step := 1
+	if p.alloc.Options().FullPCPUsOnly {
+		step = p.topo.ThreadsPerCore()
 	}
-	verdict := Deferred
-	if beyond := p.allocatable.Difference(p.poolBase).Size(); n > p.allocatable.Size() || p.poolBase.Size()-max(0, n-beyond) < 1 {
-		verdict = Infeasible
+	low, cur := make([]int, k), make([]int, k)
+	for i, e := range pm.exclusive {
+		low[i], cur[i] = e.a.Original.Size(), e.a.Assigned().Size()
 	}
-	return refuse(verdict, ReasonResizeAllocateCPUs,
-		"cannot grow the exclusive CPUs of pod %s from %d to %d keeping %s: its containers (%s) need %d more CPUs, %d free (free: %s), and the shared pool (%d CPUs) keeps at least one",
-		who, held, n, pm.held, pm.names(), need, free.Count(), describe(free.CPUSet()), pool)
+	var all [][]int
+	complete := true
+	split := make([]int, k)
+	var walk func(i, left int)
+	walk = func(i, left int) {
+		if len(all) >= 16*limit {
+			complete = false
+			return
+		}
+		if i == k-1 {
+			if left >= low[i] && left%step == 0 {
+				split[i] = left
+				all = append(all, slices.Clone(split))
+			}
+			return
+		}
+		for v := low[i]; v <= left; v += step {
+			if v%step != 0 {
+				continue
+			}
+			split[i] = v
+			walk(i+1, left-v)
+		}
+	}
+	walk(0, n)
+	distance := func(s []int) int {
+		d := 0
+		for i := range s {
+			d += abs(s[i] - cur[i])
+		}
+		return d
+	}
+	slices.SortStableFunc(all, func(a, b []int) int { return distance(a) - distance(b) })
+	if len(all) > limit {
+		all, complete = all[:limit], false
+	}
+	return all, complete
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// tryPodSplit decides the container-level resizes of one division of a
+// pod's CPUs, decreases first, each on the model the previous left once
+// settled; it returns the first refusal.
+func (p *Policy) tryPodSplit(m *Model, pod Pod, pm podMembers, split []int) error {
+	order := make([]int, 0, len(split))
+	for i, e := range pm.exclusive {
+		if split[i] < e.a.Assigned().Size() {
+			order = append(order, i)
+		}
+	}
+	for i, e := range pm.exclusive {
+		if split[i] > e.a.Assigned().Size() {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		t := pm.exclusive[i].t
+		c := Container{ID: t.ID, Name: t.Name, Pod: pod, Resources: state.Resources{MemoryLimit: 1}}
+		milli := int64(split[i]) * milliCPUPerCPU
+		asked := state.Resources{CPUShares: sharesFromMilli(milli), CPUQuota: milli, CPUPeriod: milliCPUPerCPU}
+		d, err := p.decideResize(m, c, asked)
+		if err != nil {
+			return err
+		}
+		m = d.Model.settled()
+	}
+	return nil
 }
 
 // podMembers is what UpdatePodSandbox knows of a pod's running containers.

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/utils/cpuset"
 
@@ -33,7 +34,16 @@ type Options struct {
 	// AlignMemory also sets cpuset.mems of exclusive containers to the NUMA
 	// nodes of their CPUs.
 	AlignMemory bool
+	// HoldTimeout bounds how long CPUs released by a decrease stay held
+	// for their pod while its resize is in flight (0: DefaultHoldTimeout).
+	HoldTimeout time.Duration
+	// Now is the clock holds are stamped with (nil: time.Now).
+	Now func() time.Time
 }
+
+// DefaultHoldTimeout is how long CPUs stay held for a pod whose resize
+// does not complete: as long as the kubelet's longest crash-loop back-off.
+const DefaultHoldTimeout = 5 * time.Minute
 
 // Policy is the static CPU policy. It holds configuration only and is safe
 // for concurrent use; all state is in the Model passed to each call.
@@ -66,6 +76,12 @@ func New(alloc *cpuallocator.Allocator, opts Options) (*Policy, error) {
 	}
 	if _, err := cpuallocator.ParseTopologyPolicy(string(opts.TopologyPolicy)); err != nil {
 		return nil, fmt.Errorf("policy: topology manager policy: %w", err)
+	}
+	if opts.HoldTimeout <= 0 {
+		opts.HoldTimeout = DefaultHoldTimeout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	if opts.TopologyScope == "" {
 		opts.TopologyScope = cpuallocator.ScopeContainer
@@ -155,7 +171,7 @@ func (p *Policy) returnToPool(m *Model, cpus cpuset.CPUSet) {
 // recomputePool sets the checkpointed shared pool from all the
 // assignments.
 func (p *Policy) recomputePool(m *Model) {
-	m.State.SetDefaultCPUSet(p.poolWithout(m.State.ExclusiveCPUs()))
+	m.State.SetDefaultCPUSet(p.poolWithout(m.State.ExclusiveCPUs().Union(m.heldCPUs())))
 }
 
 // availability returns the CPUs that may be handed out exclusively now, and
@@ -182,6 +198,9 @@ func (p *Policy) taken(m *Model) (taken cpumask.Mask, poolLeft int) {
 	if p.beyondPool {
 		for _, a := range m.State.Assignments() {
 			taken.AddSet(a.Assigned()) // (a resized set holds the original one)
+		}
+		for _, h := range m.State.Holds() {
+			taken.AddSet(h.CPUs)
 		}
 	}
 	for _, cpus := range m.Releasing {

@@ -21,6 +21,21 @@ func (p *Policy) UpdateContainer(m *Model, c Container, update state.Resources) 
 		return Decision{}, err
 	}
 	d.Model = withCPULimit(m, d.Model, c.ID, cpuLimitMilli(MergeResources(c.Resources, update)))
+	if d.Model == m {
+		return d, nil
+	}
+	// The container's new limit decides whether its pod's resize is in
+	// flight: CPUs a decrease released are then held for the pod, and
+	// a pod whose containers add up again gets its held CPUs back.
+	before, _ := m.State.Assignment(c.Pod.UID, c.Name)
+	after, _ := d.Model.State.Assignment(c.Pod.UID, c.Name)
+	if released := before.Assigned().Difference(after.Assigned()); p.hold(d.Model, c.Pod, released) {
+		d.Notes = append(d.Notes, fmt.Sprintf("%s: its pod's resize is in flight; %s are held for the pod", displayName(c.Pod, c.Name), released))
+	}
+	if note := p.settleHold(d.Model, c.Pod); note != "" {
+		d.Notes = append(d.Notes, note)
+		d.Others = p.syncShared(m, d.Model)
+	}
 	return d, nil
 }
 

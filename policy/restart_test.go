@@ -2,10 +2,14 @@ package policy_test
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // TestSynchronizeKeepsStoppedContainersCPUs: after a restart of the
@@ -84,4 +88,93 @@ func TestStopAndRemoveOfAnotherPodsContainer(t *testing.T) {
 	if !m.CPUsOf(gu.ID).Equals(cpuset.New(1, 2)) {
 		t.Errorf("gu runs on %s, want 1-2", m.CPUsOf(gu.ID))
 	}
+}
+
+// TestHoldExpires: CPUs held for a pod whose resize never completes (the
+// kubelet never sends the pod's new total, or the spec is never put back)
+// return to the shared pool after the hold timeout, not before.
+func TestHoldExpires(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	pol := holdPolicy(t, func() time.Time { return now })
+	pod, err := scenario.KubeletPod("gu", "guaranteed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Resources = scenario.KubeletResources("guaranteed", 4000, 4000, 0)
+	c := policy.Container{ID: "c1", Name: "c1", Pod: pod, Resources: scenario.KubeletResources("guaranteed", 2000, 2000, 1<<30)}
+	d, err := pol.CreateContainer(policy.NewModel(pol.NewState()), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2 := c
+	c2.ID, c2.Name = "c2", "c2"
+	if d, err = pol.CreateContainer(d.Model, c2); err != nil {
+		t.Fatal(err)
+	}
+	// c2 grows with its pod's total (UpdatePodSandbox first, as the
+	// kubelet sends it), then the decrease of a resize whose increase
+	// never comes.
+	grown := c2
+	grown.Resources = scenario.KubeletResources("guaranteed", 2000, 2000, 1<<30)
+	d, err = pol.UpdatePodSandbox(d.Model, pod, state.PodResources{Resources: scenario.KubeletResources("guaranteed", 6000, 6000, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err = pol.UpdateContainer(d.Model, grown, scenario.KubeletResources("guaranteed", 4000, 4000, 1<<30)); err != nil {
+		t.Fatal(err)
+	}
+	grown.Resources = scenario.KubeletResources("guaranteed", 4000, 4000, 1<<30)
+	if d, err = pol.UpdateContainer(d.Model, grown, scenario.KubeletResources("guaranteed", 2000, 2000, 1<<30)); err != nil {
+		t.Fatal(err)
+	}
+	m := pol.Confirm(d.Model, grown.ID).Model
+	h, ok := m.State.Hold(pod.UID)
+	if !ok || h.CPUs.Size() != 2 || !h.Since.Equal(now) {
+		t.Fatalf("hold after the decrease: %+v (present %v), want 2 CPUs since %s", h, ok, now)
+	}
+	pool := m.State.DefaultCPUSet()
+	tests := []struct {
+		after time.Duration
+		held  bool
+	}{
+		{policy.DefaultHoldTimeout - time.Second, true},
+		{policy.DefaultHoldTimeout, false},
+	}
+	for _, tc := range tests {
+		now = h.Since.Add(tc.after)
+		e := pol.ExpireHolds(m)
+		if err := pol.CheckInvariants(e.Model); err != nil {
+			t.Fatal(err)
+		}
+		_, held := e.Model.State.Hold(pod.UID)
+		if held != tc.held {
+			t.Errorf("after %s: held %v, want %v", tc.after, held, tc.held)
+		}
+		if want := pool.Union(h.CPUs); !tc.held && !e.Model.State.DefaultCPUSet().Equals(want) {
+			t.Errorf("after %s: shared pool %s, want %s", tc.after, e.Model.State.DefaultCPUSet(), want)
+		}
+	}
+}
+
+// holdPolicy is a policy on 8 single-threaded cores, CPU 0 reserved, with
+// a clock of the test's.
+func holdPolicy(t *testing.T, now func() time.Time) *policy.Policy {
+	t.Helper()
+	var cpus []cpuallocator.CPUInfo
+	for i := 0; i < 8; i++ {
+		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i})
+	}
+	topo, err := cpuallocator.NewTopology(cpus, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc, err := cpuallocator.NewAllocator(topo, cpuallocator.StaticPolicyOptions{}, cpuallocator.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.New(alloc, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
 }

@@ -404,7 +404,7 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 // original exclusive CPUs: allocatable, nobody else's, and not lent to an
 // unsolicited update still in flight.
 func (p *Policy) adoptable(m *Model, cpus cpuset.CPUSet, n int) bool {
-	exclusive := m.State.ExclusiveCPUs()
+	exclusive := m.State.ExclusiveCPUs().Union(m.heldCPUs())
 	return cpus.Size() == n &&
 		cpus.IsSubsetOf(p.allocatable) &&
 		cpus.Intersection(exclusive).IsEmpty() &&
