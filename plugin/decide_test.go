@@ -80,7 +80,7 @@ func lend(p *Plugin, cpus cpuset.CPUSet) chan struct{} {
 	defer p.mu.Unlock()
 	p.model = p.model.Lend(cpus)
 	done := make(chan struct{})
-	p.sendDone = done
+	p.ledger.sendDone = done
 	return done
 }
 
@@ -88,7 +88,7 @@ func unlend(p *Plugin, cpus cpuset.CPUSet, done chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.model = p.model.Unlend(cpus)
-	p.sendDone = nil
+	p.ledger.sendDone = nil
 	close(done)
 }
 
@@ -177,8 +177,8 @@ func TestRemovedContainersLeaveNoBookkeeping(t *testing.T) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if n := len(p.ctrs) + len(p.pending); n != 0 {
-		t.Errorf("bookkeeping left after removal: containers %v, pending %v", slices.Sorted(maps.Keys(p.ctrs)), p.pending)
+	if n := len(p.ledger.views) + len(p.ledger.pending); n != 0 {
+		t.Errorf("bookkeeping left after removal: containers %v, pending %v", slices.Sorted(maps.Keys(p.ledger.views)), p.ledger.pending)
 	}
 }
 
@@ -193,7 +193,7 @@ func TestReplyDeliversAPendingTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.mu.Lock()
-	p.pending[ctr.Id] = true
+	p.ledger.pending[ctr.Id] = true
 	p.mu.Unlock()
 	ctr.Linux.Resources.Cpu.Cpus = "1"
 	updates, err := p.UpdateContainer(ctx, pod, ctr, &api.LinuxResources{
@@ -208,7 +208,7 @@ func TestReplyDeliversAPendingTarget(t *testing.T) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.pending[ctr.Id] {
+	if p.ledger.pending[ctr.Id] {
 		t.Error("the resized container is still pending after its reply carried its cpuset")
 	}
 }
@@ -251,12 +251,12 @@ func TestStopDuringASendIsNotUndone(t *testing.T) {
 	}
 	blocking := &sendBlockingStub{entered: make(chan struct{}), release: make(chan struct{})}
 	p.mu.Lock()
-	if !p.pending["s"] {
+	if !p.ledger.pending["s"] {
 		p.mu.Unlock()
 		t.Fatal("the shared container's growth is not pending")
 	}
-	p.stub = blocking
-	p.lastEvent, p.pendingSince = time.Now().Add(-time.Hour), time.Now().Add(-time.Hour) // the runtime is quiet
+	p.conn.stub = blocking
+	p.ledger.lastEvent, p.ledger.pendingSince = time.Now().Add(-time.Hour), time.Now().Add(-time.Hour) // the runtime is quiet
 	p.mu.Unlock()
 	sent := make(chan bool)
 	go func() { sent <- p.sendPending() }()
@@ -268,7 +268,7 @@ func TestStopDuringASendIsNotUndone(t *testing.T) {
 	<-sent
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if v := p.ctrs["s"]; v != nil && v.known {
+	if v := p.ledger.views["s"]; v != nil && v.known {
 		t.Errorf("the stopped container is believed to run on %s", v.applied)
 	}
 }

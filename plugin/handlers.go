@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -12,6 +11,12 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
+// The handlers translate NRI into policy calls and decisions into NRI
+// replies. Each one takes the plugin's lock, records the event in the
+// ledger, converts the payload (convert.go), asks the policy, commits the
+// decision (commit.go), records what it hands the runtime, reports the
+// outcome (report.go) and replies. Synchronize is in sync.go.
+
 // Configure logs which runtime the plugin talks to. The zero event mask
 // subscribes the plugin to every event it has a handler for.
 func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
@@ -19,72 +24,12 @@ func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.E
 	return 0, nil
 }
 
-// Synchronize reconciles the plugin with every pod and container the
-// runtime has (on each connection) and returns the updates that make every
-// container's cpuset what it should be.
-func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (updates []*api.ContainerUpdate, err error) {
-	defer recoverInto(&err, "Synchronize", p.log)
-	defer p.metrics.observeEvent("Synchronize", time.Now())
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.event()
-
-	p.pods = map[string]policy.Pod{}
-	policyPods := make([]policy.Pod, 0, len(pods))
-	for _, pod := range pods {
-		policyPods = append(policyPods, p.rememberPod(pod))
-	}
-	for _, v := range p.ctrs {
-		v.cgroupPath = ""
-		v.forget()
-	}
-	containers := make([]policy.Container, 0, len(ctrs))
-	for _, ctr := range ctrs {
-		c := p.containerFromNRI(p.pods[ctr.GetPodSandboxId()], ctr)
-		containers = append(containers, c)
-		if c.ID != "" {
-			v := p.view(c.ID)
-			v.cgroupPath = bounded(ctr.GetLinux().GetCgroupsPath(), maxPathLen)
-			// A container created but not started yet gets the cpuset of
-			// its spec unless an update is sent again once it started.
-			v.synchronized(ctr.GetState() != api.ContainerState_CONTAINER_CREATED, c.CPUs)
-		}
-	}
-
-	model := p.model
-	if p.importKubelet {
-		p.importKubelet = false
-		model = p.importFromKubelet(model, containers)
-	}
-	d := p.policy.Synchronize(model, policyPods, containers)
-	p.logNotes("Synchronize", d.Notes)
-	p.commitOrKeep(d.Model)
-
-	p.pending = map[string]bool{}
-	for _, c := range containers {
-		if !c.Exited {
-			p.view(c.ID).set(c.CPUs) // what the runtime says it runs on
-		}
-	}
-	for _, u := range d.Others {
-		p.handed(u, handedInReply)
-	}
-	p.forgetContainersNotIn(p.model)
-	updates = updatesToNRI(d.Others)
-	p.synchronized = true
-	p.metrics.setReady(true)
-	p.checkInvariants("Synchronize")
-	p.log.WithFields(logrus.Fields{"pods": len(pods), "containers": len(ctrs), "updates": len(updates),
-		"exclusive": p.model.State.ExclusiveCPUs().String(), "shared": p.model.SharedPool().String()}).Info("synchronized")
-	return updates, nil
-}
-
 // RunPodSandbox remembers the pod.
 func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	defer p.metrics.observeEvent("RunPodSandbox", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.event()
+	p.ledger.event()
 	p.rememberPod(pod)
 	return nil
 }
@@ -92,87 +37,57 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 // UpdatePodSandbox admits a pod's new pod-level resources (CRI
 // UpdatePodSandboxResources, which the kubelet sends before it writes the
 // pod's cgroup for a resize, and after which it stops the resize on an
-// error): a pod-level CPU change its exclusive containers could not get is
-// refused with the refusal they would get. Accepted resources are
-// checkpointed (the runtime keeps only the creation values), and the pod's
-// containers are marked due for a cgroup read at PostUpdatePodSandbox,
-// which reconciles them with the state. A refusal changes nothing.
+// error). Accepted resources are checkpointed (the runtime keeps only the
+// creation values), and the pod's containers are marked due for a cgroup
+// read at PostUpdatePodSandbox. A refusal changes nothing.
 func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhead, resources *api.LinuxResources) (err error) {
 	defer recoverInto(&err, "UpdatePodSandbox", p.log)
 	defer p.metrics.observeEvent("UpdatePodSandbox", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.event()
+	p.ledger.event()
 	pp := p.rememberPod(pod)
 	log := p.podLog(pp)
 	if p.debugging() {
 		log.WithFields(logrus.Fields{"resources": describeNRI(resources), "overhead": describeNRI(overhead)}).Debug("UpdatePodSandbox request")
 	}
 	res := podResourcesFromNRI(overhead, resources)
-	before, _ := p.model.PodResources(pp)
 	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.UpdatePodSandbox(m, pp, res) })
+	if err == nil {
+		err = p.commit(d.Model)
+	}
+	p.reportPodUpdate(log, pp, res, d, err)
 	if err != nil {
-		p.refused("UpdatePodSandbox", log, refusalKey{podUID: pp.UID, requested: res}, err)
-		p.metrics.podUpdate(outcomeOf(err))
 		return err
 	}
-	if err := p.commit(d.Model); err != nil {
-		p.metrics.podUpdate(outcomeError)
-		return err
-	}
-	p.metrics.podUpdate(outcomeApplied)
-	p.refusals.forget(pp.UID, "")
-	p.logNotes("UpdatePodSandbox", d.Notes)
+	p.markPodDue(pp.UID) // read again at PostUpdatePodSandbox
 	p.markPending(d.Others)
-	var cpusets []string
-	for _, id := range p.model.SortedContainerIDs() {
-		t := p.model.Containers[id]
-		if t.PodUID != pp.UID {
-			continue
-		}
-		if v := p.ctrs[id]; v != nil {
-			v.due = true
-		}
-		if !t.Stopped {
-			cpusets = append(cpusets, t.Name+"="+cpusText(p.model.CPUsOf(id)))
-		}
-	}
-	now := res.Resources
-	log.WithFields(logrus.Fields{
-		"cpuRequest":  change(formatMilli(policy.MilliCPUFromShares(before.CPUShares)), formatMilli(policy.MilliCPUFromShares(now.CPUShares))),
-		"cpuLimit":    change(formatMilli(policy.MilliCPUFromQuota(before.CPUQuota, before.CPUPeriod)), formatMilli(policy.MilliCPUFromQuota(now.CPUQuota, now.CPUPeriod))),
-		"memoryLimit": change(formatBytes(before.MemoryLimit), formatBytes(now.MemoryLimit)),
-		"operation":   d.Operation,
-		"cpusets":     strings.Join(cpusets, " "),
-	}).Info("pod resources updated")
 	return nil
 }
 
 // PostUpdatePodSandbox triggers a verification of the cpusets.
 func (p *Plugin) PostUpdatePodSandbox(_ context.Context, _ *api.PodSandbox) error {
 	p.mu.Lock()
-	p.event()
+	p.ledger.event()
 	p.mu.Unlock()
 	p.requestVerify()
 	return nil
 }
 
-// StopPodSandbox needs nothing: the pod's containers are stopped one by one.
+// StopPodSandbox needs nothing: the pod's containers are stopped one by
+// one, and its CPUs stay its own until it is removed.
 func (p *Plugin) StopPodSandbox(_ context.Context, _ *api.PodSandbox) error { return nil }
 
-// RemovePodSandbox forgets the pod and anything of it still known.
+// RemovePodSandbox forgets the pod and anything of it still known; the
+// shared containers grow into its CPUs.
 func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) (err error) {
 	defer recoverInto(&err, "RemovePodSandbox", p.log)
 	defer p.metrics.observeEvent("RemovePodSandbox", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.event()
-	d := p.policy.RemovePodSandbox(p.model, pod.GetUid())
+	p.ledger.event()
 	delete(p.pods, pod.GetId())
-	p.logNotes("RemovePodSandbox", d.Notes)
-	p.commitOrKeep(d.Model)
-	p.forgetContainersNotIn(d.Model)
-	p.markPending(d.Others)
+	p.apply("RemovePodSandbox", p.policy.RemovePodSandbox(p.model, podFromNRI(pod).UID))
 	return nil
 }
 
@@ -184,35 +99,25 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	defer p.metrics.observeEvent("CreateContainer", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.event()
+	p.ledger.event()
 	c := p.containerFromNRI(p.rememberPod(pod), ctr)
 	log := p.containerLog(c)
 	if p.debugging() {
 		log.WithField("resources", describeNRI(ctr.GetLinux().GetResources())).Debug("CreateContainer request")
 	}
-	sharedBefore := p.model.SharedPool()
 	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.CreateContainer(m, c) })
+	if err == nil {
+		err = p.commit(d.Model)
+	}
 	if err != nil {
 		p.refused("CreateContainer", log, refusalKey{podUID: c.Pod.UID, container: c.Name, requested: state.PodResources{Resources: c.Resources}}, err)
 		return nil, nil, err
 	}
-	if err := p.commit(d.Model); err != nil {
-		return nil, nil, err
-	}
 	p.refusals.forget(c.Pod.UID, c.Name)
-	p.view(c.ID).cgroupPath = bounded(ctr.GetLinux().GetCgroupsPath(), maxPathLen)
-	p.handed(*d.Target, handedInSpec)
-	updates = p.replyUpdates(d.Others, c.ID)
-	fields := requestFields(c.Resources)
-	fields["cpuset"] = cpusText(d.Target.CPUs)
-	fields["exclusive"] = d.Model.Containers[c.ID].Exclusive
-	shared := d.Model.SharedPool()
-	fields["shared"] = cpusText(shared)
-	if !identical(sharedBefore, shared) {
-		fields["shared"] = change(cpusText(sharedBefore), cpusText(shared))
-	}
-	fields["others"] = len(updates)
-	withNotes(log.WithFields(fields), d.Notes).Info("container created")
+	p.ledger.view(c.ID).cgroupPath = bounded(ctr.GetLinux().GetCgroupsPath(), maxPathLen)
+	p.ledger.handed(*d.Target, handedInSpec)
+	updates = p.reply(d.Others, c.ID)
+	p.reportCreation(log, c, d, len(updates))
 	return adjustmentFor(d.Target), updates, nil
 }
 
@@ -220,7 +125,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 // cpusets, which the runtime updated before creating this one.
 func (p *Plugin) PostCreateContainer(_ context.Context, _ *api.PodSandbox, _ *api.Container) error {
 	p.mu.Lock()
-	p.event()
+	p.ledger.event()
 	p.mu.Unlock()
 	p.requestVerify()
 	return nil
@@ -235,9 +140,9 @@ func (p *Plugin) PostStartContainer(_ context.Context, _ *api.PodSandbox, ctr *a
 	defer p.metrics.observeEvent("PostStartContainer", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.event()
+	p.ledger.event()
 	id := ctr.GetId()
-	if v := p.ctrs[id]; v != nil && v.start() {
+	if v := p.ledger.views[id]; v != nil && v.start() {
 		p.setPending(id)
 		if p.debugging() {
 			p.log.WithField("container", id).Debug("cpuset handed while the container started; sending it again")
@@ -256,34 +161,24 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	defer p.metrics.observeEvent("UpdateContainer", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.event()
+	p.ledger.event()
 	c := p.containerFromNRI(p.rememberPod(pod), ctr)
 	log := p.containerLog(c)
 	if p.debugging() {
 		log.WithFields(logrus.Fields{"current": describeNRI(ctr.GetLinux().GetResources()), "requested": describeNRI(res)}).Debug("UpdateContainer request")
 	}
 	requested := boundedResources(res, log)
-	op := policy.RequestedOperation(c, requested)
-	before := p.model.CPUsOf(c.ID)
 	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.UpdateContainer(m, c, requested) })
+	if err == nil {
+		err = p.commit(d.Model)
+	}
+	p.reportResize(log, c, requested, d, err)
 	if err != nil {
-		p.refused("UpdateContainer", log, refusalKey{podUID: c.Pod.UID, container: c.Name, requested: state.PodResources{Resources: requested}}, err)
-		p.metrics.resize(op, outcomeOf(err))
 		return nil, err
 	}
-	if err := p.commit(d.Model); err != nil {
-		p.metrics.resize(d.Operation, outcomeError)
-		return nil, err
-	}
-	p.metrics.resize(d.Operation, outcomeApplied)
-	p.refusals.forget(c.Pod.UID, c.Name)
-	fields := requestFields(policy.MergeResources(c.Resources, requested))
-	fields["operation"] = d.Operation
-	fields["cpuset"] = change(cpusText(before), cpusText(d.Model.CPUsOf(c.ID)))
-	withNotes(log.WithFields(fields), d.Notes).Info("container resized")
-	updates = p.replyUpdates(d.Others, c.ID)
+	updates = p.reply(d.Others, c.ID)
 	if d.Target != nil {
-		p.handed(*d.Target, handedAsTarget) // the reply carries it: no longer pending
+		p.ledger.handed(*d.Target, handedAsTarget) // the reply carries it: no longer pending
 		updates = append(updates, updateToNRI(*d.Target))
 	}
 	return updates, nil
@@ -297,8 +192,8 @@ func (p *Plugin) PostUpdateContainer(_ context.Context, _ *api.PodSandbox, ctr *
 	defer p.metrics.observeEvent("PostUpdateContainer", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.event()
-	if v := p.ctrs[ctr.GetId()]; v != nil && !v.inFlight {
+	p.ledger.event()
+	if v := p.ledger.views[ctr.GetId()]; v != nil && !v.inFlight {
 		v.confirm() // the runtime applied the resize's target
 	}
 	p.confirm(ctr.GetId())
@@ -306,41 +201,55 @@ func (p *Plugin) PostUpdateContainer(_ context.Context, _ *api.PodSandbox, ctr *
 	return nil
 }
 
-// StopContainer releases a stopped container's exclusive CPUs and grows the
-// shared containers into them in the reply (the process is gone).
+// StopContainer records that a container's process is gone. Its pod keeps
+// its CPUs for its restart; CPUs of an unconfirmed shrink join the shared
+// pool, which grows in the reply.
 func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (updates []*api.ContainerUpdate, err error) {
 	defer recoverInto(&err, "StopContainer", p.log)
 	defer p.metrics.observeEvent("StopContainer", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.event()
+	p.ledger.event()
 	d := p.policy.StopContainer(p.model, p.limits.container(podFromNRI(pod), ctr, p.log))
 	p.logNotes("StopContainer", d.Notes)
 	p.commitOrKeep(d.Model)
-	if v := p.ctrs[ctr.GetId()]; v != nil {
-		// Nothing runs any more; a send in flight must not record otherwise.
-		v.forget()
-	}
-	return p.replyUpdates(d.Others, ctr.GetId()), nil
+	p.ledger.stopped(ctr.GetId())
+	return p.reply(d.Others, ctr.GetId()), nil
 }
 
-// RemoveContainer forgets a container; if its stop was never seen, its
-// CPUs go back to the shared containers through an unsolicited update.
+// RemoveContainer forgets a container; the removal of its pod's last one
+// gives the pod's CPUs back, and the shared containers grow into them
+// through an unsolicited update.
 func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (err error) {
 	defer recoverInto(&err, "RemoveContainer", p.log)
 	defer p.metrics.observeEvent("RemoveContainer", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.event()
-	d := p.policy.RemoveContainer(p.model, p.limits.container(podFromNRI(pod), ctr, p.log))
-	p.logNotes("RemoveContainer", d.Notes)
-	p.commitOrKeep(d.Model)
-	p.forgetContainersNotIn(d.Model)
-	p.markPending(d.Others)
+	p.ledger.event()
+	p.apply("RemoveContainer", p.policy.RemoveContainer(p.model, p.limits.container(podFromNRI(pod), ctr, p.log)))
 	return nil
 }
 
 // Shutdown is logged; Run reconnects when the runtime comes back.
 func (p *Plugin) Shutdown(_ context.Context) {
 	p.log.Info("runtime is shutting down")
+}
+
+// rememberPod records a sandbox and returns the policy's view of it.
+func (p *Plugin) rememberPod(pod *api.PodSandbox) policy.Pod {
+	pp := podFromNRI(pod)
+	if id := bounded(pod.GetId(), maxIDLen); id != "" {
+		p.pods[id] = pp
+	}
+	return pp
+}
+
+// markPodDue marks a pod's containers for a cgroup read at the next
+// verification.
+func (p *Plugin) markPodDue(podUID string) {
+	for id, t := range p.model.Containers {
+		if v := p.ledger.views[id]; v != nil && t.PodUID == podUID {
+			v.due = true
+		}
+	}
 }

@@ -85,7 +85,7 @@ func (p *Plugin) Snapshot() Snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := Snapshot{
-		Ready:      p.synchronized,
+		Ready:      p.conn.synchronized,
 		SharedPool: p.model.SharedPool().String(),
 		Exclusive:  map[string]map[string]Assign{},
 		Containers: map[string]ContainerView{},
@@ -101,7 +101,7 @@ func (p *Plugin) Snapshot() Snapshot {
 	}
 	for id, t := range p.model.Containers {
 		s.Containers[id] = ContainerView{Name: t.Display, Exclusive: t.Exclusive, CPUs: p.model.CPUsOf(id).String(),
-			Applied: p.appliedTo(id).String(), Stopped: t.Stopped}
+			Applied: p.ledger.appliedTo(id).String(), Stopped: t.Stopped}
 	}
 	for id, cpus := range p.model.Releasing {
 		s.Releasing[id] = cpus.String()

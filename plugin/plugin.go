@@ -1,13 +1,11 @@
 package plugin
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/sirupsen/logrus"
 
@@ -37,6 +35,10 @@ type Options struct {
 	// ReconnectMin and ReconnectMax bound the backoff between connection
 	// attempts.
 	ReconnectMin, ReconnectMax time.Duration
+	// SyncTimeout bounds how long a connection may take from the dial to
+	// the runtime's Synchronize: past it the connection is dropped and the
+	// plugin dials again (connect.go).
+	SyncTimeout time.Duration
 	// LendWait bounds how long a handler waits for an unsolicited update in
 	// flight to return before it refuses a request that needs the CPUs that
 	// update carries.
@@ -65,6 +67,9 @@ func (o *Options) setDefaults() {
 	if o.ReconnectMax < o.ReconnectMin {
 		o.ReconnectMax = 30 * time.Second
 	}
+	if o.SyncTimeout <= 0 {
+		o.SyncTimeout = defaultSyncTimeout
+	}
 	if o.LendWait <= 0 {
 		o.LendWait = 100 * time.Millisecond
 	}
@@ -80,13 +85,20 @@ func (o *Options) setDefaults() {
 }
 
 // Plugin is the NRI plugin. Its exported methods with NRI signatures are the
-// event handlers the stub calls.
+// event handlers the stub calls (handlers.go): they turn the runtime's
+// payloads into the policy's values, hand them to the policy, commit the
+// model it decides once its state is on disk (commit.go), record what they
+// hand the runtime in the ledger and turn the decision into the reply. The
+// sender (sender.go) delivers what replies could not carry, the verifier
+// (verify.go) reads what the runtime applied.
 type Plugin struct {
 	opts    Options
 	log     *logrus.Entry
 	store   *state.Store
 	metrics *Metrics
 	cgroups cgroupReader
+	// limits bound the values taken from NRI payloads.
+	limits payloadLimits
 
 	// kick wakes the sender, verifyKick the verifier.
 	kick       chan struct{}
@@ -97,59 +109,30 @@ type Plugin struct {
 	policy *policy.Policy
 	// model is the committed model: its State is what the checkpoint holds.
 	model *policy.Model
+	// dirty is set when the last checkpoint write failed.
+	dirty bool
 	// pods maps a sandbox id to what the policy needs of the pod.
 	pods map[string]policy.Pod
-	// ctrs is the plugin's own record of each container besides the model,
-	// by id (see runtimeView); forgetContainersNotIn drops it.
-	ctrs map[string]*runtimeView
-	// pending are the containers whose cpuset must still be sent: the
-	// shared growth after a confirmed shrink, updates that failed, drift
-	// found by verification. They ride on the next reply, or go out as one
-	// unsolicited update once the runtime is quiet (see sendLoop): a burst
-	// of events leaves at most one update per container.
-	pending map[string]bool
-	// pendingSince is when pending last became non-empty.
-	pendingSince time.Time
-	// seq counts the events delivered; lastEvent is when the last one came.
-	seq       uint64
-	lastEvent time.Time
-	// replying is set from a reply that hands the runtime cpusets until
-	// the next event: the runtime may still be applying it.
-	replying bool
-	// sendDone is closed when the unsolicited update in flight returns; nil
-	// when none is in flight.
-	sendDone chan struct{}
-	// importKubelet is set until the first Synchronize when the plugin
-	// started without a checkpoint and should import the kubelet's.
-	importKubelet bool
+	// ledger records what was handed to the runtime and what is pending.
+	ledger *ledger
 	// refusals remembers the refusals warned about, so that the kubelet's
 	// retries of one are logged at debug.
 	refusals *refusalLog
-	// dirty is set when the last checkpoint write failed.
-	dirty        bool
-	stub         stub.Stub
-	synchronized bool
-	// limits bound the values taken from NRI payloads.
-	limits payloadLimits
 	// warned are the containers the plugin warned it cannot pin.
 	warned map[string]bool
-}
-
-// view returns the record of container id, making it if needed.
-func (p *Plugin) view(id string) *runtimeView {
-	v := p.ctrs[id]
-	if v == nil {
-		v = &runtimeView{}
-		p.ctrs[id] = v
-	}
-	return v
+	// importKubelet is set until the first Synchronize when the plugin
+	// started without a checkpoint and should import the kubelet's.
+	importKubelet bool
+	// conn is the connection to the runtime.
+	conn connection
 }
 
 // New returns a plugin deciding with pol and keeping its checkpoint in
 // store. It loads the checkpoint: a missing one starts empty (or from the
 // kubelet's checkpoint at the first Synchronize), a corrupt one is moved
 // aside by the store and the state is rebuilt from the runtime's view at the
-// first Synchronize.
+// first Synchronize; one the plugin cannot read (written by a newer
+// version, or an I/O error) is an error.
 func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) {
 	if pol == nil || store == nil {
 		return nil, errors.New("plugin: a policy and a state store are required")
@@ -161,14 +144,13 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		store:      store,
 		metrics:    opts.Metrics,
 		cgroups:    cgroupReader{root: opts.CgroupfsRoot},
+		limits:     limitsFor(pol.Allocator().Topology().CPUs()),
 		kick:       make(chan struct{}, 1),
+		verifyKick: make(chan struct{}, 1),
 		policy:     pol,
 		pods:       map[string]policy.Pod{},
-		ctrs:       map[string]*runtimeView{},
-		pending:    map[string]bool{},
-		verifyKick: make(chan struct{}, 1),
+		ledger:     newLedger(),
 		refusals:   newRefusalLog(),
-		limits:     limitsFor(pol.Allocator().Topology().CPUs()),
 		warned:     map[string]bool{},
 	}
 	p.logCgroupTree()
@@ -181,7 +163,7 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 	// The first commit (at Synchronize) writes the checkpoint even if
 	// nothing changed, so that the file always reflects the running plugin.
 	p.dirty = true
-	p.observeModel()
+	p.metrics.setModel(p.model)
 	return p, nil
 }
 
@@ -208,72 +190,17 @@ func (p *Plugin) loadState() (*state.State, error) {
 	}
 }
 
-// Run connects to NRI and serves events until ctx is cancelled. When
-// containerd goes away it keeps running and re-dials with exponential
-// backoff; every (re)connection starts with a Synchronize.
-func (p *Plugin) Run(ctx context.Context) error {
-	go p.sendLoop(ctx)
-	go p.maintainLoop(ctx)
-	backoff := p.opts.ReconnectMin
-	for {
-		started := time.Now()
-		err := p.serve(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		p.metrics.reconnect()
-		if time.Since(started) > p.opts.ReconnectMax {
-			backoff = p.opts.ReconnectMin
-		}
-		p.log.WithError(err).WithField("retryIn", backoff).Warn("NRI connection lost or failed; reconnecting")
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, p.opts.ReconnectMax)
-	}
-}
-
-// failurePolicy returns the NRI failure policy the plugin registers. It
-// asks a runtime that honours failure policies (NRI v0.12.5 and later) to
-// fail a request the plugin cannot answer (it died, or hung past the
-// request timeout) instead of going on without it: a container created
-// then would run unpinned over pinned CPUs until the plugin's next
-// Synchronize. The kubelet retries the failed call. A plugin that timed out
-// is still disconnected (KeepConnected unset), so one hang costs one
-// request. Runtimes with an older NRI (containerd 2.4.2 carries v0.12.3)
-// do not know the field and ignore it.
-func failurePolicy() *api.FailurePolicy { return &api.FailurePolicy{FailRequest: true} }
-
-// serve runs one NRI connection until it ends.
-func (p *Plugin) serve(ctx context.Context) error {
-	s, err := stub.New(p,
-		stub.WithPluginName(p.opts.Name),
-		stub.WithPluginIdx(p.opts.Index),
-		stub.WithSocketPath(p.opts.Socket),
-		stub.WithLogger(nriLogger{p.log.WithField("component", "nri")}),
-		stub.WithFailurePolicy(failurePolicy()),
-	)
-	if err != nil {
-		return fmt.Errorf("creating NRI stub: %w", err)
-	}
-	p.mu.Lock()
-	p.stub = s
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		p.stub = nil
-		p.synchronized = false
-		p.mu.Unlock()
-		p.metrics.setReady(false)
-	}()
-	return s.Run(ctx)
-}
-
 // Ready reports whether the plugin is registered with NRI and synchronized.
 func (p *Plugin) Ready() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.synchronized
+	return p.conn.synchronized
+}
+
+// connection is the plugin's current connection to the runtime.
+type connection struct {
+	// stub is the NRI stub of the connection; nil between connections.
+	stub stub.Stub
+	// synchronized is set once the connection's Synchronize was handled.
+	synchronized bool
 }

@@ -62,7 +62,7 @@ func connected(t *testing.T, p *Plugin, s stub.Stub) {
 		t.Fatal(err)
 	}
 	p.mu.Lock()
-	p.stub = s
+	p.conn.stub = s
 	p.mu.Unlock()
 }
 
@@ -195,7 +195,7 @@ func TestVerifyDeclaresDriftOnlyAgainstWhatWasApplied(t *testing.T) {
 		}
 	}
 	p.mu.Lock()
-	pending := p.pending["s"]
+	pending := p.ledger.pending["s"]
 	p.mu.Unlock()
 	if !pending {
 		t.Error("the drifted container is not pending")
@@ -233,7 +233,7 @@ func TestReadBeforeAConfirmationIsNotDrift(t *testing.T) {
 		t.Errorf("warning: %s %v", e.Message, e.Data)
 	}
 	p.mu.Lock()
-	due := p.ctrs["a"].due
+	due := p.ledger.views["a"].due
 	p.mu.Unlock()
 	if !due {
 		t.Error("the container is not due for another read")
@@ -275,7 +275,7 @@ func TestUpdateHandedBeforeStartIsSentAgain(t *testing.T) {
 					t.Fatal(err)
 				}
 				p.mu.Lock()
-				p.stub = rec
+				p.conn.stub = rec
 				p.mu.Unlock()
 			} else {
 				connected(t, p, rec)
@@ -310,7 +310,7 @@ func TestUpdateHandedBeforeStartIsSentAgain(t *testing.T) {
 				}
 			}
 			p.mu.Lock()
-			kept := p.ctrs["s"].spec
+			kept := p.ledger.views["s"].spec
 			p.mu.Unlock()
 			if !kept.IsEmpty() {
 				t.Errorf("the creation cpuset %s is still kept after the start (a shared one is a whole pool)", kept)

@@ -82,30 +82,21 @@ func (p *Plugin) verify(all bool) {
 	p.judgeReads(probes, p.readCgroups(probes), seq, all)
 }
 
-// probe is a container whose cgroup a verification reads, with what the
-// plugin believed when the read began.
-type probe struct {
-	id, path                  string
-	generation, confirmations uint64
-}
-
-// probes returns the containers a verification reads, and the number of
-// events delivered so far.
+// probes returns the containers a verification reads (ledger.probes),
+// and the number of events delivered so far.
 func (p *Plugin) probes(all bool) ([]probe, uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var probes []probe
+	running := make([]string, 0, len(p.model.Containers))
 	for _, id := range p.model.SortedContainerIDs() {
-		v := p.ctrs[id]
-		if t := p.model.Containers[id]; t.Stopped || v == nil || v.cgroupPath == "" {
-			continue
+		if !p.model.Containers[id].Stopped {
+			running = append(running, id)
 		}
-		if _, releasing := p.model.Releasing[id]; !all && !releasing && !v.due && v.checked == v.generation {
-			continue
-		}
-		probes = append(probes, probe{id: id, path: v.cgroupPath, generation: v.generation, confirmations: v.confirmations})
 	}
-	return probes, p.seq
+	return p.ledger.probes(running, all, func(id string) bool {
+		_, releasing := p.model.Releasing[id]
+		return releasing
+	})
 }
 
 // readCgroups reads the probes' cpusets, without the plugin's lock. The
@@ -138,38 +129,31 @@ func (p *Plugin) readCgroups(probes []probe) map[string]cpuset.CPUSet {
 	return actual
 }
 
-// judgeReads judges what was read (see runtimeView.judge): seq is the
-// number of events delivered when the reads began, periodic tells the
-// periodic pass.
+// judgeReads judges what was read (ledger.judgeRead): seq is the number
+// of events delivered when the reads began, periodic tells the periodic
+// pass. A container seen on the smaller cpuset of an unconfirmed shrink
+// confirms it; one that drifted is sent its cpuset again.
 func (p *Plugin) judgeReads(probes []probe, actual map[string]cpuset.CPUSet, seq uint64, periodic bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	eq := setEqual{}
 	for _, pr := range probes {
 		cpus, ok := actual[pr.id]
-		t, v := p.model.Containers[pr.id], p.ctrs[pr.id]
-		if !ok || t == nil || t.Stopped || v == nil || v.generation != pr.generation {
+		if t := p.model.Containers[pr.id]; !ok || t == nil || t.Stopped {
 			continue
 		}
-		v.checked, v.due = pr.generation, false
+		believed := p.ledger.appliedTo(pr.id)
+		outcome := p.ledger.judgeRead(pr, cpus, seq, periodic, eq)
+		if outcome == readIgnored {
+			continue
+		}
 		if _, releasing := p.model.Releasing[pr.id]; releasing && eq.equal(cpus, p.model.CPUsOf(pr.id)) {
 			p.confirm(pr.id)
 		}
-		if v.inFlight || v.confirmations != pr.confirmations {
-			// An unsolicited update may land any moment, or the runtime
-			// confirmed an update since the read began: read again.
-			v.due = true
-			continue
-		}
-		switch v.judge(cpus, seq, periodic, eq) {
-		case readStale:
-			v.due = true
-		case readDrift:
-			p.log.WithFields(logrus.Fields{"id": pr.id, "believed": v.applied.String(), "actual": cpus.String()}).
+		if outcome == readDrifted {
+			p.log.WithFields(logrus.Fields{"id": pr.id, "believed": believed.String(), "actual": cpus.String()}).
 				Warn("container cpuset differs from what the runtime was given; re-sending")
 			p.metrics.drift()
-			v.set(cpus)
-			v.checked = v.generation
 			p.setPending(pr.id)
 		}
 	}

@@ -20,6 +20,16 @@ import (
 // assignment (a restart) gets exactly those CPUs back (recreate). A
 // refusal changes nothing.
 func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
+	d, err := p.createContainer(m, c)
+	if err != nil {
+		return Decision{}, err
+	}
+	d.describeContainer(m, c.ID)
+	return d, nil
+}
+
+// createContainer is CreateContainer before the decision is described.
+func (p *Policy) createContainer(m *Model, c Container) (Decision, error) {
 	display := displayName(c.Pod, c.Name)
 	if c.ID == "" {
 		return Decision{}, refuse(Infeasible, ReasonInvalidContainerID,

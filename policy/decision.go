@@ -1,8 +1,10 @@
 package policy
 
 import (
-	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // Update is the cpuset the runtime should give a container.
@@ -55,4 +57,33 @@ type Decision struct {
 	// Notes are human-readable remarks for the log (adoptions, missed
 	// resizes, mismatches), one line each.
 	Notes []string
+
+	// What the plugin logs of a container request (CreateContainer,
+	// UpdateContainer): the container's cpuset in the model the decision
+	// started from and in the new one, whether it runs on exclusive CPUs,
+	// and the shared pool before and after.
+	Before, After             cpuset.CPUSet
+	Exclusive                 bool
+	SharedBefore, SharedAfter cpuset.CPUSet
+	// What the plugin logs of a pod-level update (UpdatePodSandbox): the
+	// pod's resources before, and its running containers' cpusets by name.
+	PodBefore state.Resources
+	PodCPUs   []ContainerCPUs
+}
+
+// ContainerCPUs is the cpuset of a container, by name.
+type ContainerCPUs struct {
+	Name string
+	CPUs cpuset.CPUSet
+}
+
+// describeContainer fills in what the plugin logs of a decision about
+// container id, which started from model m.
+func (d *Decision) describeContainer(m *Model, id string) {
+	d.Before, d.SharedBefore = m.CPUsOf(id), m.SharedPool()
+	if d.Model == nil {
+		return
+	}
+	d.After, d.SharedAfter = d.Model.CPUsOf(id), d.Model.SharedPool()
+	d.Exclusive = d.Model.Owns(id)
 }

@@ -34,18 +34,23 @@ func (p *Policy) UpdatePodSandbox(m *Model, pod Pod, res state.PodResources) (De
 	if newLimit := cpuLimitMilli(res.Resources); newLimit != 0 && curLimit != 0 {
 		op = resizeOperation(int(curLimit), int(newLimit))
 	}
-	if old, ok := m.State.PodResources(pod.UID); (ok && old == res) || !m.KnowsPod(pod.UID) {
+	d := Decision{Model: m, Operation: op, PodBefore: before}
+	if old, ok := m.State.PodResources(pod.UID); (!ok || old != res) && m.KnowsPod(pod.UID) {
 		// (A pod none of whose containers is known is not recorded: it
 		// would stay until the next Synchronize.)
-		return Decision{Model: m, Operation: op}, nil
+		nm := m.shallow()
+		nm.State = m.State.Clone()
+		nm.State.SetPodResources(pod.UID, res)
+		d.Model = nm
+		if note := p.settleHold(nm, pod); note != "" {
+			d.Notes = append(d.Notes, note)
+			d.Others = p.syncShared(m, nm)
+		}
 	}
-	nm := m.shallow()
-	nm.State = m.State.Clone()
-	nm.State.SetPodResources(pod.UID, res)
-	d := Decision{Model: nm, Operation: op}
-	if note := p.settleHold(nm, pod); note != "" {
-		d.Notes = append(d.Notes, note)
-		d.Others = p.syncShared(m, nm)
+	for _, id := range d.Model.sortedIDs() {
+		if t := d.Model.Containers[id]; t.PodUID == pod.UID && !t.Stopped {
+			d.PodCPUs = append(d.PodCPUs, ContainerCPUs{Name: t.Name, CPUs: d.Model.CPUsOf(id)})
+		}
 	}
 	return d, nil
 }

@@ -14,19 +14,26 @@ import (
 // UpdateContainer decides a resize. c is the container as the runtime
 // reports it (its current resources), update the requested resources (zero
 // fields keep the current value). See docs/design.md, "Semantics", for the cases.
-// A refusal changes nothing.
+// A refusal changes nothing; its Decision says only the operation asked
+// for.
 func (p *Policy) UpdateContainer(m *Model, c Container, update state.Resources) (Decision, error) {
 	d, err := p.decideResize(m, c, update)
 	if err != nil {
-		return Decision{}, err
+		return Decision{Operation: RequestedOperation(c, update)}, err
 	}
 	d.Model = withCPULimit(m, d.Model, c.ID, cpuLimitMilli(MergeResources(c.Resources, update)))
-	if d.Model == m {
-		return d, nil
+	if d.Model != m {
+		p.settleResize(m, &d, c)
 	}
-	// The container's new limit decides whether its pod's resize is in
-	// flight: CPUs a decrease released are then held for the pod, and
-	// a pod whose containers add up again gets its held CPUs back.
+	d.describeContainer(m, c.ID)
+	return d, nil
+}
+
+// settleResize holds for the pod the CPUs a resize released while the
+// pod's resize is in flight, and gives a pod whose containers add up to
+// its total again its held CPUs back: the container's new limit, just
+// recorded, decides both.
+func (p *Policy) settleResize(m *Model, d *Decision, c Container) {
 	before, _ := m.State.Assignment(c.Pod.UID, c.Name)
 	after, _ := d.Model.State.Assignment(c.Pod.UID, c.Name)
 	if released := before.Assigned().Difference(after.Assigned()); p.hold(d.Model, c.Pod, released) {
@@ -36,7 +43,6 @@ func (p *Policy) UpdateContainer(m *Model, c Container, update state.Resources) 
 		d.Notes = append(d.Notes, note)
 		d.Others = p.syncShared(m, d.Model)
 	}
-	return d, nil
 }
 
 // decideResize is UpdateContainer before the container's new CPU limit is

@@ -161,3 +161,87 @@ func withNotes(e *logrus.Entry, notes []string) *logrus.Entry {
 	}
 	return e.WithField("notes", strings.Join(notes, "; "))
 }
+
+// refused logs a failed request. A refusal is a warning, and counted in
+// refusals_total, the first time in refusalWindow; the kubelet's retries of
+// it are logged at debug. A fault is always an error. key names the
+// request; refused fills in the event and the refusal's reason.
+func (p *Plugin) refused(event string, entry *logrus.Entry, key refusalKey, err error) {
+	entry = entry.WithError(err)
+	r, ok := policy.AsRefusal(err)
+	if !ok {
+		entry.Errorf("%s failed", event)
+		return
+	}
+	key.event, key.reason, key.verdict = event, r.Reason, r.Verdict
+	entry = entry.WithFields(logrus.Fields{"reason": r.Reason, "verdict": r.Verdict})
+	if p.refusals.first(key) {
+		p.metrics.refusal(r)
+		entry.Warnf("%s refused", event)
+		return
+	}
+	entry.Debugf("%s refused again (the kubelet retries; warned about once every %s)", event, refusalWindow)
+}
+
+// reportCreation logs an applied creation.
+func (p *Plugin) reportCreation(log *logrus.Entry, c policy.Container, d policy.Decision, others int) {
+	fields := requestFields(c.Resources)
+	fields["cpuset"] = cpusText(d.After)
+	fields["exclusive"] = d.Exclusive
+	fields["shared"] = cpusText(d.SharedAfter)
+	if !identical(d.SharedBefore, d.SharedAfter) {
+		fields["shared"] = change(cpusText(d.SharedBefore), cpusText(d.SharedAfter))
+	}
+	fields["others"] = others
+	withNotes(log.WithFields(fields), d.Notes).Info("container created")
+}
+
+// reportResize logs and counts a resize, applied or not.
+func (p *Plugin) reportResize(log *logrus.Entry, c policy.Container, requested state.Resources, d policy.Decision, err error) {
+	if err != nil {
+		p.refused("UpdateContainer", log, refusalKey{podUID: c.Pod.UID, container: c.Name, requested: state.PodResources{Resources: requested}}, err)
+		p.metrics.resize(d.Operation, outcomeOf(err))
+		return
+	}
+	p.metrics.resize(d.Operation, outcomeApplied)
+	p.refusals.forget(c.Pod.UID, c.Name)
+	fields := requestFields(policy.MergeResources(c.Resources, requested))
+	fields["operation"] = d.Operation
+	fields["cpuset"] = change(cpusText(d.Before), cpusText(d.After))
+	withNotes(log.WithFields(fields), d.Notes).Info("container resized")
+}
+
+// reportPodUpdate logs and counts a pod-level update, applied or not.
+func (p *Plugin) reportPodUpdate(log *logrus.Entry, pod policy.Pod, res state.PodResources, d policy.Decision, err error) {
+	if err != nil {
+		p.refused("UpdatePodSandbox", log, refusalKey{podUID: pod.UID, requested: res}, err)
+		p.metrics.podUpdate(outcomeOf(err))
+		return
+	}
+	p.metrics.podUpdate(outcomeApplied)
+	p.refusals.forget(pod.UID, "")
+	cpusets := make([]string, 0, len(d.PodCPUs))
+	for _, c := range d.PodCPUs {
+		cpusets = append(cpusets, c.Name+"="+cpusText(c.CPUs))
+	}
+	before, now := d.PodBefore, res.Resources
+	withNotes(log.WithFields(logrus.Fields{
+		"cpuRequest":  change(formatMilli(policy.MilliCPUFromShares(before.CPUShares)), formatMilli(policy.MilliCPUFromShares(now.CPUShares))),
+		"cpuLimit":    change(formatMilli(policy.MilliCPUFromQuota(before.CPUQuota, before.CPUPeriod)), formatMilli(policy.MilliCPUFromQuota(now.CPUQuota, now.CPUPeriod))),
+		"memoryLimit": change(formatBytes(before.MemoryLimit), formatBytes(now.MemoryLimit)),
+		"operation":   d.Operation,
+		"cpusets":     strings.Join(cpusets, " "),
+	}), d.Notes).Info("pod resources updated")
+}
+
+// containerLog returns the log entry of a container's event.
+func (p *Plugin) containerLog(c policy.Container) *logrus.Entry {
+	return p.log.WithFields(logrus.Fields{"pod": c.Pod.Namespace + "/" + c.Pod.Name, "container": c.Name, "id": c.ID})
+}
+
+// logNotes logs a decision's notes, one line each.
+func (p *Plugin) logNotes(event string, notes []string) {
+	for _, n := range notes {
+		p.log.WithField("event", event).Info(n)
+	}
+}

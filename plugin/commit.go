@@ -14,25 +14,16 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
-// rememberPod records a sandbox and returns the policy's view of it.
-func (p *Plugin) rememberPod(pod *api.PodSandbox) policy.Pod {
-	pp := podFromNRI(pod)
-	if id := bounded(pod.GetId(), maxIDLen); id != "" {
-		p.pods[id] = pp
-	}
-	return pp
-}
-
 // decide runs a decision. When it is refused for lack of CPUs while an
 // unsolicited update in flight holds CPUs on loan, it waits (bounded, with
 // the lock released: the update needs the plugin's lock to return) for that
 // update to come back and decides once more.
 func (p *Plugin) decide(fn func(*policy.Model) (policy.Decision, error)) (policy.Decision, error) {
 	d, err := fn(p.model)
-	if err == nil || p.model.Lending.IsEmpty() || p.sendDone == nil || !needsCPUs(err) {
+	if err == nil || p.model.Lending.IsEmpty() || p.ledger.sendDone == nil || !needsCPUs(err) {
 		return d, err
 	}
-	done := p.sendDone
+	done := p.ledger.sendDone
 	p.mu.Unlock()
 	select {
 	case <-done:
@@ -63,8 +54,7 @@ func (p *Plugin) commit(m *policy.Model) error {
 		}
 		p.dirty = false
 	}
-	p.model = m
-	p.observeModel()
+	p.setModel(m)
 	return nil
 }
 
@@ -82,84 +72,93 @@ func (p *Plugin) commitOrKeep(m *policy.Model) {
 		p.log.WithError(err).Error("a decision made an inconsistent state; keeping the previous one")
 	default:
 		p.dirty = true
-		p.model = m
-		p.observeModel()
+		p.setModel(m)
 	}
 }
 
-// observeModel points the CPU gauges at the current model.
-func (p *Plugin) observeModel() {
-	p.metrics.setModel(p.model)
+// setModel makes m current, and the model the CPU gauges describe.
+func (p *Plugin) setModel(m *policy.Model) {
+	p.model = m
+	p.metrics.setModel(m)
 }
+
+// apply commits the decision of an event that cannot be refused, logs its
+// notes, forgets the containers it no longer tracks, and makes its updates
+// of other containers pending (for events whose reply carries none).
+func (p *Plugin) apply(event string, d policy.Decision) {
+	p.logNotes(event, d.Notes)
+	p.commitOrKeep(d.Model)
+	p.forgetGone()
+	p.markPending(d.Others)
+}
+
+// forgetGone drops what the plugin keeps of containers the model no
+// longer tracks.
+func (p *Plugin) forgetGone() {
+	p.ledger.forgetNotIn(p.tracked)
+	maps.DeleteFunc(p.warned, func(id string, _ bool) bool { return !p.tracked(id) })
+}
+
+// tracked reports whether the model tracks container id.
+func (p *Plugin) tracked(id string) bool { return p.model.Containers[id] != nil }
 
 // confirm releases the CPUs of a confirmed shrink to the shared pool; the
 // sender grows the shared containers.
 func (p *Plugin) confirm(id string) {
-	d := p.policy.Confirm(p.model, id)
-	if d.Model == p.model {
-		return
+	if d := p.policy.Confirm(p.model, id); d.Model != p.model {
+		p.apply("PostUpdateContainer", d)
 	}
-	p.commitOrKeep(d.Model)
-	p.markPending(d.Others)
 }
 
-// replyUpdates returns the updates to put in an event's reply: the
-// decision's own, then those still pending (a failed unsolicited update
-// rides on the next reply) that the decision does not already update,
-// except the event's target, which the runtime handles separately. Each
-// container appears once. They are recorded as handed to the runtime.
-func (p *Plugin) replyUpdates(own []policy.Update, target string) []*api.ContainerUpdate {
-	if len(p.pending) == 0 {
+// markPending records that the given updates must still reach the runtime,
+// and wakes the sender.
+func (p *Plugin) markPending(updates []policy.Update) {
+	for _, u := range updates {
+		p.setPending(u.ContainerID)
+	}
+}
+
+// setPending records that container id's cpuset must still be sent, and
+// wakes the sender.
+func (p *Plugin) setPending(id string) {
+	p.ledger.setPending(id)
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// reply returns the updates to put in an event's reply: the decision's
+// own, then those still pending (a failed unsolicited update rides on the
+// next reply) that the decision does not already update, except the
+// event's target, which the runtime handles separately. Each container
+// appears once. They are recorded as handed to the runtime.
+func (p *Plugin) reply(own []policy.Update, target string) []*api.ContainerUpdate {
+	all := own
+	if pending := p.ledger.pendingIDs(); len(pending) > 0 {
+		all = own[:len(own):len(own)] // appending copies: the decision keeps its slice
+		inReply := map[string]bool{target: true}
 		for _, u := range own {
-			p.handed(u, handedInReply)
+			inReply[u.ContainerID] = true
 		}
-		return updatesToNRI(own)
-	}
-	all := own[:len(own):len(own)] // appending copies: the decision keeps its slice
-	inReply := map[string]bool{target: true}
-	for _, u := range own {
-		inReply[u.ContainerID] = true
-	}
-	for _, u := range p.pendingUpdates() {
-		if !inReply[u.ContainerID] {
-			all = append(all, u)
+		for _, u := range p.pendingUpdates() {
+			if !inReply[u.ContainerID] {
+				all = append(all, u)
+			}
 		}
 	}
 	for _, u := range all {
-		p.handed(u, handedInReply)
+		p.ledger.handed(u, handedInReply)
 	}
 	return updatesToNRI(all)
 }
 
-// refused logs a failed request. A refusal is a warning, and counted in
-// refusals_total, the first time in refusalWindow; the kubelet's retries of
-// it are logged at debug. A fault is always an error. key names the
-// request; refused fills in the event and the refusal's reason.
-func (p *Plugin) refused(event string, entry *logrus.Entry, key refusalKey, err error) {
-	entry = entry.WithError(err)
-	r, ok := policy.AsRefusal(err)
-	if !ok {
-		entry.Errorf("%s failed", event)
-		return
-	}
-	key.event, key.reason, key.verdict = event, r.Reason, r.Verdict
-	entry = entry.WithFields(logrus.Fields{"reason": r.Reason, "verdict": r.Verdict})
-	if p.refusals.first(key) {
-		p.metrics.refusal(r)
-		entry.Warnf("%s refused", event)
-		return
-	}
-	entry.Debugf("%s refused again (the kubelet retries; warned about once every %s)", event, refusalWindow)
-}
-
-func (p *Plugin) containerLog(c policy.Container) *logrus.Entry {
-	return p.log.WithFields(logrus.Fields{"pod": c.Pod.Namespace + "/" + c.Pod.Name, "container": c.Name, "id": c.ID})
-}
-
-func (p *Plugin) logNotes(event string, notes []string) {
-	for _, n := range notes {
-		p.log.WithField("event", event).Info(n)
-	}
+// pendingUpdates returns the updates of the pending containers that still
+// run, those that only lose CPUs first; the others are no longer pending.
+func (p *Plugin) pendingUpdates() []policy.Update {
+	desired, none := p.policy.DesiredUpdates(p.model, p.ledger.pendingIDs())
+	p.ledger.dropPending(none...)
+	return p.ledger.shrinksFirst(desired)
 }
 
 // checkInvariants logs any violation of the policy's invariants: it would
@@ -168,15 +167,6 @@ func (p *Plugin) checkInvariants(event string) {
 	if err := p.policy.CheckInvariants(p.model); err != nil {
 		p.log.WithField("event", event).WithError(err).Error("invariant violated")
 	}
-}
-
-// forgetContainersNotIn drops the plugin's per-container bookkeeping of
-// containers the model no longer tracks.
-func (p *Plugin) forgetContainersNotIn(m *policy.Model) {
-	gone := func(id string) bool { return m.Containers[id] == nil }
-	maps.DeleteFunc(p.ctrs, func(id string, _ *runtimeView) bool { return gone(id) })
-	maps.DeleteFunc(p.pending, func(id string, _ bool) bool { return gone(id) })
-	maps.DeleteFunc(p.warned, func(id string, _ bool) bool { return gone(id) })
 }
 
 // importFromKubelet builds the starting state from the kubelet's own

@@ -1,0 +1,77 @@
+package plugin
+
+import (
+	"context"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/sirupsen/logrus"
+
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+)
+
+// Synchronize reconciles the plugin with every pod and container the
+// runtime has (on each connection) and returns the updates that make every
+// container's cpuset what it should be.
+func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (updates []*api.ContainerUpdate, err error) {
+	defer recoverInto(&err, "Synchronize", p.log)
+	defer p.metrics.observeEvent("Synchronize", time.Now())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ledger.event()
+
+	policyPods := p.rememberPods(pods)
+	containers := p.recordContainers(ctrs)
+	d := p.policy.Synchronize(p.startingModel(containers), policyPods, containers)
+	p.logNotes("Synchronize", d.Notes)
+	p.commitOrKeep(d.Model)
+	for _, u := range d.Others {
+		p.ledger.handed(u, handedInReply)
+	}
+	p.forgetGone()
+	p.conn.synchronized = true
+	p.metrics.setReady(true)
+	p.checkInvariants("Synchronize")
+	p.log.WithFields(logrus.Fields{"pods": len(pods), "containers": len(ctrs), "updates": len(d.Others),
+		"exclusive": p.model.State.ExclusiveCPUs().String(), "shared": p.model.SharedPool().String()}).Info("synchronized")
+	return updatesToNRI(d.Others), nil
+}
+
+// rememberPods replaces the pods the plugin knows with the runtime's.
+func (p *Plugin) rememberPods(pods []*api.PodSandbox) []policy.Pod {
+	p.pods = map[string]policy.Pod{}
+	out := make([]policy.Pod, 0, len(pods))
+	for _, pod := range pods {
+		out = append(out, p.rememberPod(pod))
+	}
+	return out
+}
+
+// recordContainers converts the runtime's containers and records in the
+// ledger what each runs on, forgetting everything believed or pending
+// before: the Synchronize's reply sends every container what it should
+// run on.
+func (p *Plugin) recordContainers(ctrs []*api.Container) []policy.Container {
+	p.ledger.resync()
+	containers := make([]policy.Container, 0, len(ctrs))
+	for _, ctr := range ctrs {
+		c := p.containerFromNRI(p.pods[ctr.GetPodSandboxId()], ctr)
+		containers = append(containers, c)
+		if c.ID != "" {
+			p.ledger.synced(c.ID, bounded(ctr.GetLinux().GetCgroupsPath(), maxPathLen),
+				ctr.GetState() != api.ContainerState_CONTAINER_CREATED, c.Exited, c.CPUs)
+		}
+	}
+	return containers
+}
+
+// startingModel is the model the Synchronize starts from: the committed
+// one, or at the first Synchronize of a plugin without a checkpoint, the
+// kubelet's assignments when asked to import them.
+func (p *Plugin) startingModel(containers []policy.Container) *policy.Model {
+	if !p.importKubelet {
+		return p.model
+	}
+	p.importKubelet = false
+	return p.importFromKubelet(p.model, containers)
+}
