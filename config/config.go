@@ -1,6 +1,8 @@
 package config
 
 import (
+	"time"
+
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
 
@@ -68,6 +70,10 @@ type Config struct {
 	// when the plugin has no checkpoint of its own; "" disables the import
 	// (kubeletCheckpoint).
 	KubeletCheckpoint string
+	// DisconnectedTimeout is how long the plugin may go without a
+	// synchronized NRI connection before /healthz fails, so that the
+	// liveness probe restarts it; 0 never fails it (disconnectedTimeout).
+	DisconnectedTimeout time.Duration
 }
 
 // IsolatedCPUs is what isolated CPUs serve: shared or exclusive.
@@ -87,6 +93,8 @@ const (
 const (
 	// DefaultKubeletCheckpoint is the kubelet's CPU manager checkpoint.
 	DefaultKubeletCheckpoint = "/var/lib/kubelet/cpu_manager_state"
+	// DefaultDisconnectedTimeout is the default of disconnectedTimeout.
+	DefaultDisconnectedTimeout = time.Minute
 )
 
 // Default returns the configuration used for every key the file does not
@@ -110,6 +118,7 @@ func Default() *Config {
 		MetricsAddress:    ":9101",
 		DebugAddress:      "127.0.0.1:9102",
 		LogLevel:          logrus.InfoLevel,
-		KubeletCheckpoint: DefaultKubeletCheckpoint,
+		KubeletCheckpoint:   DefaultKubeletCheckpoint,
+		DisconnectedTimeout: DefaultDisconnectedTimeout,
 	}
 }

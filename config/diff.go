@@ -56,6 +56,7 @@ var keyRules = []keyRule{
 	{"debugAddress", applyAtRestart, func(c *Config) string { return c.DebugAddress }},
 	{"logLevel", applyLive, func(c *Config) string { return logLevelName(c.LogLevel) }},
 	{"kubeletCheckpoint", applyAtRestart, func(c *Config) string { return c.KubeletCheckpoint }},
+	{"disconnectedTimeout", applyAtRestart, func(c *Config) string { return c.DisconnectedTimeout.String() }},
 }
 
 func canonicalOptions(m map[string]string) string {
@@ -78,7 +79,8 @@ type Changes struct {
 	// container holds CPUs.
 	WithoutExclusive []string
 	// Restart keys (nriSocket, pluginName, pluginIndex, stateDir,
-	// sysfsRoot, cgroupfsRoot, metricsAddress, kubeletCheckpoint) take
+	// sysfsRoot, cgroupfsRoot, metricsAddress, kubeletCheckpoint,
+	// disconnectedTimeout) take
 	// effect only when the plugin restarts.
 	Restart []string
 }

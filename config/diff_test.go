@@ -36,6 +36,7 @@ func TestDiffClassifiesEveryKey(t *testing.T) {
 		{"debugAddress", func(c *Config) { c.DebugAddress = ":9999" }, Changes{Restart: []string{"debugAddress"}}},
 		{"logLevel", func(c *Config) { c.LogLevel = logrus.DebugLevel }, Changes{Live: []string{"logLevel"}}},
 		{"kubeletCheckpoint", func(c *Config) { c.KubeletCheckpoint = "" }, Changes{Restart: []string{"kubeletCheckpoint"}}},
+		{"disconnectedTimeout", func(c *Config) { c.DisconnectedTimeout = 0 }, Changes{Restart: []string{"disconnectedTimeout"}}},
 	}
 	var covered []string
 	for _, tt := range tests {

@@ -53,6 +53,7 @@ func TestDefaultValues(t *testing.T) {
 		"debugAddress":                 "127.0.0.1:9102",
 		"logLevel":                     "info",
 		"kubeletCheckpoint":            "/var/lib/kubelet/cpu_manager_state",
+		"disconnectedTimeout":          "1m0s",
 	}
 	d := Default()
 	for _, k := range keyRules {
@@ -254,10 +255,10 @@ func TestParseRejectsUnknownKeys(t *testing.T) {
 		{"wrong case", `reservedSystemCpus: "1"`, []string{`unknown key "reservedSystemCpus" (did you mean "reservedSystemCPUs"?)`}},
 		{"typo", `logLvel: debug`, []string{`unknown key "logLvel" (did you mean "logLevel"?)`}},
 		{"kubelet key this plugin has no use for", `cpuManagerPolicy: static`, []string{
-			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`}},
+			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout`}},
 		{"every unknown key reported", "zz: 1\nlogLevel: debug\naa: 2", []string{
-			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`,
-			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint`,
+			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout`,
+			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout`,
 		}},
 	}
 	for _, tt := range tests {

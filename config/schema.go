@@ -35,6 +35,7 @@ type file struct {
 	DebugAddress                 string            `json:"debugAddress"`
 	LogLevel                     string            `json:"logLevel"`
 	KubeletCheckpoint            string            `json:"kubeletCheckpoint"`
+	DisconnectedTimeout          string            `json:"disconnectedTimeout"`
 }
 
 // defaultFile is the schema holding every default, ready to be decoded
@@ -70,6 +71,7 @@ func toFile(c *Config) *file {
 		DebugAddress:                 c.DebugAddress,
 		LogLevel:                     logLevelName(c.LogLevel),
 		KubeletCheckpoint:            c.KubeletCheckpoint,
+		DisconnectedTimeout:          c.DisconnectedTimeout.String(),
 	}
 }
 
@@ -116,6 +118,8 @@ func (f *file) build() (*Config, error) {
 	check("debugAddress", err)
 	c.LogLevel, err = parseLogLevel(f.LogLevel)
 	check("logLevel", err)
+	c.DisconnectedTimeout, err = parseDuration(f.DisconnectedTimeout)
+	check("disconnectedTimeout", err)
 
 	var optErrs []error
 	c.CPUManagerPolicyOptions, optErrs = cpuallocator.ParseStaticPolicyOptions(f.CPUManagerPolicyOptions)

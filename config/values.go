@@ -5,6 +5,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 
@@ -127,6 +128,15 @@ func parseMetricsAddress(s string) (string, error) {
 		return "", fmt.Errorf(`%q is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable the endpoint`, s)
 	}
 	return s, nil
+}
+
+// parseDuration accepts a Go duration such as "60s" or "1m30s", ≥ 0.
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf(`%q is not a duration ≥ 0 such as "60s" or "2m"`, s)
+	}
+	return d, nil
 }
 
 func notOneOf(value string, allowed []string) error {

@@ -12,7 +12,8 @@ import (
 // Handler serves the plugin's operational endpoints:
 //
 //	/metrics      Prometheus metrics of gatherer
-//	/healthz      200 while the process runs
+//	/healthz      200 while the plugin was synchronized with NRI within
+//	              DisconnectedTimeout, else 503 (the liveness probe)
 //	/readyz       200 once registered with NRI and synchronized, else 503
 //
 // /debug/state has a handler of its own (DebugHandler): it names pods and
@@ -21,6 +22,10 @@ func (p *Plugin) Handler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !p.Healthy() {
+			http.Error(w, "no synchronized NRI connection for longer than the disconnectedTimeout\n", http.StatusServiceUnavailable)
+			return
+		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {

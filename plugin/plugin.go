@@ -39,6 +39,9 @@ type Options struct {
 	// the runtime's Synchronize: past it the connection is dropped and the
 	// plugin dials again (connect.go).
 	SyncTimeout time.Duration
+	// DisconnectedTimeout is how long the plugin may go without a
+	// synchronized NRI connection before /healthz fails (0: never).
+	DisconnectedTimeout time.Duration
 	// LendWait bounds how long a handler waits for an unsolicited update in
 	// flight to return before it refuses a request that needs the CPUs that
 	// update carries.
@@ -152,6 +155,7 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		ledger:     newLedger(),
 		refusals:   newRefusalLog(),
 		warned:     map[string]bool{},
+		conn:       connection{down: time.Now()},
 	}
 	p.logCgroupTree()
 	st, err := p.loadState()
@@ -197,10 +201,32 @@ func (p *Plugin) Ready() bool {
 	return p.conn.synchronized
 }
 
+// Healthy reports whether the plugin has been connected to NRI and
+// synchronized within the last DisconnectedTimeout (always, when it is 0):
+// a plugin that keeps failing to synchronize is restarted by its liveness
+// probe.
+func (p *Plugin) Healthy() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.conn.synchronized || p.opts.DisconnectedTimeout <= 0 || time.Since(p.conn.down) < p.opts.DisconnectedTimeout
+}
+
 // connection is the plugin's current connection to the runtime.
 type connection struct {
 	// stub is the NRI stub of the connection; nil between connections.
 	stub stub.Stub
 	// synchronized is set once the connection's Synchronize was handled.
 	synchronized bool
+	// down is when the plugin last stopped being synchronized: its
+	// start, or the end of the last synchronized connection.
+	down time.Time
+}
+
+// downSince returns when the plugin stops being synchronized if the
+// connection ends at now.
+func (c connection) downSince(now time.Time) time.Time {
+	if c.synchronized {
+		return now
+	}
+	return c.down
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -341,4 +342,56 @@ func driftWarnings(hook *test.Hook) []*logrus.Entry {
 		}
 	}
 	return out
+}
+
+// TestNoSpinWhileDisconnected: updates pending when the runtime goes away
+// wait for the next Synchronize, which sends every container its cpuset;
+// the sender does not spin meanwhile. (It re-armed a zero timer for as
+// long as the runtime was away: 1.4 s of CPU per 2 s.)
+func TestNoSpinWhileDisconnected(t *testing.T) {
+	p, _ := newTestPluginWith(t, func(o *Options) { o.SendDelay, o.SendMaxDelay = 10*time.Millisecond, 20*time.Millisecond })
+	connected(t, p, &recordingStub{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	spod, sctr := sharedCtr("s")
+	if _, _, err := p.CreateContainer(ctx, spod, sctr); err != nil {
+		t.Fatal(err)
+	}
+	pod, ctr := guaranteedCtr("a", 1)
+	if _, _, err := p.CreateContainer(ctx, pod, ctr); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RemoveContainer(ctx, pod, ctr); err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	pending := len(p.ledger.pending)
+	p.mu.Unlock()
+	if pending == 0 {
+		t.Fatal("the removal left nothing pending: the test would prove nothing")
+	}
+	p.disconnected()
+	go p.sendLoop(ctx)
+	p.setPending("s") // wakes the sender
+
+	before := cpuTime(t)
+	time.Sleep(1500 * time.Millisecond)
+	if used := cpuTime(t) - before; used > 300*time.Millisecond {
+		t.Errorf("the process used %s of CPU in 1.5 s while disconnected with updates pending", used)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.ledger.pending) != 0 {
+		t.Errorf("still pending while disconnected: %v", p.ledger.pending)
+	}
+}
+
+// cpuTime returns the CPU time the process has used.
+func cpuTime(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -22,27 +20,6 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
-
-// serveHTTP serves handler on address until the returned function shuts
-// it down.
-func serveHTTP(address string, handler http.Handler, log *logrus.Entry) (shutdown func(), err error) {
-	ln, err := net.Listen("tcp", address)
-	if err != nil {
-		return nil, err
-	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.WithError(err).Error("HTTP server stopped")
-		}
-	}()
-	log.WithField("address", ln.Addr().String()).Info("serving")
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, nil
-}
 
 // defaultMemoryLimit is the soft memory limit of the Go runtime when
 // GOMEMLIMIT is not set: far above what the plugin needs (a few MiB of
@@ -92,14 +69,15 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	p, err := plugin.New(pol, store, plugin.Options{
-		Name:              cfg.PluginName,
-		Index:             cfg.PluginIndex,
-		Socket:            cfg.NRISocket,
-		CgroupfsRoot:      cfg.CgroupfsRoot,
-		VerifyInterval:    30 * time.Second,
-		KubeletCheckpoint: cfg.KubeletCheckpoint,
-		Log:               log,
-		Metrics:           metrics,
+		Name:                cfg.PluginName,
+		Index:               cfg.PluginIndex,
+		Socket:              cfg.NRISocket,
+		CgroupfsRoot:        cfg.CgroupfsRoot,
+		VerifyInterval:      30 * time.Second,
+		KubeletCheckpoint:   cfg.KubeletCheckpoint,
+		DisconnectedTimeout: cfg.DisconnectedTimeout,
+		Log:                 log,
+		Metrics:             metrics,
 	})
 	if err != nil {
 		return err
@@ -118,7 +96,7 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		if ep.address == "" {
 			continue
 		}
-		shutdown, err := serveHTTP(ep.address, ep.handler, log.WithField("endpoint", ep.paths))
+		shutdown, err := serveHTTP(ep.address, ep.handler, defaultHTTPLimits, log.WithField("endpoint", ep.paths))
 		if err != nil {
 			return fmt.Errorf("%s: %w", ep.key, err)
 		}

@@ -70,6 +70,7 @@ var alternatives = map[string]map[string]any{
 	"metricsAddress":        {"metricsAddress": ":9200"},
 	"logLevel":              {"logLevel": "debug"},
 	"kubeletCheckpoint":     {"kubeletCheckpoint": "/var/lib/k0s/kubelet/cpu_manager_state"},
+	"disconnectedTimeout":   {"disconnectedTimeout": "2m30s"},
 	"isolatedCPUs":          {"isolatedCPUs": "exclusive"},
 	"debugAddress":          {"debugAddress": "127.0.0.1:9300"},
 }

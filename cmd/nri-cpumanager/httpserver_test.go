@@ -1,0 +1,88 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+// TestHTTPServerBoundsClients: idle connections beyond the cap wait in the
+// kernel's queue instead of holding the plugin's memory, idle ones are
+// closed after the idle timeout, and a request is served once a slot is
+// free again.
+func TestHTTPServerBoundsClients(t *testing.T) {
+	var open, most atomic.Int32
+	handler := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	limits := httpLimits{maxConns: 4, readHeader: time.Second, read: time.Second, write: time.Second, idle: 300 * time.Millisecond}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	address := ln.Addr().String()
+	ln.Close()
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	shutdown, err := serveHTTP(address, countConns(handler, &open, &most), limits, logrus.NewEntry(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown()
+
+	// 20 clients each send a request and keep the connection open.
+	var conns []net.Conn
+	for range 20 {
+		c, err := net.Dial("tcp", address)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, _ = c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))
+		conns = append(conns, c)
+	}
+	// The first maxConns are answered at once; the others wait for the
+	// idle timeout to close those connections.
+	answered := func(within time.Duration) int {
+		n := 0
+		for _, c := range conns {
+			_ = c.SetReadDeadline(time.Now().Add(within))
+			buf := make([]byte, 256)
+			if k, err := c.Read(buf); err == nil && k > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	if got := answered(50 * time.Millisecond); got != limits.maxConns {
+		t.Errorf("%d clients answered before the idle timeout, want %d", got, limits.maxConns)
+	}
+	total := limits.maxConns
+	for deadline := time.Now().Add(20 * time.Second); total < len(conns) && time.Now().Before(deadline); {
+		total += answered(100 * time.Millisecond)
+	}
+	if total != len(conns) {
+		t.Errorf("%d of %d clients answered in the end", total, len(conns))
+	}
+	if got := most.Load(); got > int32(limits.maxConns) {
+		t.Errorf("%d requests were served at once, want at most %d", got, limits.maxConns)
+	}
+}
+
+// countConns counts the requests being served at once through handler.
+func countConns(h http.Handler, open, most *atomic.Int32) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := open.Add(1)
+		defer open.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}

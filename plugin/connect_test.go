@@ -1,0 +1,134 @@
+package plugin
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/net/multiplex"
+	"github.com/containerd/ttrpc"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// flakyRuntime is the runtime side of NRI that accepts a plugin's
+// registration and then closes the connection before it configures the
+// plugin: containerd restarting at that moment.
+type flakyRuntime struct {
+	socket        string
+	registrations atomic.Int32
+}
+
+func startFlakyRuntime(t *testing.T) *flakyRuntime {
+	t.Helper()
+	rt := &flakyRuntime{socket: filepath.Join(t.TempDir(), "nri.sock")}
+	l, err := net.Listen("unix", rt.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go rt.serve(conn)
+		}
+	}()
+	return rt
+}
+
+// serve registers the plugin on conn and closes the connection 20 ms
+// later.
+func (rt *flakyRuntime) serve(conn net.Conn) {
+	mux := multiplex.Multiplex(conn, multiplex.WithBlockedRead())
+	l, err := mux.Listen(multiplex.RuntimeServiceConn)
+	if err != nil {
+		mux.Close()
+		return
+	}
+	srv, err := ttrpc.NewServer()
+	if err != nil {
+		mux.Close()
+		return
+	}
+	api.RegisterRuntimeService(srv, registerThenClose{rt: rt, close: func() {
+		time.AfterFunc(20*time.Millisecond, func() { srv.Close(); mux.Close() })
+	}})
+	go func() { _ = srv.Serve(context.Background(), l) }()
+	mux.Unblock()
+}
+
+type registerThenClose struct {
+	rt    *flakyRuntime
+	close func()
+}
+
+func (r registerThenClose) RegisterPlugin(context.Context, *api.RegisterPluginRequest) (*api.Empty, error) {
+	r.rt.registrations.Add(1)
+	r.close()
+	return &api.Empty{}, nil
+}
+
+func (registerThenClose) UpdateContainers(context.Context, *api.UpdateContainersRequest) (*api.UpdateContainersResponse, error) {
+	return &api.UpdateContainersResponse{}, nil
+}
+
+// TestReconnectsWhenTheRuntimeClosesBeforeConfigure: a runtime that closes
+// the connection between the plugin's registration and its configuration
+// leaves the NRI stub waiting for ever; the watchdog drops such a
+// connection and dials again, Run returns promptly once cancelled, and
+// /healthz fails once the plugin has gone without a synchronized
+// connection for DisconnectedTimeout.
+func TestReconnectsWhenTheRuntimeClosesBeforeConfigure(t *testing.T) {
+	rt := startFlakyRuntime(t)
+	p, _ := newTestPluginWith(t, func(o *Options) {
+		o.Socket = rt.socket
+		o.SyncTimeout = 200 * time.Millisecond
+		o.ReconnectMin, o.ReconnectMax = 10*time.Millisecond, 50*time.Millisecond
+		o.DisconnectedTimeout = 500 * time.Millisecond
+	})
+	health := p.Handler(prometheus.NewRegistry())
+	healthz := func() int {
+		rec := httptest.NewRecorder()
+		health.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		return rec.Code
+	}
+	if code := healthz(); code != http.StatusOK {
+		t.Errorf("/healthz at start = %d, want 200", code)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(ctx) }()
+
+	waitUntil(t, "three registrations", 10*time.Second, func() bool { return rt.registrations.Load() >= 3 })
+	waitUntil(t, "/healthz failing", 10*time.Second, func() bool { return healthz() == http.StatusServiceUnavailable })
+
+	cancel()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run still running 2 s after its context was cancelled")
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after timeout.
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
