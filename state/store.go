@@ -37,6 +37,9 @@ type Store struct {
 	tidy bool
 	// enc encodes the state; its buffers are reused by the next Save.
 	enc encoder
+	// refuse, when set, is why Save must not write: Load found a file of
+	// a newer version, which a Save would replace.
+	refuse error
 }
 
 // NewStore returns the store of state directory dir, creating dir (0700)
@@ -99,6 +102,9 @@ func (st *Store) Save(s *State) error {
 	defer st.mu.Unlock()
 	if st.closed {
 		return fmt.Errorf("save checkpoint: %w", errStoreClosed)
+	}
+	if st.refuse != nil {
+		return fmt.Errorf("save checkpoint: %w", st.refuse)
 	}
 	data := sealCanonical(st.enc.canonical(s))
 	if err := writeFileAtomic(st.fs, st.dir, st.Path(), data); err != nil {

@@ -241,8 +241,6 @@ func corruptionCases(t *testing.T) []struct {
 		{"no formatVersion (KEP-5554 example)", []byte(`{"policyName":"static","defaultCpuSet":"0,5-15",
 			"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-4"}}},"checksum":1822250518}`),
 			"no formatVersion: not a checkpoint written by nri-cpumanager"},
-		{"newer formatVersion", spoil(func(cp *checkpointV2) { cp.FormatVersion = 3 }),
-			"formatVersion 3 was written by a newer nri-cpumanager (this build reads up to 2)"},
 		{"formatVersion 0", spoil(func(cp *checkpointV2) { cp.FormatVersion = 0 }), "unknown formatVersion 0"},
 		{"formatVersion not a number", []byte(`{"formatVersion":"1"}`), `formatVersion "1" is not an integer`},
 		{"unknown field", bytes.Replace(good, []byte(`{"policyName"`), []byte(`{"extra":1,"policyName"`), 1),
