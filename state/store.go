@@ -28,7 +28,8 @@ type Store struct {
 	// mu serializes Load, Save and Close, and guards the fields below.
 	mu  sync.Mutex
 	log logrus.FieldLogger
-	// lock holds the directory's flock.
+	// lock holds the directory's flock; nil on a read-only file system
+	// without a lock file.
 	lock   *os.File
 	closed bool
 	// tidy says that no journal of an earlier version nor temp file of an
@@ -42,19 +43,37 @@ type Store struct {
 	refuse error
 }
 
+// Option configures NewStore.
+type Option func(*Store)
+
+// WithLogger makes the store log through l from the start (NewStore's own
+// messages included); the default is logrus's standard logger.
+func WithLogger(l logrus.FieldLogger) Option {
+	return func(st *Store) {
+		if l != nil {
+			st.log = l
+		}
+	}
+}
+
 // NewStore returns the store of state directory dir, creating dir (0700)
 // if needed. It takes an exclusive flock on dir's lock file and fails if
-// another process holds it; Close releases it. It logs through logrus's
-// standard logger; see SetLogger.
-func NewStore(dir string) (*Store, error) {
+// another process holds it; Close releases it. On a read-only file system
+// it starts all the same (Load works, Save fails until the directory is
+// writable), without the lock if there is no lock file yet. It writes
+// nothing else.
+func NewStore(dir string, opts ...Option) (*Store, error) {
+	st := newStore(dir, osFS{})
+	for _, opt := range opts {
+		opt(st)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
-	lock, err := lockDir(dir)
+	lock, err := lockDir(dir, st.log)
 	if err != nil {
 		return nil, err
 	}
-	st := newStore(dir, osFS{})
 	st.lock = lock
 	return st, nil
 }
