@@ -56,8 +56,8 @@ func WithLogger(l logrus.FieldLogger) Option {
 	}
 }
 
-// NewStore returns the store of state directory dir, creating dir (0700)
-// if needed. It takes an exclusive flock on dir's lock file and fails if
+// NewStore returns the store of state directory dir, creating dir if
+// needed, and gives dir mode 0700 whatever created it. It takes an exclusive flock on dir's lock file and fails if
 // another process holds it; Close releases it. On a read-only file system
 // it starts all the same (Load works, Save fails until the directory is
 // writable), without the lock if there is no lock file yet. It writes
@@ -70,12 +70,39 @@ func NewStore(dir string, opts ...Option) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
+	if err := st.makePrivate(); err != nil {
+		return nil, err
+	}
 	lock, err := lockDir(dir, st.log)
 	if err != nil {
 		return nil, err
 	}
 	st.lock = lock
 	return st, nil
+}
+
+// makePrivate gives the state directory mode 0700 if it has another (a
+// kubelet hostPath directory is created 0755), and says so. A directory
+// whose mode cannot be changed is used as it is, with a warning.
+func (st *Store) makePrivate() error {
+	info, err := os.Stat(st.dir)
+	if err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("state directory %s is not a directory", st.dir)
+	}
+	mode := info.Mode().Perm()
+	if mode == 0o700 {
+		return nil
+	}
+	log := st.log.WithField("stateDir", st.dir).WithField("mode", fmt.Sprintf("%04o", mode))
+	if err := os.Chmod(st.dir, 0o700); err != nil {
+		log.WithError(err).Warn("could not make the state directory private (mode 0700); using it as it is")
+		return nil
+	}
+	log.Info("made the state directory private: mode 0700")
+	return nil
 }
 
 // newStore returns the store of state directory dir on fsys, without a
