@@ -264,3 +264,36 @@ func TestStartAndSaveOnAReadOnlyDisk(t *testing.T) {
 		})
 	}
 }
+
+// TestUntrustedStateThatCouldNotBeMovedAsideIsMovedBySave: Load cannot
+// move a corrupt checkpoint aside on a read-only disk; the first Save once
+// the disk takes writes moves it before it writes the new file, so that it
+// is kept for inspection.
+func TestUntrustedStateThatCouldNotBeMovedAsideIsMovedBySave(t *testing.T) {
+	dir := t.TempDir()
+	corrupt := []byte(`{"policyName":"static","formatVersion":2,"defaultCpuSet":"0-15","checksum":1}`)
+	if err := os.WriteFile(filepath.Join(dir, CheckpointFile), corrupt, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fsys := &faultFS{op: "rename", err: syscall.EROFS}
+	st := quietStore(newStore(dir, fsys))
+	_, err := st.Load(kepOnline)
+	var cerr *CorruptError
+	if !errors.As(err, &cerr) || cerr.MovedTo != "" {
+		t.Fatalf("Load of a corrupt file on a read-only disk: %v, want a *CorruptError that moved nothing", err)
+	}
+	fsys.err = nil
+	if err := st.Save(sampleState(t)); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := filepath.Glob(filepath.Join(dir, CheckpointFile+corruptSuffix+"*"))
+	if err != nil || len(kept) != 1 {
+		t.Fatalf("moved-aside files %v (%v), want the corrupt checkpoint", kept, err)
+	}
+	if data, err := os.ReadFile(kept[0]); err != nil || string(data) != string(corrupt) {
+		t.Errorf("%s does not hold the corrupt checkpoint (%v)", kept[0], err)
+	}
+	if got := inspectDir(t, dir); !got.Equal(sampleState(t)) {
+		t.Error("the Save is not on disk")
+	}
+}

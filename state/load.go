@@ -47,9 +47,11 @@ func (st *Store) Load(online cpuset.CPUSet) (*State, error) {
 
 // moveAsideLocked renames the checkpoint file and the journals of an
 // untrusted state to <name>.corrupt-<UTC timestamp>, logs why, and returns
-// the *CorruptError that says so. Called with mu held.
+// the *CorruptError that says so. When a file cannot be moved, the next
+// Save tries again before it writes. Called with mu held.
 func (st *Store) moveAsideLocked(c *corruption) error {
 	cerr := &CorruptError{Path: c.path, Reason: c.reason}
+	st.aside = c
 	log := st.log.WithField("path", cerr.Path).WithField("reason", cerr.Reason)
 	files, err := stateFiles(st.fs, st.dir)
 	if err != nil {
@@ -58,10 +60,12 @@ func (st *Store) moveAsideLocked(c *corruption) error {
 	}
 	suffix := corruptSuffix + st.now().UTC().Format(corruptTimeFormat)
 	var others []string
+	failed := false
 	for _, path := range files {
 		target := path + suffix
 		if err := st.fs.Rename(path, target); err != nil {
-			log.WithError(err).WithField("file", path).Error("could not move an untrusted state file aside")
+			log.WithError(err).WithField("file", path).Error("could not move an untrusted state file aside; the next Save tries again")
+			failed = true
 			continue
 		}
 		if path == c.path {
@@ -70,8 +74,13 @@ func (st *Store) moveAsideLocked(c *corruption) error {
 			others = append(others, target)
 		}
 	}
-	if err := st.fs.SyncDir(st.dir); err != nil {
-		log.WithError(err).Warn("moved untrusted state files aside but could not fsync the directory")
+	if cerr.MovedTo != "" || len(others) > 0 {
+		if err := st.fs.SyncDir(st.dir); err != nil {
+			log.WithError(err).Warn("moved untrusted state files aside but could not fsync the directory")
+		}
+	}
+	if !failed {
+		st.aside = nil
 	}
 	if cerr.MovedTo == "" {
 		log.WithField("alsoMoved", others).Error("checkpoint is not trusted and could not be moved aside; rebuilding state from the runtime")

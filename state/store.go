@@ -41,6 +41,9 @@ type Store struct {
 	// refuse, when set, is why Save must not write: Load found a file of
 	// a newer version, which a Save would replace.
 	refuse error
+	// aside is an untrusted state Load could not move aside (a read-only
+	// disk): Save moves it aside before it writes over it.
+	aside *corruption
 }
 
 // Option configures NewStore.
@@ -57,11 +60,11 @@ func WithLogger(l logrus.FieldLogger) Option {
 }
 
 // NewStore returns the store of state directory dir, creating dir if
-// needed, and gives dir mode 0700 whatever created it. It takes an exclusive flock on dir's lock file and fails if
-// another process holds it; Close releases it. On a read-only file system
-// it starts all the same (Load works, Save fails until the directory is
-// writable), without the lock if there is no lock file yet. It writes
-// nothing else.
+// needed, and gives dir mode 0700 whatever created it. It takes an
+// exclusive flock on dir's lock file and fails if another process holds
+// it; Close releases it. On a read-only file system it starts all the same
+// (Load works, Save fails until the directory is writable), without the
+// lock if there is no lock file yet. It writes nothing else.
 func NewStore(dir string, opts ...Option) (*Store, error) {
 	st := newStore(dir, osFS{})
 	for _, opt := range opts {
@@ -151,6 +154,9 @@ func (st *Store) Save(s *State) error {
 	}
 	if st.refuse != nil {
 		return fmt.Errorf("save checkpoint: %w", st.refuse)
+	}
+	if st.aside != nil {
+		_ = st.moveAsideLocked(st.aside)
 	}
 	data := sealCanonical(st.enc.canonical(s))
 	if err := writeFileAtomic(st.fs, st.dir, st.Path(), data); err != nil {
