@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
@@ -17,7 +18,8 @@ import (
 // Every value taken from an NRI payload is bounded before use: a cpuset by
 // the online CPUs (a list such as "0-99999999" is refused after reading its
 // text, never expanded), numbers by the ranges the kernel accepts, strings
-// by the lengths Kubernetes and containerd use. What is out of bounds is
+// by the lengths Kubernetes and containerd use and to valid UTF-8 (the
+// checkpoint cannot hold other bytes). What is out of bounds is
 // treated as absent, with a warning: a container whose pod UID or name is
 // absent cannot be pinned and runs on the shared pool (see
 // policy.Untrackable).
@@ -54,9 +56,10 @@ func limitsFor(online cpuset.CPUSet) payloadLimits {
 	return l
 }
 
-// bounded returns s, or "" when it is longer than n bytes.
+// bounded returns s, or "" when it is longer than n bytes or is not valid
+// UTF-8.
 func bounded(s string, n int) string {
-	if len(s) > n {
+	if len(s) > n || !utf8.ValidString(s) {
 		return ""
 	}
 	return s

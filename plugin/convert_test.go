@@ -88,6 +88,7 @@ func TestConvertBoundsValues(t *testing.T) {
 			Memory: &api.LinuxMemory{Limit: api.Int64(-5)}}}},
 			policy.Container{ID: "c", Name: "app", Resources: state.Resources{MemoryLimit: -1}}},
 		{"names too long", &api.Container{Id: strings.Repeat("i", maxIDLen+1), Name: strings.Repeat("n", maxNameLen+1)}, policy.Container{}},
+		{"names that are not UTF-8", &api.Container{Id: "c\xfa", Name: "app\xc3"}, policy.Container{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,8 +1,12 @@
 package plugin
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -156,6 +160,32 @@ func TestCommitFailureRefusesAndChangesNothing(t *testing.T) {
 	}
 	if p.model != before {
 		t.Errorf("a failed commit changed the model")
+	}
+}
+
+// TestCheckpointOfANewerVersionStopsTheStart: a checkpoint written by a
+// newer nri-cpumanager (a rollback of the plugin) makes New fail, so that
+// the process exits instead of rebuilding the state and losing the
+// original CPUs, and the file stays as it was.
+func TestCheckpointOfANewerVersionStopsTheStart(t *testing.T) {
+	dir := t.TempDir()
+	future := []byte(`{"policyName":"static","formatVersion":99,"defaultCpuSet":"0-3","checksum":1}`)
+	path := filepath.Join(dir, state.CheckpointFile)
+	if err := os.WriteFile(path, future, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, err := state.NewStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	_, err = New(testPolicy(t), store, Options{Log: quietLog().Logger})
+	var newer *state.NewerFormatError
+	if !errors.As(err, &newer) || !strings.Contains(err.Error(), "written by a newer nri-cpumanager (format 99") {
+		t.Fatalf("New: %v, want the newer format refused", err)
+	}
+	if kept, err := os.ReadFile(path); err != nil || !bytes.Equal(kept, future) {
+		t.Errorf("the checkpoint changed (%v): %s", err, kept)
 	}
 }
 

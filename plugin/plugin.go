@@ -172,7 +172,9 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 }
 
 // loadState reads the checkpoint, deciding what to do when there is none
-// or it cannot be trusted.
+// or it cannot be trusted. Any other error stops the start: a file that
+// cannot be read, or one a newer nri-cpumanager wrote
+// (*state.NewerFormatError), which the store leaves in place.
 func (p *Plugin) loadState() (*state.State, error) {
 	online := p.policy.Allocator().Topology().CPUs()
 	st, err := p.store.Load(online)

@@ -18,6 +18,7 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"k8s.io/utils/cpuset"
@@ -142,6 +143,38 @@ func (e *CorruptError) Error() string {
 		msg += " (moved aside to " + e.MovedTo + ")"
 	}
 	return msg
+}
+
+// NewerFormatError says that a file of the state directory was written by
+// a newer nri-cpumanager, in a format version this build does not know:
+// a checkpoint file whose formatVersion is higher than FormatVersion, or a
+// journal whose header says so. Load and Inspect return it and leave the
+// file where it is: nothing is moved or written, and a Store whose Load
+// returned it refuses to Save over it. Treating the file as corrupt would
+// rebuild the state from the runtime and lose every original and resized
+// set (a rollback of the plugin would wipe them), so the plugin refuses
+// to start instead.
+type NewerFormatError struct {
+	// Path is the file.
+	Path string
+	// Version is the file's format version.
+	Version int
+	// Newest is the newest version of that kind of file this build reads.
+	Newest int
+}
+
+func (e *NewerFormatError) Error() string {
+	known := fmt.Sprintf("formats 1–%d", e.Newest)
+	if e.Newest == 1 {
+		known = "format 1"
+	}
+	what := "checkpoint"
+	if e.Path != "" {
+		what += " " + e.Path
+	}
+	return fmt.Sprintf("%s was written by a newer nri-cpumanager (format %d; this build reads %s): "+
+		"refusing to start rather than lose it; roll forward, or move the file away to start empty",
+		what, e.Version, known)
 }
 
 // InconsistentError is Save's error for a state that fails validation:

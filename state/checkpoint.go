@@ -13,7 +13,8 @@ import (
 
 // FormatVersion is the checkpoint format version this build writes. Load
 // reads this version and every earlier one; a file with a higher version
-// was written by a newer nri-cpumanager and is refused.
+// was written by a newer nri-cpumanager and is refused with a
+// *NewerFormatError, and left in place.
 const FormatVersion = 2
 
 // Marshal encodes a state in the checkpoint format, checksum included. It
@@ -43,7 +44,8 @@ func marshalCurrent(s *State) []byte {
 //
 // A file without formatVersion is refused: every file this plugin writes
 // carries one, and a kubelet cpu_manager_state (which has none) must be
-// brought in with ImportKubelet, whose checks fit that file.
+// brought in with ImportKubelet, whose checks fit that file. A file of a
+// newer version gives a *NewerFormatError.
 //
 // A file of an earlier version may name the journal that continued it;
 // Unmarshal returns the file's state alone (Store.Load and Inspect replay
@@ -83,8 +85,7 @@ func decodeVersion(version int, data []byte) (*State, *journalRefV1, error) {
 		s, err := decodeV2(data)
 		return s, nil, err
 	case version > FormatVersion:
-		return nil, nil, fmt.Errorf("formatVersion %d was written by a newer nri-cpumanager (this build reads up to %d)",
-			version, FormatVersion)
+		return nil, nil, &NewerFormatError{Version: version, Newest: FormatVersion}
 	default:
 		return nil, nil, fmt.Errorf("unknown formatVersion %d (this build reads 1 to %d)", version, FormatVersion)
 	}

@@ -294,6 +294,16 @@ func TestMarshalRefusesInconsistentState(t *testing.T) {
 			s.SetDefaultCPUSet(cpus(t, "0,9-15"))
 			s.SetHold("pod-x", Hold{CPUs: cpus(t, "8"), Since: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
 		}, "outside the years 0000-9999"},
+		{"a pod UID that is not UTF-8", func(s *State) { s.SetPodResources("pod\xff", PodResources{}) }, `pod UID "pod\xff" is not valid UTF-8`},
+		{"a container name that is not UTF-8", func(s *State) {
+			s.SetDefaultCPUSet(cpus(t, "0,9-15"))
+			s.SetAssignment("pod-b", "x\xc3", Assignment{Original: cpus(t, "8")})
+		}, `container name "x\xc3" is not valid UTF-8`},
+		{"a container id that is not UTF-8", func(s *State) { s.SetContainer("\xed\xa0\x80", ContainerRef{PodUID: "pod-b", Name: "db"}) },
+			`container id "\xed\xa0\x80" is not valid UTF-8`},
+		{"a configuration value that is not UTF-8", func(s *State) {
+			s.SetConfigRecord(ConfigRecord{Keys: map[string]string{"k": "\xff"}})
+		}, `configuration value "\xff" is not valid UTF-8`},
 		{"reserved CPU id Load cannot read", func(s *State) { s.SetConfigRecord(ConfigRecord{ReservedCPUs: cpuset.New(-1)}) }, "config reservedCpuSet names CPUs [-1]"},
 	}
 	for _, tc := range tests {

@@ -68,6 +68,17 @@ func journalGens(names []string) []uint64 {
 	return gens
 }
 
+// newerJournal returns the *NewerFormatError of a journal whose header
+// says it was written in a newer journal format ("NRICPUJ" and a version
+// above 1), or nil.
+func newerJournal(path string, data []byte) error {
+	if len(data) >= len(journalMagic) && string(data[:len(journalMagic)-1]) == journalMagic[:len(journalMagic)-1] &&
+		data[len(journalMagic)-1] > journalMagic[len(journalMagic)-1] && data[len(journalMagic)-1] <= '9' {
+		return &NewerFormatError{Path: path, Version: int(data[len(journalMagic)-1] - '0'), Newest: 1}
+	}
+	return nil
+}
+
 // checkJournalHeader verifies a journal's header and that it belongs to
 // generation gen (the one its file name says).
 func checkJournalHeader(data []byte, gen uint64) error {

@@ -14,7 +14,9 @@ import (
 // exception: a state that cannot be trusted (state/README.md "Loading:
 // what is never trusted") has its files moved aside, and Load returns a
 // *CorruptError. It returns ErrNoCheckpoint when there is no saved state,
-// and a plain error, moving nothing, when a file cannot be read.
+// a *NewerFormatError, moving nothing, for a file a newer nri-cpumanager
+// wrote (the Store then refuses to Save over it), and a plain error,
+// moving nothing, when a file cannot be read.
 //
 // A directory of an earlier version, whose checkpoint file names a journal
 // or that holds only journals, is read with its journals replayed (a torn
@@ -28,7 +30,11 @@ func (st *Store) Load(online cpuset.CPUSet) (*State, error) {
 	}
 	s, err := readStateDir(st.fs, st.dir, online)
 	var c *corruption
+	var newer *NewerFormatError
 	switch {
+	case errors.As(err, &newer):
+		st.refuse = newer
+		return nil, newer
 	case errors.As(err, &c):
 		return nil, st.moveAsideLocked(c)
 	case errors.Is(err, ErrNoCheckpoint):
@@ -41,9 +47,11 @@ func (st *Store) Load(online cpuset.CPUSet) (*State, error) {
 
 // moveAsideLocked renames the checkpoint file and the journals of an
 // untrusted state to <name>.corrupt-<UTC timestamp>, logs why, and returns
-// the *CorruptError that says so. Called with mu held.
+// the *CorruptError that says so. When a file cannot be moved, the next
+// Save tries again before it writes. Called with mu held.
 func (st *Store) moveAsideLocked(c *corruption) error {
 	cerr := &CorruptError{Path: c.path, Reason: c.reason}
+	st.aside = c
 	log := st.log.WithField("path", cerr.Path).WithField("reason", cerr.Reason)
 	files, err := stateFiles(st.fs, st.dir)
 	if err != nil {
@@ -52,10 +60,12 @@ func (st *Store) moveAsideLocked(c *corruption) error {
 	}
 	suffix := corruptSuffix + st.now().UTC().Format(corruptTimeFormat)
 	var others []string
+	failed := false
 	for _, path := range files {
 		target := path + suffix
 		if err := st.fs.Rename(path, target); err != nil {
-			log.WithError(err).WithField("file", path).Error("could not move an untrusted state file aside")
+			log.WithError(err).WithField("file", path).Error("could not move an untrusted state file aside; the next Save tries again")
+			failed = true
 			continue
 		}
 		if path == c.path {
@@ -64,8 +74,13 @@ func (st *Store) moveAsideLocked(c *corruption) error {
 			others = append(others, target)
 		}
 	}
-	if err := st.fs.SyncDir(st.dir); err != nil {
-		log.WithError(err).Warn("moved untrusted state files aside but could not fsync the directory")
+	if cerr.MovedTo != "" || len(others) > 0 {
+		if err := st.fs.SyncDir(st.dir); err != nil {
+			log.WithError(err).Warn("moved untrusted state files aside but could not fsync the directory")
+		}
+	}
+	if !failed {
+		st.aside = nil
 	}
 	if cerr.MovedTo == "" {
 		log.WithField("alsoMoved", others).Error("checkpoint is not trusted and could not be moved aside; rebuilding state from the runtime")
@@ -79,12 +94,16 @@ func (st *Store) moveAsideLocked(c *corruption) error {
 // Inspect reads the saved state of state directory dir as Load does, for
 // a look at a running plugin's state: it never writes, moves or deletes a
 // file and needs no lock. A state that cannot be trusted is reported as a
-// *CorruptError whose MovedTo is empty. It returns ErrNoCheckpoint when
-// dir holds no saved state.
+// *CorruptError whose MovedTo is empty, a file of a newer version as a
+// *NewerFormatError. It returns ErrNoCheckpoint when dir holds no saved
+// state.
 func Inspect(dir string, online cpuset.CPUSet) (*State, error) {
 	s, err := readStateDir(osFS{}, dir, online)
 	var c *corruption
+	var newer *NewerFormatError
 	switch {
+	case errors.As(err, &newer):
+		return nil, newer
 	case errors.As(err, &c):
 		return nil, &CorruptError{Path: c.path, Reason: c.reason}
 	case errors.Is(err, ErrNoCheckpoint):
@@ -139,10 +158,26 @@ func readStateDir(fsys fileSystem, dir string, online cpuset.CPUSet) (*State, er
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read checkpoint: %w", err)
 	}
+	// A file of a newer version is refused before anything is judged
+	// corrupt, so that nothing of it is moved aside.
 	base, ref := New(cpuset.New()), &journalRefV1{}
+	var fileErr error
 	if haveFile {
-		if base, ref, err = unmarshalFile(data, online); err != nil {
-			return nil, &corruption{path, err.Error()}
+		base, ref, fileErr = unmarshalFile(data, online)
+		var newer *NewerFormatError
+		if errors.As(fileErr, &newer) {
+			newer.Path = path
+			return nil, newer
+		}
+	}
+	for _, j := range journals {
+		if err := newerJournal(j.path, j.data); err != nil {
+			return nil, err
+		}
+	}
+	if haveFile {
+		if fileErr != nil {
+			return nil, &corruption{path, fileErr.Error()}
 		}
 		if ref == nil {
 			return base, nil // a whole state: journals next to it are obsolete

@@ -28,7 +28,8 @@ type Store struct {
 	// mu serializes Load, Save and Close, and guards the fields below.
 	mu  sync.Mutex
 	log logrus.FieldLogger
-	// lock holds the directory's flock.
+	// lock holds the directory's flock; nil on a read-only file system
+	// without a lock file.
 	lock   *os.File
 	closed bool
 	// tidy says that no journal of an earlier version nor temp file of an
@@ -37,23 +38,74 @@ type Store struct {
 	tidy bool
 	// enc encodes the state; its buffers are reused by the next Save.
 	enc encoder
+	// refuse, when set, is why Save must not write: Load found a file of
+	// a newer version, which a Save would replace.
+	refuse error
+	// aside is an untrusted state Load could not move aside (a read-only
+	// disk): Save moves it aside before it writes over it.
+	aside *corruption
 }
 
-// NewStore returns the store of state directory dir, creating dir (0700)
-// if needed. It takes an exclusive flock on dir's lock file and fails if
-// another process holds it; Close releases it. It logs through logrus's
-// standard logger; see SetLogger.
-func NewStore(dir string) (*Store, error) {
+// Option configures NewStore.
+type Option func(*Store)
+
+// WithLogger makes the store log through l from the start (NewStore's own
+// messages included); the default is logrus's standard logger.
+func WithLogger(l logrus.FieldLogger) Option {
+	return func(st *Store) {
+		if l != nil {
+			st.log = l
+		}
+	}
+}
+
+// NewStore returns the store of state directory dir, creating dir if
+// needed, and gives dir mode 0700 whatever created it. It takes an
+// exclusive flock on dir's lock file and fails if another process holds
+// it; Close releases it. On a read-only file system it starts all the same
+// (Load works, Save fails until the directory is writable), without the
+// lock if there is no lock file yet. It writes nothing else.
+func NewStore(dir string, opts ...Option) (*Store, error) {
+	st := newStore(dir, osFS{})
+	for _, opt := range opts {
+		opt(st)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
-	lock, err := lockDir(dir)
+	if err := st.makePrivate(); err != nil {
+		return nil, err
+	}
+	lock, err := lockDir(dir, st.log)
 	if err != nil {
 		return nil, err
 	}
-	st := newStore(dir, osFS{})
 	st.lock = lock
 	return st, nil
+}
+
+// makePrivate gives the state directory mode 0700 if it has another (a
+// kubelet hostPath directory is created 0755), and says so. A directory
+// whose mode cannot be changed is used as it is, with a warning.
+func (st *Store) makePrivate() error {
+	info, err := os.Stat(st.dir)
+	if err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("state directory %s is not a directory", st.dir)
+	}
+	mode := info.Mode().Perm()
+	if mode == 0o700 {
+		return nil
+	}
+	log := st.log.WithField("stateDir", st.dir).WithField("mode", fmt.Sprintf("%04o", mode))
+	if err := os.Chmod(st.dir, 0o700); err != nil {
+		log.WithError(err).Warn("could not make the state directory private (mode 0700); using it as it is")
+		return nil
+	}
+	log.Info("made the state directory private: mode 0700")
+	return nil
 }
 
 // newStore returns the store of state directory dir on fsys, without a
@@ -99,6 +151,12 @@ func (st *Store) Save(s *State) error {
 	defer st.mu.Unlock()
 	if st.closed {
 		return fmt.Errorf("save checkpoint: %w", errStoreClosed)
+	}
+	if st.refuse != nil {
+		return fmt.Errorf("save checkpoint: %w", st.refuse)
+	}
+	if st.aside != nil {
+		_ = st.moveAsideLocked(st.aside)
 	}
 	data := sealCanonical(st.enc.canonical(s))
 	if err := writeFileAtomic(st.fs, st.dir, st.Path(), data); err != nil {

@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -60,6 +61,48 @@ func TestNewStoreCreatesPrivateDirectory(t *testing.T) {
 	}
 	if st.Path() != filepath.Join(dir, "cpu_manager_state") {
 		t.Errorf("Path() = %q", st.Path())
+	}
+}
+
+// TestNewStoreMakesTheDirectoryPrivate: a directory created by someone
+// else with another mode (a kubelet hostPath is 0755) becomes 0700, and
+// the store says so; one that is 0700 already is left alone quietly.
+func TestNewStoreMakesTheDirectoryPrivate(t *testing.T) {
+	for _, mode := range []os.FileMode{0o755, 0o777, 0o700} {
+		t.Run(mode.String(), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state")
+			if err := os.Mkdir(dir, mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, mode); err != nil { // past the umask
+				t.Fatal(err)
+			}
+			logger, hook := test.NewNullLogger()
+			st, err := NewStore(dir, WithLogger(logger))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			info, err := os.Stat(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if perm := info.Mode().Perm(); perm != 0o700 {
+				t.Errorf("state directory mode %o, want 700", perm)
+			}
+			entries := hook.AllEntries()
+			if mode == 0o700 {
+				if len(entries) != 0 {
+					t.Errorf("logged %q for a directory that was private", entries[0].Message)
+				}
+				return
+			}
+			if len(entries) != 1 || entries[0].Level != logrus.InfoLevel ||
+				entries[0].Message != "made the state directory private: mode 0700" ||
+				entries[0].Data["mode"] != fmt.Sprintf("%04o", mode) || entries[0].Data["stateDir"] != dir {
+				t.Errorf("log %+v, want one info entry with the old mode", entries)
+			}
+		})
 	}
 }
 
@@ -241,8 +284,6 @@ func corruptionCases(t *testing.T) []struct {
 		{"no formatVersion (KEP-5554 example)", []byte(`{"policyName":"static","defaultCpuSet":"0,5-15",
 			"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-4"}}},"checksum":1822250518}`),
 			"no formatVersion: not a checkpoint written by nri-cpumanager"},
-		{"newer formatVersion", spoil(func(cp *checkpointV2) { cp.FormatVersion = 3 }),
-			"formatVersion 3 was written by a newer nri-cpumanager (this build reads up to 2)"},
 		{"formatVersion 0", spoil(func(cp *checkpointV2) { cp.FormatVersion = 0 }), "unknown formatVersion 0"},
 		{"formatVersion not a number", []byte(`{"formatVersion":"1"}`), `formatVersion "1" is not an integer`},
 		{"unknown field", bytes.Replace(good, []byte(`{"policyName"`), []byte(`{"extra":1,"policyName"`), 1),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"unicode/utf8"
 
 	"k8s.io/utils/cpuset"
 
@@ -18,8 +19,8 @@ import (
 // container and the shared pool; every hold is non-empty and no CPU is
 // held and also assigned, shared or held for another pod; every container
 // id points at an existing entry and no two ids point at the same one; no
-// pod UID, container name or container id is empty; the configuration
-// record's reserved CPUs lie inside online. It returns the first problem
+// pod UID, container name or container id is empty, and every name is
+// valid UTF-8; the configuration record's reserved CPUs lie inside online. It returns the first problem
 // found, in a deterministic order, with the values involved.
 func (s *State) Validate(online cpuset.CPUSet) error {
 	return s.validate(&online)
@@ -50,6 +51,9 @@ func (s *State) check(online *cpuset.CPUSet, sorted bool) error {
 	if online != nil {
 		onlineMask, _ = cpumask.Of(*online)
 	}
+	if err := s.validateText(sorted); err != nil {
+		return err
+	}
 	shared, ok := maskWithin(s.defaultCPUSet, onlineMask, online != nil)
 	if !ok {
 		return setError("defaultCpuSet", s.defaultCPUSet, online)
@@ -67,6 +71,57 @@ func (s *State) check(online *cpuset.CPUSet, sorted bool) error {
 	if s.config != nil {
 		if _, ok := maskWithin(s.config.ReservedCPUs, onlineMask, online != nil); !ok {
 			return setError("config reservedCpuSet", s.config.ReservedCPUs, online)
+		}
+	}
+	return nil
+}
+
+// validateText checks that every name the state holds is valid UTF-8: the
+// encoding writes an invalid byte as \ufffd, which decodes to another
+// string, so the file would fail its checksum when it is read back.
+func (s *State) validateText(sorted bool) error {
+	check := func(what, text string) error {
+		if !utf8.ValidString(text) {
+			return fmt.Errorf("%s %q is not valid UTF-8", what, text)
+		}
+		return nil
+	}
+	for _, podUID := range keys(s.entries, sorted) {
+		if err := check("pod UID", podUID); err != nil {
+			return err
+		}
+		for _, name := range keys(s.entries[podUID], sorted) {
+			if err := check("container name", name); err != nil {
+				return err
+			}
+		}
+	}
+	for _, id := range keys(s.containers, sorted) {
+		ref := s.containers[id]
+		for _, err := range []error{check("container id", id), check("pod UID", ref.PodUID), check("container name", ref.Name)} {
+			if err != nil {
+				return err
+			}
+		}
+	}
+	for _, podUID := range keys(s.pods, sorted) {
+		if err := check("pod UID", podUID); err != nil {
+			return err
+		}
+	}
+	for _, podUID := range keys(s.holds, sorted) {
+		if err := check("pod UID", podUID); err != nil {
+			return err
+		}
+	}
+	if s.config != nil {
+		for _, key := range keys(s.config.Keys, sorted) {
+			if err := check("configuration key", key); err != nil {
+				return err
+			}
+			if err := check("configuration value", s.config.Keys[key]); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -52,7 +52,7 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store, err := state.NewStore(cfg.StateDir)
+	store, err := state.NewStore(cfg.StateDir, state.WithLogger(log))
 	if err != nil {
 		return fmt.Errorf("stateDir: %w", err)
 	}

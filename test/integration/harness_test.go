@@ -20,6 +20,8 @@ import (
 // runningPlugin is a plugin connected to a fake runtime.
 type runningPlugin struct {
 	*plugin.Plugin
+	t        testing.TB
+	rt       *fakeRuntime
 	registry *prometheus.Registry
 	stateDir string
 	cancel   context.CancelFunc
@@ -84,7 +86,7 @@ func startPluginWith(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rp := &runningPlugin{Plugin: p, registry: reg, stateDir: stateDir, cancel: cancel, done: make(chan struct{})}
+	rp := &runningPlugin{Plugin: p, t: t, rt: rt, registry: reg, stateDir: stateDir, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(rp.done)
 		if err := p.Run(ctx); err != nil {
@@ -103,10 +105,12 @@ func startPluginWith(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir
 	return rp
 }
 
-// Stop stops the plugin and waits for it (idempotent).
+// Stop stops the plugin and waits for it, and for the runtime to notice
+// that it is gone (idempotent).
 func (rp *runningPlugin) Stop() {
 	rp.cancel()
 	<-rp.done
+	rp.rt.waitPluginGone(rp.t)
 }
 
 // waitFor polls cond for up to 5 s.

@@ -535,6 +535,24 @@ func (r *fakeRuntime) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 10*time.Second)
 }
 
+// waitPluginGone waits until the runtime has noticed that the plugin's
+// connection closed. It notices asynchronously, as containerd does: a
+// request relayed to the plugin meanwhile fails with "ttrpc: closed". The
+// probe is the removal of a pod nobody knows, which a live plugin ignores
+// and a runtime without plugins does not relay.
+func (r *fakeRuntime) waitPluginGone(t testing.TB) {
+	t.Helper()
+	probe := &api.PodSandbox{Id: "sandbox-probe", Name: "probe", Uid: "probe-uid", Namespace: "probe",
+		Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/besteffort/podprobe-uid"}}
+	waitFor(t, "the runtime to drop the stopped plugin", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		ctx, cancel := r.ctx()
+		defer cancel()
+		return r.nri.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: probe}) == nil
+	})
+}
+
 // RunPod starts a pod sandbox (with p.Resources as its pod resources, when
 // set).
 func (r *fakeRuntime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
