@@ -78,6 +78,9 @@ func (p *Plugin) commitOrKeep(m *policy.Model) {
 
 // setModel makes m current, and the model the CPU gauges describe.
 func (p *Plugin) setModel(m *policy.Model) {
+	if m.State != p.model.State {
+		p.cpusetChanged()
+	}
 	p.model = m
 	p.metrics.setModel(m)
 }

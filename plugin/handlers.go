@@ -43,16 +43,19 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhead, resources *api.LinuxResources) (err error) {
 	defer recoverInto(&err, "UpdatePodSandbox", p.log)
 	defer p.metrics.observeEvent("UpdatePodSandbox", time.Now())
+	res := podResourcesFromNRI(overhead, resources)
+	spec := p.podSpec(podFromNRI(pod).UID, policy.CPULimitMilli(res.Resources))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ledger.event()
 	pp := p.rememberPod(pod)
 	log := p.podLog(pp)
 	if p.debugging() {
-		log.WithFields(logrus.Fields{"resources": describeNRI(resources), "overhead": describeNRI(overhead)}).Debug("UpdatePodSandbox request")
+		log.WithFields(logrus.Fields{"resources": describeNRI(resources), "overhead": describeNRI(overhead), "spec": spec != nil}).Debug("UpdatePodSandbox request")
 	}
-	res := podResourcesFromNRI(overhead, resources)
-	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.UpdatePodSandbox(m, pp, res) })
+	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) {
+		return p.policy.UpdatePodSandboxWithSpec(m, pp, res, spec)
+	})
 	if err == nil {
 		err = p.commit(d.Model)
 	}
@@ -110,7 +113,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		err = p.commit(d.Model)
 	}
 	if err != nil {
-		p.refused("CreateContainer", log, refusalKey{podUID: c.Pod.UID, container: c.Name, requested: state.PodResources{Resources: c.Resources}}, err)
+		p.refused("CreateContainer", log, c.Pod, refusalKey{container: c.Name, requested: state.PodResources{Resources: c.Resources}}, err)
 		return nil, nil, err
 	}
 	p.refusals.forget(c.Pod.UID, c.Name)

@@ -139,6 +139,13 @@ func (m *Metrics) refusal(r *policy.Refusal) {
 	}
 }
 
+// setPolicy makes pol the policy the free-CPU gauges ask.
+func (m *Metrics) setPolicy(pol *policy.Policy) {
+	if m != nil {
+		m.model.policy.Store(pol)
+	}
+}
+
 // setModel makes m the model the CPU gauges describe.
 func (m *Metrics) setModel(model *policy.Model) {
 	if m != nil {
@@ -249,9 +256,10 @@ type numaNodes struct {
 // decision makes a new one), so a scrape reads it without the plugin's lock.
 type modelCollector struct {
 	current                                  atomic.Pointer[policy.Model]
+	policy                                   atomic.Pointer[policy.Policy]
 	numa                                     atomic.Pointer[numaNodes]
 	exclusiveCPUs, perNode, shared, ctrCount *prometheus.Desc
-	held, holdingPods                        *prometheus.Desc
+	held, holdingPods, freePerNode           *prometheus.Desc
 }
 
 func newModelCollector() *modelCollector {
@@ -264,6 +272,8 @@ func newModelCollector() *modelCollector {
 		held: prometheus.NewDesc(namespace+"_held_cpus",
 			"CPUs released by a container's decrease and held for its pod while the pod's resize is in flight (until its containers add up to its total, or the hold times out).", nil, nil),
 		holdingPods: prometheus.NewDesc(namespace+"_resizes_in_flight", "Pods holding CPUs for a resize in flight.", nil, nil),
+		freePerNode: prometheus.NewDesc(namespace+"_numa_node_free_cpus",
+			"CPUs free for an exclusive container now, by NUMA node (reserved CPUs and CPUs held for pods excluded).", []string{"numa_node"}, nil),
 	}
 }
 
@@ -275,6 +285,7 @@ func (c *modelCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.ctrCount
 	ch <- c.held
 	ch <- c.holdingPods
+	ch <- c.freePerNode
 }
 
 // Collect implements prometheus.Collector. Exclusive sets are disjoint:
@@ -312,4 +323,13 @@ func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held))
 	ch <- prometheus.MustNewConstMetric(c.holdingPods, prometheus.GaugeValue, float64(pods))
+	if pol := c.policy.Load(); pol != nil && numa != nil {
+		freePerNode := map[string]int{}
+		for _, cpu := range pol.Free(model).UnsortedList() {
+			freePerNode[numa.nodeOf[cpu]]++
+		}
+		for _, node := range numa.nodes {
+			ch <- prometheus.MustNewConstMetric(c.freePerNode, prometheus.GaugeValue, float64(freePerNode[node]), node)
+		}
+	}
 }

@@ -55,6 +55,8 @@ type Options struct {
 	Log *logrus.Logger
 	// Metrics, if not nil, receives the plugin's measurements.
 	Metrics *Metrics
+	// API, if not nil, is the Kubernetes API (kube.go).
+	API API
 }
 
 func (o *Options) setDefaults() {
@@ -164,6 +166,7 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 	}
 	p.model = policy.NewModel(st)
 	p.metrics.setTopology(pol.Allocator().Topology())
+	p.metrics.setPolicy(pol)
 	// The first commit (at Synchronize) writes the checkpoint even if
 	// nothing changed, so that the file always reflects the running plugin.
 	p.dirty = true

@@ -31,6 +31,7 @@ func (p *Plugin) Reconfigure(pol *policy.Policy, onlyWithoutExclusive bool) erro
 		return err
 	}
 	p.policy = pol
+	p.metrics.setPolicy(pol)
 	p.markPending(d.Others)
 	return nil
 }

@@ -166,7 +166,8 @@ func withNotes(e *logrus.Entry, notes []string) *logrus.Entry {
 // refusals_total, the first time in refusalWindow; the kubelet's retries of
 // it are logged at debug. A fault is always an error. key names the
 // request; refused fills in the event and the refusal's reason.
-func (p *Plugin) refused(event string, entry *logrus.Entry, key refusalKey, err error) {
+func (p *Plugin) refused(event string, entry *logrus.Entry, pod policy.Pod, key refusalKey, err error) {
+	key.podUID = pod.UID
 	entry = entry.WithError(err)
 	r, ok := policy.AsRefusal(err)
 	if !ok {
@@ -178,6 +179,9 @@ func (p *Plugin) refused(event string, entry *logrus.Entry, key refusalKey, err 
 	if p.refusals.first(key) {
 		p.metrics.refusal(r)
 		entry.Warnf("%s refused", event)
+		if p.opts.API != nil {
+			p.opts.API.Refused(pod, key.container, r)
+		}
 		return
 	}
 	entry.Debugf("%s refused again (the kubelet retries; warned about once every %s)", event, refusalWindow)
@@ -199,7 +203,7 @@ func (p *Plugin) reportCreation(log *logrus.Entry, c policy.Container, d policy.
 // reportResize logs and counts a resize, applied or not.
 func (p *Plugin) reportResize(log *logrus.Entry, c policy.Container, requested state.Resources, d policy.Decision, err error) {
 	if err != nil {
-		p.refused("UpdateContainer", log, refusalKey{podUID: c.Pod.UID, container: c.Name, requested: state.PodResources{Resources: requested}}, err)
+		p.refused("UpdateContainer", log, c.Pod, refusalKey{container: c.Name, requested: state.PodResources{Resources: requested}}, err)
 		p.metrics.resize(d.Operation, outcomeOf(err))
 		return
 	}
@@ -209,12 +213,15 @@ func (p *Plugin) reportResize(log *logrus.Entry, c policy.Container, requested s
 	fields["operation"] = d.Operation
 	fields["cpuset"] = change(cpusText(d.Before), cpusText(d.After))
 	withNotes(log.WithFields(fields), d.Notes).Info("container resized")
+	if p.opts.API != nil && !d.Before.Equals(d.After) {
+		p.opts.API.Resized(c.Pod, c.Name, d.Before, d.After)
+	}
 }
 
 // reportPodUpdate logs and counts a pod-level update, applied or not.
 func (p *Plugin) reportPodUpdate(log *logrus.Entry, pod policy.Pod, res state.PodResources, d policy.Decision, err error) {
 	if err != nil {
-		p.refused("UpdatePodSandbox", log, refusalKey{podUID: pod.UID, requested: res}, err)
+		p.refused("UpdatePodSandbox", log, pod, refusalKey{requested: res}, err)
 		p.metrics.podUpdate(outcomeOf(err))
 		return
 	}

@@ -115,6 +115,10 @@ func MilliCPUFromQuota(quota int64, period uint64) int64 {
 // cpuLimitMilli returns the CPU limit of r in milli-CPU, 0 without a quota.
 // It rounds up: the kubelet writes quota = milli·period/1000 rounded down
 // and periods are at least 1 ms, so this recovers its milli-CPU exactly.
+// CPULimitMilli returns the CPU limit of resources in milli-CPU, rounded
+// up (which recovers the kubelet's value exactly); 0 without a quota.
+func CPULimitMilli(r state.Resources) int64 { return cpuLimitMilli(r) }
+
 func cpuLimitMilli(r state.Resources) int64 {
 	return milliFromQuota(r.CPUQuota, r.CPUPeriod, true)
 }

@@ -21,13 +21,32 @@ import (
 // check is a necessary condition (docs/design.md, "UpdatePodSandbox") and
 // UpdateContainer stays authoritative. A refusal changes nothing.
 func (p *Policy) UpdatePodSandbox(m *Model, pod Pod, res state.PodResources) (Decision, error) {
+	return p.UpdatePodSandboxWithSpec(m, pod, res, nil)
+}
+
+// PodSpec is what a pod's spec in the Kubernetes API asks for its
+// containers: each container's resources, by name, in the runtime's terms.
+type PodSpec map[string]state.Resources
+
+// UpdatePodSandboxWithSpec is UpdatePodSandbox when the pod's spec is
+// known (the plugin watches the Kubernetes API): the whole resize is
+// decided here, exactly, before any container changes — every exclusive
+// container's resize to what the spec asks for, decreases first, by the
+// container-level rules — and refused entirely with the reason of the
+// container that fails. A nil spec, or one that does not name every
+// exclusive container, falls back to the pod totals alone.
+func (p *Policy) UpdatePodSandboxWithSpec(m *Model, pod Pod, res state.PodResources, spec PodSpec) (Decision, error) {
 	before, known := m.PodResources(pod)
 	members := m.podMembers(pod.UID)
 	curLimit := cpuLimitMilli(before)
 	if !known {
 		curLimit = members.limitSum
 	}
-	if err := p.admitPodUpdate(m, pod, members, curLimit, cpuLimitMilli(res.Resources)); err != nil {
+	if asked, ok := members.asked(spec); ok {
+		if err := p.admitPodSpec(m.settled(), pod, members, asked); err != nil {
+			return Decision{}, err
+		}
+	} else if err := p.admitPodUpdate(m, pod, members, curLimit, cpuLimitMilli(res.Resources)); err != nil {
 		return Decision{}, err
 	}
 	op := OpUnchanged
@@ -247,29 +266,77 @@ func abs(x int) int {
 // pod's CPUs, decreases first, each on the model the previous left once
 // settled; it returns the first refusal.
 func (p *Policy) tryPodSplit(m *Model, pod Pod, pm podMembers, split []int) error {
-	order := make([]int, 0, len(split))
+	asked := make([]state.Resources, len(split))
+	for i, n := range split {
+		milli := int64(n) * milliCPUPerCPU
+		asked[i] = state.Resources{CPUShares: sharesFromMilli(milli), CPUQuota: milli, CPUPeriod: milliCPUPerCPU, MemoryLimit: 1}
+	}
+	_, err := p.tryPodResize(m, pod, pm, asked)
+	return err
+}
+
+// tryPodResize decides the resizes of a pod's exclusive containers to the
+// resources asked (by pm.exclusive's order), decreases first, each on the
+// model the previous left once settled. It returns the first refusal, and
+// the container it refused.
+func (p *Policy) tryPodResize(m *Model, pod Pod, pm podMembers, asked []state.Resources) (string, error) {
+	counts := make([]int, len(asked))
+	for i, r := range asked {
+		counts[i] = Classify(pod.QoS(), r).CPUs
+	}
+	order := make([]int, 0, len(asked))
 	for i, e := range pm.exclusive {
-		if split[i] < e.a.Assigned().Size() {
+		if counts[i] < e.a.Assigned().Size() {
 			order = append(order, i)
 		}
 	}
 	for i, e := range pm.exclusive {
-		if split[i] > e.a.Assigned().Size() {
+		if counts[i] >= e.a.Assigned().Size() {
 			order = append(order, i)
 		}
 	}
 	for _, i := range order {
 		t := pm.exclusive[i].t
 		c := Container{ID: t.ID, Name: t.Name, Pod: pod, Resources: state.Resources{MemoryLimit: 1}}
-		milli := int64(split[i]) * milliCPUPerCPU
-		asked := state.Resources{CPUShares: sharesFromMilli(milli), CPUQuota: milli, CPUPeriod: milliCPUPerCPU}
-		d, err := p.decideResize(m, c, asked)
+		d, err := p.decideResize(m, c, asked[i])
 		if err != nil {
-			return err
+			return t.Name, err
 		}
 		m = d.Model.settled()
 	}
-	return nil
+	return "", nil
+}
+
+// asked returns what spec asks for each exclusive member, in pm.exclusive's
+// order; false when spec is nil or leaves one out.
+func (pm podMembers) asked(spec PodSpec) ([]state.Resources, bool) {
+	if spec == nil || len(pm.exclusive) == 0 {
+		return nil, false
+	}
+	out := make([]state.Resources, len(pm.exclusive))
+	for i, e := range pm.exclusive {
+		r, ok := spec[e.t.Name]
+		if !ok {
+			return nil, false
+		}
+		if r.MemoryLimit == 0 {
+			r.MemoryLimit = 1 // a Guaranteed container has one; only CPUs are decided here
+		}
+		out[i] = r
+	}
+	return out, true
+}
+
+// admitPodSpec refuses a pod resize whose containers' resizes, to what
+// the pod's spec asks, are not all accepted.
+func (p *Policy) admitPodSpec(m *Model, pod Pod, pm podMembers, asked []state.Resources) error {
+	name, err := p.tryPodResize(m, pod, pm, asked)
+	r, ok := AsRefusal(err)
+	if !ok {
+		return err
+	}
+	return refuse(r.Verdict, r.Reason, "pod %s's resize is refused as a whole, its containers unchanged: container %s: %s",
+		podDisplay(pod), name, r.Message)
 }
 
 // podMembers is what UpdatePodSandbox knows of a pod's running containers.

@@ -1,0 +1,80 @@
+package plugin
+
+import (
+	"time"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+)
+
+// API is what the plugin takes from and gives to the Kubernetes API when
+// it watches it (the command wires it in; nil without the API, and the
+// plugin then works on NRI alone). Its methods must not block for long:
+// the plugin calls them from its handlers (PodSpec outside its lock).
+type API interface {
+	// PodSpec returns what the spec of pod podUID asks for each of its
+	// containers, once the API server's view of the pod asks for a CPU
+	// limit of totalMilli in all (the totals the runtime just sent);
+	// false when that view does not come within wait.
+	PodSpec(podUID string, totalMilli int64, wait time.Duration) (policy.PodSpec, bool)
+	// Refused reports a refused request of a pod (container "" for a
+	// pod-level one): an event on the pod.
+	Refused(pod policy.Pod, container string, r *policy.Refusal)
+	// Resized reports a resize applied to a container.
+	Resized(pod policy.Pod, container string, before, after cpuset.CPUSet)
+	// Changed says that the exclusive CPUs changed (NUMAZones).
+	Changed()
+}
+
+// podSpecWait bounds how long UpdatePodSandbox waits for the API server's
+// view of a pod to catch up with the totals the runtime sends: the kubelet
+// writes the pod's resize to the API before it calls the runtime, so the
+// watch is usually there first.
+const podSpecWait = 300 * time.Millisecond
+
+// NUMAZone is the CPUs of one NUMA node as the plugin sees them.
+type NUMAZone struct {
+	Node int
+	// Capacity is the node's online CPUs, Allocatable those that may be
+	// exclusive (not reserved), Available those that are free for an
+	// exclusive container now.
+	Capacity, Allocatable, Available int
+}
+
+// NUMAZones returns every NUMA node's CPUs as the plugin sees them now.
+func (p *Plugin) NUMAZones() []NUMAZone {
+	p.mu.Lock()
+	free := p.policy.Free(p.model)
+	allocatable := p.policy.Allocatable()
+	p.mu.Unlock()
+	topo := p.policy.Allocator().Topology()
+	var zones []NUMAZone
+	for _, node := range topo.NUMANodes() {
+		cpus := topo.CPUsInNUMANodes(cpuallocator.NewNodeMask(node))
+		zones = append(zones, NUMAZone{Node: node, Capacity: cpus.Size(),
+			Allocatable: cpus.Intersection(allocatable).Size(), Available: cpus.Intersection(free).Size()})
+	}
+	return zones
+}
+
+// podSpec asks the API for a pod's spec for an UpdatePodSandbox, outside
+// the plugin's lock; nil without the API or when it does not answer.
+func (p *Plugin) podSpec(podUID string, totalMilli int64) policy.PodSpec {
+	if p.opts.API == nil || podUID == "" || totalMilli == 0 {
+		return nil
+	}
+	spec, ok := p.opts.API.PodSpec(podUID, totalMilli, podSpecWait)
+	if !ok {
+		return nil
+	}
+	return spec
+}
+
+// cpusetChanged tells the API that the exclusive CPUs may have changed.
+func (p *Plugin) cpusetChanged() {
+	if p.opts.API != nil {
+		p.opts.API.Changed()
+	}
+}
