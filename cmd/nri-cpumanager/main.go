@@ -5,6 +5,7 @@
 // Usage:
 //
 //	nri-cpumanager [run] [--config FILE] [flags]   run the plugin (default)
+//	nri-cpumanager doctor [--host-root DIR] [flags]
 //	nri-cpumanager validate-config --config FILE|-
 //	nri-cpumanager topology [--config FILE] [--sysfs-root DIR]
 //	nri-cpumanager state [--config FILE] [--state-dir DIR]
@@ -31,6 +32,7 @@ var commands = []struct {
 	fn                  func([]string, io.Writer, io.Writer) error
 }{
 	{"run", "[--config FILE] [flags]", "run the plugin (the default command)", runPlugin},
+	{"doctor", "[--host-root DIR] [flags]", "check this node for the plugin: containerd, NRI, kubelet, cgroups, CPUs", doctor},
 	{"validate-config", "--config FILE|-", "check a configuration against this machine and say what it does", validateConfig},
 	{"topology", "[--config FILE] [flags]", "print the CPU topology the plugin sees", showTopology},
 	{"state", "[--config FILE] [flags]", "print and verify the checkpoint", showState},

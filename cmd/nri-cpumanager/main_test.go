@@ -164,7 +164,11 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"simulate"}, exitUsage},
 		{[]string{"simulate", "a", "b"}, exitUsage},
 		{[]string{"simulate", missing}, exitFailure},
+		{[]string{"doctor", "--no-such-flag"}, exitUsage},
+		{[]string{"doctor", "extra"}, exitUsage},
+		{[]string{"doctor", "--config", bad}, exitFailure},
 		{[]string{"run", "-h"}, exitOK},
+		{[]string{"doctor", "-h"}, exitOK},
 		{[]string{"simulate", "-h"}, exitOK},
 		{[]string{"help", "state"}, exitOK},
 	} {
