@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
+	"strconv"
 	"strings"
 )
 
@@ -70,7 +72,31 @@ func usage() string {
 }
 
 func main() {
+	setMemoryLimit()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// memoryLimitEnv carries the container's memory limit in bytes (the
+// DaemonSet sets it from the downward API's limits.memory).
+const memoryLimitEnv = "NRI_CPUMANAGER_MEMORY_LIMIT"
+
+// setMemoryLimit sets the Go runtime's soft memory limit to 90 % of the
+// container's (memoryLimitEnv), unless GOMEMLIMIT is set: the collector
+// works harder before the kernel's limit, and the rest of the process (its
+// stacks, the runtime's own memory, what the heap returned but the kernel
+// still counts) has room. It sets GOMEMLIMIT too, which run reads to keep
+// a limit the environment gave.
+func setMemoryLimit() {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	limit, err := strconv.ParseInt(os.Getenv(memoryLimitEnv), 10, 64)
+	if err != nil || limit <= 0 {
+		return
+	}
+	soft := limit / 10 * 9
+	debug.SetMemoryLimit(soft)
+	os.Setenv("GOMEMLIMIT", strconv.FormatInt(soft, 10))
 }
 
 // isHelp reports whether arg asks for help.

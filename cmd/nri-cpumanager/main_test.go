@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -209,6 +211,34 @@ func TestValidateConfigFromStandardInput(t *testing.T) {
 		if status != exitFailure || !strings.Contains(out.String(), want) {
 			t.Errorf("validate-config of a file with four errors = %d, output lacks %q:\n%s", status, want, out.String())
 		}
+	}
+}
+
+// TestMemoryLimit: the DaemonSet gives the container's memory limit, the
+// runtime's soft limit is 90 % of it; GOMEMLIMIT set by hand wins.
+func TestMemoryLimit(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv(memoryLimitEnv, "134217728") // 128Mi
+	setMemoryLimit()
+	if got, want := debug.SetMemoryLimit(-1), int64(134217728/10*9); got != want || os.Getenv("GOMEMLIMIT") != strconv.FormatInt(want, 10) {
+		t.Errorf("soft limit %d, GOMEMLIMIT %q; want %d", got, os.Getenv("GOMEMLIMIT"), want)
+	}
+
+	debug.SetMemoryLimit(before)
+	t.Setenv("GOMEMLIMIT", "50MiB")
+	setMemoryLimit()
+	if got := debug.SetMemoryLimit(-1); got != before || os.Getenv("GOMEMLIMIT") != "50MiB" {
+		t.Errorf("GOMEMLIMIT set: the soft limit became %d", got)
+	}
+
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv(memoryLimitEnv, "garbage")
+	setMemoryLimit()
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Errorf("a bad %s changed the soft limit to %d", memoryLimitEnv, got)
 	}
 }
 
