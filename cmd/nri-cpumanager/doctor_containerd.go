@@ -186,6 +186,13 @@ func dig(doc map[string]any, path ...string) (any, bool) {
 func (d *doctorRun) loadContainerdConfig() *containerdConfig {
 	conf := &containerdConfig{}
 	data, err := d.readHost(d.containerdConfig)
+	if dir := filepath.Dir(d.containerdConfig); os.IsNotExist(err) && !dirExists(d.host(dir)) {
+		// Not even its directory: not the host's files (the plugin's pod
+		// without the doctor's mount), or no containerd here.
+		d.report(statusWarning, "containerd", fmt.Sprintf("%s is not visible under host root %s: containerd's configuration and drop-ins are not checked", dir, d.hostRoot),
+			"run doctor on the node, or in the plugin's pod with --host-root /host and the host's /etc/containerd mounted (the chart's doctor.enabled, deploy/components/doctor)")
+		return nil
+	}
 	if os.IsNotExist(err) {
 		d.report(statusInfo, "containerd", fmt.Sprintf("no %s: containerd runs with its defaults (NRI on in 2.x, nothing imported)", d.containerdConfig), "")
 		d.checkDropIns(conf, nil)

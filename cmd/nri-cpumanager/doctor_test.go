@@ -249,6 +249,21 @@ func TestDoctorContainerdVersionFromBinary(t *testing.T) {
 	}
 }
 
+// TestDoctorWithoutTheHostsFiles: in the plugin's pod without the doctor's
+// mount, containerd's files are not visible: doctor says so rather than
+// concluding containerd runs with its defaults, and checks the rest.
+func TestDoctorWithoutTheHostsFiles(t *testing.T) {
+	n := newDoctorNode(t)
+	status, out := n.run("")
+	wantLines(t, out,
+		"warn  containerd  /etc/containerd is not visible under host root "+n.root,
+		"ok    NRI         socket "+n.ns+" exists",
+		"ok    cgroups     cgroup v2 (unified)")
+	if strings.Contains(out, "runs with its defaults") || status != exitOK {
+		t.Errorf("status %d:\n%s", status, out)
+	}
+}
+
 func TestCPUMilli(t *testing.T) {
 	for q, want := range map[string]int64{"": 0, "500m": 500, "1": 1000, "1.5": 1500, "2500m": 2500, "x": 0} {
 		if got := cpuMilli(q); got != want {
