@@ -10,7 +10,7 @@ FUZZTIME ?= 300000x
 # staticcheck, pinned; `go run` fetches it through the module proxy.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build image test unit placement-diff fuzz e2e e2e-kube deploy-test bench lint demo clean
+.PHONY: all build image push-image test unit placement-diff fuzz e2e e2e-kube deploy-test chart-readme bench lint demo clean
 
 all: build
 
@@ -55,10 +55,16 @@ e2e:
 e2e-kube:
 	$(GO) test -tags e2e -count=1 -timeout 60m -v -run '^TestKubernetes$$' ./test/e2e/
 
-## deploy-test: the kustomize manifests, the Helm chart, alerts and dashboard
-## (a module of its own, so the plugin's module does not depend on Helm)
+## deploy-test: the kustomize manifests, the Helm chart and its README, alerts
+## (through promtool) and dashboard (a module of its own, so the plugin's
+## module does not depend on Helm)
 deploy-test:
 	cd test/deploy && $(GO) test -count=1 ./...
+
+## chart-readme: regenerate deploy/helm/nri-cpumanager/README.md from the
+## comments of its values.yaml (deploy-test fails while it is stale)
+chart-readme:
+	cd test/deploy && $(GO) test -count=1 -run '^TestChartReadme$$' . -update
 
 ## bench: allocator and round-trip benchmarks
 bench:
