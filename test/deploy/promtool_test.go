@@ -11,7 +11,7 @@ import (
 
 // TestAlertsWithPromtool runs the alerts of components/prometheus through
 // Prometheus's own rule tester, promtool test rules (a tool of this
-// module hack/tools, pinned there): testdata/alerts.test.yaml feeds each alert
+// module of hack/tools, pinned there): testdata/alerts.test.yaml feeds each alert
 // the series of its failure, of a plugin restarted in a new pod, and of a
 // healthy node, and says when it fires and with what text. The chart's
 // rules are the same (TestChartMonitoringMatchesKustomize).
@@ -38,11 +38,11 @@ func TestAlertsWithPromtool(t *testing.T) {
 	}
 }
 
-// tool runs a tool pinned in hack/tools/go.mod (built from the Go module
+// tool runs a tool pinned in hack/tools/NAME/go.mod (built from the Go module
 // proxy the first time, then cached) and returns its output.
 func tool(t *testing.T, name string, args ...string) ([]byte, error) {
 	t.Helper()
-	modfile, err := filepath.Abs(filepath.Join("..", "..", "hack", "tools", "go.mod"))
+	modfile, err := filepath.Abs(filepath.Join("..", "..", "hack", "tools", name, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
