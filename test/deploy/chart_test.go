@@ -338,12 +338,12 @@ func TestChartUnderAnotherReleaseName(t *testing.T) {
 
 func TestChartNonDefaultValues(t *testing.T) {
 	m := chart(t, map[string]any{
-		"image":             map[string]any{"repository": "registry.example/nri-cpumanager", "tag": "v9.9.9"},
-		"nodeSelector":      map[string]any{"kubernetes.io/os": "linux", enabledLabel: "true", "pool": "latency"},
-		"tolerations":       []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "latency", "effect": "NoSchedule"}},
-		"resources":         map[string]any{"requests": map[string]any{"cpu": "200m", "memory": "96Mi"}, "limits": map[string]any{"memory": "256Mi"}},
-		"podAnnotations":    map[string]any{"example.com/team": "platform"},
-		"config":            map[string]any{"metricsAddress": ""},
+		"image":          map[string]any{"repository": "registry.example/nri-cpumanager", "tag": "v9.9.9"},
+		"nodeSelector":   map[string]any{"kubernetes.io/os": "linux", enabledLabel: "true", "pool": "latency"},
+		"tolerations":    []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "latency", "effect": "NoSchedule"}},
+		"resources":      map[string]any{"requests": map[string]any{"cpu": "200m", "memory": "96Mi"}, "limits": map[string]any{"memory": "256Mi"}},
+		"podAnnotations": map[string]any{"example.com/team": "platform"},
+		"config":         map[string]any{"metricsAddress": ""},
 	})
 	p := pluginOf(t, m)
 	checkSafe(t, p)
