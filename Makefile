@@ -76,7 +76,8 @@ e2e-kube:
 ## (through promtool) and dashboard (a module of its own, so the plugin's
 ## module does not depend on Helm)
 deploy-test:
-	cd test/deploy && $(GO) test -count=1 ./...
+	$(call tool,promtool) --version >/dev/null   # built (minutes, once) outside the tests' timeout
+	cd test/deploy && $(GO) test -count=1 -timeout 20m ./...
 
 ## chart-readme: regenerate deploy/helm/nri-cpumanager/README.md from the
 ## comments of its values.yaml (deploy-test fails while it is stale)
