@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -211,6 +214,27 @@ func TestDoctorKubeletConfigz(t *testing.T) {
 	if status != exitFailure {
 		t.Errorf("status %d, want 1", status)
 	}
+}
+
+// TestDoctorKubeletConfigzURL reads the kubelet's /configz over HTTP
+// (its read-only port, or a proxy), and says so when it cannot.
+func TestDoctorKubeletConfigzURL(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/configz" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, `{"kubeletconfig":{"cpuManagerPolicy":"static","reservedSystemCPUs":"0","cgroupDriver":"systemd"}}`)
+	}))
+	defer srv.Close()
+	n := newDoctorNode(t)
+	status, out := n.run("", "--kubelet-config", srv.URL+"/configz")
+	wantLines(t, out, "FAIL  kubelet     cpuManagerPolicy: static ("+srv.URL+"/configz)", "ok    kubelet     reserves CPUs 0, as the plugin does")
+	if status != exitFailure {
+		t.Errorf("status %d, want 1", status)
+	}
+	_, out = n.run("", "--kubelet-config", srv.URL+"/nothing")
+	wantLines(t, out, "warn  kubelet     configuration not found: "+srv.URL+"/nothing: 404 Not Found")
 }
 
 // TestDoctorOnTheNodeFindsTheKubeletsFlags reads the kubelet's --config
