@@ -24,8 +24,8 @@ func TestChartReadme(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := chartReadme(loadChart(t).Metadata.Description, loadChart(t).Metadata.Version,
-		loadChart(t).Metadata.AppVersion, loadChart(t).Metadata.KubeVersion, values)
+	meta := loadChart(t).Metadata
+	got, err := chartReadme(meta.Description, meta.Version, meta.AppVersion, meta.KubeVersion, values)
 	if err != nil {
 		t.Fatal(err)
 	}
