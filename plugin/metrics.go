@@ -52,19 +52,13 @@ type Metrics struct {
 	refused          *refusedCollector
 }
 
-// refusalReasons and refusalVerdicts are every label value refusals_total
-// can take, initialised at 0 so that a first refusal is an increase (a
-// series born at 1 is not one for increase() and rate()). A test reads
-// policy's source to check that every Reason is listed.
+// The label values initialised at 0 when the metrics are created, so that
+// a first increment is an increase (a series born at 1 is not one for
+// increase() and rate()); refusals_total gets each reason of policy's
+// table with each verdict it comes with.
 var (
-	refusalReasons = []policy.Reason{
-		policy.ReasonProhibitedCPUAllocation, policy.ReasonInconsistentCPUAllocation, policy.ReasonGetOriginalCPUSet,
-		policy.ReasonResizeAllocateCPUs, policy.ReasonSMTAlignment, policy.ReasonFeatureDisabled,
-		policy.ReasonAllocateCPUs, policy.ReasonTopologyAffinity, policy.ReasonInvalidContainerID,
-	}
-	refusalVerdicts = []policy.Verdict{policy.Infeasible, policy.Deferred}
-	resizeOps       = []policy.Operation{policy.OpIncrease, policy.OpDecrease, policy.OpUnchanged}
-	outcomes        = []string{outcomeApplied, outcomeInfeasible, outcomeDeferred, outcomeError}
+	resizeOps = []policy.Operation{policy.OpIncrease, policy.OpDecrease, policy.OpUnchanged}
+	outcomes  = []string{outcomeApplied, outcomeInfeasible, outcomeDeferred, outcomeError}
 )
 
 // NewMetrics creates the collectors and registers them with reg.
@@ -142,9 +136,9 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 			m.resizes.WithLabelValues(string(op), outcome)
 		}
 	}
-	for _, reason := range refusalReasons {
-		for _, verdict := range refusalVerdicts {
-			m.refusals.WithLabelValues(string(reason), string(verdict))
+	for _, r := range policy.Reasons() {
+		for _, verdict := range r.Verdicts {
+			m.refusals.WithLabelValues(string(r.Reason), string(verdict))
 		}
 	}
 	for _, c := range []prometheus.Collector{buildInfo, m.resizes, m.refusals, m.model,
