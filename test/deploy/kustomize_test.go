@@ -87,6 +87,7 @@ func TestKustomizeBaseIsSafeAndShipsTheDefaults(t *testing.T) {
 		t.Errorf("priorityClassName %q outside kube-system: refused where the critical classes are limited (components/node-critical sets it)", p.pod.PriorityClassName)
 	}
 	sameConfig(t, "deploy/configmap.yaml", p.cfg, shippedDefaults())
+	checkWedgeRestart(t, p)
 
 	ns := only(t, "Namespace", m.namespaces)
 	if ns.Name != p.ds.Namespace || ns.Name != p.cm.Namespace {

@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -374,8 +375,33 @@ func checkEndpoints(t *testing.T, p *deployed) {
 			t.Errorf("%s probe %+v, want GET %s on port metrics", pr.name, pr.probe, pr.path)
 		}
 	}
+	// /healthz fails once the plugin has gone disconnectedTimeout without
+	// a synchronized connection; the probe must then restart it soon, not
+	// after minutes more, nor on one slow answer.
+	if lp := ctr.LivenessProbe; lp != nil {
+		window := time.Duration(lp.PeriodSeconds*lp.FailureThreshold) * time.Second
+		if window > 30*time.Second || lp.FailureThreshold < 2 || lp.TimeoutSeconds < 2 {
+			t.Errorf("liveness probe every %ds, %d failures, %ds timeout: a wedge is restarted %v after /healthz fails; want at most 30s, 2 failures and a 2s timeout at least",
+				lp.PeriodSeconds, lp.FailureThreshold, lp.TimeoutSeconds, window)
+		}
+	}
 	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != port {
 		t.Errorf("scrape annotations %v, want port %s", ann, port)
+	}
+}
+
+// checkWedgeRestart checks that, as shipped, a plugin left without a
+// synchronized NRI connection is restarted within two minutes:
+// disconnectedTimeout, then the liveness probe's failures.
+func checkWedgeRestart(t *testing.T, p *deployed) {
+	t.Helper()
+	lp := p.ctr.LivenessProbe
+	if lp == nil || p.cfg.DisconnectedTimeout <= 0 {
+		t.Fatalf("liveness probe %v, disconnectedTimeout %v: a wedged plugin is never restarted", lp, p.cfg.DisconnectedTimeout)
+	}
+	window := time.Duration(lp.PeriodSeconds*lp.FailureThreshold) * time.Second
+	if total := p.cfg.DisconnectedTimeout + window; total > 2*time.Minute {
+		t.Errorf("a wedged plugin is restarted after %v (disconnectedTimeout %v + the probe's %v)", total, p.cfg.DisconnectedTimeout, window)
 	}
 }
 
