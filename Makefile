@@ -9,8 +9,14 @@ PKGS    := ./...
 FUZZTIME ?= 300000x
 # staticcheck, pinned; `go run` fetches it through the module proxy.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# $(call tool,NAME): a tool pinned in hack/tools/NAME/go.mod (hack/tools/README.md).
+tool = $(GO) tool -modfile=$(CURDIR)/hack/tools/$(1)/go.mod $(1)
+# The image's archive (make image) and where make push-image pushes it.
+IMAGE_ARCHIVE ?= $(OUTPUT)/image/nri-cpumanager.tar
+IMAGE ?=
+IMAGE_FLAGS ?=
 
-.PHONY: all build image test unit placement-diff fuzz e2e e2e-kube deploy-test bench lint demo clean
+.PHONY: all build image push-image test unit placement-diff fuzz e2e e2e-kube deploy-test chart-readme bench lint demo clean
 
 all: build
 
@@ -19,10 +25,21 @@ build:
 	$(GO) build -o $(BIN)/nri-cpumanager ./cmd/nri-cpumanager
 
 ## image: the plugin's image as an OCI layout archive (linux/amd64 and
-## linux/arm64, version from git), no Docker needed; load it with
+## linux/arm64, version from git), no Docker needed; load it on a node with
 ## ctr -n k8s.io images import _output/image/nri-cpumanager.tar
+## (IMAGE_FLAGS="-tag v0.1.0" names it as the manifests do; go run ./hack/image -h)
 image:
-	$(GO) run ./hack/image -o $(OUTPUT)/image/nri-cpumanager.tar
+	$(GO) run ./hack/image -o $(IMAGE_ARCHIVE) $(IMAGE_FLAGS)
+
+## push-image: push the archive of make image, every platform under one index,
+## to IMAGE=registry.example.com/nri-cpumanager:v0.1.0 (log in first:
+## go tool -modfile=hack/tools/regctl/go.mod regctl registry login REGISTRY)
+push-image:
+	@if [ -z "$(IMAGE)" ]; then echo "usage: make push-image IMAGE=registry.example.com/nri-cpumanager:TAG" >&2; exit 2; fi
+	@if [ ! -f "$(IMAGE_ARCHIVE)" ]; then echo "$(IMAGE_ARCHIVE) is missing: run make image first" >&2; exit 1; fi
+	$(call tool,regctl) image import "$(IMAGE)" "$(IMAGE_ARCHIVE)"
+	$(call tool,regctl) manifest get "$(IMAGE)" --format '{{range .Manifests}}{{println .Platform.OS .Platform.Architecture .Digest}}{{end}}'
+
 
 ## test: everything CI runs — lint, unit + integration (race detector), the
 ## placement comparison with the kubelet, fuzz, deploy manifests, e2e, e2e-kube
@@ -55,16 +72,24 @@ e2e:
 e2e-kube:
 	$(GO) test -tags e2e -count=1 -timeout 60m -v -run '^TestKubernetes$$' ./test/e2e/
 
-## deploy-test: the kustomize manifests, the Helm chart, alerts and dashboard
-## (a module of its own, so the plugin's module does not depend on Helm)
+## deploy-test: the kustomize manifests, the Helm chart and its README, alerts
+## (through promtool) and dashboard (a module of its own, so the plugin's
+## module does not depend on Helm)
 deploy-test:
-	cd test/deploy && $(GO) test -count=1 ./...
+	$(call tool,promtool) --version >/dev/null   # built (minutes, once) outside the tests' timeout
+	cd test/deploy && $(GO) test -count=1 -timeout 20m ./...
+
+## chart-readme: regenerate deploy/helm/nri-cpumanager/README.md from the
+## comments of its values.yaml (deploy-test fails while it is stale)
+chart-readme:
+	cd test/deploy && $(GO) test -count=1 -run '^TestChartReadme$$' . -update
 
 ## bench: allocator and round-trip benchmarks
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## lint: gofmt, go vet and staticcheck (also of test/deploy; go vet of test/kubernetes)
+## lint: gofmt, go vet and staticcheck (also of test/deploy; go vet of
+## test/kubernetes), actionlint of .github/workflows
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
@@ -73,6 +98,7 @@ lint:
 	$(STATICCHECK) -tags e2e ./test/e2e/...
 	cd test/deploy && $(GO) vet ./... && $(STATICCHECK) ./...
 	cd test/kubernetes && $(GO) vet ./...
+	$(call tool,actionlint)
 
 ## demo: a real containerd + the plugin on this machine: pin, resize, refusals (root)
 demo:

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/containerd/nri v0.12.5
+	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/sirupsen/logrus v1.10.2

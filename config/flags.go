@@ -80,7 +80,8 @@ func flagRules() []flagRule {
 			func(c *Config) *string { return &c.StateDir }),
 		stringFlag("sysfs-root", "sysfsRoot", "`path` the CPU topology is read from", parsePath,
 			func(c *Config) *string { return &c.SysfsRoot }),
-		stringFlag("cgroupfs-root", "cgroupfsRoot", "`path` of the cgroup filesystem", parsePath,
+		stringFlag("cgroupfs-root", "cgroupfsRoot", "`path` of the host's cgroup tree, \"\" turns the verification of cpusets off",
+			func(v string) (string, error) { return v, nil },
 			func(c *Config) *string { return &c.CgroupfsRoot }),
 		{
 			flag: "reserved-cpus", key: "reservedSystemCPUs",

@@ -33,6 +33,7 @@ func TestFlagsOverrideOnlyWhatIsGiven(t *testing.T) {
 		{"state dir", []string{"--state-dir=/tmp/st"}, func(c *Config) bool { return c.StateDir == "/tmp/st" }},
 		{"sysfs root", []string{"--sysfs-root=testdata/sys"}, func(c *Config) bool { return c.SysfsRoot == "testdata/sys" }},
 		{"cgroupfs root", []string{"--cgroupfs-root=/cg"}, func(c *Config) bool { return c.CgroupfsRoot == "/cg" }},
+		{"no cgroupfs root: no verification", []string{"--cgroupfs-root="}, func(c *Config) bool { return c.CgroupfsRoot == "" }},
 		{"reserved CPUs replace the file's count", []string{"--reserved-cpus=0-1"}, func(c *Config) bool {
 			return c.ReservedSystemCPUs.Equals(cpuset.New(0, 1)) && c.ReservedCPUCount == 0
 		}},

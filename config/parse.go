@@ -30,19 +30,27 @@ func Load(path string) (*Config, error) {
 
 // Parse decodes and validates a YAML config document. Keys it does not
 // write take their Default values; an empty document gives Default(). The
-// error joins one line per problem (see errors.Join).
+// error joins one line per problem (see errors.Join): every unknown key,
+// every value of the wrong type and every value out of range, all from one
+// call, so that a file is fixed in one round.
 func Parse(data []byte) (*Config, error) {
 	f, err := decode(data)
-	if err != nil {
+	if f == nil {
 		return nil, err
 	}
-	return f.build()
+	c, buildErr := f.build()
+	if err != nil || buildErr != nil {
+		return nil, errors.Join(err, buildErr)
+	}
+	return c, nil
 }
 
 // decode reads the document over the defaults, strictly: duplicate keys,
 // keys the schema does not know (also when only their case differs, which
 // encoding/json would otherwise accept) and values of the wrong type are
-// errors.
+// errors. A document that is not a mapping gives no file; otherwise the
+// file comes back with the error, holding every value that decoded (a key
+// that did not keeps its default), for build to check the rest.
 func decode(data []byte) (*file, error) {
 	doc, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
@@ -52,14 +60,71 @@ func decode(data []byte) (*file, error) {
 	if err := json.Unmarshal(doc, &top); err != nil {
 		return nil, fmt.Errorf("the document must be a mapping of config keys to values, not %s", jsonKind(doc))
 	}
-	if err := checkKeys(slices.Sorted(maps.Keys(top))); err != nil {
-		return nil, err
-	}
+	keyErr := checkKeys(slices.Sorted(maps.Keys(top)))
 	f := defaultFile()
-	if err := yaml.UnmarshalStrict(data, f); err != nil {
-		return nil, explainDecodeError(err)
+	if err := yaml.UnmarshalStrict(data, f); err == nil {
+		return f, keyErr
 	}
-	return f, nil
+	// The whole document stops at its first bad value: decode the keys one
+	// by one to report them all.
+	f = defaultFile()
+	return f, errors.Join(keyErr, decodeKeys(top, f))
+}
+
+// decodeKeys decodes each known key of top into f on its own, in the
+// schema's order, and reports every key (and option) whose value has the
+// wrong type; such a key keeps its default.
+func decodeKeys(top map[string]json.RawMessage, f *file) error {
+	v := reflect.ValueOf(f).Elem()
+	var errs []error
+	for i, key := range schemaKeys() {
+		raw, ok := top[key]
+		if !ok {
+			continue
+		}
+		field := v.Field(i)
+		if field.Kind() == reflect.Map {
+			errs = append(errs, decodeOptions(key, raw, field)...)
+			continue
+		}
+		val := reflect.New(field.Type())
+		val.Elem().Set(field)
+		if err := yaml.UnmarshalStrict(raw, val.Interface()); err != nil {
+			errs = append(errs, explainDecodeError(key, err))
+			continue
+		}
+		field.Set(val.Elem())
+	}
+	return errors.Join(errs...)
+}
+
+// decodeOptions decodes an option map (cpuManagerPolicyOptions,
+// topologyManagerPolicyOptions) option by option into field, reporting
+// each option whose value is not a scalar.
+func decodeOptions(key string, raw json.RawMessage, field reflect.Value) []error {
+	var opts map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &opts); err != nil {
+		return []error{explainDecodeError(key, err)}
+	}
+	if opts == nil { // null: the default
+		return nil
+	}
+	var errs []error
+	out := map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(opts)) {
+		var s string
+		if err := yaml.UnmarshalStrict(opts[name], &s); err != nil {
+			var typeErr *json.UnmarshalTypeError
+			if errors.As(err, &typeErr) {
+				err = fmt.Errorf("got %s, want a string such as \"true\"", withArticle(typeErr.Value))
+			}
+			errs = append(errs, fmt.Errorf("%s.%s: %w", key, name, err))
+			continue
+		}
+		out[name] = s
+	}
+	field.Set(reflect.ValueOf(out))
+	return errs
 }
 
 // schemaKeys returns the keys of the schema, in the order of the file
@@ -127,19 +192,14 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// explainDecodeError rewrites a type mismatch into "key: got X, want Y";
-// other errors are returned wrapped.
-func explainDecodeError(err error) error {
+// explainDecodeError rewrites a type mismatch of key's value into
+// "key: got X, want Y"; other errors are returned with the key.
+func explainDecodeError(key string, err error) error {
 	var typeErr *json.UnmarshalTypeError
-	if !errors.As(err, &typeErr) || typeErr.Field == "" {
-		return fmt.Errorf("decoding config: %w", err)
+	if !errors.As(err, &typeErr) {
+		return fmt.Errorf("%s: %w", key, err)
 	}
-	got := withArticle(typeErr.Value)
-	optionMap := typeErr.Field == "cpuManagerPolicyOptions" || typeErr.Field == "topologyManagerPolicyOptions"
-	if optionMap && typeErr.Type.Kind() == reflect.String {
-		return fmt.Errorf("%s: an option's value is %s, want a string such as \"true\"", typeErr.Field, got)
-	}
-	return fmt.Errorf("%s: got %s, want %s", typeErr.Field, got, describeType(typeErr.Type))
+	return fmt.Errorf("%s: got %s, want %s", key, withArticle(typeErr.Value), describeType(typeErr.Type))
 }
 
 func describeType(t reflect.Type) string {

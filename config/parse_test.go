@@ -89,6 +89,7 @@ func TestParseValidValues(t *testing.T) {
 		{"state dir", "stateDir: /tmp/s", func(c *Config) bool { return c.StateDir == "/tmp/s" }},
 		{"relative sysfs root", "sysfsRoot: testdata/sys", func(c *Config) bool { return c.SysfsRoot == "testdata/sys" }},
 		{"cgroupfs root", "cgroupfsRoot: /cg", func(c *Config) bool { return c.CgroupfsRoot == "/cg" }},
+		{"no cgroupfs root: no verification", `cgroupfsRoot: ""`, func(c *Config) bool { return c.CgroupfsRoot == "" }},
 		{"reserved list", `reservedSystemCPUs: "0,2-3"`, func(c *Config) bool {
 			return c.ReservedSystemCPUs.Equals(cpuset.New(0, 2, 3)) && c.ReservedCPUCount == 0
 		}},
@@ -187,7 +188,6 @@ func TestParseValidationMessages(t *testing.T) {
 		{"letters in index", `pluginIndex: "a1"`, []string{`pluginIndex: "a1" is not two digits 00-99; write it quoted, e.g. "09"`}},
 		{"empty state dir", `stateDir: ""`, []string{`stateDir: "" is not a path`}},
 		{"empty sysfs root", `sysfsRoot: ""`, []string{`sysfsRoot: "" is not a path`}},
-		{"empty cgroupfs root", `cgroupfsRoot: ""`, []string{`cgroupfsRoot: "" is not a path`}},
 		{"bad CPU list", `reservedSystemCPUs: "0-"`, []string{`reservedSystemCPUs: "0-" is not a CPU list such as "0,2-3": "0-": missing CPU number`}},
 		{"reversed CPU range", `reservedSystemCPUs: "3-1"`, []string{`reservedSystemCPUs: "3-1" is not a CPU list such as "0,2-3": "3-1": range runs backwards`}},
 		{"huge CPU range", `reservedSystemCPUs: "0-99999999"`, []string{`reservedSystemCPUs: "0-99999999" is not a CPU list such as "0,2-3": "0-99999999": CPU 99999999 is above the largest supported CPU 65535`}},
@@ -246,6 +246,42 @@ func TestParseValidationMessages(t *testing.T) {
 	}
 }
 
+// TestParseReportsEveryError checks that one call reports every problem of
+// a file, whatever its kind: unknown keys, values of the wrong type (each
+// of them, not only the first the decoder meets) and values out of range,
+// so that validate-config shows them all at once.
+func TestParseReportsEveryError(t *testing.T) {
+	doc := strings.Join([]string{
+		"logLvel: debug",
+		"pluginIndex: \"9\"",
+		"reservedCPUCount: two",
+		"inPlaceResize: \"false\"",
+		"cpuManagerPolicyOptions: {full-pcpus-only: [true], align-by-socket: \"maybe\", strict-cpu-reservation: \"true\"}",
+		"topologyManagerPolicy: single-numa",
+		"topologyManagerPolicyOptions: [prefer-closest-numa-nodes]",
+		"alignMemory: 1",
+		"logLevel: {level: debug}",
+		"metricsAddress: \"9101\"",
+	}, "\n")
+	want := []string{
+		`unknown key "logLvel" (did you mean "logLevel"?)`,
+		`reservedCPUCount: got a string, want an integer`,
+		`cpuManagerPolicyOptions.full-pcpus-only: got an array, want a string such as "true"`,
+		`topologyManagerPolicyOptions: got an array, want a mapping of option names to values`,
+		`inPlaceResize: got a string, want true or false`,
+		`alignMemory: got a number, want true or false`,
+		`logLevel: got an object, want a string`,
+		`pluginIndex: "9" is not two digits 00-99; write it quoted, e.g. "09"`,
+		`topologyManagerPolicy: "single-numa" is not one of none, best-effort, restricted, single-numa-node`,
+		`metricsAddress: "9101" is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable the endpoint`,
+		`cpuManagerPolicyOptions.align-by-socket: "maybe" is not one of true, false`,
+	}
+	_, err := Parse([]byte(doc))
+	if got := errorLines(err); !slices.Equal(got, want) {
+		t.Errorf("Parse error:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 func TestParseRejectsUnknownKeys(t *testing.T) {
 	tests := []struct {
 		name string
@@ -285,7 +321,7 @@ func TestParseRejectsMalformedDocuments(t *testing.T) {
 		{"fraction for integer", "reservedCPUCount: 1.5", "reservedCPUCount: got a number 1.5, want an integer"},
 		{"quoted boolean", `inPlaceResize: "false"`, "inPlaceResize: got a string, want true or false"},
 		{"list for options", "cpuManagerPolicyOptions: [full-pcpus-only]", "cpuManagerPolicyOptions: got an array, want a mapping of option names to values"},
-		{"list as option value", "cpuManagerPolicyOptions: {full-pcpus-only: [true]}", `cpuManagerPolicyOptions: an option's value is an array, want a string such as "true"`},
+		{"list as option value", "cpuManagerPolicyOptions: {full-pcpus-only: [true]}", `cpuManagerPolicyOptions.full-pcpus-only: got an array, want a string such as "true"`},
 		{"mapping for a string", "logLevel: {level: debug}", "logLevel: got an object, want a string"},
 	}
 	for _, tt := range tests {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -95,7 +97,7 @@ func TestCommands(t *testing.T) {
 		{"state", []string{"state", sys, "--state-dir=" + stateDir}, 0, `"defaultCpuSet":"0-11"`},
 		{"no state", []string{"state", sys, "--state-dir=" + t.TempDir()}, 0, "no checkpoint"},
 		{"simulate", []string{"simulate", "../../test/scenarios/kep-checkpoint-walkthrough.yaml"}, 0, "every expectation held"},
-		{"simulate without a file", []string{"simulate"}, 1, "one scenario file is required"},
+		{"simulate without a file", []string{"simulate"}, 2, "one scenario file is required"},
 		{"version", []string{"version"}, 0, "nri-cpumanager devel (revision "},
 	}
 	for _, tt := range tests {
@@ -106,6 +108,137 @@ func TestCommands(t *testing.T) {
 				t.Errorf("run(%q) = %d with output\n%s\nwant %d and %q", tt.args, status, out.String(), tt.status, tt.output)
 			}
 		})
+	}
+}
+
+// TestHelpListsCommands checks that every way of asking for help prints
+// the commands, one line each, not the flags of run.
+func TestHelpListsCommands(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"-help"}} {
+		var out, errOut bytes.Buffer
+		if status := run(args, &out, &errOut); status != exitOK {
+			t.Errorf("run(%q) = %d, want 0", args, status)
+		}
+		text := out.String()
+		for _, c := range commands {
+			if !strings.Contains(text, "\n  "+c.name+" ") {
+				t.Errorf("run(%q) does not list %s:\n%s", args, c.name, text)
+			}
+		}
+		if strings.Contains(text, "--metrics-address") || errOut.Len() > 0 {
+			t.Errorf("run(%q) printed flags of a command:\n%s%s", args, text, errOut.String())
+		}
+	}
+	var out bytes.Buffer
+	if status := run([]string{"help", "validate-config"}, &out, &out); status != exitOK || !strings.Contains(out.String(), "-config") {
+		t.Errorf("help validate-config = %d:\n%s", status, out.String())
+	}
+}
+
+// TestExitStatus checks the one convention of every command: 0 success,
+// 1 failure, 2 wrong usage.
+func TestExitStatus(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("logLevel: loud\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	for _, tc := range []struct {
+		args   []string
+		status int
+	}{
+		{[]string{"version"}, exitOK},
+		{[]string{"version", "extra"}, exitUsage},
+		{[]string{"frobnicate"}, exitUsage},
+		{[]string{"--no-such-flag"}, exitUsage},
+		{[]string{"run", "--no-such-flag"}, exitUsage},
+		{[]string{"run", "--config", bad}, exitFailure},
+		{[]string{"run", "--log-level=loud"}, exitUsage},
+		{[]string{"topology", "--no-such-flag"}, exitUsage},
+		{[]string{"topology", "extra"}, exitUsage},
+		{[]string{"topology", "--config", missing}, exitFailure},
+		{[]string{"state", "--no-such-flag"}, exitUsage},
+		{[]string{"state", "--config", bad}, exitFailure},
+		{[]string{"validate-config"}, exitUsage},
+		{[]string{"validate-config", "--config"}, exitUsage},
+		{[]string{"validate-config", "--config", bad}, exitFailure},
+		{[]string{"validate-config", "--config", missing}, exitFailure},
+		{[]string{"simulate"}, exitUsage},
+		{[]string{"simulate", "a", "b"}, exitUsage},
+		{[]string{"simulate", missing}, exitFailure},
+		{[]string{"doctor", "--no-such-flag"}, exitUsage},
+		{[]string{"doctor", "extra"}, exitUsage},
+		{[]string{"doctor", "--config", bad}, exitFailure},
+		{[]string{"run", "-h"}, exitOK},
+		{[]string{"doctor", "-h"}, exitOK},
+		{[]string{"simulate", "-h"}, exitOK},
+		{[]string{"help", "state"}, exitOK},
+	} {
+		var out bytes.Buffer
+		if status := run(tc.args, &out, &out); status != tc.status {
+			t.Errorf("run(%q) = %d, want %d; output:\n%s", tc.args, status, tc.status, out.String())
+		}
+	}
+}
+
+// TestValidateConfigFromStandardInput checks the recipe of the docs for a
+// node reached with kubectl exec -i: --config - (or /dev/stdin) reads the
+// file from standard input, and every error of it comes out at once.
+func TestValidateConfigFromStandardInput(t *testing.T) {
+	root := t.TempDir()
+	if err := fakesysfs.Generate(root, fakesysfs.KEP5554UseCases()); err != nil {
+		t.Fatal(err)
+	}
+	old := stdin
+	t.Cleanup(func() { stdin = old })
+
+	stdin = strings.NewReader("reservedSystemCPUs: \"0-1\"\n")
+	var out bytes.Buffer
+	if status := run([]string{"validate-config", "--config", "-", "--sysfs-root=" + root}, &out, &out); status != exitOK ||
+		!strings.Contains(out.String(), "the configuration from standard input is valid on this machine (online CPUs 0-11, reserved 0-1)") {
+		t.Errorf("validate-config --config - = %d:\n%s", status, out.String())
+	}
+
+	stdin = strings.NewReader("logLevel: loud\nreservedCPUCount: two\ninPlaceResize: \"no\"\npluginIndex: \"1\"\n")
+	out.Reset()
+	status := run([]string{"validate-config", "--config", "-", "--sysfs-root=" + root}, &out, &out)
+	for _, want := range []string{
+		"reservedCPUCount: got a string, want an integer",
+		"inPlaceResize: got a string, want true or false",
+		`pluginIndex: "1" is not two digits`,
+		`logLevel: "loud" is not one of`,
+	} {
+		if status != exitFailure || !strings.Contains(out.String(), want) {
+			t.Errorf("validate-config of a file with four errors = %d, output lacks %q:\n%s", status, want, out.String())
+		}
+	}
+}
+
+// TestMemoryLimit: the DaemonSet gives the container's memory limit, the
+// runtime's soft limit is 90 % of it; GOMEMLIMIT set by hand wins.
+func TestMemoryLimit(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv(memoryLimitEnv, "134217728") // 128Mi
+	setMemoryLimit()
+	if got, want := debug.SetMemoryLimit(-1), int64(134217728/10*9); got != want || os.Getenv("GOMEMLIMIT") != strconv.FormatInt(want, 10) {
+		t.Errorf("soft limit %d, GOMEMLIMIT %q; want %d", got, os.Getenv("GOMEMLIMIT"), want)
+	}
+
+	debug.SetMemoryLimit(before)
+	t.Setenv("GOMEMLIMIT", "50MiB")
+	setMemoryLimit()
+	if got := debug.SetMemoryLimit(-1); got != before || os.Getenv("GOMEMLIMIT") != "50MiB" {
+		t.Errorf("GOMEMLIMIT set: the soft limit became %d", got)
+	}
+
+	t.Setenv("GOMEMLIMIT", "")
+	t.Setenv(memoryLimitEnv, "garbage")
+	setMemoryLimit()
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Errorf("a bad %s changed the soft limit to %d", memoryLimitEnv, got)
 	}
 }
 

@@ -19,11 +19,13 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "usage: nri-cpumanager simulate SCENARIO.yaml   (format: see test/scenarios/)")
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
-		return errors.New("one scenario file is required")
+		return usagef("one scenario file is required")
 	}
 	f, err := scenario.Load(fs.Arg(0))
 	if err != nil {

@@ -72,7 +72,7 @@ func validateConfig(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if f.configPath == "" {
-		return errors.New("--config FILE is required")
+		return usagef("--config FILE is required (- reads standard input)")
 	}
 	pol, err := assemble.FromSysfs(cfg)
 	if err != nil {
@@ -82,7 +82,11 @@ func validateConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	name := f.configPath
+	if name == "-" {
+		name = "the configuration from standard input"
+	}
 	_, err = fmt.Fprintf(stdout, "%s is valid on this machine (online CPUs %s, reserved %s).\n%s\nEffective configuration:\n%s",
-		f.configPath, pol.Allocator().Topology().CPUs(), pol.Options().Reserved, strings.Join(assemble.DescribeCPUs(cfg, pol).Lines(), "\n"), text)
+		name, pol.Allocator().Topology().CPUs(), pol.Options().Reserved, strings.Join(assemble.DescribeCPUs(cfg, pol).Lines(), "\n"), text)
 	return err
 }

@@ -36,7 +36,14 @@ func buildInfo() plugin.BuildInfo {
 }
 
 // showVersion prints the version, revision and Go version.
-func showVersion(_ []string, stdout, _ io.Writer) error {
+func showVersion(args []string, stdout, _ io.Writer) error {
+	if len(args) > 0 {
+		if isHelp(args[0]) {
+			_, err := fmt.Fprintln(stdout, "usage: nri-cpumanager version")
+			return err
+		}
+		return usagef("unexpected arguments %q", args)
+	}
 	info := buildInfo()
 	_, err := fmt.Fprintf(stdout, "nri-cpumanager %s (revision %s, %s)\n", info.Version, info.Revision, info.GoVersion)
 	return err

@@ -62,7 +62,7 @@ var alternatives = map[string]map[string]any{
 	"sysfsRoot":             {"sysfsRoot": "/host/sys", "cgroupfsRoot": "/host/sys/fs/cgroup"},
 	"cgroupfsRoot":          {"cgroupfsRoot": "/sys/fs/cgroup/unified"},
 	"reservedSystemCPUs":    {"reservedSystemCPUs": "0,4"},
-	"reservedCPUCount":      {"reservedSystemCPUs": "", "reservedCPUCount": 2},
+	"reservedCPUCount":      {"reservedCPUCount": 2}, // alone: it replaces the default list
 	"topologyManagerPolicy": {"topologyManagerPolicy": "single-numa-node"},
 	"topologyManagerScope":  {"topologyManagerScope": "pod"},
 	"inPlaceResize":         {"inPlaceResize": false},
@@ -117,16 +117,21 @@ func effectiveYAML(t *testing.T, c *config.Config) map[string]any {
 func TestChartDefaultsAreDeploysDaemonSet(t *testing.T) {
 	ch := loadChart(t)
 	m := chart(t, nil)
-	if got := m.kinds(); got != "ConfigMap DaemonSet" {
-		t.Fatalf("the chart's defaults render %q, want a ConfigMap and a DaemonSet", got)
+	if got := m.kinds(); got != "ConfigMap DaemonSet NetworkPolicy" {
+		t.Fatalf("the chart's defaults render %q, want a ConfigMap, a DaemonSet and a NetworkPolicy", got)
 	}
 	p := pluginOf(t, m)
 	checkSafe(t, p)
 	sameConfig(t, "the chart's default config", p.cfg, shippedDefaults())
+	checkLabels(t, m, true)
 
-	k := pluginOf(t, kustomize(t, deployDir))
-	sameObject(t, "the chart's and deploy/'s DaemonSets", p.ds, k.ds)
-	sameObject(t, "the chart's and deploy/'s ConfigMap metadata", p.cm.ObjectMeta, k.cm.ObjectMeta)
+	km := kustomize(t, deployDir)
+	k := pluginOf(t, km)
+	checkLabels(t, km, false)
+	// The same DaemonSet but for the tool's labels.
+	sameObject(t, "the chart's and deploy/'s DaemonSets", normalized(p.ds), normalized(k.ds))
+	sameObject(t, "the chart's and deploy/'s ConfigMap metadata", normalized(p.cm).ObjectMeta, normalized(k.cm).ObjectMeta)
+	sameObject(t, "the chart's and deploy/'s NetworkPolicies", normalized(only(t, "NetworkPolicy", m.networkPolicies)), normalized(only(t, "NetworkPolicy", km.networkPolicies)))
 	if want := "ghcr.io/nri-cpumanager/nri-cpumanager:" + ch.Metadata.AppVersion; p.ctr.Image != want {
 		t.Errorf("the chart's image %s, want %s (the appVersion)", p.ctr.Image, want)
 	}
@@ -289,7 +294,7 @@ func TestChartMonitoringMatchesKustomize(t *testing.T) {
 		"serviceMonitor": map[string]any{"enabled": true},
 		"prometheusRule": map[string]any{"enabled": true},
 	})
-	if got := m.kinds(); got != "ConfigMap DaemonSet PrometheusRule Service ServiceMonitor" {
+	if got := m.kinds(); got != "ConfigMap DaemonSet NetworkPolicy PrometheusRule Service ServiceMonitor" {
 		t.Fatalf("the chart with monitoring renders %q", got)
 	}
 	p := pluginOf(t, m)
@@ -297,9 +302,11 @@ func TestChartMonitoringMatchesKustomize(t *testing.T) {
 	checkScraping(t, p, only(t, "Service", m.services), only(t, "ServiceMonitor", m.serviceMonitors))
 
 	k := kustomizeOverlay(t, components.prometheus)
-	sameObject(t, "the chart's and components/prometheus's Services", m.services[0], k.services[0])
-	sameObject(t, "the chart's and components/prometheus's ServiceMonitors", m.serviceMonitors[0], k.serviceMonitors[0])
-	sameObject(t, "the chart's and components/prometheus's PrometheusRules", m.prometheusRules[0], k.prometheusRules[0])
+	sameObject(t, "the chart's and components/prometheus's Services", normalized(m.services[0]), normalized(k.services[0]))
+	sameObject(t, "the chart's and components/prometheus's ServiceMonitors", normalized(m.serviceMonitors[0]), normalized(k.serviceMonitors[0]))
+	sameObject(t, "the chart's and components/prometheus's PrometheusRules", normalized(m.prometheusRules[0]), normalized(k.prometheusRules[0]))
+	checkLabels(t, m, true)
+	checkLabels(t, k, false)
 
 	// The labels a Prometheus selects them by.
 	m = chart(t, map[string]any{
@@ -331,13 +338,12 @@ func TestChartUnderAnotherReleaseName(t *testing.T) {
 
 func TestChartNonDefaultValues(t *testing.T) {
 	m := chart(t, map[string]any{
-		"image":             map[string]any{"repository": "registry.example/nri-cpumanager", "tag": "v9.9.9"},
-		"nodeSelector":      map[string]any{"kubernetes.io/os": "linux", enabledLabel: "true", "pool": "latency"},
-		"tolerations":       []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "latency", "effect": "NoSchedule"}},
-		"resources":         map[string]any{"requests": map[string]any{"cpu": "200m", "memory": "96Mi"}, "limits": map[string]any{"memory": "256Mi"}},
-		"priorityClassName": "",
-		"podAnnotations":    map[string]any{"example.com/team": "platform"},
-		"config":            map[string]any{"metricsAddress": ""},
+		"image":          map[string]any{"repository": "registry.example/nri-cpumanager", "tag": "v9.9.9"},
+		"nodeSelector":   map[string]any{"kubernetes.io/os": "linux", enabledLabel: "true", "pool": "latency"},
+		"tolerations":    []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "latency", "effect": "NoSchedule"}},
+		"resources":      map[string]any{"requests": map[string]any{"cpu": "200m", "memory": "96Mi"}, "limits": map[string]any{"memory": "256Mi"}},
+		"podAnnotations": map[string]any{"example.com/team": "platform"},
+		"config":         map[string]any{"metricsAddress": ""},
 	})
 	p := pluginOf(t, m)
 	checkSafe(t, p)
@@ -382,9 +388,19 @@ func TestChartRefusesMistakes(t *testing.T) {
 		{"no memory limit", map[string]any{"resources": map[string]any{"limits": nil, "requests": map[string]any{"cpu": "100m"}}}, "limits"},
 		{"cgroup tree outside sysfsRoot", map[string]any{"config": map[string]any{"sysfsRoot": "/host/sys"}}, "cgroupfsRoot"},
 		{"ServiceMonitor without metrics", map[string]any{"config": map[string]any{"metricsAddress": ""}, "serviceMonitor": map[string]any{"enabled": true}}, "metricsAddress"},
+		{"a CPU list and a count", map[string]any{"config": map[string]any{"reservedSystemCPUs": "0,1", "reservedCPUCount": 2}}, "reservedCPUCount"},
+		{"an extra argument not a string", map[string]any{"extraArgs": []any{map[string]any{"a": 1}}}, "extraArgs"},
+		{"an extra variable without a name", map[string]any{"extraEnv": []any{map[string]any{"value": "1"}}}, "extraEnv"},
+		{"a misspelt networkPolicy key", map[string]any{"networkPolicy": map[string]any{"enable": false}}, "enable"},
+		{"Kubernetes before 1.35", nil, "kubeVersion"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := renderChart(ch, releaseName, tc.values)
+			var err error
+			if tc.want == "kubeVersion" {
+				err = installOn(ch, "v1.34.2")
+			} else {
+				_, err = renderChart(ch, releaseName, tc.values)
+			}
 			if err == nil {
 				t.Fatalf("values %v rendered without error", tc.values)
 			}

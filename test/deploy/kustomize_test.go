@@ -78,12 +78,16 @@ func sameObject(t *testing.T, what string, got, want any) {
 
 func TestKustomizeBaseIsSafeAndShipsTheDefaults(t *testing.T) {
 	m := kustomize(t, deployDir)
-	if got := m.kinds(); got != "ConfigMap DaemonSet Namespace" {
-		t.Fatalf("deploy/ renders %q, want a Namespace, a ConfigMap and a DaemonSet", got)
-	}
 	p := pluginOf(t, m)
 	checkSafe(t, p)
+	if got := m.kinds(); got != "ConfigMap DaemonSet Namespace NetworkPolicy" {
+		t.Fatalf("deploy/ renders %q, want a Namespace, a ConfigMap, a DaemonSet and a NetworkPolicy", got)
+	}
+	if p.pod.PriorityClassName != "" {
+		t.Errorf("priorityClassName %q outside kube-system: refused where the critical classes are limited (components/node-critical sets it)", p.pod.PriorityClassName)
+	}
 	sameConfig(t, "deploy/configmap.yaml", p.cfg, shippedDefaults())
+	checkWedgeRestart(t, p)
 
 	ns := only(t, "Namespace", m.namespaces)
 	if ns.Name != p.ds.Namespace || ns.Name != p.cm.Namespace {
@@ -123,7 +127,7 @@ func TestKustomizeKubeletCheckpointComponent(t *testing.T) {
 
 func TestKustomizePrometheusComponent(t *testing.T) {
 	m := kustomizeOverlay(t, components.prometheus)
-	if got := m.kinds(); got != "ConfigMap DaemonSet Namespace PrometheusRule Service ServiceMonitor" {
+	if got := m.kinds(); got != "ConfigMap DaemonSet Namespace NetworkPolicy PrometheusRule Service ServiceMonitor" {
 		t.Fatalf("deploy/ with components/prometheus renders %q", got)
 	}
 	p := pluginOf(t, m)
@@ -133,6 +137,22 @@ func TestKustomizePrometheusComponent(t *testing.T) {
 	if rule.Namespace != p.ds.Namespace {
 		t.Errorf("PrometheusRule in %s, the plugin in %s", rule.Namespace, p.ds.Namespace)
 	}
+}
+
+// TestKustomizeNodeCriticalComponent: the priority class, and a quota in
+// the plugin's namespace that admits exactly that class.
+func TestKustomizeNodeCriticalComponent(t *testing.T) {
+	m := kustomizeOverlay(t, filepath.Join(deployDir, "components", "node-critical"))
+	p := pluginOf(t, m)
+	checkSafe(t, p)
+	q := only(t, "ResourceQuota", m.resourceQuotas)
+	if p.pod.PriorityClassName != "system-node-critical" || q.Namespace != p.ds.Namespace || q.Spec.ScopeSelector == nil ||
+		len(q.Spec.ScopeSelector.MatchExpressions) != 1 ||
+		q.Spec.ScopeSelector.MatchExpressions[0].ScopeName != corev1.ResourceQuotaScopePriorityClass ||
+		len(q.Spec.ScopeSelector.MatchExpressions[0].Values) != 1 || q.Spec.ScopeSelector.MatchExpressions[0].Values[0] != p.pod.PriorityClassName {
+		t.Errorf("priority class %q, quota in %s %+v: want system-node-critical admitted in %s", p.pod.PriorityClassName, q.Namespace, q.Spec, p.ds.Namespace)
+	}
+	checkLabels(t, m, false)
 }
 
 // checkScraping checks that the Service selects the plugin's pods on its

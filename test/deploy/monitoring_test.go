@@ -32,8 +32,45 @@ var targetLabels = map[string]bool{
 	"endpoint": true, "container": true, "node": true,
 }
 
-// prometheusSeries are series Prometheus itself makes for every target.
-var prometheusSeries = map[string]metric{"up": {labels: map[string]bool{}}}
+// prometheusSeries are series Prometheus itself makes for every target,
+// and those of kube-state-metrics the alerts read (its DaemonSet metrics
+// carry the DaemonSet's namespace and name).
+var prometheusSeries = map[string]metric{
+	"up": {labels: map[string]bool{}},
+	"kube_daemonset_status_desired_number_scheduled": {labels: map[string]bool{"namespace": true, "daemonset": true}},
+}
+
+// checkFiltered checks that every series expr selects is filtered to the
+// plugin's scrape job (another job scraping the same pods, through their
+// prometheus.io annotations say, would count them twice), or for
+// kube-state-metrics's series, to the plugin's DaemonSet.
+func checkFiltered(t *testing.T, where, expr string) {
+	t.Helper()
+	node, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		return // checkQuery reports it
+	}
+	parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok {
+			return nil
+		}
+		matched := map[string]bool{}
+		for _, lm := range vs.LabelMatchers {
+			if lm.Type == labels.MatchEqual && lm.Value != "" {
+				matched[lm.Name] = true
+			}
+		}
+		if strings.HasPrefix(vs.Name, "kube_") {
+			if !matched["namespace"] || !matched["daemonset"] {
+				t.Errorf("%s: %q selects %s without namespace= and daemonset=", where, expr, vs.Name)
+			}
+		} else if !matched["job"] {
+			t.Errorf("%s: %q selects %s without job=", where, expr, vs.Name)
+		}
+		return nil
+	})
+}
 
 // capture records the collectors registered through it, and registers
 // them with a real registry too (which checks them).
@@ -207,6 +244,7 @@ func TestAlertsQueryExportedMetrics(t *testing.T) {
 			for _, n := range checkQuery(t, where, r.Expr.String(), exported) {
 				used[n] = true
 			}
+			checkFiltered(t, where, r.Expr.String())
 			if r.For != nil {
 				if _, err := model.ParseDuration(string(*r.For)); err != nil {
 					t.Errorf("%s: for %q: %v", where, *r.For, err)
@@ -224,11 +262,11 @@ func TestAlertsQueryExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	// The alerts an operator needs first: not ready, checkpoint write
-	// errors, real drift, refusal rate.
+	// The alerts an operator needs first: not ready, no plugin at all,
+	// checkpoint write errors, real drift, pods refused.
 	for _, name := range []string{
-		"nri_cpumanager_ready", "nri_cpumanager_checkpoint_writes_total",
-		"nri_cpumanager_cpuset_drift_total", "nri_cpumanager_refusals_total",
+		"nri_cpumanager_ready", "kube_daemonset_status_desired_number_scheduled", "nri_cpumanager_checkpoint_writes_total",
+		"nri_cpumanager_cpuset_drift_total", "nri_cpumanager_refused_since_seconds",
 	} {
 		if !used[name] {
 			t.Errorf("no alert queries %s", name)
@@ -302,15 +340,19 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 		lv := labelValues.FindStringSubmatch(q)
 		if lv == nil {
 			checkQuery(t, "variable "+v.Name, promQLOf(q), exported)
+			checkFiltered(t, "variable "+v.Name, promQLOf(q))
 			continue
 		}
 		checkQuery(t, "variable "+v.Name, promQLOf(lv[1]), exported)
+		if lv[2] != "job" { // the job variable itself lists the jobs
+			checkFiltered(t, "variable "+v.Name, promQLOf(lv[1]))
+		}
 		if !targetLabels[lv[2]] {
 			t.Errorf("variable %s: label_values of %q, not a label Prometheus gives the plugin's series", v.Name, lv[2])
 		}
 	}
-	if !variables["datasource"] {
-		t.Error("the dashboard has no datasource variable")
+	if !variables["datasource"] || !variables["job"] {
+		t.Error("the dashboard has no datasource or no job variable")
 	}
 	ids := map[int]bool{}
 	queried := 0
@@ -339,6 +381,7 @@ func TestDashboardQueriesExportedMetrics(t *testing.T) {
 					}
 				}
 				checkQuery(t, where, promQLOf(tg.Expr), exported)
+				checkFiltered(t, where, promQLOf(tg.Expr))
 				queried++
 			}
 		}

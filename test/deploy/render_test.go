@@ -20,6 +20,7 @@ import (
 	"helm.sh/helm/v4/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/json"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -52,6 +53,8 @@ type manifests struct {
 	services        []*corev1.Service
 	serviceMonitors []*monitoringv1.ServiceMonitor
 	prometheusRules []*monitoringv1.PrometheusRule
+	networkPolicies []*networkingv1.NetworkPolicy
+	resourceQuotas  []*corev1.ResourceQuota
 }
 
 // kinds lists the kinds present, e.g. "ConfigMap DaemonSet".
@@ -65,7 +68,9 @@ func (m *manifests) kinds() string {
 	add("ConfigMap", len(m.configMaps))
 	add("DaemonSet", len(m.daemonSets))
 	add("Namespace", len(m.namespaces))
+	add("NetworkPolicy", len(m.networkPolicies))
 	add("PrometheusRule", len(m.prometheusRules))
+	add("ResourceQuota", len(m.resourceQuotas))
 	add("Service", len(m.services))
 	add("ServiceMonitor", len(m.serviceMonitors))
 	sort.Strings(out)
@@ -135,6 +140,10 @@ func decodeAll(stream []byte) (*manifests, error) {
 			obj = into(&m.serviceMonitors)
 		case "monitoring.coreos.com/v1 PrometheusRule":
 			obj = into(&m.prometheusRules)
+		case "networking.k8s.io/v1 NetworkPolicy":
+			obj = into(&m.networkPolicies)
+		case "v1 ResourceQuota":
+			obj = into(&m.resourceQuotas)
 		default:
 			return nil, fmt.Errorf("document %d: unexpected object %s %s", i, head.APIVersion, head.Kind)
 		}
@@ -213,8 +222,17 @@ func loadChart(t *testing.T) *chartv2.Chart {
 // against values.schema.json, as helm template does; release is the
 // release name.
 func renderChart(ch *chartv2.Chart, release string, values map[string]any) (*manifests, error) {
+	return render(ch, release, releaseNamespace, values)
+}
+
+// renderChartIn renders the chart as release nri-cpumanager in namespace.
+func renderChartIn(ch *chartv2.Chart, namespace string, values map[string]any) (*manifests, error) {
+	return render(ch, releaseName, namespace, values)
+}
+
+func render(ch *chartv2.Chart, release, namespace string, values map[string]any) (*manifests, error) {
 	vals, err := chartutil.ToRenderValues(ch, values, common.ReleaseOptions{
-		Name: release, Namespace: releaseNamespace, Revision: 1, IsInstall: true,
+		Name: release, Namespace: namespace, Revision: 1, IsInstall: true,
 	}, nil)
 	if err != nil {
 		return nil, err

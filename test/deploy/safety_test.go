@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,10 @@ const (
 	// tolerateMissing exempts the plugin's pod from containerd's NRI
 	// default validator when that requires the plugin.
 	tolerateMissing = "tolerate-missing-nri-plugins.noderesource.dev"
+	// memoryLimitEnv carries the container's memory limit to the plugin.
+	memoryLimitEnv = "NRI_CPUMANAGER_MEMORY_LIMIT"
+	// hostRoot is where the doctor's opt-in mounts put host paths.
+	hostRoot = "/host"
 )
 
 // deployed is the DaemonSet of a rendering with what it runs.
@@ -192,23 +197,27 @@ func checkSafe(t *testing.T, p *deployed) {
 	} else if req := ctr.Resources.Requests[corev1.ResourceMemory]; q.Cmp(req) < 0 {
 		t.Errorf("memory limit %s below the request %s", q.String(), req.String())
 	}
-	gomemlimit := 0
+	// The plugin sets GOMEMLIMIT to 90 % of this (cmd/nri-cpumanager).
+	memoryLimit := 0
 	for _, e := range ctr.Env {
-		if e.Name != "GOMEMLIMIT" {
+		if e.Name == "GOMEMLIMIT" {
+			t.Errorf("GOMEMLIMIT %+v is set: the plugin derives it from %s", e, memoryLimitEnv)
+		}
+		if e.Name != memoryLimitEnv {
 			continue
 		}
-		gomemlimit++
+		memoryLimit++
 		ref := (*corev1.ResourceFieldSelector)(nil)
 		if e.ValueFrom != nil {
 			ref = e.ValueFrom.ResourceFieldRef
 		}
 		if e.Value != "" || ref == nil || ref.Resource != "limits.memory" ||
 			(ref.ContainerName != "" && ref.ContainerName != ctr.Name) || (!ref.Divisor.IsZero() && ref.Divisor.Value() != 1) {
-			t.Errorf("GOMEMLIMIT %+v: want the container's limits.memory in bytes through the downward API", e)
+			t.Errorf("%s %+v: want the container's limits.memory in bytes through the downward API", memoryLimitEnv, e)
 		}
 	}
-	if gomemlimit != 1 {
-		t.Errorf("GOMEMLIMIT set %d times, want once", gomemlimit)
+	if memoryLimit != 1 {
+		t.Errorf("%s set %d times, want once", memoryLimitEnv, memoryLimit)
 	}
 
 	// Confinement: the runtime's seccomp profile, no capability, no
@@ -291,6 +300,15 @@ func checkSafe(t *testing.T, p *deployed) {
 		}
 	}
 	for mp, m := range mounts {
+		if under(mp, hostRoot) {
+			// doctor's opt-in view of host files: read-only, all the way.
+			rro := m.mount.RecursiveReadOnly
+			if !m.mount.ReadOnly || rro == nil || *rro != corev1.RecursiveReadOnlyIfPossible || mp != hostRoot+m.hostPath || m.hostType != corev1.HostPathDirectory {
+				t.Errorf("hostPath %s at %s (type %q, read-only %v, recursive %v): want the same path under %s, a Directory, read-only recursively",
+					m.hostPath, mp, m.hostType, m.mount.ReadOnly, rro, hostRoot)
+			}
+			continue
+		}
 		if !want[mp] {
 			t.Errorf("hostPath %s mounted at %s, which the configuration does not name", m.hostPath, mp)
 		}
@@ -304,7 +322,7 @@ func checkSafe(t *testing.T, p *deployed) {
 			t.Errorf("%s mount: readOnly %v, recursiveReadOnly %v; want read-only, recursively where possible", cfg.SysfsRoot, sys.mount.ReadOnly, rro)
 		}
 	}
-	if !under(cfg.CgroupfsRoot, cfg.SysfsRoot) {
+	if cfg.CgroupfsRoot != "" && !under(cfg.CgroupfsRoot, cfg.SysfsRoot) {
 		t.Errorf("cgroupfsRoot %s is not under the host's /sys mounted at %s", cfg.CgroupfsRoot, cfg.SysfsRoot)
 	}
 	if under(cfg.StateDir, configMount) || under(configMount, cfg.StateDir) {
@@ -357,8 +375,33 @@ func checkEndpoints(t *testing.T, p *deployed) {
 			t.Errorf("%s probe %+v, want GET %s on port metrics", pr.name, pr.probe, pr.path)
 		}
 	}
+	// /healthz fails once the plugin has gone disconnectedTimeout without
+	// a synchronized connection; the probe must then restart it soon, not
+	// after minutes more, nor on one slow answer.
+	if lp := ctr.LivenessProbe; lp != nil {
+		window := time.Duration(lp.PeriodSeconds*lp.FailureThreshold) * time.Second
+		if window > 30*time.Second || lp.FailureThreshold < 2 || lp.TimeoutSeconds < 2 {
+			t.Errorf("liveness probe every %ds, %d failures, %ds timeout: a wedge is restarted %v after /healthz fails; want at most 30s, 2 failures and a 2s timeout at least",
+				lp.PeriodSeconds, lp.FailureThreshold, lp.TimeoutSeconds, window)
+		}
+	}
 	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != port {
 		t.Errorf("scrape annotations %v, want port %s", ann, port)
+	}
+}
+
+// checkWedgeRestart checks that, as shipped, a plugin left without a
+// synchronized NRI connection is restarted within two minutes:
+// disconnectedTimeout, then the liveness probe's failures.
+func checkWedgeRestart(t *testing.T, p *deployed) {
+	t.Helper()
+	lp := p.ctr.LivenessProbe
+	if lp == nil || p.cfg.DisconnectedTimeout <= 0 {
+		t.Fatalf("liveness probe %v, disconnectedTimeout %v: a wedged plugin is never restarted", lp, p.cfg.DisconnectedTimeout)
+	}
+	window := time.Duration(lp.PeriodSeconds*lp.FailureThreshold) * time.Second
+	if total := p.cfg.DisconnectedTimeout + window; total > 2*time.Minute {
+		t.Errorf("a wedged plugin is restarted after %v (disconnectedTimeout %v + the probe's %v)", total, p.cfg.DisconnectedTimeout, window)
 	}
 }
 

@@ -29,11 +29,38 @@ app.kubernetes.io/name: {{ include "nri-cpumanager.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{- define "nri-cpumanager.labels" -}}
+{{/*
+The recommended labels of the pods: the selector's, and those that say
+what runs (deploy/'s kustomization sets the same, managed-by aside).
+*/}}
+{{- define "nri-cpumanager.podLabels" -}}
 {{ include "nri-cpumanager.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | trunc 63 | quote }}
+app.kubernetes.io/component: plugin
+app.kubernetes.io/part-of: nri-cpumanager
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "nri-cpumanager.labels" -}}
+{{ include "nri-cpumanager.podLabels" . }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- with .Values.commonLabels }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{/*
+The pod's priority class: priorityClassName when set, else
+system-node-critical in kube-system and none elsewhere (clusters that
+limit the critical classes to kube-system refuse it there, unless a quota
+admits it: see resourcequota.yaml).
+*/}}
+{{- define "nri-cpumanager.priorityClassName" -}}
+{{- if .Values.priorityClassName -}}
+{{ .Values.priorityClassName }}
+{{- else if eq .Release.Namespace "kube-system" -}}
+system-node-critical
+{{- end -}}
 {{- end -}}
 
 {{/*

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/config"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+)
+
+// doctor checks a node for the plugin, each finding with what to do when
+// it is wrong: containerd's version, NRI and its socket, whether the
+// drop-in of deploy/containerd-nri.toml is imported and the fail-closed
+// validator active, the kubelet's CPU manager policy and reservation, the
+// cgroup version and driver, the isolated CPUs, and what the plugin's
+// configuration makes of the CPUs (as validate-config says).
+//
+// It reads the host's files under --host-root (the DaemonSet's pod mounts
+// the host's containerd configuration read-only at /host when asked to; on
+// the node itself the root is /), and what the plugin itself reads (the
+// NRI socket, sysfsRoot, cgroupfsRoot) where the plugin's configuration
+// says. It changes nothing. Exit status 1 when something is wrong.
+func doctor(args []string, stdout, stderr io.Writer) error {
+	f := newFlags("doctor", stderr)
+	d := &doctorRun{}
+	f.fs.StringVar(&d.hostRoot, "host-root", "/", "`directory` where the host's root is mounted (/host in the DaemonSet's pod)")
+	f.fs.StringVar(&d.containerdConfig, "containerd-config", "/etc/containerd/config.toml", "containerd's configuration `file` on the host")
+	f.fs.StringVar(&d.containerdSocket, "containerd-socket", "/run/containerd/containerd.sock", "containerd's CRI `socket` on the host, asked for its version when reachable")
+	f.fs.StringVar(&d.containerdBinary, "containerd-binary", "", "containerd's `binary` on the host (default: /usr/bin/containerd, /usr/local/bin/containerd)")
+	f.fs.StringVar(&d.kubeletConfig, "kubelet-config", "", "the kubelet's configuration: a `file` on the host, an http(s) URL of its /configz, or - for standard input "+
+		"(kubectl get --raw /api/v1/nodes/NODE/proxy/configz); default: the kubelet's --config, else /var/lib/kubelet/config.yaml")
+	f.fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: nri-cpumanager doctor [--host-root DIR] [--config FILE] [flags]")
+		f.fs.PrintDefaults()
+	}
+	if err := f.parse(args); err != nil {
+		return err
+	}
+	cfg, err := f.config()
+	if err != nil {
+		return err
+	}
+	d.cfg = cfg
+	d.out = stdout
+	fmt.Fprintf(stdout, "nri-cpumanager doctor %s: host root %s, plugin configuration %s\n", buildInfo().Version, d.hostRoot, orDefaults(f.configPath))
+	d.checkContainerd()
+	d.checkKubelet()
+	d.checkCgroups()
+	d.checkCPUs()
+	return d.summary()
+}
+
+func orDefaults(path string) string {
+	switch path {
+	case "":
+		return "(defaults and flags)"
+	case "-":
+		return "(standard input)"
+	}
+	return path
+}
+
+// Finding statuses. Only fail makes doctor exit 1.
+const (
+	statusOK      = "ok"
+	statusInfo    = "info"
+	statusWarning = "warn"
+	statusFail    = "FAIL"
+)
+
+// doctorRun holds the flags of one run and what it found.
+type doctorRun struct {
+	hostRoot, containerdConfig, containerdSocket, containerdBinary, kubeletConfig string
+
+	cfg *config.Config
+	out io.Writer
+
+	// What checks learn for later ones.
+	containerdSystemd *bool // runc's SystemdCgroup, when the configuration says
+	kubeletDriver     string
+	treeDriver        string
+
+	fails, warnings int
+}
+
+// report prints one finding, with its fix when it is not ok.
+func (d *doctorRun) report(status, topic, text, fix string) {
+	fmt.Fprintf(d.out, "%-4s  %-11s %s\n", status, topic, text)
+	if fix != "" && status != statusOK {
+		for _, line := range strings.Split(fix, "\n") {
+			fmt.Fprintf(d.out, "      %-11s fix: %s\n", "", line)
+		}
+	}
+	switch status {
+	case statusFail:
+		d.fails++
+	case statusWarning:
+		d.warnings++
+	}
+}
+
+func (d *doctorRun) summary() error {
+	switch {
+	case d.fails > 0:
+		fmt.Fprintf(d.out, "%d problem(s) and %d warning(s): fix the problems before labelling the node nri-cpumanager.io/enabled=true.\n", d.fails, d.warnings)
+		return errProblemsFound
+	case d.warnings > 0:
+		fmt.Fprintf(d.out, "no problem, %d warning(s).\n", d.warnings)
+	default:
+		fmt.Fprintln(d.out, "no problem found.")
+	}
+	return nil
+}
+
+// host is the path of a host file as this process sees it.
+func (d *doctorRun) host(path string) string {
+	if d.hostRoot == "" || d.hostRoot == "/" {
+		return path
+	}
+	return filepath.Join(d.hostRoot, path)
+}
+
+// checkCgroups reports the cgroup version of the tree the plugin verifies
+// cpusets in, and the driver the kubelet's cgroups show, against the
+// kubelet's and containerd's settings.
+func (d *doctorRun) checkCgroups() {
+	root := d.cfg.CgroupfsRoot
+	if root == "" {
+		d.report(statusWarning, "cgroups", "cgroupfsRoot is \"\": containers' cpusets are not verified, an update containerd fails to apply goes unnoticed",
+			"set cgroupfsRoot to the host's cgroup tree (/sys/fs/cgroup in the DaemonSet)")
+		return
+	}
+	exists := func(rel ...string) bool {
+		_, err := os.Stat(filepath.Join(append([]string{root}, rel...)...))
+		return err == nil
+	}
+	var version string
+	switch {
+	case exists("cgroup.controllers"):
+		version = "v2 (unified)"
+	case exists("unified", "cgroup.controllers") && exists("cpuset"):
+		version = "v1 with systemd's hybrid cgroup2 mount"
+	case exists("cpuset"):
+		version = "v1"
+	case exists("cpuset.cpus"):
+		version = "v1 (a cpuset hierarchy itself)"
+	default:
+		d.report(statusFail, "cgroups", fmt.Sprintf("cgroupfsRoot %s is not a cgroup tree", root),
+			"mount the host's /sys (the DaemonSet does) and point cgroupfsRoot at its fs/cgroup")
+		return
+	}
+	base := root
+	if !exists("cgroup.controllers") && exists("cpuset") {
+		base = filepath.Join(root, "cpuset")
+	}
+	switch {
+	case dirExists(filepath.Join(base, "kubepods.slice")):
+		d.treeDriver = "systemd"
+	case dirExists(filepath.Join(base, "kubepods")):
+		d.treeDriver = "cgroupfs"
+	}
+	if d.treeDriver == "" {
+		d.report(statusWarning, "cgroups", fmt.Sprintf("cgroup %s at %s, but no kubepods or kubepods.slice cgroup under %s", version, root, base),
+			"is it the host's tree? run doctor where the plugin runs (kubectl exec into its pod), with the kubelet running")
+	} else {
+		d.report(statusOK, "cgroups", fmt.Sprintf("cgroup %s at %s; the kubelet's pods are under %s (the %s driver)", version, root, base, d.treeDriver), "")
+	}
+	if d.kubeletDriver != "" && d.treeDriver != "" && d.kubeletDriver != d.treeDriver {
+		d.report(statusWarning, "cgroups", fmt.Sprintf("the kubelet's cgroupDriver is %s, the tree shows %s", d.kubeletDriver, d.treeDriver), "")
+	}
+	if d.containerdSystemd != nil && d.kubeletDriver != "" {
+		cd := "cgroupfs"
+		if *d.containerdSystemd {
+			cd = "systemd"
+		}
+		if cd != d.kubeletDriver {
+			d.report(statusFail, "cgroups", fmt.Sprintf("containerd's runc uses the %s driver (SystemdCgroup = %v), the kubelet %s", cd, *d.containerdSystemd, d.kubeletDriver),
+				"make them agree: SystemdCgroup = true in containerd's runc options with cgroupDriver: systemd, or false with cgroupfs")
+		}
+	}
+}
+
+func dirExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
+// checkCPUs reports the isolated CPUs and what the plugin's configuration
+// makes of the CPUs, with validate-config's description and warnings.
+func (d *doctorRun) checkCPUs() {
+	topo, err := cpuallocator.Discover(d.cfg.SysfsRoot)
+	if err != nil {
+		d.report(statusFail, "CPUs", fmt.Sprintf("reading the CPU topology under %s: %v", d.cfg.SysfsRoot, err), "mount the host's /sys at sysfsRoot")
+		return
+	}
+	if iso := topo.Isolated(); iso.IsEmpty() {
+		d.report(statusInfo, "CPUs", fmt.Sprintf("online %s; no isolated CPUs (isolcpus)", topo.CPUs()), "")
+	} else {
+		d.report(statusInfo, "CPUs", fmt.Sprintf("online %s; isolated (isolcpus) %s, isolatedCPUs: %s", topo.CPUs(), iso, d.cfg.IsolatedCPUs), "")
+	}
+	pol, err := assemble.Policy(d.cfg, topo)
+	if err != nil {
+		d.report(statusFail, "plugin", fmt.Sprintf("the configuration does not fit this machine: %v", err), "correct the ConfigMap (nri-cpumanager validate-config --config FILE says the same)")
+		return
+	}
+	use := assemble.DescribeCPUs(d.cfg, pol)
+	for _, line := range use.Lines() {
+		if w, ok := strings.CutPrefix(line, "warning: "); ok {
+			d.report(statusWarning, "plugin", w, "see docs/install.md, \"Nodes with isolated CPUs\"")
+			continue
+		}
+		d.report(statusOK, "plugin", line, "")
+	}
+}
+
+// readHost reads a file on the host, under the host root.
+func (d *doctorRun) readHost(path string) ([]byte, error) {
+	return os.ReadFile(d.host(path))
+}
+
+// errNotFound says which candidates were tried.
+type errNotFound []string
+
+func (e errNotFound) Error() string { return "none of " + strings.Join(e, ", ") + " exists" }
+
+// firstExisting returns the first candidate host path that exists.
+func (d *doctorRun) firstExisting(candidates ...string) (string, error) {
+	for _, c := range candidates {
+		if _, err := os.Stat(d.host(c)); err == nil {
+			return c, nil
+		}
+	}
+	return "", errNotFound(candidates)
+}
+
+// doctorTimeout bounds each network call doctor makes (the CRI socket, a
+// /configz URL).
+const doctorTimeout = 3 * time.Second

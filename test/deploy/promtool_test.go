@@ -1,0 +1,50 @@
+package deploy
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// TestAlertsWithPromtool runs the alerts of components/prometheus through
+// Prometheus's own rule tester, promtool test rules (a tool of this
+// module of hack/tools, pinned there): testdata/alerts.test.yaml feeds each alert
+// the series of its failure, of a plugin restarted in a new pod, and of a
+// healthy node, and says when it fires and with what text. The chart's
+// rules are the same (TestChartMonitoringMatchesKustomize).
+func TestAlertsWithPromtool(t *testing.T) {
+	rule := only(t, "PrometheusRule", kustomizeOverlay(t, components.prometheus).prometheusRules)
+	rules, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests, err := os.ReadFile(filepath.Join("testdata", "alerts.test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{"rules.yaml": rules, "alerts.test.yaml": tests} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := tool(t, "promtool", "test", "rules", filepath.Join(dir, "alerts.test.yaml"))
+	t.Logf("promtool test rules:\n%s", out)
+	if err != nil {
+		t.Errorf("promtool test rules failed: %v\nthe rules:\n%s", err, rules)
+	}
+}
+
+// tool runs a tool pinned in hack/tools/NAME/go.mod (built from the Go module
+// proxy the first time, then cached) and returns its output.
+func tool(t *testing.T, name string, args ...string) ([]byte, error) {
+	t.Helper()
+	modfile, err := filepath.Abs(filepath.Join("..", "..", "hack", "tools", name, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return exec.Command("go", append([]string{"tool", "-modfile=" + modfile, name}, args...)...).CombinedOutput()
+}
