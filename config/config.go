@@ -114,10 +114,10 @@ func Default() *Config {
 		TopologyManagerPolicyOptions: cpuallocator.TopologyOptions{
 			MaxAllowableNUMANodes: cpuallocator.DefaultMaxAllowableNUMANodes,
 		},
-		InPlaceResize:     true,
-		MetricsAddress:    ":9101",
-		DebugAddress:      "127.0.0.1:9102",
-		LogLevel:          logrus.InfoLevel,
+		InPlaceResize:       true,
+		MetricsAddress:      ":9101",
+		DebugAddress:        "127.0.0.1:9102",
+		LogLevel:            logrus.InfoLevel,
 		KubeletCheckpoint:   DefaultKubeletCheckpoint,
 		DisconnectedTimeout: DefaultDisconnectedTimeout,
 	}

@@ -90,6 +90,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) (err e
 	defer p.mu.Unlock()
 	p.ledger.event()
 	delete(p.pods, pod.GetId())
+	p.metrics.podRemoved(podFromNRI(pod).UID)
 	p.apply("RemovePodSandbox", p.policy.RemovePodSandbox(p.model, podFromNRI(pod).UID))
 	return nil
 }
@@ -116,7 +117,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		p.refused("CreateContainer", log, c.Pod, refusalKey{container: c.Name, requested: state.PodResources{Resources: c.Resources}}, err)
 		return nil, nil, err
 	}
-	p.refusals.forget(c.Pod.UID, c.Name)
+	p.accepted(c.Pod.UID, c.Name)
 	p.ledger.view(c.ID).cgroupPath = bounded(ctr.GetLinux().GetCgroupsPath(), maxPathLen)
 	p.ledger.handed(*d.Target, handedInSpec)
 	updates = p.reply(d.Others, c.ID)

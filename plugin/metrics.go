@@ -385,6 +385,18 @@ const (
 	refusedExpiry = 30 * time.Minute
 )
 
+// podLevel is the container_name of a pod-level request's series: no
+// label value is empty.
+const podLevel = "(pod)"
+
+// containerLabel is the container_name of a container ("" for the pod).
+func containerLabel(container string) string {
+	if container == "" {
+		return podLevel
+	}
+	return container
+}
+
 // refusedKey is a refused container (container "" for a pod-level
 // request).
 type refusedKey struct{ podUID, container string }
@@ -409,7 +421,7 @@ func newRefusedCollector(now func() time.Time) *refusedCollector {
 		now:     now,
 		entries: map[refusedKey]*refusedEntry{},
 		desc: prometheus.NewDesc(namespace+"_refused_since_seconds",
-			"Unix time since when the requests of a pod's container (container_name empty for a pod-level resize) have been refused, "+
+			"Unix time since when the requests of a pod's container (container_name "+podLevel+" for a pod-level resize) have been refused, "+
 				"while its latest request is refused: request (CreateContainer, UpdateContainer, UpdatePodSandbox), reason and verdict of the latest refusal. "+
 				"Removed when a request for it succeeds or the pod is removed.",
 			[]string{"pod_namespace", "pod_name", "container_name", "request", "reason", "verdict"}, nil),
@@ -497,6 +509,6 @@ func (c *refusedCollector) Collect(ch chan<- prometheus.Metric) {
 	c.expire(c.now())
 	for k, e := range c.entries {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(e.since.UnixNano())/1e9,
-			e.namespace, e.pod, k.container, e.request, e.reason, e.verdict)
+			e.namespace, e.pod, containerLabel(k.container), e.request, e.reason, e.verdict)
 	}
 }

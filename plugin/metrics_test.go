@@ -110,7 +110,7 @@ func TestRefusedSince(t *testing.T) {
 	shrink := &policy.Refusal{Verdict: policy.Infeasible, Reason: policy.ReasonProhibitedCPUAllocation}
 	series := func(pod, ctr, req string, r *policy.Refusal) string {
 		ns := map[string]string{"db": "default", "web": "shop"}[pod]
-		return "container_name=" + ctr + ",pod_name=" + pod + ",pod_namespace=" + ns + ",reason=" + string(r.Reason) + ",request=" + req + ",verdict=" + string(r.Verdict)
+		return "container_name=" + containerLabel(ctr) + ",pod_name=" + pod + ",pod_namespace=" + ns + ",reason=" + string(r.Reason) + ",request=" + req + ",verdict=" + string(r.Verdict)
 	}
 	check := func(want map[string]float64) {
 		t.Helper()

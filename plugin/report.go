@@ -175,6 +175,7 @@ func (p *Plugin) refused(event string, entry *logrus.Entry, pod policy.Pod, key 
 		return
 	}
 	key.event, key.reason, key.verdict = event, r.Reason, r.Verdict
+	p.metrics.refusing(pod, key.container, event, r)
 	entry = entry.WithFields(logrus.Fields{"reason": r.Reason, "verdict": r.Verdict})
 	if p.refusals.first(key) {
 		p.metrics.refusal(r)
@@ -185,6 +186,14 @@ func (p *Plugin) refused(event string, entry *logrus.Entry, pod policy.Pod, key 
 		return
 	}
 	entry.Debugf("%s refused again (the kubelet retries; warned about once every %s)", event, refusalWindow)
+}
+
+// accepted records that a request of a pod's container (container "" for
+// the pod's own) was accepted: a later refusal is news again, and it is
+// not refused now.
+func (p *Plugin) accepted(podUID, container string) {
+	p.refusals.forget(podUID, container)
+	p.metrics.accepted(podUID, container)
 }
 
 // reportCreation logs an applied creation.
@@ -208,7 +217,7 @@ func (p *Plugin) reportResize(log *logrus.Entry, c policy.Container, requested s
 		return
 	}
 	p.metrics.resize(d.Operation, outcomeApplied)
-	p.refusals.forget(c.Pod.UID, c.Name)
+	p.accepted(c.Pod.UID, c.Name)
 	fields := requestFields(policy.MergeResources(c.Resources, requested))
 	fields["operation"] = d.Operation
 	fields["cpuset"] = change(cpusText(d.Before), cpusText(d.After))
@@ -226,7 +235,7 @@ func (p *Plugin) reportPodUpdate(log *logrus.Entry, pod policy.Pod, res state.Po
 		return
 	}
 	p.metrics.podUpdate(outcomeApplied)
-	p.refusals.forget(pod.UID, "")
+	p.accepted(pod.UID, "")
 	cpusets := make([]string, 0, len(d.PodCPUs))
 	for _, c := range d.PodCPUs {
 		cpusets = append(cpusets, c.Name+"="+cpusText(c.CPUs))

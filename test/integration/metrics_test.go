@@ -127,11 +127,44 @@ func TestMetricsAfterScenario(t *testing.T) {
 	if got := metricValue(t, d.rp, "nri_cpumanager_build_info", map[string]string{"version": "test", "revision": "test"}); got != 1 {
 		t.Errorf("nri_cpumanager_build_info = %v, want 1", got)
 	}
+	// The refused creations that never succeeded are still refused; gu's
+	// resizes succeeded after their refusals.
+	for _, c := range []struct {
+		pod  string
+		want float64
+	}{{"odd", 1}, {"huge", 1}, {"late", 1}, {"gu", 0}} {
+		n := metricCount(t, d.rp, "nri_cpumanager_refused_since_seconds", map[string]string{"pod_name": c.pod})
+		if n != c.want {
+			t.Errorf("refused_since_seconds series of pod %s: %v, want %v", c.pod, n, c.want)
+		}
+	}
 	checkNoEmptyLabels(t, d.rp)
 }
 
 // checkNoEmptyLabels fails on any series of the plugin's with an empty
 // label value.
+// metricCount counts the series of metric name whose labels include
+// labels.
+func metricCount(t *testing.T, rp *runningPlugin, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := rp.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m, labels) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 func checkNoEmptyLabels(t *testing.T, rp *runningPlugin) {
 	t.Helper()
 	families, err := rp.registry.Gather()
