@@ -12,7 +12,6 @@ import (
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // Every value taken from an NRI payload is bounded before use: a cpuset by
@@ -80,9 +79,9 @@ func podFromNRI(pod *api.PodSandbox) policy.Pod {
 // boundedResources extracts the CPU and memory values of NRI resources,
 // each within the range the kernel accepts (else absent), and warns
 // through log (when not nil) of the values it leaves out.
-func boundedResources(r *api.LinuxResources, log *logrus.Entry) state.Resources {
+func boundedResources(r *api.LinuxResources, log *logrus.Entry) policy.Resources {
 	cpu := r.GetCpu()
-	out := state.Resources{
+	out := policy.Resources{
 		CPUShares:   cpu.GetShares().GetValue(),
 		CPUQuota:    cpu.GetQuota().GetValue(),
 		CPUPeriod:   cpu.GetPeriod().GetValue(),
@@ -154,8 +153,8 @@ func (p *Plugin) warnUntrackable(c policy.Container) {
 }
 
 // podResourcesFromNRI turns UpdatePodSandbox's values into the state's.
-func podResourcesFromNRI(overhead, resources *api.LinuxResources) state.PodResources {
-	return state.PodResources{Resources: boundedResources(resources, nil), Overhead: boundedResources(overhead, nil)}
+func podResourcesFromNRI(overhead, resources *api.LinuxResources) policy.PodResources {
+	return policy.PodResources{Resources: boundedResources(resources, nil), Overhead: boundedResources(overhead, nil)}
 }
 
 // updateToNRI turns a policy update into an NRI container update.

@@ -10,7 +10,6 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // limits4 are the payload limits of a machine with CPUs 0-3.
@@ -28,7 +27,7 @@ func TestConvertMissingFields(t *testing.T) {
 	if got := podFromNRI(nil); got != (policy.Pod{}) {
 		t.Errorf("podFromNRI(nil) = %+v", got)
 	}
-	if got := boundedResources(nil, nil); got != (state.Resources{}) {
+	if got := boundedResources(nil, nil); got != (policy.Resources{}) {
 		t.Errorf("boundedResources(nil, nil) = %+v", got)
 	}
 	c := limits4.container(policy.Pod{}, &api.Container{Id: "x"}, quietLog())
@@ -53,7 +52,7 @@ func TestConvertValues(t *testing.T) {
 		Cpu:    &api.LinuxCPU{Shares: api.UInt64(2048), Quota: api.Int64(200000), Period: api.UInt64(100000), Cpus: "1-2"},
 		Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)},
 	}
-	want := state.Resources{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000, MemoryLimit: 1 << 30}
+	want := policy.Resources{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000, MemoryLimit: 1 << 30}
 	if got := boundedResources(res, nil); got != want {
 		t.Errorf("boundedResources = %+v, want %+v", got, want)
 	}
@@ -86,7 +85,7 @@ func TestConvertBoundsValues(t *testing.T) {
 		{"numbers out of range", &api.Container{Id: "c", Name: "app", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{
 			Cpu:    &api.LinuxCPU{Shares: api.UInt64(1 << 40), Quota: api.Int64(1 << 62), Period: api.UInt64(10)},
 			Memory: &api.LinuxMemory{Limit: api.Int64(-5)}}}},
-			policy.Container{ID: "c", Name: "app", Resources: state.Resources{MemoryLimit: -1}}},
+			policy.Container{ID: "c", Name: "app", Resources: policy.Resources{MemoryLimit: -1}}},
 		{"names too long", &api.Container{Id: strings.Repeat("i", maxIDLen+1), Name: strings.Repeat("n", maxNameLen+1)}, policy.Container{}},
 		{"names that are not UTF-8", &api.Container{Id: "c\xfa", Name: "app\xc3"}, policy.Container{}},
 	}

@@ -9,7 +9,6 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // FuzzPayload feeds NRI payloads with arbitrary values to the conversion
@@ -54,7 +53,7 @@ func FuzzPayload(f *testing.F) {
 	// The node already runs a pinned container the fuzzer can collide with.
 	pinnedPod := policy.Pod{UID: "p", Namespace: "ns", Name: "p", CgroupParent: "/kubepods/podp"}
 	pinned := policy.Container{ID: "a", Name: "app", Pod: pinnedPod,
-		Resources: state.Resources{CPUShares: 1024, CPUQuota: 100000, CPUPeriod: 100000, MemoryLimit: 1 << 30}}
+		Resources: policy.Resources{CPUShares: 1024, CPUQuota: 100000, CPUPeriod: 100000, MemoryLimit: 1 << 30}}
 	d, err := pol.CreateContainer(policy.NewModel(pol.NewState()), pinned)
 	if err != nil {
 		f.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // The handlers translate NRI into policy calls and decisions into NRI
@@ -114,7 +113,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		err = p.commit(d.Model)
 	}
 	if err != nil {
-		p.refused("CreateContainer", log, c.Pod, refusalKey{container: c.Name, requested: state.PodResources{Resources: c.Resources}}, err)
+		p.refused("CreateContainer", log, c.Pod, refusalKey{container: c.Name, requested: policy.PodResources{Resources: c.Resources}}, err)
 		return nil, nil, err
 	}
 	p.accepted(c.Pod.UID, c.Name)

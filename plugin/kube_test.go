@@ -11,7 +11,6 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // fakeAPI is the Kubernetes API as the plugin sees it.
@@ -72,7 +71,7 @@ func TestKubernetesAPIHooks(t *testing.T) {
 	total := &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(2048), Quota: api.Int64(200000), Period: api.UInt64(100000)}}
 	kube.spec = policy.PodSpec{
 		"app": {CPUShares: 512, CPUQuota: 50000, CPUPeriod: 100000, MemoryLimit: 1 << 30},
-		"b":   state.Resources{CPUShares: 1536, CPUQuota: 150000, CPUPeriod: 100000, MemoryLimit: 1 << 30},
+		"b":   policy.Resources{CPUShares: 1536, CPUQuota: 150000, CPUPeriod: 100000, MemoryLimit: 1 << 30},
 	}
 	for range 3 { // the kubelet's retries
 		err := p.UpdatePodSandbox(ctx, pod, nil, total)

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // The kubelet retries a refused resize about once a second for as long as
@@ -25,7 +24,7 @@ type refusalKey struct {
 	event     string
 	podUID    string
 	container string // "" for a pod-level request
-	requested state.PodResources
+	requested policy.PodResources
 	reason    policy.Reason
 	verdict   policy.Verdict
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // The log lines an operator follows (docs/troubleshooting.md): one info
@@ -23,7 +22,7 @@ import (
 // requestFields are the CPU and memory a container or pod asks for, as the
 // kubelet wrote them in its spec: CPU request (from the shares), limit
 // (from quota and period) and memory limit.
-func requestFields(r state.Resources) logrus.Fields {
+func requestFields(r policy.Resources) logrus.Fields {
 	return logrus.Fields{
 		"cpuRequest":  formatMilli(policy.MilliCPUFromShares(r.CPUShares)),
 		"cpuLimit":    formatMilli(policy.MilliCPUFromQuota(r.CPUQuota, r.CPUPeriod)),
@@ -210,9 +209,9 @@ func (p *Plugin) reportCreation(log *logrus.Entry, c policy.Container, d policy.
 }
 
 // reportResize logs and counts a resize, applied or not.
-func (p *Plugin) reportResize(log *logrus.Entry, c policy.Container, requested state.Resources, d policy.Decision, err error) {
+func (p *Plugin) reportResize(log *logrus.Entry, c policy.Container, requested policy.Resources, d policy.Decision, err error) {
 	if err != nil {
-		p.refused("UpdateContainer", log, c.Pod, refusalKey{container: c.Name, requested: state.PodResources{Resources: requested}}, err)
+		p.refused("UpdateContainer", log, c.Pod, refusalKey{container: c.Name, requested: policy.PodResources{Resources: requested}}, err)
 		p.metrics.resize(d.Operation, outcomeOf(err))
 		return
 	}
@@ -228,7 +227,7 @@ func (p *Plugin) reportResize(log *logrus.Entry, c policy.Container, requested s
 }
 
 // reportPodUpdate logs and counts a pod-level update, applied or not.
-func (p *Plugin) reportPodUpdate(log *logrus.Entry, pod policy.Pod, res state.PodResources, d policy.Decision, err error) {
+func (p *Plugin) reportPodUpdate(log *logrus.Entry, pod policy.Pod, res policy.PodResources, d policy.Decision, err error) {
 	if err != nil {
 		p.refused("UpdatePodSandbox", log, pod, refusalKey{requested: res}, err)
 		p.metrics.podUpdate(outcomeOf(err))

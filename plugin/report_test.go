@@ -234,8 +234,8 @@ func TestPodRefusalChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := state.PodResources{Resources: boundedResources(accepted, nil), Overhead: state.Resources{}}
-	if got, ok := st.PodResources("uid-a"); !ok || got != want {
+	want := policy.PodResources{Resources: boundedResources(accepted, nil), Overhead: policy.Resources{}}
+	if got, ok := st.PodResources("uid-a"); !ok || got != (state.PodRecord{Resources: state.ResourceRecord(want.Resources), Overhead: state.ResourceRecord(want.Overhead)}) {
 		t.Errorf("checkpoint pod resources %+v (present %v), want the accepted %+v", got, ok, want)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"math"
 	"path"
 	"strings"
-
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // QoSClass is a pod's Kubernetes QoS class as its cgroup parent tells it.
@@ -117,9 +115,9 @@ func MilliCPUFromQuota(quota int64, period uint64) int64 {
 // and periods are at least 1 ms, so this recovers its milli-CPU exactly.
 // CPULimitMilli returns the CPU limit of resources in milli-CPU, rounded
 // up (which recovers the kubelet's value exactly); 0 without a quota.
-func CPULimitMilli(r state.Resources) int64 { return cpuLimitMilli(r) }
+func CPULimitMilli(r Resources) int64 { return cpuLimitMilli(r) }
 
-func cpuLimitMilli(r state.Resources) int64 {
+func cpuLimitMilli(r Resources) int64 {
 	return milliFromQuota(r.CPUQuota, r.CPUPeriod, true)
 }
 
@@ -151,7 +149,7 @@ func sharesFromMilli(milli int64) uint64 {
 // its request equals its limit, and it has a memory limit (every Guaranteed
 // container has one: a missing one means the cgroup parent and the
 // resources disagree, and the container stays shared).
-func Classify(qos QoSClass, r state.Resources) Class {
+func Classify(qos QoSClass, r Resources) Class {
 	c := Class{
 		RequestMilli: MilliCPUFromShares(r.CPUShares),
 		LimitMilli:   MilliCPUFromQuota(r.CPUQuota, r.CPUPeriod),
@@ -177,7 +175,7 @@ func Classify(qos QoSClass, r state.Resources) Class {
 
 // MergeResources returns the resources after an update: fields of update
 // that are zero keep the value of current (NRI's "zero means keep").
-func MergeResources(current, update state.Resources) state.Resources {
+func MergeResources(current, update Resources) Resources {
 	merged := current
 	if update.CPUShares != 0 {
 		merged.CPUShares = update.CPUShares

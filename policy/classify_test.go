@@ -2,8 +2,6 @@ package policy
 
 import (
 	"testing"
-
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 func TestQoSFromCgroupParent(t *testing.T) {
@@ -53,8 +51,8 @@ func TestMilliCPUFromSharesRoundTrip(t *testing.T) {
 }
 
 func TestClassify(t *testing.T) {
-	res := func(milliReq, milliLimit, mem int64) state.Resources {
-		r := state.Resources{CPUShares: uint64(milliReq * 1024 / 1000), MemoryLimit: mem}
+	res := func(milliReq, milliLimit, mem int64) Resources {
+		r := Resources{CPUShares: uint64(milliReq * 1024 / 1000), MemoryLimit: mem}
 		if milliLimit > 0 {
 			r.CPUPeriod, r.CPUQuota = 100000, milliLimit*100
 		}
@@ -63,7 +61,7 @@ func TestClassify(t *testing.T) {
 	tests := []struct {
 		name      string
 		qos       QoSClass
-		r         state.Resources
+		r         Resources
 		exclusive bool
 		cpus      int
 		why       string
@@ -74,9 +72,9 @@ func TestClassify(t *testing.T) {
 		{"guaranteed without limit", QoSGuaranteed, res(1000, 0, 1<<30), false, 0, "it has no CPU limit"},
 		{"request below limit", QoSGuaranteed, res(1000, 2000, 1<<30), false, 0, "its CPU request 1000m differs from its limit 2000m"},
 		{"no memory limit", QoSGuaranteed, res(2000, 2000, 0), false, 0, "it has no memory limit, so it is not Guaranteed"},
-		{"odd period", QoSGuaranteed, state.Resources{CPUShares: 3072, CPUQuota: 150000, CPUPeriod: 50000, MemoryLimit: 1}, true, 3, ""},
+		{"odd period", QoSGuaranteed, Resources{CPUShares: 3072, CPUQuota: 150000, CPUPeriod: 50000, MemoryLimit: 1}, true, 3, ""},
 		{"burstable with integer CPUs", QoSBurstable, res(2000, 2000, 1<<30), false, 0, ""},
-		{"best effort", QoSBestEffort, state.Resources{CPUShares: 2}, false, 0, ""},
+		{"best effort", QoSBestEffort, Resources{CPUShares: 2}, false, 0, ""},
 		{"outside kubernetes", QoSUnknown, res(2000, 2000, 1<<30), false, 0, ""},
 	}
 	for _, tt := range tests {
@@ -90,15 +88,15 @@ func TestClassify(t *testing.T) {
 }
 
 func TestMergeResources(t *testing.T) {
-	cur := state.Resources{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000, MemoryLimit: 1 << 30}
+	cur := Resources{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000, MemoryLimit: 1 << 30}
 	tests := []struct {
 		name   string
-		update state.Resources
-		want   state.Resources
+		update Resources
+		want   Resources
 	}{
-		{"zero keeps everything", state.Resources{}, cur},
-		{"memory only", state.Resources{MemoryLimit: 2 << 30}, state.Resources{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000, MemoryLimit: 2 << 30}},
-		{"cpu only", state.Resources{CPUShares: 4096, CPUQuota: 400000}, state.Resources{CPUShares: 4096, CPUQuota: 400000, CPUPeriod: 100000, MemoryLimit: 1 << 30}},
+		{"zero keeps everything", Resources{}, cur},
+		{"memory only", Resources{MemoryLimit: 2 << 30}, Resources{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000, MemoryLimit: 2 << 30}},
+		{"cpu only", Resources{CPUShares: 4096, CPUQuota: 400000}, Resources{CPUShares: 4096, CPUQuota: 400000, CPUPeriod: 100000, MemoryLimit: 1 << 30}},
 	}
 	for _, tt := range tests {
 		if got := MergeResources(cur, tt.update); got != tt.want {

@@ -4,7 +4,6 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // Update is the cpuset the runtime should give a container.
@@ -67,7 +66,7 @@ type Decision struct {
 	SharedBefore, SharedAfter cpuset.CPUSet
 	// What the plugin logs of a pod-level update (UpdatePodSandbox): the
 	// pod's resources before, and its running containers' cpusets by name.
-	PodBefore state.Resources
+	PodBefore Resources
 	PodCPUs   []ContainerCPUs
 }
 

@@ -148,7 +148,7 @@ func TestIsolatedCPUsExclusive(t *testing.T) {
 	}
 }
 
-func withCPUs(n int64) state.Resources {
+func withCPUs(n int64) policy.Resources {
 	return scenario.KubeletResources("guaranteed", n*1000, n*1000, 1<<30)
 }
 
@@ -196,10 +196,10 @@ func TestIsolatedCPUsPodGrowth(t *testing.T) {
 	// a and b hold 2 and 3; the shared pool is 0-1 (0 is reserved but
 	// shared); free are the isolated CPUs 4-7 and CPU 1. Growing the pod
 	// by 5 takes 1 CPU from the pool, which keeps 0.
-	if _, err := pol.UpdatePodSandbox(d.Model, p, state.PodResources{Resources: withCPUs(7)}); err != nil {
+	if _, err := pol.UpdatePodSandbox(d.Model, p, policy.PodResources{Resources: withCPUs(7)}); err != nil {
 		t.Errorf("growth into the free isolated CPUs and one shared CPU refused: %v", err)
 	}
-	if _, err := pol.UpdatePodSandbox(d.Model, p, state.PodResources{Resources: withCPUs(8)}); err == nil ||
+	if _, err := pol.UpdatePodSandbox(d.Model, p, policy.PodResources{Resources: withCPUs(8)}); err == nil ||
 		!strings.HasPrefix(err.Error(), "Infeasible: resizeAllocateCPUsError") {
 		t.Errorf("growth to every CPU: %v, want Infeasible: resizeAllocateCPUsError", err)
 	}

@@ -1,9 +1,10 @@
 package policy
 
 import (
-	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"maps"
 	"slices"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 
 	"k8s.io/utils/cpuset"
 
@@ -20,7 +21,7 @@ type Pod struct {
 	// (NRI PodSandbox.Linux.PodResources: the runtime keeps them forever),
 	// the pod's totals until an UpdatePodSandbox is accepted; zero when the
 	// runtime gave none.
-	Resources state.Resources
+	Resources Resources
 }
 
 // QoS returns the pod's QoS class from its cgroup parent.
@@ -32,7 +33,7 @@ type Container struct {
 	Name string
 	Pod  Pod
 	// Resources are the container's CPU and memory values.
-	Resources state.Resources
+	Resources Resources
 	// CPUs is the container's current cpuset as the runtime reports it
 	// (Synchronize); empty when unknown.
 	CPUs cpuset.CPUSet

@@ -20,13 +20,13 @@ import (
 // give. The pod's totals only bound what its containers may ask for: the
 // check is a necessary condition (docs/design.md, "UpdatePodSandbox") and
 // UpdateContainer stays authoritative. A refusal changes nothing.
-func (p *Policy) UpdatePodSandbox(m *Model, pod Pod, res state.PodResources) (Decision, error) {
+func (p *Policy) UpdatePodSandbox(m *Model, pod Pod, res PodResources) (Decision, error) {
 	return p.UpdatePodSandboxWithSpec(m, pod, res, nil)
 }
 
 // PodSpec is what a pod's spec in the Kubernetes API asks for its
 // containers: each container's resources, by name, in the runtime's terms.
-type PodSpec map[string]state.Resources
+type PodSpec map[string]Resources
 
 // UpdatePodSandboxWithSpec is UpdatePodSandbox when the pod's spec is
 // known (the plugin watches the Kubernetes API): the whole resize is
@@ -35,7 +35,7 @@ type PodSpec map[string]state.Resources
 // container-level rules — and refused entirely with the reason of the
 // container that fails. A nil spec, or one that does not name every
 // exclusive container, falls back to the pod totals alone.
-func (p *Policy) UpdatePodSandboxWithSpec(m *Model, pod Pod, res state.PodResources, spec PodSpec) (Decision, error) {
+func (p *Policy) UpdatePodSandboxWithSpec(m *Model, pod Pod, res PodResources, spec PodSpec) (Decision, error) {
 	before, known := m.PodResources(pod)
 	members := m.podMembers(pod.UID)
 	curLimit := cpuLimitMilli(before)
@@ -54,12 +54,12 @@ func (p *Policy) UpdatePodSandboxWithSpec(m *Model, pod Pod, res state.PodResour
 		op = resizeOperation(int(curLimit), int(newLimit))
 	}
 	d := Decision{Model: m, Operation: op, PodBefore: before}
-	if old, ok := m.State.PodResources(pod.UID); (!ok || old != res) && m.KnowsPod(pod.UID) {
+	if old, ok := m.recordedPod(pod.UID); (!ok || old != res) && m.KnowsPod(pod.UID) {
 		// (A pod none of whose containers is known is not recorded: it
 		// would stay until the next Synchronize.)
 		nm := m.shallow()
 		nm.State = m.State.Clone()
-		nm.State.SetPodResources(pod.UID, res)
+		nm.State.SetPodResources(pod.UID, podRecord(res))
 		d.Model = nm
 		if note := p.settleHold(nm, pod); note != "" {
 			d.Notes = append(d.Notes, note)
@@ -77,14 +77,14 @@ func (p *Policy) UpdatePodSandboxWithSpec(m *Model, pod Pod, res state.PodResour
 // PodResources returns the pod-level resources a pod has as far as the
 // model knows: the last ones UpdatePodSandbox accepted, else those the
 // sandbox was created with; false when neither is known.
-func (m *Model) PodResources(pod Pod) (state.Resources, bool) {
-	if r, ok := m.State.PodResources(pod.UID); ok {
+func (m *Model) PodResources(pod Pod) (Resources, bool) {
+	if r, ok := m.recordedPod(pod.UID); ok {
 		return r.Resources, true
 	}
-	if pod.Resources != (state.Resources{}) {
+	if pod.Resources != (Resources{}) {
 		return pod.Resources, true
 	}
-	return state.Resources{}, false
+	return Resources{}, false
 }
 
 // admitPodUpdate refuses a change of a pod's CPU limit from curLimit to
@@ -104,8 +104,8 @@ func (p *Policy) admitPodUpdate(m *Model, pod Pod, pm podMembers, curLimit, newL
 		// All of the change is the one container's: the container-level
 		// decision itself, for the pod's new limit as the container's.
 		t := pm.exclusive[0].t
-		c := Container{ID: t.ID, Name: t.Name, Pod: pod, Resources: state.Resources{MemoryLimit: 1}}
-		asked := state.Resources{CPUShares: sharesFromMilli(newLimit), CPUQuota: int64(newLimit), CPUPeriod: milliCPUPerCPU}
+		c := Container{ID: t.ID, Name: t.Name, Pod: pod, Resources: Resources{MemoryLimit: 1}}
+		asked := Resources{CPUShares: sharesFromMilli(newLimit), CPUQuota: int64(newLimit), CPUPeriod: milliCPUPerCPU}
 		_, err := p.decideResize(view, c, asked)
 		return err
 	}
@@ -266,10 +266,10 @@ func abs(x int) int {
 // pod's CPUs, decreases first, each on the model the previous left once
 // settled; it returns the first refusal.
 func (p *Policy) tryPodSplit(m *Model, pod Pod, pm podMembers, split []int) error {
-	asked := make([]state.Resources, len(split))
+	asked := make([]Resources, len(split))
 	for i, n := range split {
 		milli := int64(n) * milliCPUPerCPU
-		asked[i] = state.Resources{CPUShares: sharesFromMilli(milli), CPUQuota: milli, CPUPeriod: milliCPUPerCPU, MemoryLimit: 1}
+		asked[i] = Resources{CPUShares: sharesFromMilli(milli), CPUQuota: milli, CPUPeriod: milliCPUPerCPU, MemoryLimit: 1}
 	}
 	_, err := p.tryPodResize(m, pod, pm, asked)
 	return err
@@ -279,7 +279,7 @@ func (p *Policy) tryPodSplit(m *Model, pod Pod, pm podMembers, split []int) erro
 // resources asked (by pm.exclusive's order), decreases first, each on the
 // model the previous left once settled. It returns the first refusal, and
 // the container it refused.
-func (p *Policy) tryPodResize(m *Model, pod Pod, pm podMembers, asked []state.Resources) (string, error) {
+func (p *Policy) tryPodResize(m *Model, pod Pod, pm podMembers, asked []Resources) (string, error) {
 	counts := make([]int, len(asked))
 	for i, r := range asked {
 		counts[i] = Classify(pod.QoS(), r).CPUs
@@ -297,7 +297,7 @@ func (p *Policy) tryPodResize(m *Model, pod Pod, pm podMembers, asked []state.Re
 	}
 	for _, i := range order {
 		t := pm.exclusive[i].t
-		c := Container{ID: t.ID, Name: t.Name, Pod: pod, Resources: state.Resources{MemoryLimit: 1}}
+		c := Container{ID: t.ID, Name: t.Name, Pod: pod, Resources: Resources{MemoryLimit: 1}}
 		d, err := p.decideResize(m, c, asked[i])
 		if err != nil {
 			return t.Name, err
@@ -309,11 +309,11 @@ func (p *Policy) tryPodResize(m *Model, pod Pod, pm podMembers, asked []state.Re
 
 // asked returns what spec asks for each exclusive member, in pm.exclusive's
 // order; false when spec is nil or leaves one out.
-func (pm podMembers) asked(spec PodSpec) ([]state.Resources, bool) {
+func (pm podMembers) asked(spec PodSpec) ([]Resources, bool) {
 	if spec == nil || len(pm.exclusive) == 0 {
 		return nil, false
 	}
-	out := make([]state.Resources, len(pm.exclusive))
+	out := make([]Resources, len(pm.exclusive))
 	for i, e := range pm.exclusive {
 		r, ok := spec[e.t.Name]
 		if !ok {
@@ -329,7 +329,7 @@ func (pm podMembers) asked(spec PodSpec) ([]state.Resources, bool) {
 
 // admitPodSpec refuses a pod resize whose containers' resizes, to what
 // the pod's spec asks, are not all accepted.
-func (p *Policy) admitPodSpec(m *Model, pod Pod, pm podMembers, asked []state.Resources) error {
+func (p *Policy) admitPodSpec(m *Model, pod Pod, pm podMembers, asked []Resources) error {
 	name, err := p.tryPodResize(m, pod, pm, asked)
 	r, ok := AsRefusal(err)
 	if !ok {

@@ -45,14 +45,14 @@ func node(t *testing.T, smt bool, reserved cpuset.CPUSet, inPlaceResize bool) *p
 
 // gu is the kubelet's resources of a Guaranteed container or pod: milli
 // CPU as request and limit, memory in GiB.
-func gu(milli int64, gib int64) state.Resources {
+func gu(milli int64, gib int64) policy.Resources {
 	return scenario.KubeletResources("guaranteed", milli, milli, gib<<30)
 }
 
 // podUpdate is one UpdatePodSandbox of a test: the pod's new resources and
 // the refusal expected ("" for accepted).
 type podUpdate struct {
-	res  state.Resources
+	res  policy.Resources
 	want string
 }
 
@@ -64,7 +64,7 @@ type podUpdate struct {
 func TestUpdatePodSandboxAdmission(t *testing.T) {
 	type ctr struct {
 		pod, name string
-		res       state.Resources
+		res       policy.Resources
 		resize    int64 // milli-CPU to resize to after creation (0: none)
 	}
 	noReserved := cpuset.New()
@@ -73,7 +73,7 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 		smt           bool
 		reserved      *cpuset.CPUSet // default: CPU 0
 		noResize      bool
-		podResources  state.Resources // the sandbox's creation values for pod "p"
+		podResources  policy.Resources // the sandbox's creation values for pod "p"
 		containers    []ctr
 		updates       []podUpdate
 		thenContainer *ctr // a container resize after the updates, and its expected refusal in want
@@ -84,7 +84,7 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}},
 			updates: []podUpdate{
 				// The new limit first (shares still the old ones), then the shares.
-				{res: state.Resources{CPUShares: 2048, CPUQuota: 400000, CPUPeriod: 100000, MemoryLimit: 1 << 30}},
+				{res: policy.Resources{CPUShares: 2048, CPUQuota: 400000, CPUPeriod: 100000, MemoryLimit: 1 << 30}},
 				{res: gu(4000, 1)},
 			},
 			thenContainer: &ctr{pod: "p", name: "app", resize: 4000},
@@ -264,7 +264,7 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			p := podOf("p")
 			for i, u := range tc.updates {
 				before, hadBefore := d.Model.State.PodResources(p.UID)
-				err := d.UpdatePod(p, state.PodResources{Resources: u.res})
+				err := d.UpdatePod(p, policy.PodResources{Resources: u.res})
 				switch {
 				case u.want == "" && err != nil:
 					t.Fatalf("update %d (%+v) refused: %v", i+1, u.res, err)
@@ -282,7 +282,7 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 					if has != hadBefore || got != before {
 						t.Errorf("update %d refused, but the pod resources changed from %+v to %+v", i+1, before, got)
 					}
-				} else if !has || got.Resources != u.res {
+				} else if !has || got.Resources != state.ResourceRecord(u.res) {
 					t.Errorf("update %d accepted, but the pod resources are %+v (present %v)", i+1, got, has)
 				}
 			}
@@ -325,7 +325,7 @@ func TestPodRefusalIsTheContainers(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			_, podErr := pol.UpdatePodSandbox(d.Model, p, state.PodResources{Resources: gu(tc.milli, 1)})
+			_, podErr := pol.UpdatePodSandbox(d.Model, p, policy.PodResources{Resources: gu(tc.milli, 1)})
 			ctrErr := d.UpdateContainer(p, "app", gu(tc.milli, 1))
 			if podErr == nil || ctrErr == nil || podErr.Error() != ctrErr.Error() {
 				t.Errorf("pod level: %v\ncontainer level: %v", podErr, ctrErr)
@@ -363,10 +363,10 @@ func TestPodGrowthCountsReleasingCPUs(t *testing.T) {
 		t.Fatalf("releasing %v", dec.Model.Releasing)
 	}
 	m := dec.Model.Lend(cpuset.New(7))
-	if _, err := pol.UpdatePodSandbox(m, p, state.PodResources{Resources: gu(5000, 1)}); err != nil {
+	if _, err := pol.UpdatePodSandbox(m, p, policy.PodResources{Resources: gu(5000, 1)}); err != nil {
 		t.Errorf("growth into released and lent CPUs refused: %v", err)
 	}
-	if _, err := pol.UpdatePodSandbox(m, p, state.PodResources{Resources: gu(6000, 1)}); err == nil || !strings.HasPrefix(err.Error(), "Deferred: resizeAllocateCPUsError") {
+	if _, err := pol.UpdatePodSandbox(m, p, policy.PodResources{Resources: gu(6000, 1)}); err == nil || !strings.HasPrefix(err.Error(), "Deferred: resizeAllocateCPUsError") {
 		t.Errorf("growth beyond them: %v", err)
 	}
 }
@@ -382,7 +382,7 @@ func TestRecordedPodResourcesAreTheCurrentTotals(t *testing.T) {
 	if err := d.CreateContainer(p, "app", gu(2000, 1)); err != nil {
 		t.Fatal(err)
 	}
-	grown := state.PodResources{Resources: gu(3000, 1)}
+	grown := policy.PodResources{Resources: gu(3000, 1)}
 	if err := d.UpdatePod(p, grown); err != nil {
 		t.Fatal(err)
 	}
@@ -390,10 +390,10 @@ func TestRecordedPodResourcesAreTheCurrentTotals(t *testing.T) {
 	if err := d.CreateContainer(other, "app", gu(5000, 1)); err != nil { // takes the rest
 		t.Fatal(err)
 	}
-	if err := d.UpdatePod(p, state.PodResources{Resources: gu(3000, 2)}); err != nil {
+	if err := d.UpdatePod(p, policy.PodResources{Resources: gu(3000, 2)}); err != nil {
 		t.Errorf("memory-only update after a growth the container never got: %v", err)
 	}
-	if got, _ := d.Model.State.PodResources(p.UID); got.Resources != gu(3000, 2) {
+	if got, _ := d.Model.State.PodResources(p.UID); got.Resources != state.ResourceRecord(gu(3000, 2)) {
 		t.Errorf("recorded %+v", got)
 	}
 	if got, ok := d.Model.PodResources(p); !ok || got != gu(3000, 2) {
@@ -494,9 +494,9 @@ func TestPodAdmissionIsNecessary(t *testing.T) {
 		// old shares, then the new shares.
 		limitFirst := gu(newSum, 1)
 		limitFirst.CPUShares = gu(oldSum, 1).CPUShares
-		dec, podErr := pol.UpdatePodSandbox(d.Model, p, state.PodResources{Resources: limitFirst})
+		dec, podErr := pol.UpdatePodSandbox(d.Model, p, policy.PodResources{Resources: limitFirst})
 		if podErr == nil {
-			_, podErr = pol.UpdatePodSandbox(dec.Model, p, state.PodResources{Resources: gu(newSum, 1)})
+			_, podErr = pol.UpdatePodSandbox(dec.Model, p, policy.PodResources{Resources: gu(newSum, 1)})
 		}
 		what := fmt.Sprintf("seed %d (%s): pod %v → %v", seed, desc, limits, want)
 		if podErr != nil {
@@ -508,7 +508,7 @@ func TestPodAdmissionIsNecessary(t *testing.T) {
 			if podErr != nil {
 				t.Fatalf("%s: the container level accepts every resize, the pod level refused: %v", what, podErr)
 			}
-			if _, err := pol.UpdatePodSandbox(m, p, state.PodResources{Resources: gu(newSum, 1)}); err != nil {
+			if _, err := pol.UpdatePodSandbox(m, p, policy.PodResources{Resources: gu(newSum, 1)}); err != nil {
 				t.Fatalf("%s: after the container resizes, the pod level refused: %v", what, err)
 			}
 		}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // kepPod sets up KEP-5554's multi-container e2e pod under single-numa-node
@@ -48,7 +47,7 @@ steps:
 // refuses the whole resize with the reason of the container that fails,
 // where the pod totals alone could not tell.
 func TestPodSpecDecidesTheWholeResize(t *testing.T) {
-	cpus := func(n int64) state.Resources { return scenario.KubeletResources("guaranteed", n*1000, n*1000, 1<<30) }
+	cpus := func(n int64) policy.Resources { return scenario.KubeletResources("guaranteed", n*1000, n*1000, 1<<30) }
 	tests := []struct {
 		name   string
 		total  int64
@@ -69,7 +68,7 @@ func TestPodSpecDecidesTheWholeResize(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			d, pod := kepPod(t)
-			res := state.PodResources{Resources: scenario.KubeletResources("guaranteed", tc.total*1000, tc.total*1000, 0)}
+			res := policy.PodResources{Resources: scenario.KubeletResources("guaranteed", tc.total*1000, tc.total*1000, 0)}
 			dec, err := d.Policy.UpdatePodSandboxWithSpec(d.Model, pod, res, tc.spec)
 			switch {
 			case tc.refuse == "" && err != nil:

@@ -16,7 +16,7 @@ import (
 // fields keep the current value). See docs/design.md, "Semantics", for the cases.
 // A refusal changes nothing; its Decision says only the operation asked
 // for.
-func (p *Policy) UpdateContainer(m *Model, c Container, update state.Resources) (Decision, error) {
+func (p *Policy) UpdateContainer(m *Model, c Container, update Resources) (Decision, error) {
 	d, err := p.decideResize(m, c, update)
 	if err != nil {
 		return Decision{Operation: RequestedOperation(c, update)}, err
@@ -47,7 +47,7 @@ func (p *Policy) settleResize(m *Model, d *Decision, c Container) {
 
 // decideResize is UpdateContainer before the container's new CPU limit is
 // recorded.
-func (p *Policy) decideResize(m *Model, c Container, update state.Resources) (Decision, error) {
+func (p *Policy) decideResize(m *Model, c Container, update Resources) (Decision, error) {
 	qos := c.Pod.QoS()
 	display := displayName(c.Pod, c.Name)
 	oldClass := Classify(qos, c.Resources)
@@ -248,7 +248,7 @@ func (p *Policy) targetUpdate(id, display string, cpus cpuset.CPUSet) *Update {
 // RequestedOperation classifies the CPU change a resize request asks for
 // (by CPU limit, or request for containers without a limit), whatever
 // becomes of it.
-func RequestedOperation(c Container, update state.Resources) Operation {
+func RequestedOperation(c Container, update Resources) Operation {
 	qos := c.Pod.QoS()
 	return operation(Classify(qos, c.Resources), Classify(qos, MergeResources(c.Resources, update)))
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // TestSynchronizeKeepsStoppedContainersCPUs: after a restart of the
@@ -116,7 +115,7 @@ func TestHoldExpires(t *testing.T) {
 	// never comes.
 	grown := c2
 	grown.Resources = scenario.KubeletResources("guaranteed", 2000, 2000, 1<<30)
-	d, err = pol.UpdatePodSandbox(d.Model, pod, state.PodResources{Resources: scenario.KubeletResources("guaranteed", 6000, 6000, 0)})
+	d, err = pol.UpdatePodSandbox(d.Model, pod, policy.PodResources{Resources: scenario.KubeletResources("guaranteed", 6000, 6000, 0)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,12 +148,12 @@ func TestPodUpdateOfAnUnknownPod(t *testing.T) {
 	pol := eightCPUs(t)
 	m := policy.NewModel(pol.NewState())
 	pod, _ := scenario.KubeletPod("ghost", "guaranteed")
-	d, err := pol.UpdatePodSandbox(m, pod, state.PodResources{Resources: scenario.KubeletResources("guaranteed", 1000, 1000, 1<<30)})
+	d, err := pol.UpdatePodSandbox(m, pod, policy.PodResources{Resources: scenario.KubeletResources("guaranteed", 1000, 1000, 1<<30)})
 	if _, ok := d.Model.State.PodResources(pod.UID); err != nil || ok || d.Model != m {
 		t.Errorf("an unknown pod's resources were recorded (%v)", err)
 	}
 	pod.UID = ""
-	if d, err := pol.UpdatePodSandbox(m, pod, state.PodResources{}); err != nil || d.Model != m {
+	if d, err := pol.UpdatePodSandbox(m, pod, policy.PodResources{}); err != nil || d.Model != m {
 		t.Errorf("a pod update without a UID changed the model (%v)", err)
 	}
 }

@@ -55,21 +55,21 @@ type ContainerRef struct {
 	Name   string `json:"name"`
 }
 
-// Resources are the CPU and memory values of a container or pod as the
-// runtime carries them (Linux cgroup units). Zero means unset.
-type Resources struct {
+// ResourceRecord is the CPU and memory values of a pod as the checkpoint
+// keeps them (Linux cgroup units). Zero means unset.
+type ResourceRecord struct {
 	CPUShares   uint64 `json:"cpuShares,omitempty"`
 	CPUQuota    int64  `json:"cpuQuota,omitempty"`
 	CPUPeriod   uint64 `json:"cpuPeriod,omitempty"`
 	MemoryLimit int64  `json:"memoryLimit,omitempty"`
 }
 
-// PodResources are the pod-level resources and overhead last delivered by
+// PodRecord is the pod-level resources and overhead last delivered by
 // UpdatePodSandbox (the runtime's PodSandbox keeps the creation values
 // forever, so this is the only record of a resized pod's totals).
-type PodResources struct {
-	Resources Resources `json:"resources"`
-	Overhead  Resources `json:"overhead"`
+type PodRecord struct {
+	Resources ResourceRecord `json:"resources"`
+	Overhead  ResourceRecord `json:"overhead"`
 }
 
 // ConfigRecord is the configuration the assignments were made under
@@ -105,7 +105,7 @@ type State struct {
 	// containers maps a runtime container id to the entry it owns.
 	containers map[string]ContainerRef
 	// pods maps pod UID → pod-level resources last seen in UpdatePodSandbox.
-	pods map[string]PodResources
+	pods map[string]PodRecord
 	// holds maps pod UID → CPUs held for the pod.
 	holds map[string]Hold
 	// config is the configuration record; nil when none was set.

@@ -169,7 +169,7 @@ func TestRoundTrip(t *testing.T) {
 		{"assignments, ids and pod resources", func(t *testing.T) *State { return sampleState(t) }},
 		{"pod resources without assignments", func(t *testing.T) *State {
 			s := New(cpus(t, "0-15"))
-			s.SetPodResources("burstable", PodResources{Resources: Resources{CPUShares: 2, MemoryLimit: -1}})
+			s.SetPodResources("burstable", PodRecord{Resources: ResourceRecord{CPUShares: 2, MemoryLimit: -1}})
 			return s
 		}},
 		{"holds and a configuration record", func(t *testing.T) *State { return sampleStateV2(t) }},
@@ -294,7 +294,7 @@ func TestMarshalRefusesInconsistentState(t *testing.T) {
 			s.SetDefaultCPUSet(cpus(t, "0,9-15"))
 			s.SetHold("pod-x", Hold{CPUs: cpus(t, "8"), Since: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
 		}, "outside the years 0000-9999"},
-		{"a pod UID that is not UTF-8", func(s *State) { s.SetPodResources("pod\xff", PodResources{}) }, `pod UID "pod\xff" is not valid UTF-8`},
+		{"a pod UID that is not UTF-8", func(s *State) { s.SetPodResources("pod\xff", PodRecord{}) }, `pod UID "pod\xff" is not valid UTF-8`},
 		{"a container name that is not UTF-8", func(s *State) {
 			s.SetDefaultCPUSet(cpus(t, "0,9-15"))
 			s.SetAssignment("pod-b", "x\xc3", Assignment{Original: cpus(t, "8")})

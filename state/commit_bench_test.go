@@ -52,8 +52,8 @@ func (n commitNode) state() *State {
 		exclusive = exclusive.Union(a.Assigned())
 		s.SetAssignment(pod, "app", a)
 		s.SetContainer(fmt.Sprintf("%064x", i), ContainerRef{PodUID: pod, Name: "app"})
-		s.SetPodResources(pod, PodResources{
-			Resources: Resources{CPUShares: 4096, CPUQuota: 400000, CPUPeriod: 100000, MemoryLimit: 1 << 30},
+		s.SetPodResources(pod, PodRecord{
+			Resources: ResourceRecord{CPUShares: 4096, CPUQuota: 400000, CPUPeriod: 100000, MemoryLimit: 1 << 30},
 		})
 	}
 	s.SetDefaultCPUSet(online.Difference(exclusive))

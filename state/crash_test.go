@@ -83,7 +83,7 @@ func crashState(seq int) *State {
 		s.SetAssignment(pod, "app", Assignment{Original: cpuset.New(i)})
 		s.SetContainer(fmt.Sprintf("ctr-%d-%d", seq/7, i), ContainerRef{PodUID: pod, Name: "app"})
 	}
-	s.SetPodResources("seq", PodResources{Resources: Resources{CPUShares: uint64(seq)}})
+	s.SetPodResources("seq", PodRecord{Resources: ResourceRecord{CPUShares: uint64(seq)}})
 	return s
 }
 

@@ -139,7 +139,7 @@ func (e *encoder) key(i int, open, key string) {
 
 // resources appends resources as encoding/json encodes resourcesV2: zero
 // values left out.
-func (e *encoder) resources(r Resources) {
+func (e *encoder) resources(r ResourceRecord) {
 	e.buf = append(e.buf, '{')
 	sep := ""
 	if r.CPUShares != 0 {

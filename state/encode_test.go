@@ -91,9 +91,9 @@ func TestEncoderMatchesEncodingJSON(t *testing.T) {
 	escaping := New(cpus(t, "0"))
 	escaping.SetAssignment("p\"<&>\\\u00e9\u2028\u2029\x7f", "c\n\t\b\f\r\x01", Assignment{Original: cpus(t, "1")})
 	escaping.SetContainer("id \xff\xfe é", ContainerRef{PodUID: "p\"<&>\\\u00e9\u2028\u2029\x7f", Name: "c\n\t\b\f\r\x01"})
-	escaping.SetPodResources("\xed\xa0\x80", PodResources{Resources: Resources{CPUQuota: -1, MemoryLimit: -5}})
+	escaping.SetPodResources("\xed\xa0\x80", PodRecord{Resources: ResourceRecord{CPUQuota: -1, MemoryLimit: -5}})
 	podsOnly := New(cpuset.New())
-	podsOnly.SetPodResources("p", PodResources{Overhead: Resources{CPUPeriod: 1}})
+	podsOnly.SetPodResources("p", PodRecord{Overhead: ResourceRecord{CPUPeriod: 1}})
 	emptyPod := sampleState(t)
 	emptyPod.entries["ghost"] = map[string]Assignment{}
 	states := map[string]*State{

@@ -109,7 +109,7 @@ func (cp *checkpointV2) toState() (*State, error) {
 		s.SetContainer(id, ContainerRef(ref))
 	}
 	for podUID, r := range cp.Pods {
-		s.SetPodResources(podUID, PodResources{Resources: Resources(r.Resources), Overhead: Resources(r.Overhead)})
+		s.SetPodResources(podUID, PodRecord{Resources: ResourceRecord(r.Resources), Overhead: ResourceRecord(r.Overhead)})
 	}
 	if cp.Config != nil {
 		reserved, err := cpumask.Parse(cp.Config.ReservedCPUSet, cpumask.MaxID)

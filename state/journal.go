@@ -187,7 +187,7 @@ type op struct {
 	cpus       cpuset.CPUSet
 	assignment Assignment
 	ref        ContainerRef
-	pod        PodResources
+	pod        PodRecord
 }
 
 // apply performs o on s. Unlike State.DeleteAssignment, deleting an
@@ -313,8 +313,8 @@ func (r *payloadReader) cpus(what string) cpuset.CPUSet {
 	return set
 }
 
-func (r *payloadReader) resources() Resources {
-	return Resources{CPUShares: r.uvarint(), CPUQuota: r.varint(), CPUPeriod: r.uvarint(), MemoryLimit: r.varint()}
+func (r *payloadReader) resources() ResourceRecord {
+	return ResourceRecord{CPUShares: r.uvarint(), CPUQuota: r.varint(), CPUPeriod: r.uvarint(), MemoryLimit: r.varint()}
 }
 
 // journalData is the content of one journal file.

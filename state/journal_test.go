@@ -25,7 +25,7 @@ func journalHeader(gen uint64) []byte {
 func appendRecord(buf []byte, seq uint64, ops ...op) []byte {
 	payload := binary.AppendUvarint(nil, seq)
 	str := func(s string) { payload = append(binary.AppendUvarint(payload, uint64(len(s))), s...) }
-	res := func(r Resources) {
+	res := func(r ResourceRecord) {
 		payload = binary.AppendUvarint(payload, r.CPUShares)
 		payload = binary.AppendVarint(payload, r.CPUQuota)
 		payload = binary.AppendUvarint(payload, r.CPUPeriod)
@@ -68,7 +68,7 @@ func appendRecord(buf []byte, seq uint64, ops ...op) []byte {
 // setShares is a record's op that sets pod "line"'s CPU shares to n: one
 // change per record, whose value says which record a state holds.
 func setShares(n uint64) op {
-	return op{kind: opSetPod, key: "line", pod: PodResources{Resources: Resources{CPUShares: n}}}
+	return op{kind: opSetPod, key: "line", pod: PodRecord{Resources: ResourceRecord{CPUShares: n}}}
 }
 
 // buildJournal encodes journal generation gen holding records numbered

@@ -244,12 +244,12 @@ func powerLossWorkload(t *testing.T, base *State) []*State {
 		func(s *State) {
 			s.SetAssignment("pod-b", "db", Assignment{Original: cpus(t, "3-4")})
 			s.SetContainer("c-db", ContainerRef{PodUID: "pod-b", Name: "db"})
-			s.SetPodResources("pod-b", PodResources{Resources: Resources{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000}})
+			s.SetPodResources("pod-b", PodRecord{Resources: ResourceRecord{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000}})
 			s.SetDefaultCPUSet(cpus(t, "0,5-15"))
 		},
 		func(s *State) {
 			s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-2,5-6")})
-			s.SetPodResources("pod-a", PodResources{Resources: Resources{CPUQuota: 400000, CPUPeriod: 100000}})
+			s.SetPodResources("pod-a", PodRecord{Resources: ResourceRecord{CPUQuota: 400000, CPUPeriod: 100000}})
 			s.SetDefaultCPUSet(cpus(t, "0,7-15"))
 		},
 		func(s *State) { // a decrease whose CPUs stay with the pod
@@ -258,7 +258,7 @@ func powerLossWorkload(t *testing.T, base *State) []*State {
 		},
 		func(s *State) {
 			s.DeleteHold("pod-a")
-			s.SetPodResources("pod-a", PodResources{Resources: Resources{CPUQuota: 200000, CPUPeriod: 100000}})
+			s.SetPodResources("pod-a", PodRecord{Resources: ResourceRecord{CPUQuota: 200000, CPUPeriod: 100000}})
 			s.SetDefaultCPUSet(cpus(t, "0,5-15"))
 		},
 		func(s *State) {

@@ -16,7 +16,7 @@ func New(defaultCPUSet cpuset.CPUSet) *State {
 		defaultCPUSet: defaultCPUSet,
 		entries:       map[string]map[string]Assignment{},
 		containers:    map[string]ContainerRef{},
-		pods:          map[string]PodResources{},
+		pods:          map[string]PodRecord{},
 	}
 }
 
@@ -42,7 +42,7 @@ func (s *State) Clone() *State {
 		c.containers = map[string]ContainerRef{}
 	}
 	if c.pods == nil {
-		c.pods = map[string]PodResources{}
+		c.pods = map[string]PodRecord{}
 	}
 	return c
 }
@@ -242,9 +242,9 @@ func (s *State) ContainerIDOf(ref ContainerRef) (string, bool) {
 
 // SetPodResources records the pod-level resources last delivered by
 // UpdatePodSandbox.
-func (s *State) SetPodResources(podUID string, r PodResources) {
+func (s *State) SetPodResources(podUID string, r PodRecord) {
 	if s.pods == nil {
-		s.pods = map[string]PodResources{}
+		s.pods = map[string]PodRecord{}
 	}
 	s.pods[podUID] = r
 }
@@ -254,10 +254,10 @@ func (s *State) DeletePodResources(podUID string) { delete(s.pods, podUID) }
 
 // AllPodResources yields the pod-level resources of every pod that has
 // some, in no particular order.
-func (s *State) AllPodResources() iter.Seq2[string, PodResources] { return maps.All(s.pods) }
+func (s *State) AllPodResources() iter.Seq2[string, PodRecord] { return maps.All(s.pods) }
 
 // PodResources returns the pod-level resources last recorded for a pod.
-func (s *State) PodResources(podUID string) (PodResources, bool) {
+func (s *State) PodResources(podUID string) (PodRecord, bool) {
 	r, ok := s.pods[podUID]
 	return r, ok
 }

@@ -48,9 +48,9 @@ func sampleState(t testing.TB) *State {
 	s.SetContainer("c-app", ContainerRef{PodUID: "pod-a", Name: "app"})
 	s.SetContainer("c-sidecar", ContainerRef{PodUID: "pod-a", Name: "sidecar"})
 	s.SetContainer("c-db", ContainerRef{PodUID: "pod-b", Name: "db"})
-	s.SetPodResources("pod-a", PodResources{
-		Resources: Resources{CPUShares: 5120, CPUQuota: 500000, CPUPeriod: 100000, MemoryLimit: 1 << 30},
-		Overhead:  Resources{CPUShares: 102},
+	s.SetPodResources("pod-a", PodRecord{
+		Resources: ResourceRecord{CPUShares: 5120, CPUQuota: 500000, CPUPeriod: 100000, MemoryLimit: 1 << 30},
+		Overhead:  ResourceRecord{CPUShares: 102},
 	})
 	return s
 }
@@ -182,7 +182,7 @@ func TestCloneIsIndependent(t *testing.T) {
 	c.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2")})
 	c.SetAssignment("pod-c", "new", Assignment{Original: cpus(t, "8")})
 	c.DeleteContainer("c-db")
-	c.SetPodResources("pod-a", PodResources{})
+	c.SetPodResources("pod-a", PodRecord{})
 	c.defaultCPUSet = cpus(t, "0")
 
 	if a, _ := s.Assignment("pod-a", "app"); a.Assigned().String() != "1-4" {
@@ -232,7 +232,7 @@ func TestEqual(t *testing.T) {
 		{"extra assignment", func(s *State) { s.SetAssignment("pod-c", "x", Assignment{Original: cpus(t, "8")}) }, false},
 		{"missing assignment", func(s *State) { s.DeleteAssignment("pod-b", "db") }, false},
 		{"container id", func(s *State) { s.SetContainer("c-db", ContainerRef{PodUID: "pod-b", Name: "other"}) }, false},
-		{"pod resources", func(s *State) { s.SetPodResources("pod-b", PodResources{}) }, false},
+		{"pod resources", func(s *State) { s.SetPodResources("pod-b", PodRecord{}) }, false},
 		{"a hold", func(s *State) { s.SetHold("pod-b", Hold{CPUs: cpus(t, "8")}) }, false},
 		{"a held CPU", func(s *State) { s.SetHold("pod-a", Hold{CPUs: cpus(t, "9"), Since: sinceOf(s, "pod-a")}) }, false},
 		{"when a hold began", func(s *State) { s.SetHold("pod-a", Hold{CPUs: cpus(t, "8"), Since: time.Unix(1, 0)}) }, false},
@@ -270,7 +270,7 @@ func TestZeroStateMutators(t *testing.T) {
 	var s State
 	s.SetAssignment("p", "c", Assignment{Original: cpuset.New(1)})
 	s.SetContainer("id", ContainerRef{PodUID: "p", Name: "c"})
-	s.SetPodResources("p", PodResources{})
+	s.SetPodResources("p", PodRecord{})
 	if err := s.Validate(cpuset.New(0, 1)); err != nil {
 		t.Errorf("state built from the zero value is inconsistent: %v", err)
 	}

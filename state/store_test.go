@@ -497,7 +497,7 @@ func TestCheckpointIsCurrentAfterEverySave(t *testing.T) {
 		},
 		func() { s.SetContainer("c-db-2", ContainerRef{PodUID: "pod-b", Name: "db"}); s.DeleteContainer("c-db") },
 		func() { s.DeletePod("pod-a"); s.SetDefaultCPUSet(cpus(t, "0-5,10-15")) },
-		func() { s.SetPodResources("pod-b", PodResources{Resources: Resources{CPUShares: 4096}}) },
+		func() { s.SetPodResources("pod-b", PodRecord{Resources: ResourceRecord{CPUShares: 4096}}) },
 		func() { s.DeletePod("pod-b"); s.SetDefaultCPUSet(cpus(t, "0-15")) },
 	}
 	for i, change := range changes {

@@ -8,7 +8,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
-	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
 // TestNoPoisonPills sends, through NRI, what used to make the plugin refuse
@@ -73,7 +73,7 @@ func TestNoPoisonPills(t *testing.T) {
 	// A pod update of a pod the plugin never saw.
 	ghost := &api.PodSandbox{Id: "ghost", Uid: "ghost-uid", Name: "ghost", Namespace: "default",
 		Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/podghost-uid"}}
-	if err := rt.UpdatePod(ghost, state.PodResources{Resources: guaranteed(2)}); err != nil {
+	if err := rt.UpdatePod(ghost, policy.PodResources{Resources: guaranteed(2)}); err != nil {
 		t.Errorf("a pod update of an unknown pod: %v", err)
 	}
 	if _, ok := checkpointState(t, stateDir, n.topo.CPUs()).PodResources("ghost-uid"); ok {

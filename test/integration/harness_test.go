@@ -227,7 +227,7 @@ func durableState(dir string, online cpuset.CPUSet) *state.State {
 	return st
 }
 
-func (d *nriDriver) CreateContainer(pod policy.Pod, name string, r state.Resources) error {
+func (d *nriDriver) CreateContainer(pod policy.Pod, name string, r policy.Resources) error {
 	sb := d.pods[pod.UID]
 	if sb == nil {
 		var err error
@@ -245,7 +245,7 @@ func (d *nriDriver) CreateContainer(pod policy.Pod, name string, r state.Resourc
 	})
 }
 
-func (d *nriDriver) UpdateContainer(pod policy.Pod, name string, r state.Resources) error {
+func (d *nriDriver) UpdateContainer(pod policy.Pod, name string, r policy.Resources) error {
 	c, err := d.container(pod, name)
 	if err != nil {
 		return err
@@ -262,7 +262,7 @@ func (d *nriDriver) StopContainer(pod policy.Pod, name string) error {
 	return d.rt.StopContainer(c)
 }
 
-func (d *nriDriver) RestartContainer(pod policy.Pod, name string, r state.Resources) error {
+func (d *nriDriver) RestartContainer(pod policy.Pod, name string, r policy.Resources) error {
 	old, err := d.container(pod, name)
 	if err != nil {
 		return err
@@ -302,7 +302,7 @@ func (d *nriDriver) RemovePod(pod policy.Pod) error {
 	return d.rt.RemovePod(sb)
 }
 
-func (d *nriDriver) UpdatePod(pod policy.Pod, r state.PodResources) error {
+func (d *nriDriver) UpdatePod(pod policy.Pod, r policy.PodResources) error {
 	sb := d.pods[pod.UID]
 	if sb == nil {
 		return fmt.Errorf("no pod %s", pod.Name)

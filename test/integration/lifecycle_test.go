@@ -53,11 +53,11 @@ func newNode(t testing.TB, spec fakesysfs.Spec, cfgYAML string) *node {
 	return &node{cfg: cfg, topo: topo, pol: pol}
 }
 
-func guaranteed(cpus int64) state.Resources {
+func guaranteed(cpus int64) policy.Resources {
 	return scenario.KubeletResources("guaranteed", cpus*1000, cpus*1000, 1<<30)
 }
 
-func burstable(milli int64) state.Resources {
+func burstable(milli int64) policy.Resources {
 	return scenario.KubeletResources("burstable", milli, 0, 0)
 }
 
@@ -70,7 +70,7 @@ func pod(t testing.TB, rt *fakeRuntime, name, qos string) *api.PodSandbox {
 	return sb
 }
 
-func mustCreate(t testing.TB, rt *fakeRuntime, sb *api.PodSandbox, name string, r state.Resources) *api.Container {
+func mustCreate(t testing.TB, rt *fakeRuntime, sb *api.PodSandbox, name string, r policy.Resources) *api.Container {
 	t.Helper()
 	c, err := rt.CreateContainer(sb, name, r)
 	if err != nil {
@@ -164,7 +164,7 @@ func TestPluginRestartKeepsCPUs(t *testing.T) {
 
 	rp.Stop()
 	rt.SetChecking(false)
-	late := mustCreate(t, rt, pod(t, rt, "late", "besteffort"), "job", state.Resources{CPUShares: 2})
+	late := mustCreate(t, rt, pod(t, rt, "late", "besteffort"), "job", policy.Resources{CPUShares: 2})
 	wantCPUs(t, rt, late, n.topo.CPUs().String())
 	// Resizes go through without the plugin: below g1's original CPUs,
 	// and a growth of g2 (the kubelet will not retry either).
@@ -528,7 +528,7 @@ func TestPodUpdateReconcilesThePodsContainers(t *testing.T) {
 	if data, _ := os.ReadFile(file); strings.TrimSpace(string(data)) != "0-7" {
 		t.Fatalf("the cgroup was put back (%q) before the pod update: the test cannot tell what the update does", data)
 	}
-	if err := rt.UpdatePod(sb, state.PodResources{Resources: state.Resources{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000}}); err != nil {
+	if err := rt.UpdatePod(sb, policy.PodResources{Resources: policy.Resources{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000}}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the pod's container put back on its CPUs", func() bool {

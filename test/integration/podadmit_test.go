@@ -6,6 +6,7 @@ import (
 
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
@@ -35,23 +36,24 @@ func TestPodUpdateAdmission(t *testing.T) {
 
 	// A memory-only resize: one call, the CPU values unchanged; accepted
 	// although no CPU is free.
-	memoryOnly := state.PodResources{Resources: scenario.KubeletResources("guaranteed", 2000, 2000, 2<<30)}
+	memoryOnly := policy.PodResources{Resources: scenario.KubeletResources("guaranteed", 2000, 2000, 2<<30)}
 	if err := rt.UpdatePod(sb, memoryOnly); err != nil {
 		t.Fatalf("memory-only pod update: %v", err)
 	}
-	if got, ok := checkpointState(t, rp.stateDir, online).PodResources(p.UID); !ok || got != memoryOnly {
+	recorded := state.PodRecord{Resources: state.ResourceRecord(memoryOnly.Resources), Overhead: state.ResourceRecord(memoryOnly.Overhead)}
+	if got, ok := checkpointState(t, rp.stateDir, online).PodResources(p.UID); !ok || got != recorded {
 		t.Fatalf("checkpoint pod resources %+v (present %v), want %+v", got, ok, memoryOnly)
 	}
 
 	// The growth to 4 CPUs: the new limit with the old shares first.
 	limitFirst := scenario.KubeletResources("guaranteed", 2000, 4000, 2<<30)
 	before := rt.Applied()
-	err = rt.UpdatePod(sb, state.PodResources{Resources: limitFirst})
+	err = rt.UpdatePod(sb, policy.PodResources{Resources: limitFirst})
 	const want = "Deferred: resizeAllocateCPUsError: cannot grow container default/gu/app from 2 to 4 exclusive CPUs keeping 6-7 (free: none): "
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("pod growth with no CPU free: %v, want the text %q", err, want)
 	}
-	if got, _ := checkpointState(t, rp.stateDir, online).PodResources(p.UID); got != memoryOnly {
+	if got, _ := checkpointState(t, rp.stateDir, online).PodResources(p.UID); got != recorded {
 		t.Errorf("a refused pod update changed the checkpoint's pod resources to %+v", got)
 	}
 	for id, cpus := range rt.Applied() {
@@ -71,11 +73,11 @@ func TestPodUpdateAdmission(t *testing.T) {
 	if err := rt.RemovePod(big); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []state.Resources{limitFirst, scenario.KubeletResources("guaranteed", 4000, 4000, 2<<30)} {
-		if err := rt.UpdatePod(sb, state.PodResources{Resources: r}); err != nil {
+	for _, r := range []policy.Resources{limitFirst, scenario.KubeletResources("guaranteed", 4000, 4000, 2<<30)} {
+		if err := rt.UpdatePod(sb, policy.PodResources{Resources: r}); err != nil {
 			t.Fatalf("pod update %+v with CPUs free: %v", r, err)
 		}
-		if got, _ := checkpointState(t, rp.stateDir, online).PodResources(p.UID); got.Resources != r {
+		if got, _ := checkpointState(t, rp.stateDir, online).PodResources(p.UID); got.Resources != state.ResourceRecord(r) {
 			t.Errorf("checkpoint pod resources %+v, want %+v", got.Resources, r)
 		}
 	}

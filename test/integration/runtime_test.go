@@ -21,7 +21,6 @@ import (
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // fakeRuntime plays containerd 2.4's NRI integration.
@@ -328,7 +327,7 @@ func (r *fakeRuntime) exclusive(c *api.Container) bool {
 	}
 	pod := r.pods[c.PodSandboxId]
 	res := c.GetLinux().GetResources()
-	key := classKey{parent: pod.GetLinux().GetCgroupParent(), res: state.Resources{
+	key := classKey{parent: pod.GetLinux().GetCgroupParent(), res: policy.Resources{
 		CPUShares:   res.GetCpu().GetShares().GetValue(),
 		CPUQuota:    res.GetCpu().GetQuota().GetValue(),
 		CPUPeriod:   res.GetCpu().GetPeriod().GetValue(),
@@ -345,7 +344,7 @@ func (r *fakeRuntime) exclusive(c *api.Container) bool {
 // classKey is what decides a container's class.
 type classKey struct {
 	parent string
-	res    state.Resources
+	res    policy.Resources
 }
 
 // ExpectShared says that a container the test knows the plugin cannot pin
@@ -558,7 +557,7 @@ func (r *fakeRuntime) waitPluginGone(t testing.TB) {
 func (r *fakeRuntime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
 	pod := &api.PodSandbox{Id: "sandbox-" + p.UID, Name: p.Name, Uid: p.UID, Namespace: p.Namespace,
 		Linux: &api.LinuxPodSandbox{CgroupParent: p.CgroupParent}}
-	if p.Resources != (state.Resources{}) {
+	if p.Resources != (policy.Resources{}) {
 		pod.Linux.PodResources = toNRIResources(p.Resources)
 	}
 	r.mu.Lock()
@@ -575,7 +574,7 @@ func (r *fakeRuntime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
 // CreateContainer creates and starts a container: CreateContainer (other
 // containers' updates applied first, then the container created with its
 // adjusted cpuset), PostCreateContainer, StartContainer, PostStartContainer.
-func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res state.Resources) (*api.Container, error) {
+func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res policy.Resources) (*api.Container, error) {
 	r.mu.Lock()
 	r.nextID++
 	id := fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID)
@@ -585,7 +584,7 @@ func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res stat
 
 // CreateContainerWithID is CreateContainer with a container id of the
 // caller's: a runtime bug that reuses an id, or gives none.
-func (r *fakeRuntime) CreateContainerWithID(pod *api.PodSandbox, id, name string, res state.Resources) (*api.Container, error) {
+func (r *fakeRuntime) CreateContainerWithID(pod *api.PodSandbox, id, name string, res policy.Resources) (*api.Container, error) {
 	r.mu.Lock()
 	c := &api.Container{
 		Id: id, PodSandboxId: pod.Id, Name: name,
@@ -651,7 +650,7 @@ func (r *fakeRuntime) CreateContainerWithID(pod *api.PodSandbox, id, name string
 // answered (runc refuses the spec, say): the reply's updates are applied,
 // the container never exists, and containerd sends StopContainer and
 // RemoveContainer for it.
-func (r *fakeRuntime) CreateContainerFailing(pod *api.PodSandbox, name string, res state.Resources) error {
+func (r *fakeRuntime) CreateContainerFailing(pod *api.PodSandbox, name string, res policy.Resources) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.nextID++
@@ -680,14 +679,14 @@ func (r *fakeRuntime) CreateContainerFailing(pod *api.PodSandbox, name string, r
 // UpdateContainer resizes a container like CRI UpdateContainerResources:
 // UpdateContainer (others first, then the target with the resources the
 // plugins returned), then PostUpdateContainer.
-func (r *fakeRuntime) UpdateContainer(c *api.Container, res state.Resources) error {
+func (r *fakeRuntime) UpdateContainer(c *api.Container, res policy.Resources) error {
 	_, err := r.updateContainer(c, res)
 	return err
 }
 
 // updateContainer is UpdateContainer; it also returns how long the NRI
 // request itself took (request, plugin decision and commit, reply).
-func (r *fakeRuntime) updateContainer(c *api.Container, res state.Resources) (time.Duration, error) {
+func (r *fakeRuntime) updateContainer(c *api.Container, res policy.Resources) (time.Duration, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pod := r.pods[c.PodSandboxId]
@@ -712,7 +711,7 @@ func (r *fakeRuntime) updateContainer(c *api.Container, res state.Resources) (ti
 // applyUpdateReply applies an UpdateContainer reply: the other
 // containers' updates in order, then the target with the requested
 // resources and the cpuset the plugin chose.
-func (r *fakeRuntime) applyUpdateReply(c *api.Container, res state.Resources, updates []*api.ContainerUpdate) {
+func (r *fakeRuntime) applyUpdateReply(c *api.Container, res policy.Resources, updates []*api.ContainerUpdate) {
 	if n := len(updates); n > 0 {
 		r.apply("pre-update", updates[:n-1])
 	}
@@ -791,7 +790,7 @@ func (r *fakeRuntime) RemovePod(pod *api.PodSandbox) error {
 }
 
 // UpdatePod relays CRI UpdatePodSandboxResources.
-func (r *fakeRuntime) UpdatePod(pod *api.PodSandbox, res state.PodResources) error {
+func (r *fakeRuntime) UpdatePod(pod *api.PodSandbox, res policy.PodResources) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
@@ -848,7 +847,7 @@ func (r *fakeRuntime) Applied() map[string]cpuset.CPUSet {
 	return out
 }
 
-func toNRIResources(r state.Resources) *api.LinuxResources {
+func toNRIResources(r policy.Resources) *api.LinuxResources {
 	out := &api.LinuxResources{Cpu: &api.LinuxCPU{}, Memory: &api.LinuxMemory{}}
 	if r.CPUShares != 0 {
 		out.Cpu.Shares = api.UInt64(r.CPUShares)
@@ -865,8 +864,8 @@ func toNRIResources(r state.Resources) *api.LinuxResources {
 	return out
 }
 
-func fromNRIResources(r *api.LinuxResources) state.Resources {
-	return state.Resources{
+func fromNRIResources(r *api.LinuxResources) policy.Resources {
+	return policy.Resources{
 		CPUShares:   r.GetCpu().GetShares().GetValue(),
 		CPUQuota:    r.GetCpu().GetQuota().GetValue(),
 		CPUPeriod:   r.GetCpu().GetPeriod().GetValue(),

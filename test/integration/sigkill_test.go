@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
@@ -164,7 +165,7 @@ func sigkillRun(t *testing.T, ignoresFailurePolicies bool, seed uint64, kills in
 
 // resourcesFor returns the kubelet's resources of a container of the QoS
 // class asking for cpus CPUs.
-func resourcesFor(qos string, cpus int64) state.Resources {
+func resourcesFor(qos string, cpus int64) policy.Resources {
 	if qos == "guaranteed" {
 		return guaranteed(cpus)
 	}

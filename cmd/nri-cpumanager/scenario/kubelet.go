@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // The kubelet's CFS period and share conversion.
@@ -33,8 +32,8 @@ func KubeletPod(name, qos string) (policy.Pod, error) {
 // KubeletResources returns a container's resources as the kubelet sets them
 // through CRI: shares = max(2, request·1024/1000), quota = limit·period/1000
 // with period 100000 (no quota without a limit), memory limit in bytes.
-func KubeletResources(qos string, requestMilli, limitMilli, memory int64) state.Resources {
-	r := state.Resources{CPUShares: minShares}
+func KubeletResources(qos string, requestMilli, limitMilli, memory int64) policy.Resources {
+	r := policy.Resources{CPUShares: minShares}
 	if qos == "besteffort" {
 		return r
 	}
@@ -50,20 +49,20 @@ func KubeletResources(qos string, requestMilli, limitMilli, memory int64) state.
 }
 
 // resourcesOf turns a container step into the kubelet's resources.
-func resourcesOf(c *ContainerStep, qos string, memory int64) (state.Resources, error) {
+func resourcesOf(c *ContainerStep, qos string, memory int64) (policy.Resources, error) {
 	req, err := MilliCPU(c.CPU)
 	if err != nil {
-		return state.Resources{}, err
+		return policy.Resources{}, err
 	}
 	limit := req
 	if qos == "burstable" {
 		if limit, err = MilliCPU(c.CPULimit); err != nil {
-			return state.Resources{}, err
+			return policy.Resources{}, err
 		}
 	}
 	if c.Memory != "" {
 		if memory, err = Bytes(c.Memory); err != nil {
-			return state.Resources{}, err
+			return policy.Resources{}, err
 		}
 	}
 	if qos == "guaranteed" && memory == 0 {

@@ -28,7 +28,7 @@ type PolicyDriver struct {
 	Applied map[string]cpuset.CPUSet
 
 	ids       map[state.ContainerRef]string
-	resources map[string]state.Resources
+	resources map[string]policy.Resources
 	next      int
 }
 
@@ -39,7 +39,7 @@ func NewPolicyDriver(pol *policy.Policy) *PolicyDriver {
 		Model:     policy.NewModel(pol.NewState()),
 		Applied:   map[string]cpuset.CPUSet{},
 		ids:       map[state.ContainerRef]string{},
-		resources: map[string]state.Resources{},
+		resources: map[string]policy.Resources{},
 	}
 }
 
@@ -150,7 +150,7 @@ func (d *PolicyDriver) applyInfallible(call func(m *policy.Model) policy.Decisio
 }
 
 // CreateContainer implements Driver.
-func (d *PolicyDriver) CreateContainer(pod policy.Pod, name string, r state.Resources) error {
+func (d *PolicyDriver) CreateContainer(pod policy.Pod, name string, r policy.Resources) error {
 	d.next++
 	id := fmt.Sprintf("ctr-%03d-%s", d.next, name)
 	dec, err := d.decide(func(m *policy.Model) (policy.Decision, error) {
@@ -166,7 +166,7 @@ func (d *PolicyDriver) CreateContainer(pod policy.Pod, name string, r state.Reso
 
 // UpdateContainer implements Driver: a resize, confirmed by the runtime
 // right after it is applied (PostUpdateContainer).
-func (d *PolicyDriver) UpdateContainer(pod policy.Pod, name string, r state.Resources) error {
+func (d *PolicyDriver) UpdateContainer(pod policy.Pod, name string, r policy.Resources) error {
 	id, ok := d.id(pod, name)
 	if !ok {
 		return fmt.Errorf("no container %s in pod %s", name, pod.Name)
@@ -200,7 +200,7 @@ func (d *PolicyDriver) StopContainer(pod policy.Pod, name string) error {
 }
 
 // RestartContainer implements Driver.
-func (d *PolicyDriver) RestartContainer(pod policy.Pod, name string, r state.Resources) error {
+func (d *PolicyDriver) RestartContainer(pod policy.Pod, name string, r policy.Resources) error {
 	old, ok := d.id(pod, name)
 	if !ok {
 		return fmt.Errorf("no container %s in pod %s", name, pod.Name)
@@ -242,7 +242,7 @@ func (d *PolicyDriver) RemovePod(pod policy.Pod) error {
 
 // UpdatePod implements Driver.
 // A refusal must leave the model as it was.
-func (d *PolicyDriver) UpdatePod(pod policy.Pod, r state.PodResources) error {
+func (d *PolicyDriver) UpdatePod(pod policy.Pod, r policy.PodResources) error {
 	dec, err := d.decide(func(m *policy.Model) (policy.Decision, error) { return d.Policy.UpdatePodSandbox(m, pod, r) })
 	if err != nil {
 		return err

@@ -16,16 +16,16 @@ import (
 // Driver is what a scenario runs against: something that behaves like the
 // plugin behind a container runtime.
 type Driver interface {
-	CreateContainer(pod policy.Pod, name string, r state.Resources) error
-	UpdateContainer(pod policy.Pod, name string, r state.Resources) error
+	CreateContainer(pod policy.Pod, name string, r policy.Resources) error
+	UpdateContainer(pod policy.Pod, name string, r policy.Resources) error
 	StopContainer(pod policy.Pod, name string) error
 	RemoveContainer(pod policy.Pod, name string) error
 	// RestartContainer stops a container, creates it again under a new id
 	// with r and, when that succeeds, removes the stopped one. A refused
 	// re-creation leaves the stopped one in place.
-	RestartContainer(pod policy.Pod, name string, r state.Resources) error
+	RestartContainer(pod policy.Pod, name string, r policy.Resources) error
 	RemovePod(pod policy.Pod) error
-	UpdatePod(pod policy.Pod, r state.PodResources) error
+	UpdatePod(pod policy.Pod, r policy.PodResources) error
 	// ContainerCPUs returns the cpuset the runtime applied to a running
 	// container.
 	ContainerCPUs(pod policy.Pod, name string) (cpuset.CPUSet, bool)
@@ -171,7 +171,7 @@ func (r *Runner) do(s Step) error {
 		if err != nil {
 			return err
 		}
-		return r.d.UpdatePod(pod, state.PodResources{Resources: KubeletResources(r.qos[s.UpdatePod.Pod], milli, milli, mem)})
+		return r.d.UpdatePod(pod, policy.PodResources{Resources: KubeletResources(r.qos[s.UpdatePod.Pod], milli, milli, mem)})
 	}
 	return fmt.Errorf("step without action")
 }
