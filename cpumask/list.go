@@ -27,6 +27,11 @@ func Parse(s string, maxID int) (cpuset.CPUSet, error) {
 	if s == "" {
 		return cpuset.New(), nil
 	}
+	if limit := maxListLen(maxID); len(s) > limit {
+		// Longer than every CPU 0-maxID listed one by one: text that would
+		// cost time and memory to split, for no CPU list.
+		return cpuset.CPUSet{}, fmt.Errorf("%d bytes is longer than any list of CPUs 0-%d (%d bytes)", len(s), maxID, limit)
+	}
 	type span struct{ lo, hi int }
 	var spans []span
 	for part := range strings.SplitSeq(s, ",") {
@@ -58,6 +63,19 @@ func Parse(s string, maxID int) (cpuset.CPUSet, error) {
 		next = max(next, sp.hi+1)
 	}
 	return cpuset.New(cpus...), nil
+}
+
+// maxListLen is the length of the longest CPU list without repeats of
+// CPUs 0 to maxID: each one listed on its own, comma-separated.
+func maxListLen(maxID int) int {
+	n, width, next := 0, 1, 10
+	for id := 0; id <= maxID; id++ {
+		if id == next {
+			width, next = width+1, next*10
+		}
+		n += width + 1
+	}
+	return n - 1
 }
 
 // parseID parses one CPU number of a CPU list.

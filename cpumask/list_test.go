@@ -83,6 +83,12 @@ func TestParse(t *testing.T) {
 		{text: "+1", maxID: 7, err: "is not a CPU number"},
 		{text: "-1", maxID: 7, err: "missing CPU number"},
 		{text: "1-2-3", maxID: 7, err: "is not a CPU number"},
+		// The longest list without repeats passes; one byte more is
+		// refused before it is split (a 4 MiB "1,1,1,…" cost 0.3 s and
+		// 114 MB).
+		{text: "0,1,2,3,4,5,6,7,8,9,10,11", maxID: 11, want: "0-11"},
+		{text: "0,1,2,3,4,5,6,7,8,9,10,11,", maxID: 11, err: "26 bytes is longer than any list of CPUs 0-11 (25 bytes)"},
+		{text: strings.Repeat("1,", 2<<20) + "1", maxID: -1, err: "is longer than any list of CPUs 0-65535"},
 	}
 	for _, tc := range tests {
 		got, err := Parse(tc.text, tc.maxID)
