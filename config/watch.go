@@ -21,7 +21,8 @@ type WatchOptions struct {
 	// overrides keep winning over the file.
 	Flags *Flags
 	// OnChange receives each new valid config that differs from the
-	// current one (Diff(current, new) is not empty). Required.
+	// current one (Diff(current, new) is not empty), and the first valid
+	// one after the file was unreadable or invalid. Required.
 	OnChange func(*Config)
 	// OnError receives why the file could not be used (unreadable or
 	// invalid); the current config stays. It is called once per distinct
@@ -41,6 +42,8 @@ type Watcher struct {
 	current  *Config
 	lastSeen [sha256.Size]byte // content (or read error) last looked at
 	seenAny  bool
+	// failed is set while the file is unreadable or invalid.
+	failed bool
 }
 
 // NewWatcher returns a watcher of path whose current config is current
@@ -93,10 +96,13 @@ func (w *Watcher) check() {
 
 	next, err := w.load(data, readErr)
 	if err != nil {
+		w.failed = true
 		w.opts.OnError(err)
 		return
 	}
-	if Diff(w.current, next).Empty() {
+	recovered := w.failed
+	w.failed = false
+	if Diff(w.current, next).Empty() && !recovered {
 		return
 	}
 	w.current = next

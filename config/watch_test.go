@@ -224,9 +224,11 @@ func TestWatcherCheckSequence(t *testing.T) {
 		{"same invalid content again", "", 1, 1},
 		{"same invalid content republished", "logLevel: warn\nbogus: 1\n", 1, 1},
 		{"another invalid content", "logLevel: [\n", 1, 2},
-		{"back to the running config", "logLevel: warn\n", 1, 2},
-		{"the first invalid content again is news", "logLevel: warn\nbogus: 1\n", 1, 3},
-		{"valid again", "logLevel: error\n", 2, 3},
+		// The running config again: reported, so that the caller knows the
+		// file is usable again.
+		{"back to the running config", "logLevel: warn\n", 2, 2},
+		{"the first invalid content again is news", "logLevel: warn\nbogus: 1\n", 2, 3},
+		{"valid again", "logLevel: error\n", 3, 3},
 	}
 	for _, s := range steps {
 		if s.publish != "" {
@@ -237,7 +239,7 @@ func TestWatcherCheckSequence(t *testing.T) {
 			t.Fatalf("%s: %d changes, %d errors; want %d, %d", s.name, changes, errs, s.changes, s.errs)
 		}
 	}
-	if got := r.configs[1].LogLevel; got != logrus.ErrorLevel {
+	if got := r.configs[2].LogLevel; got != logrus.ErrorLevel {
 		t.Errorf("last config logLevel = %v, want error", got)
 	}
 }

@@ -93,6 +93,7 @@ func (p *Plugin) apply(event string, d policy.Decision) {
 	p.commitOrKeep(d.Model)
 	p.forgetGone()
 	p.markPending(d.Others)
+	p.applyPendingLocked() // CPUs may have been freed
 }
 
 // forgetGone drops what the plugin keeps of containers the model no

@@ -46,6 +46,8 @@ type Metrics struct {
 	checkpointBad    prometheus.Counter
 	reconnects       prometheus.Counter
 	ready            prometheus.Gauge
+	configPending    prometheus.Gauge
+	configRejected   prometheus.Gauge
 	unsolicitedSent  *prometheus.CounterVec
 	drifts           prometheus.Counter
 	podUpdates       *prometheus.CounterVec
@@ -109,6 +111,14 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "ready", Help: "1 when registered with NRI and synchronized.",
 		}),
+		configPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "config_pending",
+			Help: "1 while a configuration waits because pinned containers hold CPUs it reserves or cannot allocate; the plugin runs on the previous one and applies it once they are free.",
+		}),
+		configRejected: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "config_rejected",
+			Help: "1 while the configuration file is rejected (invalid, or the plugin could not start with it); the running configuration stays.",
+		}),
 		unsolicitedSent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "unsolicited_updates_total",
 			Help: "Container updates sent outside of event replies (shared pool growth after a confirmed shrink, repairs), by result (ok, error).",
@@ -142,7 +152,7 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 		}
 	}
 	for _, c := range []prometheus.Collector{buildInfo, m.resizes, m.refusals, m.model,
-		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.ready,
+		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.ready, m.configPending, m.configRejected,
 		m.unsolicitedSent, m.drifts, m.podUpdates, m.refused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -167,6 +177,31 @@ func (m *Metrics) refusal(r *policy.Refusal) {
 	if m != nil {
 		m.refusals.WithLabelValues(string(r.Reason), string(r.Verdict)).Inc()
 	}
+}
+
+// setConfigPending says whether a configuration waits for pinned
+// containers.
+func (m *Metrics) setConfigPending(pending bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if pending {
+		v = 1
+	}
+	m.configPending.Set(v)
+}
+
+// ConfigRejected says whether the configuration file is rejected.
+func (m *Metrics) ConfigRejected(rejected bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if rejected {
+		v = 1
+	}
+	m.configRejected.Set(v)
 }
 
 // setPolicy makes pol the policy the free-CPU gauges ask.

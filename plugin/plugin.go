@@ -57,6 +57,13 @@ type Options struct {
 	Metrics *Metrics
 	// API, if not nil, is the Kubernetes API (kube.go).
 	API API
+	// Config records the configuration the policy was built from (the
+	// checkpoint keeps it). RecordedPolicy builds the policy of a recorded
+	// configuration: at start, when pinned containers of the checkpoint
+	// hold CPUs the given policy does not allow, the plugin runs on the
+	// checkpoint's configuration until they are free (reload.go).
+	Config         state.ConfigRecord
+	RecordedPolicy func(state.ConfigRecord) (*policy.Policy, error)
 }
 
 func (o *Options) setDefaults() {
@@ -110,8 +117,12 @@ type Plugin struct {
 	verifyKick chan struct{}
 
 	mu sync.Mutex
-	// policy decides; it is swapped on a safe configuration reload.
-	policy *policy.Policy
+	// policy decides; it is swapped on a configuration reload. record
+	// says which configuration it was built from, and pendingConfig is a
+	// configuration waiting for pinned containers to leave (reload.go).
+	policy        *policy.Policy
+	record        state.ConfigRecord
+	pendingConfig *pendingConfig
 	// model is the committed model: its State is what the checkpoint holds.
 	model *policy.Model
 	// dirty is set when the last checkpoint write failed.
@@ -165,8 +176,9 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		return nil, err
 	}
 	p.model = policy.NewModel(st)
+	p.startOn(pol, opts.Config, opts.RecordedPolicy)
 	p.metrics.setTopology(pol.Allocator().Topology())
-	p.metrics.setPolicy(pol)
+	p.metrics.setPolicy(p.policy)
 	// The first commit (at Synchronize) writes the checkpoint even if
 	// nothing changed, so that the file always reflects the running plugin.
 	p.dirty = true

@@ -23,6 +23,9 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	policyPods := p.rememberPods(pods)
 	containers := p.recordContainers(ctrs)
 	d := p.policy.Synchronize(p.startingModel(containers), policyPods, containers)
+	if was, ok := d.Model.State.ConfigRecord(); !ok || !sameRecord(was, p.record) {
+		d.Model.State.SetConfigRecord(p.record) // (Synchronize's state is its own)
+	}
 	p.logNotes("Synchronize", d.Notes)
 	p.commitOrKeep(d.Model)
 	for _, u := range d.Others {

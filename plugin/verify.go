@@ -47,6 +47,7 @@ func (p *Plugin) maintainLoop(ctx context.Context) {
 			p.verify(true)
 		case <-holds.C:
 			p.expireHolds()
+			p.applyPending()
 		}
 	}
 }

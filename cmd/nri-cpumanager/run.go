@@ -78,6 +78,8 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		DisconnectedTimeout: cfg.DisconnectedTimeout,
 		Log:                 log,
 		Metrics:             metrics,
+		Config:              assemble.Record(cfg, pol),
+		RecordedPolicy:      assemble.RecordedPolicy(cfg, pol.Allocator().Topology()),
 	})
 	if err != nil {
 		return err
@@ -107,8 +109,9 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		r := assemble.NewReloader(log, p, pol.Allocator().Topology(), cfg)
 		w, err := config.NewWatcher(f.configPath, cfg, config.WatchOptions{
 			Flags:    f.overrides,
-			OnChange: r.Apply,
+			OnChange: func(next *config.Config) { metrics.ConfigRejected(r.Apply(next) != nil) },
 			OnError: func(err error) {
+				metrics.ConfigRejected(true)
 				log.WithError(err).Error("new configuration rejected; keeping the running one")
 			},
 		})

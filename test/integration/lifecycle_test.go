@@ -253,8 +253,10 @@ func TestCorruptCheckpointRebuilds(t *testing.T) {
 }
 
 // TestConfigReload applies configuration changes to a running plugin:
-// inPlaceResize at once, reserved CPUs only once no container holds
-// exclusive CPUs.
+// inPlaceResize at once; reserved CPUs at once when no pinned container
+// holds them, and otherwise once the pinned containers holding them are
+// gone (the configuration waits, config_pending says so, the live keys
+// of the same change apply at once).
 func TestConfigReload(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
 	rt := newFakeRuntime(t, n.topo.CPUs())
@@ -273,26 +275,40 @@ func TestConfigReload(t *testing.T) {
 		t.Fatalf("resize with inPlaceResize off: %v", err)
 	}
 
+	// A reservation no pinned container is in the way of applies at once.
+	if err := r.Apply(next(func(c *config.Config) { c.ReservedSystemCPUs = cpuset.New(0, 7) })); err != nil {
+		t.Fatal(err)
+	}
+	if rp.ConfigPending() || metricValue(t, rp, "nri_cpumanager_config_pending", nil) != 0 {
+		t.Errorf("a reservation of CPUs no pinned container holds waits")
+	}
+	if c := checkpointState(t, rp.stateDir, n.topo.CPUs()); !c.DefaultCPUSet().Equals(cpuset.New(0, 3, 4, 5, 6, 7)) {
+		t.Errorf("shared pool %s after reserving 0,7, want 0,3-7 (strict-cpu-reservation off)", c.DefaultCPUSet())
+	}
+	// One that reserves g's CPU 1 waits; its live key does not.
 	r.Apply(next(func(c *config.Config) { c.InPlaceResize = true; c.ReservedSystemCPUs = cpuset.New(0, 1) }))
-	if got := r.Applied(); !got.InPlaceResize || got.ReservedSystemCPUs.String() != "0" {
-		t.Errorf("applied inPlaceResize=%v reserved=%s; want the live key applied and the reservation kept while an exclusive container runs",
-			got.InPlaceResize, got.ReservedSystemCPUs)
+	if !rp.ConfigPending() || metricValue(t, rp, "nri_cpumanager_config_pending", nil) != 1 {
+		t.Errorf("a reservation of a pinned CPU: pending %v, config_pending %v; want it waiting",
+			rp.ConfigPending(), metricValue(t, rp, "nri_cpumanager_config_pending", nil))
 	}
 	if err := rt.UpdateContainer(g, guaranteed(3)); err != nil {
 		t.Fatalf("resize after inPlaceResize is back on: %v", err)
 	}
+	wantCPUs(t, rt, g, "1-3")
 	if err := rt.StopContainer(g); err != nil {
 		t.Fatal(err)
 	}
 	if err := rt.RemoveContainer(g); err != nil {
 		t.Fatal(err)
 	}
-	r.Apply(next(func(c *config.Config) { c.ReservedSystemCPUs = cpuset.New(0, 1) }))
-	if got := r.Applied().ReservedSystemCPUs.String(); got != "0-1" {
-		t.Fatalf("reserved CPUs %s after the last exclusive container left, want 0-1", got)
+	if rp.ConfigPending() {
+		t.Fatalf("the configuration still waits after the pinned container left")
 	}
 	h := mustCreate(t, rt, pod(t, rt, "next", "guaranteed"), "app", guaranteed(1))
 	wantCPUs(t, rt, h, "2")
+	if rec, ok := checkpointState(t, rp.stateDir, n.topo.CPUs()).ConfigRecord(); !ok || !rec.ReservedCPUs.Equals(cpuset.New(0, 1)) {
+		t.Errorf("the checkpoint records reserved CPUs %v (present %v), want 0-1", rec.ReservedCPUs, ok)
+	}
 	noViolations(t, rt)
 }
 

@@ -2,25 +2,33 @@ package assemble
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
-// Reloader applies a changed configuration file to the running plugin, as
-// far as it is safe: the log level at once; inPlaceResize and alignMemory
-// at once (they affect later decisions only); reserved CPUs, isolatedCPUs,
-// static policy options and the topology manager policy only while no
-// container holds exclusive CPUs; everything else at the next restart. A change that cannot
-// be applied is logged and not retried until the file changes again.
+// Reloader applies a changed configuration file to the running plugin:
+// the log level, inPlaceResize and alignMemory at once; the reservation,
+// isolatedCPUs and the static and topology manager options once no pinned
+// container is in their way (at once when none is: the plugin waits for
+// them otherwise, see plugin.Reconfigure); the other keys at the next
+// restart. A file is first checked as a start would check it — the
+// paths of the keys applied at restart must be usable too — and rejected
+// whole when it would not start; the running configuration stays.
 type Reloader struct {
 	log     *logrus.Logger
 	plugin  *plugin.Plugin
 	topo    *cpuallocator.Topology
-	current *config.Config // what is applied
+	current *config.Config // what is applied (or waits for pinned containers)
 }
 
 // NewReloader returns a reloader for a plugin running with cfg on topo.
@@ -28,61 +36,135 @@ func NewReloader(log *logrus.Logger, p *plugin.Plugin, topo *cpuallocator.Topolo
 	return &Reloader{log: log, plugin: p, topo: topo, current: cfg}
 }
 
-// Applied returns the configuration the plugin runs with.
+// Applied returns the configuration the plugin runs with, or waits to.
 func (r *Reloader) Applied() *config.Config { return r.current }
 
-// Apply applies what it safely can of a new configuration.
-func (r *Reloader) Apply(next *config.Config) {
+// Apply applies what it can of a new configuration, and returns why the
+// whole file was rejected (nil when it was not).
+func (r *Reloader) Apply(next *config.Config) error {
 	ch := config.Diff(r.current, next)
 	r.log.WithField("changes", ch.String()).Info("configuration file changed")
+	if err := Startable(next, ch.Restart); err != nil {
+		r.log.WithError(err).Error("new configuration rejected: the plugin could not start with it; keeping the running one")
+		return err
+	}
+	// (Keys applied at restart do not shape the policy: applied's policy
+	// is next's.)
+	applied := config.Merge(r.current, next)
+	pol, err := Policy(applied, r.topo)
+	if err != nil {
+		err = fmt.Errorf("it does not fit this machine: %w", err)
+		r.log.WithError(err).Error("new configuration rejected; keeping the running one")
+		return err
+	}
 	if len(ch.Restart) > 0 {
 		r.log.WithField("keys", ch.Restart).Warn("these keys take effect only when the plugin restarts")
 	}
-	applied := *r.current
-	applied.LogLevel = next.LogLevel
 	r.log.SetLevel(applied.LogLevel)
-
-	live := applied
-	live.InPlaceResize, live.AlignMemory = next.InPlaceResize, next.AlignMemory
-	full := live
-	full.ReservedSystemCPUs, full.ReservedCPUCount = next.ReservedSystemCPUs, next.ReservedCPUCount
-	full.IsolatedCPUs = next.IsolatedCPUs
-	full.CPUManagerPolicyOptions = next.CPUManagerPolicyOptions
-	full.TopologyManagerPolicy = next.TopologyManagerPolicy
-	full.TopologyManagerScope = next.TopologyManagerScope
-	full.TopologyManagerPolicyOptions = next.TopologyManagerPolicyOptions
-
-	switch {
-	case len(ch.WithoutExclusive) > 0:
-		err := r.reconfigure(&full, true)
-		var busy *plugin.ErrExclusiveContainers
-		if err == nil {
-			applied = full
-			break
-		}
-		if errors.As(err, &busy) {
-			r.log.WithField("keys", ch.WithoutExclusive).WithError(err).Warn("not applying these keys now")
-		} else {
+	if len(ch.Live) > 0 || len(ch.WithoutExclusive) > 0 {
+		err := r.plugin.Reconfigure(pol, Record(applied, pol))
+		var pending *plugin.ErrPending
+		switch {
+		case errors.As(err, &pending):
+			r.log.WithField("keys", ch.WithoutExclusive).WithError(err).Warn("the new configuration waits for pinned containers")
+			if len(ch.Live) == 0 {
+				break
+			}
+			if err := r.applyLive(next); err != nil {
+				r.log.WithError(err).Error("cannot apply the keys that apply at once; keeping the running ones")
+				return err
+			}
+		case err != nil:
 			r.log.WithError(err).Error("new configuration rejected; keeping the running one")
-		}
-		if r.reconfigure(&live, false) == nil {
-			applied = live
-		}
-	case live.InPlaceResize != r.current.InPlaceResize || live.AlignMemory != r.current.AlignMemory:
-		if err := r.reconfigure(&live, false); err != nil {
-			r.log.WithError(err).Error("new configuration rejected; keeping the running one")
-		} else {
-			applied = live
+			return err
 		}
 	}
-	r.current = &applied
+	r.current = applied
+	return nil
 }
 
-// reconfigure builds the policy of cfg and hands it to the plugin.
-func (r *Reloader) reconfigure(cfg *config.Config, onlyWithoutExclusive bool) error {
-	pol, err := Policy(cfg, r.topo)
+// applyLive applies next's keys that take effect at once, on the running
+// configuration's others (which wait for pinned containers).
+func (r *Reloader) applyLive(next *config.Config) error {
+	live := config.LiveOnly(r.current, next)
+	pol, err := Policy(live, r.topo)
 	if err != nil {
 		return err
 	}
-	return r.plugin.Reconfigure(pol, onlyWithoutExclusive)
+	return r.plugin.SwitchLive(pol, Record(live, pol))
+}
+
+// Record returns what the checkpoint records of the configuration a
+// policy was built from.
+func Record(cfg *config.Config, pol *policy.Policy) state.ConfigRecord {
+	return state.ConfigRecord{ReservedCPUs: pol.Options().Reserved, Keys: cfg.AllocationKeys()}
+}
+
+// RecordedPolicy returns the function that builds, on topo, the policy of
+// a configuration the checkpoint recorded: cfg with the recorded keys.
+func RecordedPolicy(cfg *config.Config, topo *cpuallocator.Topology) func(state.ConfigRecord) (*policy.Policy, error) {
+	return func(rec state.ConfigRecord) (*policy.Policy, error) {
+		old, err := cfg.WithKeys(rec.Keys)
+		if err != nil {
+			return nil, fmt.Errorf("the checkpoint's configuration: %w", err)
+		}
+		return Policy(old, topo)
+	}
+}
+
+// Startable checks what a reloaded configuration needs to start: the
+// state directory exists (in the DaemonSet, a hostPath mount: one that
+// does not exist is not mounted, and a start would keep the checkpoint in
+// the container, to be lost at the next restart) and can be written, the
+// sysfs and cgroup trees and the NRI socket's directory exist, the kubelet
+// checkpoint to import (if any) can be read. A reload that would not start
+// is refused, so that a restart (a rollout, a crash) does not break on it
+// later. Only keys (the restart keys that changed) are checked: the
+// others are those the plugin runs with.
+func Startable(cfg *config.Config, keys []string) error {
+	var errs []error
+	check := func(key string, err error) {
+		if err != nil && slices.Contains(keys, key) {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		}
+	}
+	check("stateDir", writableDir(cfg.StateDir))
+	check("sysfsRoot", isDir(filepath.Join(cfg.SysfsRoot, "devices", "system", "cpu")))
+	if cfg.CgroupfsRoot != "" {
+		check("cgroupfsRoot", isDir(cfg.CgroupfsRoot))
+	}
+	check("nriSocket", isDir(filepath.Dir(cfg.NRISocket)))
+	if cfg.KubeletCheckpoint != "" {
+		if _, err := os.Stat(cfg.KubeletCheckpoint); err != nil && !errors.Is(err, os.ErrNotExist) {
+			check("kubeletCheckpoint", err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writableDir checks that dir exists and that a file can be written in
+// it.
+func writableDir(dir string) error {
+	if err := isDir(dir); err != nil {
+		return fmt.Errorf("%w (is it mounted?)", err)
+	}
+	f, err := os.CreateTemp(dir, ".writable-")
+	if err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+// isDir checks that path is a directory.
+func isDir(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", path)
+	}
+	return nil
 }

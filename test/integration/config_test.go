@@ -1,0 +1,168 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/config"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/plugin"
+)
+
+// withConfig starts the plugin with n's configuration recorded, as the
+// command does.
+func withConfig(n *node) func(*plugin.Options) {
+	return func(o *plugin.Options) {
+		o.Config = assemble.Record(n.cfg, n.pol)
+		o.RecordedPolicy = assemble.RecordedPolicy(n.cfg, n.topo)
+	}
+}
+
+// TestRestartUnderAReservationOfPinnedCPUs: a reservation changed while
+// the plugin was down (a ConfigMap edit, then a rollout) that reserves a
+// pinned container's CPU is not applied at start: the plugin runs on the
+// configuration the checkpoint was made under, says so in
+// config_pending, and applies the new one live once the container is
+// gone. A growth meanwhile never takes a CPU the new configuration
+// reserves beyond what the container already held.
+func TestRestartUnderAReservationOfPinnedCPUs(t *testing.T) {
+	spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}
+	before := newNode(t, spec, `reservedSystemCPUs: "0"`)
+	rt := newFakeRuntime(t, before.topo.CPUs())
+	stateDir := t.TempDir()
+	rp := startPluginWith(t, rt, before.pol, stateDir, withConfig(before))
+	g := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(2))
+	wantCPUs(t, rt, g, "1-2")
+	rp.Stop()
+
+	after := newNode(t, spec, `reservedSystemCPUs: "0-1"`)
+	rp = startPluginWith(t, rt, after.pol, stateDir, withConfig(after))
+	if !rp.ConfigPending() || metricValue(t, rp, "nri_cpumanager_config_pending", nil) != 1 {
+		t.Fatalf("pending %v, config_pending %v: want the new reservation waiting", rp.ConfigPending(), metricValue(t, rp, "nri_cpumanager_config_pending", nil))
+	}
+	wantCPUs(t, rt, g, "1-2")
+	if rec, _ := checkpointState(t, stateDir, after.topo.CPUs()).ConfigRecord(); !rec.ReservedCPUs.Equals(cpuset.New(0)) {
+		t.Errorf("the checkpoint records reserved CPUs %s, want the running 0", rec.ReservedCPUs)
+	}
+	other := mustCreate(t, rt, pod(t, rt, "other", "guaranteed"), "app", guaranteed(1))
+	wantCPUs(t, rt, other, "3")
+
+	if err := rt.RemovePod(rt.pods[g.PodSandboxId]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new configuration applied", func() bool { return !rp.ConfigPending() })
+	if metricValue(t, rp, "nri_cpumanager_config_pending", nil) != 0 {
+		t.Errorf("config_pending still 1 after the configuration was applied")
+	}
+	next := mustCreate(t, rt, pod(t, rt, "next", "guaranteed"), "app", guaranteed(2))
+	if got, _ := rt.CPUs(next.Id); got.Contains(1) || got.Contains(0) {
+		t.Errorf("a new container got %s: the now reserved CPU 1 is given out", got)
+	}
+	if rec, _ := checkpointState(t, stateDir, after.topo.CPUs()).ConfigRecord(); !rec.ReservedCPUs.Equals(cpuset.New(0, 1)) {
+		t.Errorf("the checkpoint records reserved CPUs %s, want 0-1", rec.ReservedCPUs)
+	}
+	noViolations(t, rt)
+}
+
+// TestReloadThroughTheFileWatcher changes the configuration file under
+// the real watcher, as a ConfigMap update does: a valid change is applied,
+// a file that would not start (a stateDir that is not there) is rejected
+// whole and config_rejected says so, and the file put right clears it.
+func TestReloadThroughTheFileWatcher(t *testing.T) {
+	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	rt := newFakeRuntime(t, n.topo.CPUs())
+	stateDir := t.TempDir()
+	rp := startPluginWith(t, rt, n.pol, stateDir, withConfig(n))
+	g := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(2))
+
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	write := func(text string) {
+		t.Helper()
+		tmp := path + ".new"
+		if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil { // atomic, as the kubelet swaps a ConfigMap
+			t.Fatal(err)
+		}
+	}
+	base := "reservedSystemCPUs: \"0\"\nstateDir: " + stateDir + "\n"
+	write(base)
+	running := mustLoad(t, path)
+	r := assemble.NewReloader(testLogger(t), rp.Plugin, n.topo, running)
+	// The watcher's callbacks run on its goroutine; the test reads what
+	// they saw through these.
+	var mu sync.Mutex
+	var rejected []bool
+	saw := func(bad bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		rejected = append(rejected, bad)
+	}
+	applied := func() *config.Config {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.Applied()
+	}
+	lastRejected := func(n int) (bool, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(rejected) < n {
+			return false, false
+		}
+		return rejected[len(rejected)-1], true
+	}
+	w, err := config.NewWatcher(path, running, config.WatchOptions{
+		Interval: 10 * time.Millisecond,
+		OnChange: func(next *config.Config) {
+			mu.Lock()
+			bad := r.Apply(next) != nil
+			mu.Unlock()
+			saw(bad)
+		},
+		OnError: func(error) { saw(true) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+
+	write(base + "inPlaceResize: false\n")
+	waitFor(t, "inPlaceResize off", func() bool { return !applied().InPlaceResize })
+	if err := rt.UpdateContainer(g, guaranteed(3)); err == nil || !strings.Contains(err.Error(), "featureDisabledError") {
+		t.Errorf("resize with inPlaceResize off in the file: %v", err)
+	}
+	write(strings.Replace(base, stateDir, filepath.Join(stateDir, "not-mounted"), 1))
+	waitFor(t, "the file rejected", func() bool { bad, ok := lastRejected(2); return ok && bad })
+	if got := applied().StateDir; got != stateDir {
+		t.Errorf("stateDir %s applied", got)
+	}
+	write(base)
+	waitFor(t, "the file accepted again", func() bool { bad, ok := lastRejected(3); return ok && !bad && applied().InPlaceResize })
+	cancel()
+	<-done
+	if err := rt.UpdateContainer(g, guaranteed(3)); err != nil {
+		t.Errorf("resize with inPlaceResize back on: %v", err)
+	}
+	noViolations(t, rt)
+}
+
+func mustLoad(t *testing.T, path string) *config.Config {
+	t.Helper()
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
