@@ -64,6 +64,9 @@ type Options struct {
 	// checkpoint's configuration until they are free (reload.go).
 	Config         state.ConfigRecord
 	RecordedPolicy func(state.ConfigRecord) (*policy.Policy, error)
+	// OnVerified, if not nil, is called after every verification pass
+	// (tests wait on it instead of sleeping).
+	OnVerified func()
 }
 
 func (o *Options) setDefaults() {

@@ -105,11 +105,8 @@ func TestUnsolicitedUpdatesWaitForAQuietRuntime(t *testing.T) {
 			t.Fatalf("sent %d unsolicited updates while events kept coming", len(calls))
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(rec.sent()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond) // anything else would go out by now
+	waitUntil(t, "an unsolicited update", 5*time.Second, func() bool { return len(rec.sent()) > 0 })
+	waitUntil(t, "nothing left to send", 5*time.Second, func() bool { return nothingToSend(p) })
 	calls := rec.sent()
 	if len(calls) != 1 || len(calls[0]) != 1 || calls[0][0].GetContainerId() != "s" ||
 		calls[0][0].GetLinux().GetResources().GetCpu().GetCpus() != "0-3" {
@@ -146,7 +143,9 @@ func TestPendingUpdatesRideOnReplies(t *testing.T) {
 	if len(updates) != 1 || updates[0].GetContainerId() != "s" || updates[0].GetLinux().GetResources().GetCpu().GetCpus() != "0,2-3" {
 		t.Fatalf("reply %v; want s on 0,2-3", updates)
 	}
-	time.Sleep(300 * time.Millisecond)
+	if !nothingToSend(p) {
+		t.Fatal("an update is still pending, though the reply carried it")
+	}
 	if calls := rec.sent(); len(calls) != 0 {
 		t.Errorf("sent %v unsolicited, though the reply carried the update", calls)
 	}
@@ -316,11 +315,10 @@ func TestUpdateHandedBeforeStartIsSentAgain(t *testing.T) {
 			if !kept.IsEmpty() {
 				t.Errorf("the creation cpuset %s is still kept after the start (a shared one is a whole pool)", kept)
 			}
-			deadline := time.Now().Add(5 * time.Second)
-			for tc.wantResend && len(rec.sent()) == 0 && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
+			if tc.wantResend {
+				waitUntil(t, "the re-send", 5*time.Second, func() bool { return len(rec.sent()) > 0 })
 			}
-			time.Sleep(100 * time.Millisecond) // anything else would go out by now
+			waitUntil(t, "nothing left to send", 5*time.Second, func() bool { return nothingToSend(p) })
 			calls := rec.sent()
 			switch {
 			case !tc.wantResend && len(calls) != 0:
@@ -384,6 +382,16 @@ func TestNoSpinWhileDisconnected(t *testing.T) {
 	if len(p.ledger.pending) != 0 {
 		t.Errorf("still pending while disconnected: %v", p.ledger.pending)
 	}
+}
+
+// nothingToSend reports whether the sender has nothing left to send:
+// nothing pending and no unsolicited update in flight. The sender sends
+// only what is pending, so nothing will go out until an event makes
+// something pending again.
+func nothingToSend(p *Plugin) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ledger.pending) == 0 && p.ledger.sendDone == nil
 }
 
 // cpuTime returns the CPU time the process has used.

@@ -81,6 +81,9 @@ func (p *Plugin) expireHolds() {
 func (p *Plugin) verify(all bool) {
 	probes, seq := p.probes(all)
 	p.judgeReads(probes, p.readCgroups(probes), seq, all)
+	if p.opts.OnVerified != nil {
+		p.opts.OnVerified()
+	}
 }
 
 // probes returns the containers a verification reads (ledger.probes),

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
@@ -529,20 +529,26 @@ func TestPodUpdateReconcilesThePodsContainers(t *testing.T) {
 	rt := newFakeRuntime(t, n.topo.CPUs())
 	rt.cgroupRoot = t.TempDir()
 	// No periodic pass: only the pod update may find the difference.
-	rp := startPluginWith(t, rt, n.pol, t.TempDir(), func(o *plugin.Options) { o.VerifyInterval = 0 })
+	var passes atomic.Int64
+	rp := startPluginWith(t, rt, n.pol, t.TempDir(), func(o *plugin.Options) {
+		o.VerifyInterval = 0
+		o.OnVerified = func() { passes.Add(1) }
+	})
 	sb := pod(t, rt, "gu", "guaranteed")
+	before := passes.Load()
 	g := mustCreate(t, rt, sb, "app", guaranteed(2))
 	waitFor(t, "settled", func() bool { return settled(rp, rt) })
-	// Let the read that follows the creation happen first (it takes a
-	// millisecond), so that only the pod update can find what follows.
-	time.Sleep(100 * time.Millisecond)
+	// The read that follows the creation happens first, so that only the
+	// pod update can find what follows.
+	waitFor(t, "the verification after the creation", func() bool { return passes.Load() > before })
 	file := filepath.Join(rt.cgroupRoot, "cpuset", g.Linux.CgroupsPath, "cpuset.cpus")
+	quiet := passes.Load()
 	if err := os.WriteFile(file, []byte("0-7\n"), 0o644); err != nil { // changed behind the plugin's back
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	if data, _ := os.ReadFile(file); strings.TrimSpace(string(data)) != "0-7" {
-		t.Fatalf("the cgroup was put back (%q) before the pod update: the test cannot tell what the update does", data)
+	if data, _ := os.ReadFile(file); strings.TrimSpace(string(data)) != "0-7" || passes.Load() != quiet {
+		t.Fatalf("a verification ran (%d passes) or the cgroup was put back (%q) before the pod update: the test cannot tell what the update does",
+			passes.Load()-quiet, data)
 	}
 	if err := rt.UpdatePod(sb, policy.PodResources{Resources: policy.Resources{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000}}); err != nil {
 		t.Fatal(err)
