@@ -16,7 +16,7 @@ IMAGE_ARCHIVE ?= $(OUTPUT)/image/nri-cpumanager.tar
 IMAGE ?=
 IMAGE_FLAGS ?=
 
-.PHONY: all build image push-image test unit placement-diff fuzz e2e e2e-kube deploy-test chart-readme bench lint demo clean
+.PHONY: all build image push-image check test unit placement-diff fuzz e2e e2e-kube deploy-test chart-readme bench lint demo clean
 
 all: build
 
@@ -40,6 +40,15 @@ push-image:
 	$(call tool,regctl) image import "$(IMAGE)" "$(IMAGE_ARCHIVE)"
 	$(call tool,regctl) manifest get "$(IMAGE)" --format '{{range .Manifests}}{{println .Platform.OS .Platform.Architecture .Digest}}{{end}}'
 
+
+## check: the quick tier to run before every commit, no root needed, a few
+## minutes: gofmt, go vet and staticcheck of the plugin's module, and its
+## tests (unit and integration, without the race detector)
+check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(STATICCHECK) $(PKGS)
+	$(GO) test -count=1 $(PKGS)
 
 ## test: everything CI runs — lint, unit + integration (race detector), the
 ## placement comparison with the kubelet, fuzz, deploy manifests, e2e, e2e-kube
