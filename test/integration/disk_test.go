@@ -49,7 +49,7 @@ func TestPluginOnAFullDisk(t *testing.T) {
 	}
 	f.Close()
 
-	rp = startPlugin(t, rt, n.pol, stateDir)
+	startPlugin(t, rt, n.pol, stateDir)
 	wantCPUs(t, rt, g, "1-2")
 	_, err = rt.CreateContainer(pod(t, rt, "next", "guaranteed"), "app", guaranteed(1))
 	if err == nil || !strings.Contains(err.Error(), "cannot persist the CPU assignment") || !strings.Contains(err.Error(), "no space left on device") {
