@@ -370,7 +370,9 @@ func TestNoSpinWhileDisconnected(t *testing.T) {
 	}
 	p.disconnected()
 	go p.sendLoop(ctx)
+	p.mu.Lock()
 	p.setPending("s") // wakes the sender
+	p.mu.Unlock()
 
 	before := cpuTime(t)
 	time.Sleep(1500 * time.Millisecond)
