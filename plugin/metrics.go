@@ -182,26 +182,25 @@ func (m *Metrics) refusal(r *policy.Refusal) {
 // setConfigPending says whether a configuration waits for pinned
 // containers.
 func (m *Metrics) setConfigPending(pending bool) {
-	if m == nil {
-		return
+	if m != nil {
+		setBool(m.configPending, pending)
 	}
-	v := 0.0
-	if pending {
-		v = 1
-	}
-	m.configPending.Set(v)
 }
 
 // ConfigRejected says whether the configuration file is rejected.
 func (m *Metrics) ConfigRejected(rejected bool) {
-	if m == nil {
-		return
+	if m != nil {
+		setBool(m.configRejected, rejected)
 	}
+}
+
+// setBool sets a gauge that says yes (1) or no (0).
+func setBool(g prometheus.Gauge, b bool) {
 	v := 0.0
-	if rejected {
+	if b {
 		v = 1
 	}
-	m.configRejected.Set(v)
+	g.Set(v)
 }
 
 // setPolicy makes pol the policy the free-CPU gauges ask.
@@ -243,14 +242,9 @@ func (m *Metrics) reconnect() {
 }
 
 func (m *Metrics) setReady(ready bool) {
-	if m == nil {
-		return
+	if m != nil {
+		setBool(m.ready, ready)
 	}
-	v := 0.0
-	if ready {
-		v = 1
-	}
-	m.ready.Set(v)
 }
 
 func (m *Metrics) unsolicited(sent, failed int, err error) {

@@ -167,13 +167,5 @@ func holdPolicy(t *testing.T, now func() time.Time) *policy.Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	alloc, err := cpuallocator.NewAllocator(topo, cpuallocator.StaticPolicyOptions{}, cpuallocator.TopologyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.New(alloc, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true, Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pol
+	return policyOn(t, topo, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true, Now: now})
 }

@@ -30,11 +30,18 @@ func eightCores(t *testing.T, nodes int, alignMemory bool) *policy.Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return policyOn(t, topo, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true, AlignMemory: alignMemory})
+}
+
+// policyOn is the policy of opts on topo, without static policy or
+// topology manager options.
+func policyOn(t *testing.T, topo *cpuallocator.Topology, opts policy.Options) *policy.Policy {
+	t.Helper()
 	alloc, err := cpuallocator.NewAllocator(topo, cpuallocator.StaticPolicyOptions{}, cpuallocator.TopologyOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := policy.New(alloc, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true, AlignMemory: alignMemory})
+	pol, err := policy.New(alloc, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
