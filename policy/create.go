@@ -235,11 +235,6 @@ func (p *Policy) takeOver(m *Model, c Container) (demoted, notes []string) {
 // kubelet reuses them); a stopped container whose CPUs are taken loses
 // its assignment, and its CPUs not taken return to the shared pool.
 func (p *Policy) allocateFor(m *Model, c Container, display string, n int) (cpuset.CPUSet, []string, error) {
-	if !p.smtAligned(n) {
-		return cpuset.New(), nil, refuse(Infeasible, ReasonSMTAlignment,
-			"container %s requests %d CPUs, not a multiple of the %d threads per core that full-pcpus-only requires",
-			display, n, p.topo.ThreadsPerCore())
-	}
 	pl := placement{keep: cpuset.New(), n: n}
 	stopped := m.stoppedEntries(c.Pod.UID)
 	for _, name := range stopped {
@@ -248,15 +243,9 @@ func (p *Policy) allocateFor(m *Model, c Container, display string, n int) (cpus
 	}
 	pl.borrowed = pl.borrowed.Or(m.heldFor(c.Pod.UID))
 	pl.pod, pl.podNeed = p.podScope(m, c.Pod, c.Name, n)
-	free, poolLeft := p.availability(m)
-	cpus, err := p.place(pl, free, poolLeft)
+	cpus, err := p.placeNew(m, display, pl)
 	if err != nil {
-		reason := ReasonAllocateCPUs
-		if errors.Is(err, errTopologyPolicy) {
-			reason = ReasonTopologyAffinity
-		}
-		return cpuset.New(), nil, refuse(p.verdictFor(pl, err), reason,
-			"cannot allocate %d exclusive CPUs for container %s (free: %s%s): %v", n, display, describe(free.CPUSet()), m.lentNote(), err)
+		return cpuset.New(), nil, err
 	}
 	var notes []string
 	for _, name := range stopped {
@@ -275,12 +264,17 @@ func (p *Policy) allocateFor(m *Model, c Container, display string, n int) (cpus
 // allocateNew picks n CPUs for a container without a pod to borrow from
 // (adoption at Synchronize), or refuses.
 func (p *Policy) allocateNew(m *Model, display string, n int) (cpuset.CPUSet, error) {
-	if !p.smtAligned(n) {
+	return p.placeNew(m, display, placement{keep: cpuset.New(), n: n})
+}
+
+// placeNew places the CPUs of a new container, or refuses: whole cores
+// under full-pcpus-only, room on the node, the topology manager policy.
+func (p *Policy) placeNew(m *Model, display string, pl placement) (cpuset.CPUSet, error) {
+	if !p.smtAligned(pl.n) {
 		return cpuset.New(), refuse(Infeasible, ReasonSMTAlignment,
 			"container %s requests %d CPUs, not a multiple of the %d threads per core that full-pcpus-only requires",
-			display, n, p.topo.ThreadsPerCore())
+			display, pl.n, p.topo.ThreadsPerCore())
 	}
-	pl := placement{keep: cpuset.New(), n: n}
 	free, poolLeft := p.availability(m)
 	cpus, err := p.place(pl, free, poolLeft)
 	if err == nil {
@@ -291,7 +285,7 @@ func (p *Policy) allocateNew(m *Model, display string, n int) (cpuset.CPUSet, er
 		reason = ReasonTopologyAffinity
 	}
 	return cpuset.New(), refuse(p.verdictFor(pl, err), reason,
-		"cannot allocate %d exclusive CPUs for container %s (free: %s%s): %v", n, display, describe(free.CPUSet()), m.lentNote(), err)
+		"cannot allocate %d exclusive CPUs for container %s (free: %s%s): %v", pl.n, display, describe(free.CPUSet()), m.lentNote(), err)
 }
 
 // describe prints a cpuset for messages, naming the empty set.
