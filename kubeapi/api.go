@@ -1,0 +1,210 @@
+package kubeapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	nrtclient "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/plugin"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+)
+
+// Options configure the API.
+type Options struct {
+	// NodeName is this node's name (the DaemonSet sets NODE_NAME from the
+	// downward API).
+	NodeName string
+	// Client is the core API; required.
+	Client kubernetes.Interface
+	// Topology is the NodeResourceTopology API; nil disables the export.
+	Topology nrtclient.Interface
+	// RemoveTopologyOnExit deletes the node's NodeResourceTopology object
+	// when Run returns.
+	RemoveTopologyOnExit bool
+	// Log is where the API says what it loses and regains; required.
+	Log *logrus.Logger
+	// Registerer gets the API's metrics; nil records none.
+	Registerer prometheus.Registerer
+	// Now is the clock of the events' rate limit; nil is time.Now.
+	Now func() time.Time
+}
+
+// API is the plugin's view of the Kubernetes API (plugin.API). Create it
+// with New, hand it to the plugin, then Run it with the plugin's NUMA
+// zones. Its methods never block for long, and do nothing useful before
+// Run (PodSpec answers false, events are dropped).
+type API struct {
+	opts    Options
+	log     *logrus.Entry
+	health  *health
+	metrics *metrics
+	pods    *podWatch
+	export  *exporter
+
+	mu      sync.Mutex
+	eventer *eventer // nil until Run starts it
+}
+
+var _ plugin.API = (*API)(nil)
+
+// New creates the API for a node. It makes no request.
+func New(opts Options) (*API, error) {
+	if opts.Client == nil || opts.Log == nil {
+		return nil, errors.New("kubeapi: a client and a logger are required")
+	}
+	if opts.NodeName == "" {
+		return nil, errors.New("kubeapi: the node name is not known: set NODE_NAME (the DaemonSet sets it from spec.nodeName)")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	features := []Feature{FeaturePods, FeatureEvents}
+	if opts.Topology != nil {
+		features = append(features, FeatureTopology)
+	}
+	var m *metrics
+	if opts.Registerer != nil {
+		var err error
+		if m, err = newMetrics(opts.Registerer, features); err != nil {
+			return nil, fmt.Errorf("registering the Kubernetes API's metrics: %w", err)
+		}
+	}
+	log := opts.Log.WithField("node", opts.NodeName)
+	a := &API{opts: opts, log: log, metrics: m, health: newHealth(log, m)}
+	a.pods = newPodWatch(opts.Client, opts.NodeName, a.health, m)
+	a.pods.deleted = a.forget
+	if opts.Topology != nil {
+		a.export = newExporter(opts.Topology, opts.NodeName, a.health, m)
+	}
+	return a, nil
+}
+
+// Run watches the pods, records events and exports the topology (view
+// gives the plugin's, as plugin.Plugin.Topology) until ctx ends,
+// then removes the topology object when asked to. The API server need not
+// be there: every part retries in the background.
+func (a *API) Run(ctx context.Context, view func() plugin.TopologyView) error {
+	ev, err := startEvents(ctx, a.opts.Client, a.health, a.metrics, a.opts.Now)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.eventer = ev
+	a.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Go(func() { a.pods.run(ctx) })
+	if a.export != nil {
+		a.export.view = view
+		wg.Go(func() { a.export.run(ctx, a.opts.RemoveTopologyOnExit) })
+	}
+	a.log.WithField("topologyExport", a.export != nil).Info("watching this node's pods in the Kubernetes API")
+	wg.Wait()
+	return nil
+}
+
+// PodSpec implements plugin.API from the watch of this node's pods.
+func (a *API) PodSpec(podUID string, totalMilli int64, wait time.Duration) (policy.PodSpec, bool) {
+	return a.pods.podSpec(podUID, totalMilli, wait)
+}
+
+// Refused implements plugin.API: a Warning event on the pod.
+func (a *API) Refused(pod policy.Pod, container, event string, r *policy.Refusal) {
+	if e := a.events(); e != nil {
+		e.refused(pod, container, event, r)
+	}
+}
+
+// Resized implements plugin.API: a Normal event on the pod.
+func (a *API) Resized(pod policy.Pod, container string, before, after cpuset.CPUSet) {
+	if e := a.events(); e != nil {
+		e.resized(pod, container, before, after)
+	}
+}
+
+// Changed implements plugin.API: the topology object is written again
+// soon (at most a few times a second).
+func (a *API) Changed() {
+	if a.export != nil {
+		a.export.changed()
+	}
+}
+
+func (a *API) events() *eventer {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.eventer
+}
+
+// forget drops what the API keeps about a deleted pod.
+func (a *API) forget(uid string) {
+	if e := a.events(); e != nil {
+		e.forget(uid)
+	}
+}
+
+// InCluster returns the clients of the cluster the plugin runs in, from
+// its service account (rest.InClusterConfig), with the user agent of the
+// plugin. (No client-wide timeout: it would cut the watch; requests that
+// must not hang carry a context with a deadline.)
+func InCluster(version string) (kubernetes.Interface, nrtclient.Interface, error) {
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("the Kubernetes API's in-cluster configuration: %w", err)
+	}
+	return clientsFor(cfg, version)
+}
+
+func clientsFor(cfg *rest.Config, version string) (kubernetes.Interface, nrtclient.Interface, error) {
+	cfg.UserAgent = Component + "/" + version
+	// Protobuf for the core API: smaller and cheaper to decode.
+	core := rest.CopyConfig(cfg)
+	core.ContentType = "application/vnd.kubernetes.protobuf"
+	core.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	client, err := kubernetes.NewForConfig(core)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the Kubernetes API's client: %w", err)
+	}
+	topo, err := nrtclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the NodeResourceTopology API's client: %w", err)
+	}
+	return client, topo, nil
+}
+
+// NodeName returns this node's name: $NODE_NAME, else the host name (as
+// node-feature-discovery does).
+func NodeName() string {
+	if n := os.Getenv("NODE_NAME"); n != "" {
+		return n
+	}
+	n, _ := os.Hostname()
+	return n
+}
+
+// Unavailable registers the API's metrics with each feature unavailable,
+// for a plugin configured to use the API that has no client (not in a pod,
+// no service account): it then works on NRI alone, and says so.
+func Unavailable(reg prometheus.Registerer, topology bool) error {
+	features := []Feature{FeaturePods, FeatureEvents}
+	if topology {
+		features = append(features, FeatureTopology)
+	}
+	m, err := newMetrics(reg, features)
+	if err != nil {
+		return fmt.Errorf("registering the Kubernetes API's metrics: %w", err)
+	}
+	for _, f := range features {
+		m.available.WithLabelValues(string(f)).Set(0)
+	}
+	return nil
+}
