@@ -17,6 +17,7 @@ import (
 
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/config"
+	"github.com/nri-cpumanager/nri-cpumanager/kubeapi"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
@@ -68,6 +69,11 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	kube := kubernetesAPI(cfg, reg, log, info.Version)
+	var api plugin.API // a nil *kubeapi.API must stay a nil interface
+	if kube != nil {
+		api = kube
+	}
 	p, err := plugin.New(pol, store, plugin.Options{
 		Name:                cfg.PluginName,
 		Index:               cfg.PluginIndex,
@@ -78,6 +84,7 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		DisconnectedTimeout: cfg.DisconnectedTimeout,
 		Log:                 log,
 		Metrics:             metrics,
+		API:                 api,
 	})
 	if err != nil {
 		return err
@@ -129,7 +136,46 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	for _, w := range use.Warnings {
 		log.Warn(w)
 	}
+	kubeDone := make(chan struct{})
+	go func() {
+		defer close(kubeDone)
+		if kube != nil {
+			if err := kube.Run(ctx, p.Topology); err != nil {
+				log.WithError(err).Error("Kubernetes API")
+			}
+		}
+	}()
 	err = p.Run(ctx)
+	stop()
+	<-kubeDone // the NodeResourceTopology object is removed when asked to
 	log.Info("nri-cpumanager stopped")
 	return err
+}
+
+// kubernetesAPI returns the plugin's Kubernetes API when the config turns
+// it on; nil when it is off, or when the plugin has no client for it (then
+// it runs on NRI alone and says so in its log and metrics).
+func kubernetesAPI(cfg *config.Config, reg prometheus.Registerer, log *logrus.Logger, version string) *kubeapi.API {
+	if !cfg.KubernetesAPI {
+		return nil
+	}
+	nrt := cfg.NodeResourceTopology.Enabled
+	client, topo, err := kubeapi.InCluster(version)
+	if err == nil {
+		opts := kubeapi.Options{NodeName: kubeapi.NodeName(), Client: client, Log: log, Registerer: reg,
+			RemoveTopologyOnExit: cfg.NodeResourceTopology.RemoveOnExit}
+		if nrt {
+			opts.Topology = topo
+		}
+		var api *kubeapi.API
+		if api, err = kubeapi.New(opts); err == nil {
+			return api
+		}
+	}
+	log.WithError(err).Error("kubernetesAPI is on but the plugin has no client for the Kubernetes API: " +
+		"working on NRI alone (no exact pod resize admission, no events, no NodeResourceTopology)")
+	if err := kubeapi.Unavailable(reg, nrt); err != nil {
+		log.WithError(err).Error("Kubernetes API metrics")
+	}
+	return nil
 }
