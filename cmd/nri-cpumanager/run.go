@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
+	"k8s.io/klog/v2"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/config"
@@ -159,6 +161,11 @@ func kubernetesAPI(cfg *config.Config, reg prometheus.Registerer, log *logrus.Lo
 	if !cfg.KubernetesAPI {
 		return nil
 	}
+	// client-go logs through klog, every retry of a failed request at
+	// error level: into the plugin's log at debug level, since kubeapi says
+	// once, itself, what the plugin loses without the API server.
+	klog.LogToStderr(false)
+	klog.SetOutput(klogWriter{log})
 	nrt := cfg.NodeResourceTopology.Enabled
 	client, topo, err := kubeapi.InCluster(version)
 	if err == nil {
@@ -178,4 +185,12 @@ func kubernetesAPI(cfg *config.Config, reg prometheus.Registerer, log *logrus.Lo
 		log.WithError(err).Error("Kubernetes API metrics")
 	}
 	return nil
+}
+
+// klogWriter writes klog's lines to the plugin's log at debug level.
+type klogWriter struct{ log *logrus.Logger }
+
+func (w klogWriter) Write(p []byte) (int, error) {
+	w.log.WithField("component", "client-go").Debug(strings.TrimSpace(string(p)))
+	return len(p), nil
 }
