@@ -8,11 +8,8 @@ import (
 	"sync"
 	"time"
 
-	nrtclient "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
@@ -24,10 +21,9 @@ type Options struct {
 	// NodeName is this node's name (the DaemonSet sets NODE_NAME from the
 	// downward API).
 	NodeName string
-	// Client is the core API; required.
-	Client kubernetes.Interface
-	// Topology is the NodeResourceTopology API; nil disables the export.
-	Topology nrtclient.Interface
+	// Clients make the requests; Pods and Events are required, a nil
+	// Topology disables the NodeResourceTopology export.
+	Clients Clients
 	// RemoveTopologyOnExit deletes the node's NodeResourceTopology object
 	// when Run returns.
 	RemoveTopologyOnExit bool
@@ -35,7 +31,7 @@ type Options struct {
 	Log *logrus.Logger
 	// Registerer gets the API's metrics; nil records none.
 	Registerer prometheus.Registerer
-	// Now is the clock of the events' rate limit; nil is time.Now.
+	// Now is the clock of the events; nil is time.Now.
 	Now func() time.Time
 }
 
@@ -51,16 +47,15 @@ type API struct {
 	pods    *podWatch
 	export  *exporter
 
-	mu      sync.Mutex
-	eventer *eventer // nil until Run starts it
+	events *eventer
 }
 
 var _ plugin.API = (*API)(nil)
 
 // New creates the API for a node. It makes no request.
 func New(opts Options) (*API, error) {
-	if opts.Client == nil || opts.Log == nil {
-		return nil, errors.New("kubeapi: a client and a logger are required")
+	if opts.Clients.Pods == nil || opts.Clients.Events == nil || opts.Log == nil {
+		return nil, errors.New("kubeapi: the pods' and events' clients and a logger are required")
 	}
 	if opts.NodeName == "" {
 		return nil, errors.New("kubeapi: the node name is not known: set NODE_NAME (the DaemonSet sets it from spec.nodeName)")
@@ -69,7 +64,7 @@ func New(opts Options) (*API, error) {
 		opts.Now = time.Now
 	}
 	features := []Feature{FeaturePods, FeatureEvents}
-	if opts.Topology != nil {
+	if opts.Clients.Topology != nil {
 		features = append(features, FeatureTopology)
 	}
 	var m *metrics
@@ -81,10 +76,11 @@ func New(opts Options) (*API, error) {
 	}
 	log := opts.Log.WithField("node", opts.NodeName)
 	a := &API{opts: opts, log: log, metrics: m, health: newHealth(log, m)}
-	a.pods = newPodWatch(opts.Client, opts.NodeName, a.health, m)
-	a.pods.deleted = a.forget
-	if opts.Topology != nil {
-		a.export = newExporter(opts.Topology, opts.NodeName, a.health, m)
+	a.pods = newPodWatch(opts.Clients.Pods, opts.NodeName, a.health, m)
+	a.events = newEventer(opts.Clients.Events, opts.NodeName, a.health, m, opts.Now)
+	a.pods.deleted = a.events.forget
+	if opts.Clients.Topology != nil {
+		a.export = newExporter(opts.Clients.Topology, opts.NodeName, a.health, m)
 	}
 	return a, nil
 }
@@ -94,15 +90,9 @@ func New(opts Options) (*API, error) {
 // then removes the topology object when asked to. The API server need not
 // be there: every part retries in the background.
 func (a *API) Run(ctx context.Context, view func() plugin.TopologyView) error {
-	ev, err := startEvents(ctx, a.opts.Client, a.health, a.metrics, a.opts.Now)
-	if err != nil {
-		return err
-	}
-	a.mu.Lock()
-	a.eventer = ev
-	a.mu.Unlock()
 	var wg sync.WaitGroup
 	wg.Go(func() { a.pods.run(ctx) })
+	wg.Go(func() { a.events.run(ctx) })
 	if a.export != nil {
 		a.export.view = view
 		wg.Go(func() { a.export.run(ctx, a.opts.RemoveTopologyOnExit) })
@@ -119,16 +109,12 @@ func (a *API) PodSpec(podUID string, totalMilli int64, wait time.Duration) (poli
 
 // Refused implements plugin.API: a Warning event on the pod.
 func (a *API) Refused(pod policy.Pod, container, event string, r *policy.Refusal) {
-	if e := a.events(); e != nil {
-		e.refused(pod, container, event, r)
-	}
+	a.events.refused(pod, container, event, r)
 }
 
 // Resized implements plugin.API: a Normal event on the pod.
 func (a *API) Resized(pod policy.Pod, container string, before, after cpuset.CPUSet) {
-	if e := a.events(); e != nil {
-		e.resized(pod, container, before, after)
-	}
+	a.events.resized(pod, container, before, after)
 }
 
 // Changed implements plugin.API: the topology object is written again
@@ -137,48 +123,6 @@ func (a *API) Changed() {
 	if a.export != nil {
 		a.export.changed()
 	}
-}
-
-func (a *API) events() *eventer {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.eventer
-}
-
-// forget drops what the API keeps about a deleted pod.
-func (a *API) forget(uid string) {
-	if e := a.events(); e != nil {
-		e.forget(uid)
-	}
-}
-
-// InCluster returns the clients of the cluster the plugin runs in, from
-// its service account (rest.InClusterConfig), with the user agent of the
-// plugin. (No client-wide timeout: it would cut the watch; requests that
-// must not hang carry a context with a deadline.)
-func InCluster(version string) (kubernetes.Interface, nrtclient.Interface, error) {
-	cfg, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, nil, fmt.Errorf("the Kubernetes API's in-cluster configuration: %w", err)
-	}
-	return clientsFor(cfg, version)
-}
-
-func clientsFor(cfg *rest.Config, version string) (kubernetes.Interface, nrtclient.Interface, error) {
-	cfg.UserAgent = Component + "/" + version
-	// Protobuf for the core API: smaller and cheaper to decode.
-	core := rest.CopyConfig(cfg)
-	core.ContentType = "application/vnd.kubernetes.protobuf"
-	core.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	client, err := kubernetes.NewForConfig(core)
-	if err != nil {
-		return nil, nil, fmt.Errorf("the Kubernetes API's client: %w", err)
-	}
-	topo, err := nrtclient.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("the NodeResourceTopology API's client: %w", err)
-	}
-	return client, topo, nil
 }
 
 // NodeName returns this node's name: $NODE_NAME, else the host name (as

@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,10 +11,9 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
@@ -31,70 +31,55 @@ const (
 	actionCreate          = "Create"
 )
 
-// The rate limit of events per pod, as client-go's spam filter of
-// core/v1 events (tools/record): a burst, then one event every few
-// minutes. The plugin reports a refusal once per distinct refusal and 5
-// minutes already; this bounds a pod whose refusals keep changing. Pods
-// the limiter remembers are forgotten when the watch sees them deleted,
-// and all of them past maxLimited (a node never has that many).
+// The events' limits. Per pod, as client-go's spam filter of core/v1
+// events (tools/record): a burst, then one event every few minutes (the
+// plugin reports a refusal once per distinct refusal and 5 minutes
+// already; this bounds a pod whose refusals keep changing). Pods the
+// limiter remembers are forgotten when the watch sees them deleted, and
+// all of them past maxLimited (a node never has that many). A repeat of an
+// event (same pod, container, type, reason, action) within seriesWindow
+// is counted in the first one's series, as client-go's events recorder
+// does. At most queueLength events wait to be written; more are dropped.
 const (
 	eventBurst   = 25
 	eventEvery   = 5 * time.Minute
 	maxLimited   = 4096
+	seriesWindow = 6 * time.Minute
+	queueLength  = 256
 	maxNoteBytes = 1024 // events.k8s.io/v1 rejects a longer note
 )
 
-// eventer records the plugin's events on pods through the events API
-// (events.k8s.io/v1, with its event series: repeats of an event of a pod,
-// container and reason within minutes become one event whose count grows).
+// eventKey is what makes two events the same for a series.
+type eventKey struct {
+	uid                         types.UID
+	fieldPath, typ, reason, act string
+}
+
+// written is an event in the API, for its series.
+type written struct {
+	namespace, name string
+	count           int32
+	last            time.Time
+}
+
+// eventer writes the plugin's events on pods (events.k8s.io/v1) from one
+// goroutine; recording never blocks.
 type eventer struct {
-	recorder events.EventRecorder
+	sink     EventWriter
+	health   *health
 	metrics  *metrics
 	now      func() time.Time
+	instance string
+	queue    chan *eventsv1.Event
 
 	mu      sync.Mutex
 	limited map[types.UID]*rate.Limiter
+	series  map[eventKey]*written
 }
 
-// sink is the events API as the broadcaster writes to it, recording the
-// outcome of each write in the API's health.
-type sink struct {
-	events.EventSink
-	health *health
-}
-
-func (s sink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	return s.record(s.EventSink.Create(ctx, e))
-}
-
-func (s sink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	return s.record(s.EventSink.Update(ctx, e))
-}
-
-func (s sink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	return s.record(s.EventSink.Patch(ctx, e, data))
-}
-
-func (s sink) record(e *eventsv1.Event, err error) (*eventsv1.Event, error) {
-	if err != nil {
-		s.health.failed(FeatureEvents, err)
-	} else {
-		s.health.succeeded(FeatureEvents)
-	}
-	return e, err
-}
-
-// startEvents starts the broadcaster that writes events until ctx ends.
-func startEvents(ctx context.Context, client kubernetes.Interface, h *health, m *metrics, now func() time.Time) (*eventer, error) {
-	b := events.NewBroadcaster(sink{EventSink: &events.EventSinkImpl{Interface: client.EventsV1()}, health: h})
-	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
-		return nil, fmt.Errorf("starting the event recorder: %w", err)
-	}
-	go func() {
-		<-ctx.Done()
-		b.Shutdown()
-	}()
-	return &eventer{recorder: b.NewRecorder(scheme.Scheme, Component), metrics: m, now: now, limited: map[types.UID]*rate.Limiter{}}, nil
+func newEventer(sink EventWriter, node string, h *health, m *metrics, now func() time.Time) *eventer {
+	return &eventer{sink: sink, health: h, metrics: m, now: now, instance: Component + "-" + node,
+		queue: make(chan *eventsv1.Event, queueLength), limited: map[types.UID]*rate.Limiter{}, series: map[eventKey]*written{}}
 }
 
 // refused records a refused creation (event "CreateContainer") or resize
@@ -121,11 +106,88 @@ func (e *eventer) record(pod policy.Pod, container, typ, reason, action, note st
 		e.count(reason, eventDropped)
 		return
 	}
-	e.count(reason, eventSent)
 	if len(note) > maxNoteBytes {
 		note = strings.ToValidUTF8(note[:maxNoteBytes-len("…")], "") + "…"
 	}
-	e.recorder.Eventf(podReference(pod, container), nil, typ, reason, action, "%s", note)
+	now := e.now()
+	ev := &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", pod.Name, now.UnixNano()), Namespace: pod.Namespace},
+		EventTime:           metav1.NewMicroTime(now),
+		ReportingController: Component,
+		ReportingInstance:   e.instance,
+		Action:              action,
+		Reason:              reason,
+		Regarding:           podReference(pod, container),
+		Note:                note,
+		Type:                typ,
+	}
+	select {
+	case e.queue <- ev:
+		e.count(reason, eventSent)
+	default:
+		e.count(reason, eventDropped) // the API server is too slow
+	}
+}
+
+// run writes the queued events until ctx ends.
+func (e *eventer) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-e.queue:
+			if err := e.write(ctx, ev); err != nil && ctx.Err() == nil {
+				e.health.failed(FeatureEvents, err)
+			} else if err == nil {
+				e.health.succeeded(FeatureEvents)
+			}
+		}
+	}
+}
+
+// write creates an event, or counts it in the series of the same event
+// written within seriesWindow.
+func (e *eventer) write(ctx context.Context, ev *eventsv1.Event) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	key := eventKey{uid: ev.Regarding.UID, fieldPath: ev.Regarding.FieldPath, typ: ev.Type, reason: ev.Reason, act: ev.Action}
+	now := ev.EventTime.Time
+	e.mu.Lock()
+	w := e.series[key]
+	if w != nil && now.Sub(w.last) >= seriesWindow {
+		w = nil
+	}
+	var patch written
+	if w != nil {
+		w.count++
+		w.last = now
+		patch = *w
+	}
+	e.mu.Unlock()
+	if w != nil {
+		data, err := json.Marshal(map[string]any{"series": eventsv1.EventSeries{Count: max(patch.count, 2), LastObservedTime: metav1.NewMicroTime(now)}})
+		if err != nil {
+			return fmt.Errorf("event series patch: %w", err)
+		}
+		_, err = e.sink.Patch(ctx, patch.namespace, patch.name, data)
+		if !apierrors.IsNotFound(err) {
+			if err != nil {
+				return fmt.Errorf("counting event %s/%s in its series: %w", patch.namespace, patch.name, err)
+			}
+			return nil
+		}
+		// Deleted meanwhile (events expire): a new one.
+	}
+	if _, err := e.sink.Create(ctx, ev); err != nil {
+		return fmt.Errorf("creating event %s on pod %s/%s: %w", ev.Reason, ev.Namespace, ev.Regarding.Name, err)
+	}
+	e.mu.Lock()
+	if len(e.series) >= maxLimited {
+		clear(e.series)
+	}
+	e.series[key] = &written{namespace: ev.Namespace, name: ev.Name, count: 1, last: now}
+	e.mu.Unlock()
+	return nil
 }
 
 // allow takes a token of the pod's bucket.
@@ -143,11 +205,16 @@ func (e *eventer) allow(uid types.UID) bool {
 	return l.AllowN(e.now(), 1)
 }
 
-// forget drops a deleted pod's bucket.
+// forget drops what is kept of a deleted pod.
 func (e *eventer) forget(uid string) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	delete(e.limited, types.UID(uid))
-	e.mu.Unlock()
+	for k := range e.series {
+		if k.uid == types.UID(uid) {
+			delete(e.series, k)
+		}
+	}
 }
 
 func (e *eventer) count(reason, outcome string) {
@@ -159,8 +226,8 @@ func (e *eventer) count(reason, outcome string) {
 // podReference refers to a pod, or to one of its containers as the
 // kubelet's events do (field path spec.containers{name}), so that
 // `kubectl describe pod` lists the event.
-func podReference(pod policy.Pod, container string) *corev1.ObjectReference {
-	ref := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: types.UID(pod.UID)}
+func podReference(pod policy.Pod, container string) corev1.ObjectReference {
+	ref := corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: types.UID(pod.UID)}
 	if container != "" {
 		ref.FieldPath = "spec.containers{" + container + "}"
 	}

@@ -75,6 +75,10 @@ func newMetrics(reg prometheus.Registerer, features []Feature) (*metrics, error)
 		m.available.WithLabelValues(string(f)).Set(1)
 		m.failures.WithLabelValues(string(f))
 	}
+	for _, r := range []string{ReasonResizeRefused, ReasonCreationRefused, ReasonResized} {
+		m.events.WithLabelValues(r, eventSent)
+		m.events.WithLabelValues(r, eventDropped)
+	}
 	for _, o := range []string{specMatched, specTimeout, specNoWatch} {
 		m.podSpecs.WithLabelValues(o)
 	}

@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	nrtv1alpha2 "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/apis/topology/v1alpha2"
-	nrtclient "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,20 +31,20 @@ const ZoneType = "Node"
 // an exclusive container now), the topology manager's policy and scope as
 // attributes, and the deprecated topologyPolicies field older schedulers
 // read.
-func Topology(node string, v plugin.TopologyView) *nrtv1alpha2.NodeResourceTopology {
-	nrt := &nrtv1alpha2.NodeResourceTopology{
+func Topology(node string, v plugin.TopologyView) *NodeResourceTopology {
+	nrt := &NodeResourceTopology{
 		ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"app.kubernetes.io/managed-by": Component}},
-		Attributes: nrtv1alpha2.AttributeList{{Name: AttrPolicy, Value: v.Policy}, {Name: AttrScope, Value: v.Scope}},
-		Zones:      make(nrtv1alpha2.ZoneList, 0, len(v.Zones)),
+		Attributes: []Attr{{Name: AttrPolicy, Value: v.Policy}, {Name: AttrScope, Value: v.Scope}},
+		Zones:      make([]Zone, 0, len(v.Zones)),
 	}
 	if p := legacyPolicy(v.Policy, v.Scope); p != "" {
-		nrt.TopologyPolicies = []string{string(p)}
+		nrt.TopologyPolicies = []string{p}
 	}
 	for _, z := range v.Zones {
-		nrt.Zones = append(nrt.Zones, nrtv1alpha2.Zone{
+		nrt.Zones = append(nrt.Zones, Zone{
 			Name: "node-" + strconv.Itoa(z.Node),
 			Type: ZoneType,
-			Resources: nrtv1alpha2.ResourceInfoList{{
+			Resources: []ResourceInfo{{
 				Name:        "cpu",
 				Capacity:    *resource.NewQuantity(int64(z.Capacity), resource.DecimalSI),
 				Allocatable: *resource.NewQuantity(int64(z.Allocatable), resource.DecimalSI),
@@ -58,27 +56,28 @@ func Topology(node string, v plugin.TopologyView) *nrtv1alpha2.NodeResourceTopol
 }
 
 // legacyPolicy is the deprecated topologyPolicies value of a policy and
-// scope, as node-feature-discovery writes it.
-func legacyPolicy(policy, scope string) nrtv1alpha2.TopologyManagerPolicy {
+// scope (the module's TopologyManagerPolicy), as node-feature-discovery
+// writes it.
+func legacyPolicy(policy, scope string) string {
 	pod := scope == "pod"
 	switch policy {
 	case "none":
-		return nrtv1alpha2.None
+		return "None"
 	case "best-effort":
 		if pod {
-			return nrtv1alpha2.BestEffortPodLevel
+			return "BestEffortPodLevel"
 		}
-		return nrtv1alpha2.BestEffortContainerLevel
+		return "BestEffortContainerLevel"
 	case "restricted":
 		if pod {
-			return nrtv1alpha2.RestrictedPodLevel
+			return "RestrictedPodLevel"
 		}
-		return nrtv1alpha2.RestrictedContainerLevel
+		return "RestrictedContainerLevel"
 	case "single-numa-node":
 		if pod {
-			return nrtv1alpha2.SingleNUMANodePodLevel
+			return "SingleNUMANodePodLevel"
 		}
-		return nrtv1alpha2.SingleNUMANodeContainerLevel
+		return "SingleNUMANodeContainerLevel"
 	}
 	return ""
 }
@@ -97,17 +96,17 @@ const (
 
 // exporter keeps this node's NodeResourceTopology object current.
 type exporter struct {
-	client  nrtclient.Interface
+	client  TopologyClient
 	node    string
 	view    func() plugin.TopologyView
 	health  *health
 	metrics *metrics
 	kick    chan struct{}
 	// written is the object as last written or read; nil when unknown.
-	written *nrtv1alpha2.NodeResourceTopology
+	written *NodeResourceTopology
 }
 
-func newExporter(client nrtclient.Interface, node string, h *health, m *metrics) *exporter {
+func newExporter(client TopologyClient, node string, h *health, m *metrics) *exporter {
 	return &exporter{client: client, node: node, health: h, metrics: m, kick: make(chan struct{}, 1)}
 }
 
@@ -168,9 +167,9 @@ func (x *exporter) sync(ctx context.Context, force bool) error {
 	if !force && x.written != nil && sameContent(x.written, want) {
 		return nil
 	}
-	api := x.client.TopologyV1alpha2().NodeResourceTopologies()
+	api := x.client
 	if force || x.written == nil {
-		cur, err := api.Get(ctx, x.node, metav1.GetOptions{})
+		cur, err := api.Get(ctx, x.node)
 		switch {
 		case apierrors.IsNotFound(err):
 			x.written = nil
@@ -180,18 +179,18 @@ func (x *exporter) sync(ctx context.Context, force bool) error {
 			x.written = cur
 		}
 	}
-	var got *nrtv1alpha2.NodeResourceTopology
+	var got *NodeResourceTopology
 	var err error
 	switch {
 	case x.written == nil:
-		got, err = api.Create(ctx, want, metav1.CreateOptions{})
+		got, err = api.Create(ctx, want)
 	case sameContent(x.written, want):
 		return nil
 	default:
 		want.ResourceVersion = x.written.ResourceVersion
 		want.Labels = mergeLabels(x.written.Labels, want.Labels)
 		want.Annotations = x.written.Annotations
-		got, err = api.Update(ctx, want, metav1.UpdateOptions{})
+		got, err = api.Update(ctx, want)
 	}
 	x.written = nil // read it again after a failure (a conflict, a deletion)
 	x.count(err)
@@ -206,7 +205,7 @@ func (x *exporter) sync(ctx context.Context, force bool) error {
 func (x *exporter) remove() {
 	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 	defer cancel()
-	err := x.client.TopologyV1alpha2().NodeResourceTopologies().Delete(ctx, x.node, metav1.DeleteOptions{})
+	err := x.client.Delete(ctx, x.node)
 	if err != nil && !apierrors.IsNotFound(err) {
 		x.health.log.WithError(err).Warn("removing this node's NodeResourceTopology object on exit")
 		return
@@ -226,7 +225,7 @@ func (x *exporter) count(err error) {
 }
 
 // sameContent reports whether two objects say the same about the node.
-func sameContent(a, b *nrtv1alpha2.NodeResourceTopology) bool {
+func sameContent(a, b *NodeResourceTopology) bool {
 	if !reflect.DeepEqual(a.Attributes, b.Attributes) || !reflect.DeepEqual(a.TopologyPolicies, b.TopologyPolicies) || len(a.Zones) != len(b.Zones) {
 		return false
 	}

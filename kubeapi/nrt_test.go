@@ -1,12 +1,16 @@
 package kubeapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 
 	nrtv1alpha2 "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/apis/topology/v1alpha2"
 	nrtfake "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned/fake"
+	nrtclient "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned/typed/topology/v1alpha2"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +18,58 @@ import (
 
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 )
+
+// fakeTopology is TopologyClient on the module's fake clientset: the
+// plugin's objects go through JSON into the module's types, decoded
+// strictly, so a field the module does not know fails the test.
+type fakeTopology struct {
+	c nrtclient.NodeResourceTopologyInterface
+}
+
+func toModule(nrt *NodeResourceTopology) (*nrtv1alpha2.NodeResourceTopology, error) {
+	data, err := encodeNRT(nrt)
+	if err != nil {
+		return nil, err
+	}
+	out := &nrtv1alpha2.NodeResourceTopology{}
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	if err := d.Decode(out); err != nil {
+		return nil, fmt.Errorf("the module's NodeResourceTopology does not take %s: %w", data, err)
+	}
+	return out, nil
+}
+
+func fromModule(nrt *nrtv1alpha2.NodeResourceTopology, err error) (*NodeResourceTopology, error) {
+	if err != nil {
+		return nil, err
+	}
+	return decodeNRT(json.Marshal(nrt))
+}
+
+func (f fakeTopology) Get(ctx context.Context, name string) (*NodeResourceTopology, error) {
+	return fromModule(f.c.Get(ctx, name, metav1.GetOptions{}))
+}
+
+func (f fakeTopology) Create(ctx context.Context, nrt *NodeResourceTopology) (*NodeResourceTopology, error) {
+	m, err := toModule(nrt)
+	if err != nil {
+		return nil, err
+	}
+	return fromModule(f.c.Create(ctx, m, metav1.CreateOptions{}))
+}
+
+func (f fakeTopology) Update(ctx context.Context, nrt *NodeResourceTopology) (*NodeResourceTopology, error) {
+	m, err := toModule(nrt)
+	if err != nil {
+		return nil, err
+	}
+	return fromModule(f.c.Update(ctx, m, metav1.UpdateOptions{}))
+}
+
+func (f fakeTopology) Delete(ctx context.Context, name string) error {
+	return f.c.Delete(ctx, name, metav1.DeleteOptions{})
+}
 
 // view is a plugin's topology that a test changes.
 type view struct {
@@ -77,7 +133,7 @@ func TestTopologyObject(t *testing.T) {
 func TestTopologyExport(t *testing.T) {
 	topo := nrtfake.NewSimpleClientset()
 	v := &view{v: twoNodes()}
-	a, err := New(Options{Client: fake.NewClientset(), Topology: topo, NodeName: testNode, Log: discard(), RemoveTopologyOnExit: true, Registerer: newReg()})
+	a, err := New(Options{Clients: fakeClients(fake.NewClientset(), topo), NodeName: testNode, Log: discard(), RemoveTopologyOnExit: true, Registerer: newReg()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +171,14 @@ func TestTopologyExport(t *testing.T) {
 // (another plugin run, an edit) is updated in place, keeping labels the
 // plugin does not own.
 func TestTopologyExportKeepsOthersLabels(t *testing.T) {
-	old := Topology(testNode, plugin.TopologyView{Policy: "none", Scope: "container"})
-	old.Labels["team"] = "x"
+	own := Topology(testNode, plugin.TopologyView{Policy: "none", Scope: "container"})
+	own.Labels["team"] = "x"
+	old, err := toModule(own)
+	if err != nil {
+		t.Fatal(err)
+	}
 	topo := nrtfake.NewSimpleClientset(old)
-	a, err := New(Options{Client: fake.NewClientset(), Topology: topo, NodeName: testNode, Log: discard()})
+	a, err := New(Options{Clients: fakeClients(fake.NewClientset(), topo), NodeName: testNode, Log: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}

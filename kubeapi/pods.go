@@ -8,10 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 
@@ -44,27 +42,25 @@ type podWatch struct {
 	deleted func(uid string)
 }
 
-// newPodWatch watches the pods whose spec.nodeName is node.
-func newPodWatch(client kubernetes.Interface, node string, h *health, m *metrics) *podWatch {
+// newPodWatch watches the pods lw lists: this node's.
+func newPodWatch(lw cache.ListerWatcher, node string, h *health, m *metrics) *podWatch {
 	w := &podWatch{health: h, metrics: m, changed: make(chan struct{})}
-	selector := fields.OneTermEqualSelector("spec.nodeName", node).String()
-	lw := &cache.ListWatch{
+	inner := cache.ToListerWatcherWithContext(lw)
+	recording := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = selector
-			list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+			obj, err := inner.ListWithContext(ctx, o)
 			w.result(err)
-			return list, err
+			return obj, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = selector
-			wi, err := client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
+			wi, err := inner.WatchWithContext(ctx, o)
 			w.result(err)
 			return wi, err
 		},
 	}
-	// The client says whether it can stream the initial list (a fake
-	// cannot); the wrapper keeps that.
-	w.informer = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.Pod{}, cache.SharedIndexInformerOptions{
+	// lw says whether it can stream the initial list (a fake cannot); the
+	// wrapper keeps that.
+	w.informer = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(recording, lw), &corev1.Pod{}, cache.SharedIndexInformerOptions{
 		Indexers:          cache.Indexers{uidIndex: indexByUID},
 		ObjectDescription: "pods on node " + node,
 	})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	nrtfake "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned/fake"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sirupsen/logrus"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/nri-cpumanager/nri-cpumanager/kubeapi/kubeapitest"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
@@ -54,7 +56,8 @@ func whole(cpus int64) corev1.ResourceRequirements {
 func started(t *testing.T, client *fake.Clientset, opts Options) (*API, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	opts.Client, opts.NodeName, opts.Registerer = client, testNode, reg
+	opts.Clients = fakeClients(client, nil)
+	opts.NodeName, opts.Registerer = testNode, reg
 	if opts.Log == nil {
 		opts.Log = logrus.New()
 		opts.Log.SetOutput(io.Discard)
@@ -191,7 +194,7 @@ func TestPodSpecWithoutTheWatch(t *testing.T) {
 	})
 	log, hook := test.NewNullLogger()
 	reg := prometheus.NewRegistry()
-	a, err := New(Options{Client: client, NodeName: testNode, Log: log, Registerer: reg})
+	a, err := New(Options{Clients: fakeClients(client, nil), NodeName: testNode, Log: log, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +234,9 @@ func TestPodCPULimitMilli(t *testing.T) {
 		want int64
 	}{
 		{"containers", func(*corev1.Pod) {}, 3000},
-		{"overhead", func(p *corev1.Pod) { p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")} }, 3250},
+		{"overhead", func(p *corev1.Pod) {
+			p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
+		}, 3250},
 		{"sidecar", func(p *corev1.Pod) {
 			p.Spec.InitContainers = []corev1.Container{{Name: "s", RestartPolicy: &always, Resources: whole(1)}}
 		}, 4000},
@@ -294,3 +299,13 @@ func discard() *logrus.Logger {
 }
 
 func newReg() *prometheus.Registry { return prometheus.NewRegistry() }
+
+// fakeClients are the API's clients on fake clientsets; topo nil turns the
+// export off.
+func fakeClients(client *fake.Clientset, topo *nrtfake.Clientset) Clients {
+	c := Clients{Pods: kubeapitest.Pods(client, testNode), Events: kubeapitest.Events{Client: client}}
+	if topo != nil {
+		c.Topology = fakeTopology{topo.TopologyV1alpha2().NodeResourceTopologies()}
+	}
+	return c
+}

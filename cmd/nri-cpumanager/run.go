@@ -167,16 +167,17 @@ func kubernetesAPI(cfg *config.Config, reg prometheus.Registerer, log *logrus.Lo
 	klog.LogToStderr(false)
 	klog.SetOutput(klogWriter{log})
 	nrt := cfg.NodeResourceTopology.Enabled
-	client, topo, err := kubeapi.InCluster(version)
+	node := kubeapi.NodeName()
+	rc, err := kubeapi.Config(version)
 	if err == nil {
-		opts := kubeapi.Options{NodeName: kubeapi.NodeName(), Client: client, Log: log, Registerer: reg,
-			RemoveTopologyOnExit: cfg.NodeResourceTopology.RemoveOnExit}
-		if nrt {
-			opts.Topology = topo
-		}
-		var api *kubeapi.API
-		if api, err = kubeapi.New(opts); err == nil {
-			return api
+		var clients kubeapi.Clients
+		if clients, err = kubeapi.NewClients(rc, node, nrt); err == nil {
+			var api *kubeapi.API
+			api, err = kubeapi.New(kubeapi.Options{NodeName: node, Clients: clients, Log: log, Registerer: reg,
+				RemoveTopologyOnExit: cfg.NodeResourceTopology.RemoveOnExit})
+			if err == nil {
+				return api
+			}
 		}
 	}
 	log.WithError(err).Error("kubernetesAPI is on but the plugin has no client for the Kubernetes API: " +

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/kubeapi"
+	"github.com/nri-cpumanager/nri-cpumanager/kubeapi/kubeapitest"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
@@ -49,7 +50,8 @@ type apiCluster struct {
 func startAPI(t *testing.T) *apiCluster {
 	t.Helper()
 	c := &apiCluster{client: fake.NewClientset()}
-	a, err := kubeapi.New(kubeapi.Options{NodeName: apiNode, Client: c.client, Log: testLogger(t)})
+	clients := kubeapi.Clients{Pods: kubeapitest.Pods(c.client, apiNode), Events: kubeapitest.Events{Client: c.client}}
+	a, err := kubeapi.New(kubeapi.Options{NodeName: apiNode, Clients: clients, Log: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
