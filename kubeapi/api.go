@@ -139,16 +139,32 @@ func NodeName() string {
 // for a plugin configured to use the API that has no client (not in a pod,
 // no service account): it then works on NRI alone, and says so.
 func Unavailable(reg prometheus.Registerer, topology bool) error {
+	m, err := registerMetrics(reg, topology)
+	if err != nil {
+		return err
+	}
+	m.available.Reset()
+	for _, f := range m.features {
+		m.available.WithLabelValues(string(f)).Set(0)
+	}
+	return nil
+}
+
+// RegisterMetrics registers the API's metrics (with topology, those of
+// the export too), as New does, for a test of what the plugin exports.
+func RegisterMetrics(reg prometheus.Registerer, topology bool) error {
+	_, err := registerMetrics(reg, topology)
+	return err
+}
+
+func registerMetrics(reg prometheus.Registerer, topology bool) (*metrics, error) {
 	features := []Feature{FeaturePods, FeatureEvents}
 	if topology {
 		features = append(features, FeatureTopology)
 	}
 	m, err := newMetrics(reg, features)
 	if err != nil {
-		return fmt.Errorf("registering the Kubernetes API's metrics: %w", err)
+		return nil, fmt.Errorf("registering the Kubernetes API's metrics: %w", err)
 	}
-	for _, f := range features {
-		m.available.WithLabelValues(string(f)).Set(0)
-	}
-	return nil
+	return m, nil
 }

@@ -34,6 +34,7 @@ const namespace = "nri_cpumanager"
 
 // metrics are the API's collectors. A nil *metrics records nothing.
 type metrics struct {
+	features   []Feature
 	available  *prometheus.GaugeVec
 	failures   *prometheus.CounterVec
 	events     *prometheus.CounterVec
@@ -52,6 +53,7 @@ const (
 
 func newMetrics(reg prometheus.Registerer, features []Feature) (*metrics, error) {
 	m := &metrics{
+		features: features,
 		available: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "kubernetes_api_available",
 			Help: "1 while the Kubernetes API server answers the plugin's requests of a feature, 0 after a failure (down, slow, forbidden) until one succeeds; only the features the configuration enables."},
 			[]string{"feature"}),
