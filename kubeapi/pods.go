@@ -47,9 +47,14 @@ func newPodWatch(lw cache.ListerWatcher, node string, h *health, m *metrics) *po
 	w := &podWatch{health: h, metrics: m, changed: make(chan struct{})}
 	inner := cache.ToListerWatcherWithContext(lw)
 	recording := &cache.ListWatch{
+		// Only a watch established makes the feature available again: a
+		// list that succeeds before a watch that fails (a role without
+		// watch) would otherwise flap between the two.
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			obj, err := inner.ListWithContext(ctx, o)
-			w.result(err)
+			if err != nil {
+				w.result(err)
+			}
 			return obj, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
