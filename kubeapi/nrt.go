@@ -3,7 +3,9 @@ package kubeapi
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
@@ -28,7 +30,8 @@ const ZoneType = "Node"
 // Topology returns the NodeResourceTopology object of node: a zone of type
 // Node per NUMA node, named node-<id>, with its CPUs as the plugin sees
 // them (capacity: online; allocatable: not reserved; available: free for
-// an exclusive container now), the topology manager's policy and scope as
+// an exclusive container now) and its NUMA distances to every node as
+// costs (as node-feature-discovery and nri-plugins write them), the topology manager's policy and scope as
 // attributes, and the deprecated topologyPolicies field older schedulers
 // read.
 func Topology(node string, v plugin.TopologyView) *NodeResourceTopology {
@@ -41,9 +44,14 @@ func Topology(node string, v plugin.TopologyView) *NodeResourceTopology {
 		nrt.TopologyPolicies = []string{p}
 	}
 	for _, z := range v.Zones {
+		var costs []Cost
+		for _, other := range slices.Sorted(maps.Keys(z.Distances)) {
+			costs = append(costs, Cost{Name: "node-" + strconv.Itoa(other), Value: int64(z.Distances[other])})
+		}
 		nrt.Zones = append(nrt.Zones, Zone{
-			Name: "node-" + strconv.Itoa(z.Node),
-			Type: ZoneType,
+			Name:  "node-" + strconv.Itoa(z.Node),
+			Type:  ZoneType,
+			Costs: costs,
 			Resources: []ResourceInfo{{
 				Name:        "cpu",
 				Capacity:    *resource.NewQuantity(int64(z.Capacity), resource.DecimalSI),

@@ -91,8 +91,8 @@ func (v *view) set(f func(*plugin.TopologyView)) {
 
 func twoNodes() plugin.TopologyView {
 	return plugin.TopologyView{Policy: "single-numa-node", Scope: "pod", Zones: []plugin.NUMAZone{
-		{Node: 0, Capacity: 8, Allocatable: 7, Available: 5},
-		{Node: 1, Capacity: 8, Allocatable: 8, Available: 8},
+		{Node: 0, Capacity: 8, Allocatable: 7, Available: 5, Distances: map[int]int{0: 10, 1: 21}},
+		{Node: 1, Capacity: 8, Allocatable: 8, Available: 8, Distances: map[int]int{1: 10, 0: 21}},
 	}}
 }
 
@@ -114,6 +114,9 @@ func TestTopologyObject(t *testing.T) {
 		if r.Name != "cpu" || r.Capacity.Value() != want.cap || r.Allocatable.Value() != want.alloc || r.Available.Value() != want.free {
 			t.Errorf("zone %s: cpu %s/%s/%s, want %d/%d/%d", z.Name, r.Capacity.String(), r.Allocatable.String(), r.Available.String(), want.cap, want.alloc, want.free)
 		}
+	}
+	if got := fmt.Sprint(nrt.Zones[1].Costs); got != "[{node-0 21} {node-1 10}]" {
+		t.Errorf("zone node-1's costs %s, want the NUMA distances by node", got)
 	}
 	attrs := map[string]string{}
 	for _, a := range nrt.Attributes {

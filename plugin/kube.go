@@ -42,6 +42,9 @@ type NUMAZone struct {
 	// exclusive (not reserved), Available those that are free for an
 	// exclusive container now.
 	Capacity, Allocatable, Available int
+	// Distances are the NUMA distances (sysfs) to every NUMA node, this
+	// one included, by node.
+	Distances map[int]int
 }
 
 // NUMAZones returns every NUMA node's CPUs as the plugin sees them now.
@@ -75,8 +78,12 @@ func (p *Plugin) Topology() TopologyView {
 	topo := pol.Allocator().Topology()
 	for _, node := range topo.NUMANodes() {
 		cpus := topo.CPUsInNUMANodes(cpuallocator.NewNodeMask(node))
+		distances := make(map[int]int, len(topo.NUMANodes()))
+		for _, other := range topo.NUMANodes() {
+			distances[other] = topo.Distance(node, other)
+		}
 		v.Zones = append(v.Zones, NUMAZone{Node: node, Capacity: cpus.Size(),
-			Allocatable: cpus.Intersection(allocatable).Size(), Available: cpus.Intersection(free).Size()})
+			Allocatable: cpus.Intersection(allocatable).Size(), Available: cpus.Intersection(free).Size(), Distances: distances})
 	}
 	return v
 }
