@@ -2,11 +2,14 @@ package kubeapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -72,6 +75,9 @@ func newPodWatch(lw cache.ListerWatcher, node string, h *health, m *metrics) *po
 	// Neither can fail before the informer runs.
 	_ = w.informer.SetTransform(trimPod)
 	_ = w.informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		if routineWatchEnd(err) {
+			return // the reflector lists again; a failure of that counts
+		}
 		w.health.failed(FeaturePods, err)
 	})
 	_, _ = w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -85,6 +91,12 @@ func newPodWatch(lw cache.ListerWatcher, node string, h *health, m *metrics) *po
 		},
 	})
 	return w
+}
+
+// routineWatchEnd reports whether a watch ended the way watches do: its
+// resource version too old (compaction), or its connection closed.
+func routineWatchEnd(err error) bool {
+	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // result records the outcome of a list or watch request.

@@ -2,6 +2,8 @@ package kubeapi
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"testing"
 	"time"
@@ -308,4 +310,23 @@ func fakeClients(client *fake.Clientset, topo *nrtfake.Clientset) Clients {
 		c.Topology = fakeTopology{topo.TopologyV1alpha2().NodeResourceTopologies()}
 	}
 	return c
+}
+
+// TestRoutineWatchEnds: a watch that expires or whose connection closes
+// is no outage; a refused connection or a denial is.
+func TestRoutineWatchEnds(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{apierrors.NewResourceExpired("too old resource version"), true},
+		{apierrors.NewGone("gone"), true},
+		{fmt.Errorf("decoding: %w", io.ErrUnexpectedEOF), true},
+		{apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", nil), false},
+		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), false},
+	} {
+		if got := routineWatchEnd(tt.err); got != tt.want {
+			t.Errorf("routineWatchEnd(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
 }
