@@ -320,7 +320,7 @@ func TestRoutineWatchEnds(t *testing.T) {
 		want bool
 	}{
 		{apierrors.NewResourceExpired("too old resource version"), true},
-		{apierrors.NewGone("gone"), true},
+		{&apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Reason: metav1.StatusReasonGone, Code: 410}}, true},
 		{fmt.Errorf("decoding: %w", io.ErrUnexpectedEOF), true},
 		{apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", nil), false},
 		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), false},
