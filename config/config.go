@@ -74,6 +74,24 @@ type Config struct {
 	// synchronized NRI connection before /healthz fails, so that the
 	// liveness probe restarts it; 0 never fails it (disconnectedTimeout).
 	DisconnectedTimeout time.Duration
+	// KubernetesAPI turns on the plugin's use of the Kubernetes API
+	// (kubernetesAPI): a watch of this node's pods for exact pod-level
+	// admission of a resize, and events on pods. It needs the in-cluster
+	// configuration of a pod's service account and the node's name
+	// (NODE_NAME).
+	KubernetesAPI bool
+	// NodeResourceTopology is the export of the node's exclusive CPUs per
+	// NUMA node as a NodeResourceTopology object (nodeResourceTopology);
+	// it needs KubernetesAPI.
+	NodeResourceTopology NodeResourceTopology
+}
+
+// NodeResourceTopology configures the NodeResourceTopology export.
+type NodeResourceTopology struct {
+	// Enabled writes this node's object (enabled).
+	Enabled bool `json:"enabled"`
+	// RemoveOnExit deletes it when the plugin stops (removeOnExit).
+	RemoveOnExit bool `json:"removeOnExit"`
 }
 
 // IsolatedCPUs is what isolated CPUs serve: shared or exclusive.

@@ -57,6 +57,10 @@ var keyRules = []keyRule{
 	{"logLevel", applyLive, func(c *Config) string { return logLevelName(c.LogLevel) }},
 	{"kubeletCheckpoint", applyAtRestart, func(c *Config) string { return c.KubeletCheckpoint }},
 	{"disconnectedTimeout", applyAtRestart, func(c *Config) string { return c.DisconnectedTimeout.String() }},
+	{"kubernetesAPI", applyAtRestart, func(c *Config) string { return strconv.FormatBool(c.KubernetesAPI) }},
+	{"nodeResourceTopology", applyAtRestart, func(c *Config) string {
+		return fmt.Sprintf("enabled=%t;removeOnExit=%t", c.NodeResourceTopology.Enabled, c.NodeResourceTopology.RemoveOnExit)
+	}},
 }
 
 func canonicalOptions(m map[string]string) string {
@@ -80,7 +84,7 @@ type Changes struct {
 	WithoutExclusive []string
 	// Restart keys (nriSocket, pluginName, pluginIndex, stateDir,
 	// sysfsRoot, cgroupfsRoot, metricsAddress, kubeletCheckpoint,
-	// disconnectedTimeout) take
+	// disconnectedTimeout, kubernetesAPI, nodeResourceTopology) take
 	// effect only when the plugin restarts.
 	Restart []string
 }

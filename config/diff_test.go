@@ -37,6 +37,8 @@ func TestDiffClassifiesEveryKey(t *testing.T) {
 		{"logLevel", func(c *Config) { c.LogLevel = logrus.DebugLevel }, Changes{Live: []string{"logLevel"}}},
 		{"kubeletCheckpoint", func(c *Config) { c.KubeletCheckpoint = "" }, Changes{Restart: []string{"kubeletCheckpoint"}}},
 		{"disconnectedTimeout", func(c *Config) { c.DisconnectedTimeout = 0 }, Changes{Restart: []string{"disconnectedTimeout"}}},
+		{"kubernetesAPI", func(c *Config) { c.KubernetesAPI = true }, Changes{Restart: []string{"kubernetesAPI"}}},
+		{"nodeResourceTopology", func(c *Config) { c.NodeResourceTopology.RemoveOnExit = true }, Changes{Restart: []string{"nodeResourceTopology"}}},
 	}
 	var covered []string
 	for _, tt := range tests {

@@ -3,6 +3,7 @@ package config
 import (
 	"flag"
 	"fmt"
+	"strconv"
 )
 
 // Flags are command-line overrides of config keys. Only flags given on the
@@ -34,6 +35,8 @@ type flagRule struct {
 //	--debug-address       debugAddress
 //	--log-level           logLevel
 //	--kubelet-checkpoint  kubeletCheckpoint
+//	--kubernetes-api      kubernetesAPI (true or false)
+//	--node-resource-topology  nodeResourceTopology.enabled (true or false)
 //
 // A bad value makes fs.Parse fail with the same message the file would
 // give. Call Apply on each loaded config after fs.Parse.
@@ -111,7 +114,22 @@ func flagRules() []flagRule {
 		stringFlag("kubelet-checkpoint", "kubeletCheckpoint", "`path` of the kubelet's cpu_manager_state to import once, \"\" disables it",
 			func(v string) (string, error) { return v, nil },
 			func(c *Config) *string { return &c.KubeletCheckpoint }),
+		boolFlag("kubernetes-api", "kubernetesAPI", "`true` uses the Kubernetes API (pod watch, events), false NRI alone",
+			func(c *Config) *bool { return &c.KubernetesAPI }),
+		boolFlag("node-resource-topology", "nodeResourceTopology", "`true` exports the NodeResourceTopology object (nodeResourceTopology.enabled)",
+			func(c *Config) *bool { return &c.NodeResourceTopology.Enabled }),
 	}
+}
+
+// boolFlag is a flag overriding a boolean key: true or false.
+func boolFlag(name, key, usage string, field func(*Config) *bool) flagRule {
+	return flagRule{flag: name, key: key, usage: usage, set: func(v string) (func(*Config), error) {
+		value, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q: want true or false", v)
+		}
+		return func(c *Config) { *field(c) = value }, nil
+	}}
 }
 
 // stringFlag is a flag overriding a string key, checked by parse.

@@ -38,6 +38,9 @@ func TestFlagsOverrideOnlyWhatIsGiven(t *testing.T) {
 			return c.ReservedSystemCPUs.Equals(cpuset.New(0, 1)) && c.ReservedCPUCount == 0
 		}},
 		{"metrics off", []string{"--metrics-address="}, func(c *Config) bool { return c.MetricsAddress == "" }},
+		{"Kubernetes API and topology export", []string{"--kubernetes-api=true", "--node-resource-topology=true"}, func(c *Config) bool {
+			return c.KubernetesAPI && c.NodeResourceTopology.Enabled && !c.NodeResourceTopology.RemoveOnExit
+		}},
 		{"debug endpoint off", []string{"--debug-address="}, func(c *Config) bool { return c.DebugAddress == "" }},
 		{"log level", []string{"--log-level=trace"}, func(c *Config) bool { return c.LogLevel == logrus.TraceLevel }},
 		{"import off", []string{"--kubelet-checkpoint="}, func(c *Config) bool { return c.KubeletCheckpoint == "" }},

@@ -212,9 +212,24 @@ func describeType(t reflect.Type) string {
 		return "an integer"
 	case reflect.Map:
 		return "a mapping of option names to values"
+	case reflect.Struct:
+		return "a mapping of " + structKeys(t)
 	default:
 		return t.String()
 	}
+}
+
+// structKeys names the keys of a nested mapping, e.g. "enabled and
+// removeOnExit".
+func structKeys(t reflect.Type) string {
+	keys := make([]string, t.NumField())
+	for i := range keys {
+		keys[i], _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
+	}
+	if len(keys) < 2 {
+		return strings.Join(keys, "")
+	}
+	return strings.Join(keys[:len(keys)-1], ", ") + " and " + keys[len(keys)-1]
 }
 
 func withArticle(jsonKind string) string {

@@ -54,6 +54,8 @@ func TestDefaultValues(t *testing.T) {
 		"logLevel":                     "info",
 		"kubeletCheckpoint":            "/var/lib/kubelet/cpu_manager_state",
 		"disconnectedTimeout":          "1m0s",
+		"kubernetesAPI":                "false",
+		"nodeResourceTopology":         "enabled=false;removeOnExit=false",
 	}
 	d := Default()
 	for _, k := range keyRules {
@@ -291,10 +293,10 @@ func TestParseRejectsUnknownKeys(t *testing.T) {
 		{"wrong case", `reservedSystemCpus: "1"`, []string{`unknown key "reservedSystemCpus" (did you mean "reservedSystemCPUs"?)`}},
 		{"typo", `logLvel: debug`, []string{`unknown key "logLvel" (did you mean "logLevel"?)`}},
 		{"kubelet key this plugin has no use for", `cpuManagerPolicy: static`, []string{
-			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout`}},
+			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, kubernetesAPI, nodeResourceTopology`}},
 		{"every unknown key reported", "zz: 1\nlogLevel: debug\naa: 2", []string{
-			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout`,
-			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout`,
+			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, kubernetesAPI, nodeResourceTopology`,
+			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, kubernetesAPI, nodeResourceTopology`,
 		}},
 	}
 	for _, tt := range tests {
@@ -414,6 +416,28 @@ func TestYAMLWritesEveryKey(t *testing.T) {
 	for _, k := range schemaKeys() {
 		if !strings.Contains(string(out), "\n"+k+":") && !strings.HasPrefix(string(out), k+":") {
 			t.Errorf("YAML() does not write %s:\n%s", k, out)
+		}
+	}
+}
+
+// The Kubernetes keys: the export needs the API, and its mapping is
+// decoded strictly.
+func TestParseKubernetesKeys(t *testing.T) {
+	c, err := Parse([]byte("kubernetesAPI: true\nnodeResourceTopology: {enabled: true, removeOnExit: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.KubernetesAPI || c.NodeResourceTopology != (NodeResourceTopology{Enabled: true, RemoveOnExit: true}) {
+		t.Errorf("parsed %+v", c)
+	}
+	for doc, want := range map[string]string{
+		"nodeResourceTopology: {enabled: true}":                       "nodeResourceTopology.enabled: the export needs the Kubernetes API",
+		"kubernetesAPI: true\nnodeResourceTopology: {enable: true}":   `unknown field "enable"`,
+		"kubernetesAPI: true\nnodeResourceTopology: true":             "nodeResourceTopology: got a bool, want a mapping of enabled and removeOnExit",
+		"kubernetesAPI: \"yes\"\nnodeResourceTopology: {enabled: no}": `kubernetesAPI: got a string, want true or false`,
+	} {
+		if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q) error:\n%v\nwant it to contain %q", doc, err, want)
 		}
 	}
 }

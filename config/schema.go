@@ -22,20 +22,22 @@ type file struct {
 	CgroupfsRoot string `json:"cgroupfsRoot"`
 	// ReservedSystemCPUs is a pointer to tell "not written" (nil: the
 	// default "0" unless reservedCPUCount is set) from "" (no CPUs).
-	ReservedSystemCPUs           *string           `json:"reservedSystemCPUs"`
-	ReservedCPUCount             int               `json:"reservedCPUCount"`
-	IsolatedCPUs                 string            `json:"isolatedCPUs"`
-	CPUManagerPolicyOptions      map[string]string `json:"cpuManagerPolicyOptions"`
-	TopologyManagerPolicy        string            `json:"topologyManagerPolicy"`
-	TopologyManagerScope         string            `json:"topologyManagerScope"`
-	TopologyManagerPolicyOptions map[string]string `json:"topologyManagerPolicyOptions"`
-	InPlaceResize                bool              `json:"inPlaceResize"`
-	AlignMemory                  bool              `json:"alignMemory"`
-	MetricsAddress               string            `json:"metricsAddress"`
-	DebugAddress                 string            `json:"debugAddress"`
-	LogLevel                     string            `json:"logLevel"`
-	KubeletCheckpoint            string            `json:"kubeletCheckpoint"`
-	DisconnectedTimeout          string            `json:"disconnectedTimeout"`
+	ReservedSystemCPUs           *string              `json:"reservedSystemCPUs"`
+	ReservedCPUCount             int                  `json:"reservedCPUCount"`
+	IsolatedCPUs                 string               `json:"isolatedCPUs"`
+	CPUManagerPolicyOptions      map[string]string    `json:"cpuManagerPolicyOptions"`
+	TopologyManagerPolicy        string               `json:"topologyManagerPolicy"`
+	TopologyManagerScope         string               `json:"topologyManagerScope"`
+	TopologyManagerPolicyOptions map[string]string    `json:"topologyManagerPolicyOptions"`
+	InPlaceResize                bool                 `json:"inPlaceResize"`
+	AlignMemory                  bool                 `json:"alignMemory"`
+	MetricsAddress               string               `json:"metricsAddress"`
+	DebugAddress                 string               `json:"debugAddress"`
+	LogLevel                     string               `json:"logLevel"`
+	KubeletCheckpoint            string               `json:"kubeletCheckpoint"`
+	DisconnectedTimeout          string               `json:"disconnectedTimeout"`
+	KubernetesAPI                bool                 `json:"kubernetesAPI"`
+	NodeResourceTopology         NodeResourceTopology `json:"nodeResourceTopology"`
 }
 
 // defaultFile is the schema holding every default, ready to be decoded
@@ -72,6 +74,8 @@ func toFile(c *Config) *file {
 		LogLevel:                     logLevelName(c.LogLevel),
 		KubeletCheckpoint:            c.KubeletCheckpoint,
 		DisconnectedTimeout:          c.DisconnectedTimeout.String(),
+		KubernetesAPI:                c.KubernetesAPI,
+		NodeResourceTopology:         c.NodeResourceTopology,
 	}
 }
 
@@ -85,9 +89,11 @@ func (f *file) build() (*Config, error) {
 		}
 	}
 	c := &Config{
-		InPlaceResize:     f.InPlaceResize,
-		AlignMemory:       f.AlignMemory,
-		KubeletCheckpoint: f.KubeletCheckpoint,
+		InPlaceResize:        f.InPlaceResize,
+		AlignMemory:          f.AlignMemory,
+		KubeletCheckpoint:    f.KubeletCheckpoint,
+		KubernetesAPI:        f.KubernetesAPI,
+		NodeResourceTopology: f.NodeResourceTopology,
 	}
 	var err error
 	c.NRISocket, err = parsePath(f.NRISocket)
@@ -130,6 +136,9 @@ func (f *file) build() (*Config, error) {
 		errs = append(errs, fmt.Errorf("reservedSystemCPUs and reservedCPUCount are both set (%q and %d): "+
 			"remove reservedCPUCount to reserve exactly CPUs %s, or remove reservedSystemCPUs to reserve %d CPUs placed by topology",
 			c.ReservedSystemCPUs.String(), c.ReservedCPUCount, c.ReservedSystemCPUs.String(), c.ReservedCPUCount))
+	}
+	if c.NodeResourceTopology.Enabled && !c.KubernetesAPI {
+		errs = append(errs, errors.New("nodeResourceTopology.enabled: the export needs the Kubernetes API: set kubernetesAPI: true as well"))
 	}
 	if err := checkCheckpointsApart(c.StateDir, c.KubeletCheckpoint); err != nil {
 		errs = append(errs, err)

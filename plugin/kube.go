@@ -20,8 +20,9 @@ type API interface {
 	// false when that view does not come within wait.
 	PodSpec(podUID string, totalMilli int64, wait time.Duration) (policy.PodSpec, bool)
 	// Refused reports a refused request of a pod (container "" for a
-	// pod-level one): an event on the pod.
-	Refused(pod policy.Pod, container string, r *policy.Refusal)
+	// pod-level one; event is the NRI event refused: CreateContainer,
+	// UpdateContainer, UpdatePodSandbox): an event on the pod.
+	Refused(pod policy.Pod, container, event string, r *policy.Refusal)
 	// Resized reports a resize applied to a container.
 	Resized(pod policy.Pod, container string, before, after cpuset.CPUSet)
 	// Changed says that the exclusive CPUs changed (NUMAZones).
@@ -41,22 +42,50 @@ type NUMAZone struct {
 	// exclusive (not reserved), Available those that are free for an
 	// exclusive container now.
 	Capacity, Allocatable, Available int
+	// Distances are the NUMA distances (sysfs) to every NUMA node, this
+	// one included, by node.
+	Distances map[int]int
 }
 
 // NUMAZones returns every NUMA node's CPUs as the plugin sees them now.
-func (p *Plugin) NUMAZones() []NUMAZone {
+func (p *Plugin) NUMAZones() []NUMAZone { return p.Topology().Zones }
+
+// TopologyView is what the node's NodeResourceTopology says: the NUMA
+// nodes' CPUs and the topology manager's policy and scope in force.
+type TopologyView struct {
+	Zones []NUMAZone
+	// Policy and Scope are in the kubelet's words ("none", "container"
+	// when unset).
+	Policy, Scope string
+}
+
+// Topology returns the NUMA nodes' CPUs with the policy and scope that
+// place them, read together (a reload may change the policy).
+func (p *Plugin) Topology() TopologyView {
 	p.mu.Lock()
-	free := p.policy.Free(p.model)
-	allocatable := p.policy.Allocatable()
+	pol := p.policy
+	free := pol.Free(p.model)
 	p.mu.Unlock()
-	topo := p.policy.Allocator().Topology()
-	var zones []NUMAZone
+	allocatable := pol.Allocatable()
+	o := pol.Options()
+	v := TopologyView{Policy: string(o.TopologyPolicy), Scope: string(o.TopologyScope)}
+	if v.Policy == "" {
+		v.Policy = string(cpuallocator.TopologyNone)
+	}
+	if v.Scope == "" {
+		v.Scope = string(cpuallocator.ScopeContainer)
+	}
+	topo := pol.Allocator().Topology()
 	for _, node := range topo.NUMANodes() {
 		cpus := topo.CPUsInNUMANodes(cpuallocator.NewNodeMask(node))
-		zones = append(zones, NUMAZone{Node: node, Capacity: cpus.Size(),
-			Allocatable: cpus.Intersection(allocatable).Size(), Available: cpus.Intersection(free).Size()})
+		distances := make(map[int]int, len(topo.NUMANodes()))
+		for _, other := range topo.NUMANodes() {
+			distances[other] = topo.Distance(node, other)
+		}
+		v.Zones = append(v.Zones, NUMAZone{Node: node, Capacity: cpus.Size(),
+			Allocatable: cpus.Intersection(allocatable).Size(), Available: cpus.Intersection(free).Size(), Distances: distances})
 	}
-	return zones
+	return v
 }
 
 // podSpec asks the API for a pod's spec for an UpdatePodSandbox, outside

@@ -28,7 +28,7 @@ func (f *fakeAPI) PodSpec(string, int64, time.Duration) (policy.PodSpec, bool) {
 	return f.spec, f.spec != nil
 }
 
-func (f *fakeAPI) Refused(pod policy.Pod, container string, r *policy.Refusal) {
+func (f *fakeAPI) Refused(pod policy.Pod, container, _ string, r *policy.Refusal) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.refused = append(f.refused, pod.Name+"/"+container+": "+string(r.Reason))

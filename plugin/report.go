@@ -180,7 +180,7 @@ func (p *Plugin) refused(event string, entry *logrus.Entry, pod policy.Pod, key 
 		p.metrics.refusal(r)
 		entry.Warnf("%s refused", event)
 		if p.opts.API != nil {
-			p.opts.API.Refused(pod, key.container, r)
+			p.opts.API.Refused(pod, key.container, event, r)
 		}
 		return
 	}

@@ -8,15 +8,18 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
+	"k8s.io/klog/v2"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/config"
+	"github.com/nri-cpumanager/nri-cpumanager/kubeapi"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
@@ -68,6 +71,11 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	kube := kubernetesAPI(cfg, reg, log, info.Version)
+	var api plugin.API // a nil *kubeapi.API must stay a nil interface
+	if kube != nil {
+		api = kube
+	}
 	p, err := plugin.New(pol, store, plugin.Options{
 		Name:                cfg.PluginName,
 		Index:               cfg.PluginIndex,
@@ -80,6 +88,7 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		Metrics:             metrics,
 		Config:              assemble.Record(cfg, pol),
 		RecordedPolicy:      assemble.RecordedPolicy(cfg, pol.Allocator().Topology()),
+		API:                 api,
 	})
 	if err != nil {
 		return err
@@ -132,7 +141,60 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	for _, w := range use.Warnings {
 		log.Warn(w)
 	}
+	kubeDone := make(chan struct{})
+	go func() {
+		defer close(kubeDone)
+		if kube != nil {
+			if err := kube.Run(ctx, p.Topology); err != nil {
+				log.WithError(err).Error("Kubernetes API")
+			}
+		}
+	}()
 	err = p.Run(ctx)
+	stop()
+	<-kubeDone // the NodeResourceTopology object is removed when asked to
 	log.Info("nri-cpumanager stopped")
 	return err
+}
+
+// kubernetesAPI returns the plugin's Kubernetes API when the config turns
+// it on; nil when it is off, or when the plugin has no client for it (then
+// it runs on NRI alone and says so in its log and metrics).
+func kubernetesAPI(cfg *config.Config, reg prometheus.Registerer, log *logrus.Logger, version string) *kubeapi.API {
+	if !cfg.KubernetesAPI {
+		return nil
+	}
+	// client-go logs through klog, every retry of a failed request at
+	// error level: into the plugin's log at debug level, since kubeapi says
+	// once, itself, what the plugin loses without the API server.
+	klog.LogToStderr(false)
+	klog.SetOutput(klogWriter{log})
+	nrt := cfg.NodeResourceTopology.Enabled
+	node := kubeapi.NodeName()
+	rc, err := kubeapi.Config(version)
+	if err == nil {
+		var clients kubeapi.Clients
+		if clients, err = kubeapi.NewClients(rc, node, nrt); err == nil {
+			var api *kubeapi.API
+			api, err = kubeapi.New(kubeapi.Options{NodeName: node, Clients: clients, Log: log, Registerer: reg,
+				RemoveTopologyOnExit: cfg.NodeResourceTopology.RemoveOnExit})
+			if err == nil {
+				return api
+			}
+		}
+	}
+	log.WithError(err).Error("kubernetesAPI is on but the plugin has no client for the Kubernetes API: " +
+		"working on NRI alone (no exact pod resize admission, no events, no NodeResourceTopology)")
+	if err := kubeapi.Unavailable(reg, nrt); err != nil {
+		log.WithError(err).Error("Kubernetes API metrics")
+	}
+	return nil
+}
+
+// klogWriter writes klog's lines to the plugin's log at debug level.
+type klogWriter struct{ log *logrus.Logger }
+
+func (w klogWriter) Write(p []byte) (int, error) {
+	w.log.WithField("component", "client-go").Debug(strings.TrimSpace(string(p)))
+	return len(p), nil
 }

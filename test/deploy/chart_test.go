@@ -73,6 +73,7 @@ var alternatives = map[string]map[string]any{
 	"disconnectedTimeout":   {"disconnectedTimeout": "2m30s"},
 	"isolatedCPUs":          {"isolatedCPUs": "exclusive"},
 	"debugAddress":          {"debugAddress": "127.0.0.1:9300"},
+	"kubernetesAPI":         {"kubernetesAPI": false},
 }
 
 // otherOption is a valid option value other than def: the other boolean,
@@ -117,7 +118,7 @@ func effectiveYAML(t *testing.T, c *config.Config) map[string]any {
 func TestChartDefaultsAreDeploysDaemonSet(t *testing.T) {
 	ch := loadChart(t)
 	m := chart(t, nil)
-	if got := m.kinds(); got != "ConfigMap DaemonSet NetworkPolicy" {
+	if got := m.kinds(); got != "ClusterRole ClusterRoleBinding ConfigMap DaemonSet NetworkPolicy ServiceAccount" {
 		t.Fatalf("the chart's defaults render %q, want a ConfigMap, a DaemonSet and a NetworkPolicy", got)
 	}
 	p := pluginOf(t, m)
@@ -233,7 +234,10 @@ func TestChartSetsEveryConfigKey(t *testing.T) {
 		if opts, ok := options[key]; ok {
 			for opt, def := range opts {
 				t.Run(key+"/"+opt, func(t *testing.T) {
-					want := otherOption(t, def)
+					var want any = otherOption(t, def)
+					if key == "nodeResourceTopology" { // booleans, not option strings
+						want = want == "true"
+					}
 					p := renderPlugin(t, ch, map[string]any{key: map[string]any{opt: want}})
 					got := effectiveYAML(t, p.cfg)[key].(map[string]any)[opt]
 					if asJSON(t, got) != asJSON(t, want) {
@@ -294,7 +298,7 @@ func TestChartMonitoringMatchesKustomize(t *testing.T) {
 		"serviceMonitor": map[string]any{"enabled": true},
 		"prometheusRule": map[string]any{"enabled": true},
 	})
-	if got := m.kinds(); got != "ConfigMap DaemonSet NetworkPolicy PrometheusRule Service ServiceMonitor" {
+	if got := m.kinds(); got != "ClusterRole ClusterRoleBinding ConfigMap DaemonSet NetworkPolicy PrometheusRule Service ServiceAccount ServiceMonitor" {
 		t.Fatalf("the chart with monitoring renders %q", got)
 	}
 	p := pluginOf(t, m)

@@ -67,6 +67,15 @@ func objects(m *manifests) []metav1.Object {
 	for _, o := range m.resourceQuotas {
 		add(o)
 	}
+	for _, o := range m.serviceAccounts {
+		add(o)
+	}
+	for _, o := range m.clusterRoles {
+		add(o)
+	}
+	for _, o := range m.roleBindings {
+		add(o)
+	}
 	return out
 }
 

@@ -22,6 +22,7 @@ import (
 func shippedDefaults() *config.Config {
 	c := config.Default()
 	c.KubeletCheckpoint = ""
+	c.KubernetesAPI = true
 	return c
 }
 
@@ -80,7 +81,7 @@ func TestKustomizeBaseIsSafeAndShipsTheDefaults(t *testing.T) {
 	m := kustomize(t, deployDir)
 	p := pluginOf(t, m)
 	checkSafe(t, p)
-	if got := m.kinds(); got != "ConfigMap DaemonSet Namespace NetworkPolicy" {
+	if got := m.kinds(); got != "ClusterRole ClusterRoleBinding ConfigMap DaemonSet Namespace NetworkPolicy ServiceAccount" {
 		t.Fatalf("deploy/ renders %q, want a Namespace, a ConfigMap, a DaemonSet and a NetworkPolicy", got)
 	}
 	if p.pod.PriorityClassName != "" {
@@ -127,7 +128,7 @@ func TestKustomizeKubeletCheckpointComponent(t *testing.T) {
 
 func TestKustomizePrometheusComponent(t *testing.T) {
 	m := kustomizeOverlay(t, components.prometheus)
-	if got := m.kinds(); got != "ConfigMap DaemonSet Namespace NetworkPolicy PrometheusRule Service ServiceMonitor" {
+	if got := m.kinds(); got != "ClusterRole ClusterRoleBinding ConfigMap DaemonSet Namespace NetworkPolicy PrometheusRule Service ServiceAccount ServiceMonitor" {
 		t.Fatalf("deploy/ with components/prometheus renders %q", got)
 	}
 	p := pluginOf(t, m)

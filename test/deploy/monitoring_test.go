@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 
+	"github.com/nri-cpumanager/nri-cpumanager/kubeapi"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 )
 
@@ -110,6 +111,9 @@ func exportedMetrics(t *testing.T) map[string]metric {
 	c := &capture{reg: prometheus.NewPedanticRegistry()}
 	if _, err := plugin.NewMetrics(c, plugin.BuildInfo{Version: "v0.0.0-test", Revision: "test", GoVersion: "go"}); err != nil {
 		t.Fatalf("plugin.NewMetrics: %v", err)
+	}
+	if err := kubeapi.RegisterMetrics(c, true); err != nil {
+		t.Fatalf("kubeapi.RegisterMetrics: %v", err)
 	}
 	c.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	out := map[string]metric{}

@@ -21,6 +21,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/json"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -32,9 +34,10 @@ import (
 var (
 	deployDir  = filepath.Join("..", "..", "deploy")
 	chartDir   = filepath.Join(deployDir, "helm", "nri-cpumanager")
-	components = struct{ kubeletCheckpoint, prometheus string }{
+	components = struct{ kubeletCheckpoint, prometheus, nodeResourceTopology string }{
 		filepath.Join(deployDir, "components", "kubelet-checkpoint"),
 		filepath.Join(deployDir, "components", "prometheus"),
+		filepath.Join(deployDir, "components", "noderesourcetopology"),
 	}
 )
 
@@ -55,6 +58,10 @@ type manifests struct {
 	prometheusRules []*monitoringv1.PrometheusRule
 	networkPolicies []*networkingv1.NetworkPolicy
 	resourceQuotas  []*corev1.ResourceQuota
+	serviceAccounts []*corev1.ServiceAccount
+	clusterRoles    []*rbacv1.ClusterRole
+	roleBindings    []*rbacv1.ClusterRoleBinding
+	crds            []*apiextensionsv1.CustomResourceDefinition
 }
 
 // kinds lists the kinds present, e.g. "ConfigMap DaemonSet".
@@ -65,6 +72,10 @@ func (m *manifests) kinds() string {
 			out = append(out, kind)
 		}
 	}
+	add("ClusterRole", len(m.clusterRoles))
+	add("ClusterRoleBinding", len(m.roleBindings))
+	add("CustomResourceDefinition", len(m.crds))
+	add("ServiceAccount", len(m.serviceAccounts))
 	add("ConfigMap", len(m.configMaps))
 	add("DaemonSet", len(m.daemonSets))
 	add("Namespace", len(m.namespaces))
@@ -144,6 +155,14 @@ func decodeAll(stream []byte) (*manifests, error) {
 			obj = into(&m.networkPolicies)
 		case "v1 ResourceQuota":
 			obj = into(&m.resourceQuotas)
+		case "v1 ServiceAccount":
+			obj = into(&m.serviceAccounts)
+		case "rbac.authorization.k8s.io/v1 ClusterRole":
+			obj = into(&m.clusterRoles)
+		case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+			obj = into(&m.roleBindings)
+		case "apiextensions.k8s.io/v1 CustomResourceDefinition":
+			obj = into(&m.crds)
 		default:
 			return nil, fmt.Errorf("document %d: unexpected object %s %s", i, head.APIVersion, head.Kind)
 		}

@@ -252,8 +252,14 @@ func checkSafe(t *testing.T, p *deployed) {
 	if pod.HostNetwork || pod.HostPID || pod.HostIPC {
 		t.Errorf("host namespaces: network %v, pid %v, ipc %v", pod.HostNetwork, pod.HostPID, pod.HostIPC)
 	}
-	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-		t.Error("automountServiceAccountToken is not false: the plugin needs no API access")
+	// The API token only where the plugin uses the API, and then its own
+	// service account's (whose RBAC checkRBAC checks), never the default.
+	token := pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken
+	if token != cfg.KubernetesAPI {
+		t.Errorf("automountServiceAccountToken %v with kubernetesAPI %v: the token is for the API and only for it", token, cfg.KubernetesAPI)
+	}
+	if token && (pod.ServiceAccountName == "" || pod.ServiceAccountName == "default") {
+		t.Errorf("serviceAccountName %q: the plugin needs its own service account", pod.ServiceAccountName)
 	}
 
 	// Opt-in nodes, and the plugin's own pod exempt from containerd's

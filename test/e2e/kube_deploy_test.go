@@ -54,10 +54,11 @@ func buildPluginImage(ctx context.Context, t *testing.T) string {
 }
 
 // overlay writes a kustomization in a temporary directory that takes
-// deploy/ as it is and only points the DaemonSet at this test's
-// containerd, state directory and image (and puts it on the host network,
-// and drops its CPU request: see the patch).
-func overlay(t *testing.T, env *harness.Env, stateDir string) string {
+// deploy/ as it is, with its NodeResourceTopology component, and only
+// points the DaemonSet at this test's containerd, state directory, image
+// and API server (and puts it on the host network, and drops its CPU
+// request: see the patch).
+func overlay(t *testing.T, env *harness.Env, stateDir string, cluster *harness.Cluster) string {
 	t.Helper()
 	root, err := harness.RepoRoot()
 	if err != nil {
@@ -68,17 +69,23 @@ func overlay(t *testing.T, env *harness.Env, stateDir string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	apiHost, apiPort, err := cluster.APIServerHostPort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
 - %s
+components:
+- %s/components/noderesourcetopology
 images:
 - name: ghcr.io/nri-cpumanager/nri-cpumanager
   newName: %s
   newTag: %s
 patches:
 - path: daemonset-patch.yaml
-`, base, pluginImageRepo, pluginImageTag)
+`, base, base, pluginImageRepo, pluginImageTag)
 	patch := fmt.Sprintf(`apiVersion: apps/v1
 kind: DaemonSet
 metadata:
@@ -98,12 +105,17 @@ spec:
           # before asking the runtime, and the test wants the plugin's
           # answer.
           requests: {cpu: "0"}
+        env:
+        # No kube-proxy: the kubernetes Service's cluster IP leads nowhere,
+        # the API server's loopback address does (the host network).
+        - {name: KUBERNETES_SERVICE_HOST, value: %q}
+        - {name: KUBERNETES_SERVICE_PORT, value: %q}
       volumes:
       - name: nri
         hostPath: {path: %q, type: Directory}
       - name: state
         hostPath: {path: %q, type: DirectoryOrCreate}
-`, env.Containerd.NRISocketDir(), stateDir)
+`, apiHost, apiPort, env.Containerd.NRISocketDir(), stateDir)
 	for name, content := range map[string]string{"kustomization.yaml": kustomization, "daemonset-patch.yaml": patch} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)

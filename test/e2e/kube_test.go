@@ -95,6 +95,8 @@ func TestKubernetes(t *testing.T) {
 		t.FailNow()
 	}
 	t.Run("refused growth", func(t *testing.T) { k.refusedGrowth(ctx, t, exclusive) })
+	t.Run("events on a refused resize", func(t *testing.T) { k.eventsOnRefusal(ctx, t) })
+	t.Run("API access allowed by RBAC", func(t *testing.T) { k.apiAccessAllowed(ctx, t) })
 	t.Run("memory-only resize", func(t *testing.T) { k.memoryOnlyResize(ctx, t, exclusive) })
 	t.Run("ConfigMap edit applied live", func(t *testing.T) { k.configMapEdit(ctx, t, exclusive) })
 	t.Run("growth and shrink", func(t *testing.T) { k.growthAndShrink(ctx, t, exclusive) })
@@ -102,13 +104,17 @@ func TestKubernetes(t *testing.T) {
 	t.Run("fail closed while the plugin is away", func(t *testing.T) { k.failClosed(ctx, t, exclusive) })
 	t.Run("deleted pod returns its CPUs", func(t *testing.T) { k.deletedPodReturnsCPUs(ctx, t) })
 	t.Run("pod-level resources", func(t *testing.T) { k.podLevelResources(ctx, t) })
+	t.Run("NodeResourceTopology", func(t *testing.T) { k.nodeResourceTopology(ctx, t) })
+	t.Run("API access still allowed by RBAC", func(t *testing.T) { k.apiAccessAllowed(ctx, t) })
+	t.Run("API server stopped", func(t *testing.T) { k.frozenAPIServer(ctx, t) })
+	t.Run("without the API server", func(t *testing.T) { k.withoutTheAPI(ctx, t) })
 }
 
 // deploy applies deploy/ through the overlay, labels the node and waits for
 // the DaemonSet's pod to be Ready through its probes.
 func (k *kube) deploy(t *testing.T) {
 	ctx := harness.Context(t, 5*time.Minute)
-	dir := overlay(t, k.env, k.stateDir)
+	dir := overlay(t, k.env, k.stateDir, k.cluster)
 	if out, err := k.cluster.Kubectl(ctx, "apply", "-k", dir); err != nil {
 		t.Fatal(err)
 	} else {

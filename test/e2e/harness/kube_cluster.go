@@ -211,8 +211,10 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 
-	// kube-apiserver: loopback only, no anonymous access; AlwaysAllow for
-	// whoever holds a certificate of the cluster's CA.
+	// kube-apiserver: loopback only, no anonymous access; RBAC as a real
+	// cluster has it (the plugin's service account gets only what deploy/
+	// grants it; the administrator is in system:masters), and the Node
+	// authorizer for the kubelet.
 	if err := c.run("kube-apiserver", c.tools.APIServer,
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports.apiServer),
@@ -224,7 +226,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--requestheader-client-ca-file="+p.caCertPath(), "--requestheader-allowed-names=front-proxy-client",
 		"--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-		"--anonymous-auth=false", "--authorization-mode=AlwaysAllow",
+		"--anonymous-auth=false", "--authorization-mode=Node,RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
@@ -255,7 +257,10 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports.controllerManager),
 		"--cert-dir="+filepath.Join(c.Dir, "controller-manager"),
 		"--service-account-private-key-file="+saKey, "--root-ca-file="+p.caCertPath(),
-		"--use-service-account-credentials=false",
+		// Each controller as its own service account, whose bootstrap role
+		// RBAC grants (the controller manager's own role cannot create
+		// pods).
+		"--use-service-account-credentials=true",
 	); err != nil {
 		return err
 	}

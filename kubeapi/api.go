@@ -1,0 +1,170 @@
+package kubeapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/plugin"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+)
+
+// Options configure the API.
+type Options struct {
+	// NodeName is this node's name (the DaemonSet sets NODE_NAME from the
+	// downward API).
+	NodeName string
+	// Clients make the requests; Pods and Events are required, a nil
+	// Topology disables the NodeResourceTopology export.
+	Clients Clients
+	// RemoveTopologyOnExit deletes the node's NodeResourceTopology object
+	// when Run returns.
+	RemoveTopologyOnExit bool
+	// Log is where the API says what it loses and regains; required.
+	Log *logrus.Logger
+	// Registerer gets the API's metrics; nil records none.
+	Registerer prometheus.Registerer
+	// Now is the clock of the events; nil is time.Now.
+	Now func() time.Time
+}
+
+// API is the plugin's view of the Kubernetes API (plugin.API). Create it
+// with New, hand it to the plugin, then Run it with the plugin's NUMA
+// zones. Its methods never block for long, and do nothing useful before
+// Run (PodSpec answers false, events are dropped).
+type API struct {
+	opts    Options
+	log     *logrus.Entry
+	health  *health
+	metrics *metrics
+	pods    *podWatch
+	export  *exporter
+
+	events *eventer
+}
+
+var _ plugin.API = (*API)(nil)
+
+// New creates the API for a node. It makes no request.
+func New(opts Options) (*API, error) {
+	if opts.Clients.Pods == nil || opts.Clients.Events == nil || opts.Log == nil {
+		return nil, errors.New("kubeapi: the pods' and events' clients and a logger are required")
+	}
+	if opts.NodeName == "" {
+		return nil, errors.New("kubeapi: the node name is not known: set NODE_NAME (the DaemonSet sets it from spec.nodeName)")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	features := []Feature{FeaturePods, FeatureEvents}
+	if opts.Clients.Topology != nil {
+		features = append(features, FeatureTopology)
+	}
+	var m *metrics
+	if opts.Registerer != nil {
+		var err error
+		if m, err = newMetrics(opts.Registerer, features); err != nil {
+			return nil, fmt.Errorf("registering the Kubernetes API's metrics: %w", err)
+		}
+	}
+	log := opts.Log.WithField("node", opts.NodeName)
+	a := &API{opts: opts, log: log, metrics: m, health: newHealth(log, m)}
+	a.pods = newPodWatch(opts.Clients.Pods, opts.NodeName, a.health, m)
+	a.events = newEventer(opts.Clients.Events, opts.NodeName, a.health, m, opts.Now)
+	a.pods.deleted = a.events.forget
+	if opts.Clients.Topology != nil {
+		a.export = newExporter(opts.Clients.Topology, opts.NodeName, a.health, m)
+	}
+	return a, nil
+}
+
+// Run watches the pods, records events and exports the topology (view
+// gives the plugin's, as plugin.Plugin.Topology) until ctx ends,
+// then removes the topology object when asked to. The API server need not
+// be there: every part retries in the background.
+func (a *API) Run(ctx context.Context, view func() plugin.TopologyView) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { a.pods.run(ctx) })
+	wg.Go(func() { a.events.run(ctx) })
+	if a.export != nil {
+		a.export.view = view
+		wg.Go(func() { a.export.run(ctx, a.opts.RemoveTopologyOnExit) })
+	}
+	a.log.WithField("topologyExport", a.export != nil).Info("watching this node's pods in the Kubernetes API")
+	wg.Wait()
+	return nil
+}
+
+// PodSpec implements plugin.API from the watch of this node's pods.
+func (a *API) PodSpec(podUID string, totalMilli int64, wait time.Duration) (policy.PodSpec, bool) {
+	return a.pods.podSpec(podUID, totalMilli, wait)
+}
+
+// Refused implements plugin.API: a Warning event on the pod.
+func (a *API) Refused(pod policy.Pod, container, event string, r *policy.Refusal) {
+	a.events.refused(pod, container, event, r)
+}
+
+// Resized implements plugin.API: a Normal event on the pod.
+func (a *API) Resized(pod policy.Pod, container string, before, after cpuset.CPUSet) {
+	a.events.resized(pod, container, before, after)
+}
+
+// Changed implements plugin.API: the topology object is written again
+// soon (at most a few times a second).
+func (a *API) Changed() {
+	if a.export != nil {
+		a.export.changed()
+	}
+}
+
+// NodeName returns this node's name: $NODE_NAME, else the host name (as
+// node-feature-discovery does).
+func NodeName() string {
+	if n := os.Getenv("NODE_NAME"); n != "" {
+		return n
+	}
+	n, _ := os.Hostname()
+	return n
+}
+
+// Unavailable registers the API's metrics with each feature unavailable,
+// for a plugin configured to use the API that has no client (not in a pod,
+// no service account): it then works on NRI alone, and says so.
+func Unavailable(reg prometheus.Registerer, topology bool) error {
+	m, err := registerMetrics(reg, topology)
+	if err != nil {
+		return err
+	}
+	m.available.Reset()
+	for _, f := range m.features {
+		m.available.WithLabelValues(string(f)).Set(0)
+	}
+	return nil
+}
+
+// RegisterMetrics registers the API's metrics (with topology, those of
+// the export too), as New does, for a test of what the plugin exports.
+func RegisterMetrics(reg prometheus.Registerer, topology bool) error {
+	_, err := registerMetrics(reg, topology)
+	return err
+}
+
+func registerMetrics(reg prometheus.Registerer, topology bool) (*metrics, error) {
+	features := []Feature{FeaturePods, FeatureEvents}
+	if topology {
+		features = append(features, FeatureTopology)
+	}
+	m, err := newMetrics(reg, features)
+	if err != nil {
+		return nil, fmt.Errorf("registering the Kubernetes API's metrics: %w", err)
+	}
+	return m, nil
+}

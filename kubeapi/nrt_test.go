@@ -1,0 +1,205 @@
+package kubeapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	nrtv1alpha2 "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/apis/topology/v1alpha2"
+	nrtfake "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned/fake"
+	nrtclient "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned/typed/topology/v1alpha2"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nri-cpumanager/nri-cpumanager/plugin"
+)
+
+// fakeTopology is TopologyClient on the module's fake clientset: the
+// plugin's objects go through JSON into the module's types, decoded
+// strictly, so a field the module does not know fails the test.
+type fakeTopology struct {
+	c nrtclient.NodeResourceTopologyInterface
+}
+
+func toModule(nrt *NodeResourceTopology) (*nrtv1alpha2.NodeResourceTopology, error) {
+	data, err := encodeNRT(nrt)
+	if err != nil {
+		return nil, err
+	}
+	out := &nrtv1alpha2.NodeResourceTopology{}
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	if err := d.Decode(out); err != nil {
+		return nil, fmt.Errorf("the module's NodeResourceTopology does not take %s: %w", data, err)
+	}
+	return out, nil
+}
+
+func fromModule(nrt *nrtv1alpha2.NodeResourceTopology, err error) (*NodeResourceTopology, error) {
+	if err != nil {
+		return nil, err
+	}
+	return decodeNRT(json.Marshal(nrt))
+}
+
+func (f fakeTopology) Get(ctx context.Context, name string) (*NodeResourceTopology, error) {
+	return fromModule(f.c.Get(ctx, name, metav1.GetOptions{}))
+}
+
+func (f fakeTopology) Create(ctx context.Context, nrt *NodeResourceTopology) (*NodeResourceTopology, error) {
+	m, err := toModule(nrt)
+	if err != nil {
+		return nil, err
+	}
+	return fromModule(f.c.Create(ctx, m, metav1.CreateOptions{}))
+}
+
+func (f fakeTopology) Update(ctx context.Context, nrt *NodeResourceTopology) (*NodeResourceTopology, error) {
+	m, err := toModule(nrt)
+	if err != nil {
+		return nil, err
+	}
+	return fromModule(f.c.Update(ctx, m, metav1.UpdateOptions{}))
+}
+
+func (f fakeTopology) Delete(ctx context.Context, name string) error {
+	return f.c.Delete(ctx, name, metav1.DeleteOptions{})
+}
+
+// view is a plugin's topology that a test changes.
+type view struct {
+	mu sync.Mutex
+	v  plugin.TopologyView
+}
+
+func (v *view) get() plugin.TopologyView {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.v
+}
+
+func (v *view) set(f func(*plugin.TopologyView)) {
+	v.mu.Lock()
+	f(&v.v)
+	v.mu.Unlock()
+}
+
+func twoNodes() plugin.TopologyView {
+	return plugin.TopologyView{Policy: "single-numa-node", Scope: "pod", Zones: []plugin.NUMAZone{
+		{Node: 0, Capacity: 8, Allocatable: 7, Available: 5, Distances: map[int]int{0: 10, 1: 21}},
+		{Node: 1, Capacity: 8, Allocatable: 8, Available: 8, Distances: map[int]int{1: 10, 0: 21}},
+	}}
+}
+
+func TestTopologyObject(t *testing.T) {
+	nrt := Topology("n1", twoNodes())
+	if nrt.Name != "n1" || len(nrt.Zones) != 2 {
+		t.Fatalf("object %+v", nrt)
+	}
+	for i, want := range []struct {
+		name             string
+		cap, alloc, free int64
+	}{{"node-0", 8, 7, 5}, {"node-1", 8, 8, 8}} {
+		z := nrt.Zones[i]
+		if z.Name != want.name || z.Type != "Node" || len(z.Resources) != 1 {
+			t.Errorf("zone %d: %+v", i, z)
+			continue
+		}
+		r := z.Resources[0]
+		if r.Name != "cpu" || r.Capacity.Value() != want.cap || r.Allocatable.Value() != want.alloc || r.Available.Value() != want.free {
+			t.Errorf("zone %s: cpu %s/%s/%s, want %d/%d/%d", z.Name, r.Capacity.String(), r.Allocatable.String(), r.Available.String(), want.cap, want.alloc, want.free)
+		}
+	}
+	if got := fmt.Sprint(nrt.Zones[1].Costs); got != "[{node-0 21} {node-1 10}]" {
+		t.Errorf("zone node-1's costs %s, want the NUMA distances by node", got)
+	}
+	attrs := map[string]string{}
+	for _, a := range nrt.Attributes {
+		attrs[a.Name] = a.Value
+	}
+	if attrs["topologyManagerPolicy"] != "single-numa-node" || attrs["topologyManagerScope"] != "pod" || len(attrs) != 2 {
+		t.Errorf("attributes %v", attrs)
+	}
+	if len(nrt.TopologyPolicies) != 1 || nrt.TopologyPolicies[0] != string(nrtv1alpha2.SingleNUMANodePodLevel) {
+		t.Errorf("topologyPolicies %v", nrt.TopologyPolicies)
+	}
+}
+
+// TestTopologyExport: the object is created at start, updated after a
+// change the plugin reports (and not written again without one), and
+// removed on exit when asked to.
+func TestTopologyExport(t *testing.T) {
+	topo := nrtfake.NewSimpleClientset()
+	v := &view{v: twoNodes()}
+	a, err := New(Options{Clients: fakeClients(fake.NewClientset(), topo), NodeName: testNode, Log: discard(), RemoveTopologyOnExit: true, Registerer: newReg()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx, v.get) }()
+	api := topo.TopologyV1alpha2().NodeResourceTopologies()
+	available := func(zone int) int64 {
+		nrt, err := api.Get(context.Background(), testNode, metav1.GetOptions{})
+		if err != nil {
+			return -1
+		}
+		return nrt.Zones[zone].Resources[0].Available.Value()
+	}
+	waitFor(t, "the object", func() bool { return available(0) == 5 })
+	writes := a.metrics.nrtUpdates.WithLabelValues("ok")
+	if n := testutil.ToFloat64(writes); n != 1 {
+		t.Errorf("%v writes at start, want 1", n)
+	}
+	a.Changed() // nothing changed: no write
+	v.set(func(tv *plugin.TopologyView) { tv.Zones[0].Available = 3 })
+	a.Changed()
+	waitFor(t, "the update", func() bool { return available(0) == 3 })
+	if n := testutil.ToFloat64(writes); n != 2 {
+		t.Errorf("%v writes after one change, want 2", n)
+	}
+	cancel()
+	<-done
+	if _, err := api.Get(context.Background(), testNode, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after exit with removeOnExit: %v, want not found", err)
+	}
+}
+
+// TestTopologyExportKeepsOthersLabels: an object that is there already
+// (another plugin run, an edit) is updated in place, keeping labels the
+// plugin does not own.
+func TestTopologyExportKeepsOthersLabels(t *testing.T) {
+	own := Topology(testNode, plugin.TopologyView{Policy: "none", Scope: "container"})
+	own.Labels["team"] = "x"
+	old, err := toModule(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo := nrtfake.NewSimpleClientset(old)
+	a, err := New(Options{Clients: fakeClients(fake.NewClientset(), topo), NodeName: testNode, Log: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx, func() plugin.TopologyView { return twoNodes() }) }()
+	api := topo.TopologyV1alpha2().NodeResourceTopologies()
+	waitFor(t, "the update", func() bool {
+		nrt, err := api.Get(context.Background(), testNode, metav1.GetOptions{})
+		return err == nil && len(nrt.Zones) == 2
+	})
+	cancel()
+	<-done
+	nrt, err := api.Get(context.Background(), testNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err) // not removed: removeOnExit is off
+	}
+	if nrt.Labels["team"] != "x" || nrt.Labels["app.kubernetes.io/managed-by"] != Component {
+		t.Errorf("labels %v", nrt.Labels)
+	}
+}

@@ -1,0 +1,302 @@
+package kubeapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+)
+
+// The kubelet's conversion of CPU and memory to the runtime's terms
+// (pkg/kubelet/cm: MilliCPUToShares, MilliCPUToQuota).
+const (
+	minShares     = 2
+	maxShares     = 262144
+	sharesPerCPU  = 1024
+	milliPerCPU   = 1000
+	quotaPeriod   = 100000 // µs, the kubelet's default cpuCFSQuotaPeriod
+	minQuotaValue = 1000   // µs
+)
+
+// uidIndex indexes the watched pods by UID, the key the runtime gives.
+const uidIndex = "uid"
+
+// podWatch is the one watch of the pods bound to this node. Its cache
+// keeps only what admission needs of each pod (trimPod).
+type podWatch struct {
+	informer cache.SharedIndexInformer
+	health   *health
+	metrics  *metrics
+
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every change of the cache
+	deleted func(uid string)
+}
+
+// newPodWatch watches the pods lw lists: this node's.
+func newPodWatch(lw cache.ListerWatcher, node string, h *health, m *metrics) *podWatch {
+	w := &podWatch{health: h, metrics: m, changed: make(chan struct{})}
+	inner := cache.ToListerWatcherWithContext(lw)
+	recording := &cache.ListWatch{
+		// Only a watch established makes the feature available again: a
+		// list that succeeds before a watch that fails (a role without
+		// watch) would otherwise flap between the two.
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			obj, err := inner.ListWithContext(ctx, o)
+			if err != nil {
+				w.result(err)
+			}
+			return obj, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			wi, err := inner.WatchWithContext(ctx, o)
+			w.result(err)
+			return wi, err
+		},
+	}
+	// lw says whether it can stream the initial list (a fake cannot); the
+	// wrapper keeps that.
+	w.informer = cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(recording, lw), &corev1.Pod{}, cache.SharedIndexInformerOptions{
+		Indexers:          cache.Indexers{uidIndex: indexByUID},
+		ObjectDescription: "pods on node " + node,
+	})
+	// Neither can fail before the informer runs.
+	_ = w.informer.SetTransform(trimPod)
+	_ = w.informer.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+		if routineWatchEnd(err) {
+			return // the reflector lists again; a failure of that counts
+		}
+		w.health.failed(FeaturePods, err)
+	})
+	_, _ = w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.notify() },
+		UpdateFunc: func(any, any) { w.notify() },
+		DeleteFunc: func(obj any) {
+			w.notify()
+			if pod, ok := podOf(obj); ok && w.deleted != nil {
+				w.deleted(string(pod.UID))
+			}
+		},
+	})
+	return w
+}
+
+// routineWatchEnd reports whether a watch ended the way watches do: its
+// resource version too old (compaction), or its connection closed.
+func routineWatchEnd(err error) bool {
+	return apierrors.IsResourceExpired(err) || apierrors.IsGone(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// result records the outcome of a list or watch request.
+func (w *podWatch) result(err error) {
+	if err != nil {
+		w.health.failed(FeaturePods, err)
+		return
+	}
+	w.health.succeeded(FeaturePods)
+}
+
+// run runs the watch until ctx ends.
+func (w *podWatch) run(ctx context.Context) { w.informer.RunWithContext(ctx) }
+
+// notify wakes every PodSpec call waiting for a change.
+func (w *podWatch) notify() {
+	w.mu.Lock()
+	close(w.changed)
+	w.changed = make(chan struct{})
+	w.mu.Unlock()
+}
+
+// next returns the channel closed at the next change of the cache.
+func (w *podWatch) next() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changed
+}
+
+// podSpec implements API.PodSpec: it waits at most wait for the cache to
+// hold a version of pod uid whose CPU limit is totalMilli. It does not
+// wait while the watch is not synced or its last request failed: the
+// cache may be stale then, and the plugin goes on with NRI alone.
+func (w *podWatch) podSpec(uid string, totalMilli int64, wait time.Duration) (policy.PodSpec, bool) {
+	if !w.informer.HasSynced() || !w.health.ok(FeaturePods) {
+		w.count(specNoWatch)
+		return nil, false
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		changed := w.next() // before the look-up: a change after it wakes us
+		if spec, ok := w.lookup(uid, totalMilli); ok {
+			w.count(specMatched)
+			return spec, true
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			w.count(specTimeout)
+			return nil, false
+		}
+	}
+}
+
+func (w *podWatch) count(outcome string) {
+	if w.metrics != nil {
+		w.metrics.podSpecs.WithLabelValues(outcome).Inc()
+	}
+}
+
+// lookup returns the spec of pod uid when the cache holds it with a CPU
+// limit of totalMilli.
+func (w *podWatch) lookup(uid string, totalMilli int64) (policy.PodSpec, bool) {
+	objs, err := w.informer.GetIndexer().ByIndex(uidIndex, uid)
+	if err != nil || len(objs) != 1 {
+		return nil, false
+	}
+	pod, ok := objs[0].(*corev1.Pod)
+	if !ok || PodCPULimitMilli(pod) != totalMilli {
+		return nil, false
+	}
+	return SpecOf(pod), true
+}
+
+// PodCPULimitMilli is the pod's CPU limit in milli-CPU as the kubelet
+// computes it for the pod's cgroup and UpdatePodSandboxResources
+// (ResourceConfigForPod): the pod-level limit when spec.resources sets
+// one, else the larger of the containers' and sidecars' sum and what any
+// init container needs while it runs, plus the pod's overhead; 0 when a
+// container has no CPU limit (the kubelet sets no pod quota then).
+func PodCPULimitMilli(pod *corev1.Pod) int64 {
+	declared := true
+	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{
+		ContainerFn: func(res corev1.ResourceList, _ resourcehelper.ContainerType) {
+			if res.Cpu().IsZero() {
+				declared = false
+			}
+		},
+	})
+	if resourcehelper.IsPodLevelResourcesSet(pod) && !pod.Spec.Resources.Limits.Cpu().IsZero() {
+		declared = true
+	}
+	if !declared {
+		return 0
+	}
+	// The kubelet writes quota = milli·period/1000 (at least 1000 µs); the
+	// runtime's totals are read back from it.
+	return policy.CPULimitMilli(policy.Resources{CPUQuota: quotaFromMilli(limits.Cpu().MilliValue()), CPUPeriod: quotaPeriod})
+}
+
+// SpecOf returns what the pod's spec asks for each of its containers
+// (regular containers and restartable init containers, the sidecars, which
+// run beside them; other init containers have finished before any resize
+// and are left out), in the runtime's terms: desired resources, as the
+// kubelet applies them once it has admitted a resize.
+func SpecOf(pod *corev1.Pod) policy.PodSpec {
+	spec := make(policy.PodSpec, len(pod.Spec.Containers))
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			spec[c.Name] = RuntimeResources(c.Resources)
+		}
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		spec[c.Name] = RuntimeResources(c.Resources)
+	}
+	return spec
+}
+
+// RuntimeResources converts a container's resources to what the kubelet
+// sends the runtime: shares = max(2, request·1024/1000) (the limit when no
+// request is set), quota = limit·100000/1000 (at least 1000) with period
+// 100000, no quota without a limit, memory limit in bytes.
+func RuntimeResources(r corev1.ResourceRequirements) policy.Resources {
+	request := r.Requests.Cpu()
+	if _, ok := r.Requests[corev1.ResourceCPU]; !ok {
+		request = r.Limits.Cpu()
+	}
+	out := policy.Resources{CPUShares: sharesFromMilli(request.MilliValue())}
+	if limit := r.Limits.Cpu().MilliValue(); limit > 0 {
+		out.CPUQuota, out.CPUPeriod = quotaFromMilli(limit), quotaPeriod
+	}
+	out.MemoryLimit = r.Limits.Memory().Value()
+	return out
+}
+
+func sharesFromMilli(milli int64) uint64 {
+	if milli <= 0 {
+		return minShares
+	}
+	return uint64(min(max(milli*sharesPerCPU/milliPerCPU, minShares), maxShares))
+}
+
+func quotaFromMilli(milli int64) int64 {
+	if milli <= 0 {
+		return 0
+	}
+	return max(milli*quotaPeriod/milliPerCPU, minQuotaValue)
+}
+
+// trimPod is the watch's transform: it keeps of a pod only what the
+// plugin reads (its identity, its containers' names and resources, its
+// pod-level resources and overhead), so that the cache of a full node is
+// small; managed fields, status, volumes, environment and the like are
+// dropped.
+func trimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil // a tombstone: the informer handles it
+	}
+	out := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
+			ResourceVersion: pod.ResourceVersion, Generation: pod.Generation,
+			DeletionTimestamp: pod.DeletionTimestamp,
+		},
+		Spec: corev1.PodSpec{
+			NodeName:  pod.Spec.NodeName,
+			Overhead:  pod.Spec.Overhead,
+			Resources: pod.Spec.Resources,
+		},
+	}
+	out.Spec.Containers = make([]corev1.Container, len(pod.Spec.Containers))
+	for i, c := range pod.Spec.Containers {
+		out.Spec.Containers[i] = corev1.Container{Name: c.Name, Resources: c.Resources}
+	}
+	if len(pod.Spec.InitContainers) > 0 {
+		out.Spec.InitContainers = make([]corev1.Container, len(pod.Spec.InitContainers))
+		for i, c := range pod.Spec.InitContainers {
+			out.Spec.InitContainers[i] = corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+		}
+	}
+	return out, nil
+}
+
+func indexByUID(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, fmt.Errorf("pod index: unexpected %T", obj)
+	}
+	return []string{string(pod.UID)}, nil
+}
+
+// podOf returns the pod of an informer notification, tombstones included.
+func podOf(obj any) (*corev1.Pod, bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	return pod, ok
+}

@@ -1,0 +1,141 @@
+package deploy
+
+import (
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+// The plugin's access to the API, the whole of it: the pod watch and the
+// events; the NodeResourceTopology export adds its own object's verbs.
+var (
+	baseRules = []string{
+		"/pods: list watch",
+		"events.k8s.io/events: create patch",
+	}
+	topologyRules = []string{
+		"topology.node.k8s.io/noderesourcetopologies: delete get update create",
+	}
+)
+
+// grants lists what the roles bound to the plugin's service account allow,
+// one "group/resource: verbs" line per rule, sorted; it fails the test on
+// a binding to anyone else, to a role not rendered, or with a name.
+func grants(t *testing.T, m *manifests, sa string) []string {
+	t.Helper()
+	roles := map[string]*rbacv1.ClusterRole{}
+	for _, r := range m.clusterRoles {
+		roles[r.Name] = r
+	}
+	var out []string
+	for _, b := range m.roleBindings {
+		if len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != sa || b.Subjects[0].Namespace != releaseNamespace {
+			t.Errorf("ClusterRoleBinding %s binds %+v, want only the plugin's service account %s/%s", b.Name, b.Subjects, releaseNamespace, sa)
+		}
+		r, ok := roles[b.RoleRef.Name]
+		if !ok || b.RoleRef.Kind != "ClusterRole" {
+			t.Errorf("ClusterRoleBinding %s refers to %+v, not a ClusterRole rendered with it", b.Name, b.RoleRef)
+			continue
+		}
+		for _, rule := range r.Rules {
+			if len(rule.ResourceNames) > 0 || len(rule.NonResourceURLs) > 0 {
+				t.Errorf("ClusterRole %s: rule %+v", r.Name, rule)
+			}
+			for _, g := range rule.APIGroups {
+				for _, res := range rule.Resources {
+					verbs := slices.Clone(rule.Verbs)
+					sort.Strings(verbs)
+					out = append(out, g+"/"+res+": "+strings.Join(verbs, " "))
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func wantGrants(sets ...[]string) []string {
+	var out []string
+	for _, s := range sets {
+		for _, r := range s {
+			g, v, _ := strings.Cut(r, ": ")
+			verbs := strings.Fields(v)
+			sort.Strings(verbs)
+			out = append(out, g+": "+strings.Join(verbs, " "))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestRBACIsLeastPrivilege: deploy/ and the chart give the plugin's own
+// service account exactly the pod watch and the events, and the
+// NodeResourceTopology export exactly its object's verbs, in each of the
+// kustomize component and the chart's option; the DaemonSet runs as that
+// account. Never secrets, never a write to pods or nodes.
+func TestRBACIsLeastPrivilege(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		m    *manifests
+		want []string
+		crd  bool
+	}{
+		{"deploy/", kustomize(t, deployDir), wantGrants(baseRules), false},
+		{"deploy/ + components/noderesourcetopology", kustomizeOverlay(t, components.nodeResourceTopology), wantGrants(baseRules, topologyRules), true},
+		{"the chart", chart(t, nil), wantGrants(baseRules), false},
+		{"the chart with the export", chart(t, map[string]any{"config": map[string]any{"nodeResourceTopology": map[string]any{"enabled": true}}}),
+			wantGrants(baseRules, topologyRules), true},
+		{"the chart with the export, CRD elsewhere", chart(t, map[string]any{"installNodeResourceTopologyCRD": false,
+			"config": map[string]any{"nodeResourceTopology": map[string]any{"enabled": true}}}), wantGrants(baseRules, topologyRules), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := pluginOf(t, tt.m)
+			checkSafe(t, p)
+			sa := only(t, "ServiceAccount", tt.m.serviceAccounts)
+			if p.pod.ServiceAccountName != sa.Name || sa.Namespace != p.ds.Namespace {
+				t.Errorf("the DaemonSet runs as %q, the service account is %s/%s", p.pod.ServiceAccountName, sa.Namespace, sa.Name)
+			}
+			if got := grants(t, tt.m, sa.Name); !slices.Equal(got, tt.want) {
+				t.Errorf("grants\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			if got := len(tt.m.crds) == 1 && tt.m.crds[0].Name == "noderesourcetopologies.topology.node.k8s.io"; got != tt.crd {
+				t.Errorf("NodeResourceTopology CRD rendered: %v, want %v (%d CRDs)", got, tt.crd, len(tt.m.crds))
+			}
+			if p.cfg.NodeResourceTopology.Enabled != tt.crd && tt.name != "the chart with the export, CRD elsewhere" {
+				t.Errorf("nodeResourceTopology.enabled %v", p.cfg.NodeResourceTopology.Enabled)
+			}
+			var nodeName bool
+			for _, e := range p.ctr.Env {
+				if e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName" {
+					nodeName = true
+				}
+			}
+			if !nodeName {
+				t.Error("no NODE_NAME from spec.nodeName: the plugin would watch the pods of its host name")
+			}
+		})
+	}
+	// The chart's RBAC is deploy/'s.
+	k, c := kustomize(t, deployDir), chart(t, nil)
+	for i := range k.clusterRoles {
+		sameObject(t, "the chart's and deploy/'s ClusterRoles", normalized(c.clusterRoles[i]), normalized(k.clusterRoles[i]))
+	}
+}
+
+// TestWithoutTheAPI: kubernetesAPI false in the chart renders no account,
+// no RBAC and no token.
+func TestWithoutTheAPI(t *testing.T) {
+	m := chart(t, map[string]any{"config": map[string]any{"kubernetesAPI": false}})
+	if got := m.kinds(); got != "ConfigMap DaemonSet NetworkPolicy" {
+		t.Errorf("the chart without the API renders %q", got)
+	}
+	p := pluginOf(t, m)
+	checkSafe(t, p)
+	if _, err := renderChart(loadChart(t), releaseName, map[string]any{"config": map[string]any{"kubernetesAPI": false,
+		"nodeResourceTopology": map[string]any{"enabled": true}}}); err == nil || !strings.Contains(err.Error(), "needs config.kubernetesAPI") {
+		t.Errorf("the export without the API: %v", err)
+	}
+}

@@ -1,0 +1,421 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/cpuset"
+	"sigs.k8s.io/yaml"
+
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
+)
+
+// The plugin's Kubernetes side in the real cluster: its RBAC is enough
+// (no request forbidden) under the API server's RBAC authorization, its
+// events on pods, its NodeResourceTopology object, and the node working
+// on NRI alone when the plugin loses the API server.
+
+// pluginMetrics is the plugin's /metrics (the DaemonSet runs on the host
+// network in this suite).
+const pluginMetrics = "http://127.0.0.1:9101/metrics"
+
+// forbidden matches what the plugin, or client-go in it, logs when the API
+// server denies a request.
+var forbidden = regexp.MustCompile(`(?i)forbidden`)
+
+// apiAccessAllowed scans the plugin's log for a denied request: the RBAC
+// of deploy/ must be enough for everything the plugin did so far.
+func (k *kube) apiAccessAllowed(ctx context.Context, t *testing.T) {
+	plugin := k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
+	st, err := plugin.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(st.GetLogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var denied []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if forbidden.MatchString(l) {
+			denied = append(denied, l)
+		}
+	}
+	if len(denied) > 0 {
+		t.Errorf("the API server denied the plugin %d requests: deploy/'s RBAC is not enough:\n%s", len(denied), strings.Join(denied, "\n"))
+	}
+	for _, feature := range []string{"pods", "events"} {
+		if v, err := metricValue(ctx, `nri_cpumanager_kubernetes_api_available{feature="`+feature+`"}`); err != nil || v != 1 {
+			t.Errorf("kubernetes_api_available{feature=%q} = %v (%v), want 1", feature, v, err)
+		}
+	}
+}
+
+// eventsOnRefusal: the refused growth of "refused growth" is an event of
+// the plugin's on the pod (events.k8s.io, reporting controller
+// nri-cpumanager) that kubectl describe pod shows.
+func (k *kube) eventsOnRefusal(ctx context.Context, t *testing.T) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	n := k.mach.cpus.Size()
+	k.resize(ctx, t, "pinned", fmt.Sprintf("%d", n), "64Mi")
+	t.Cleanup(func() { k.putBack(t, "pinned", k.units(1), "64Mi") })
+	want := regexp.MustCompile(`(Infeasible|Deferred): [A-Za-z]+: .*default/pinned`)
+	k.wantEvent(ctx, t, "pinned", "ResizeRefused", want)
+	var list struct {
+		Items []struct {
+			Reason              string `json:"reason"`
+			Note                string `json:"note"`
+			Type                string `json:"type"`
+			Action              string `json:"action"`
+			ReportingController string `json:"reportingController"`
+			Regarding           struct {
+				Kind, Name, UID string
+			} `json:"regarding"`
+		} `json:"items"`
+	}
+	if err := k.cluster.KubectlJSON(ctx, &list, "get", "events.v1.events.k8s.io", "-n", "default"); err != nil {
+		t.Fatal(err)
+	}
+	uid := k.pod(ctx, t, "pinned").Metadata.UID
+	var found bool
+	for _, e := range list.Items {
+		if e.Regarding.UID == uid && e.Reason == "ResizeRefused" {
+			found = true
+			if e.ReportingController != "nri-cpumanager" || e.Type != "Warning" || e.Action != "Resize" || !want.MatchString(e.Note) {
+				t.Errorf("event %+v: want a Warning of nri-cpumanager, action Resize, with the refusal as its note", e)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no ResizeRefused event regards pod pinned (%s): %+v", uid, list.Items)
+	}
+	out, err := k.cluster.Kubectl(ctx, "describe", "pod", "pinned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "ResizeRefused") || !strings.Contains(out, "nri-cpumanager") {
+		t.Errorf("kubectl describe pod pinned does not show the plugin's event:\n%s", out)
+	}
+}
+
+// nrt is the part of a NodeResourceTopology object the suite reads.
+type nrt struct {
+	Zones []struct {
+		Name      string `json:"name"`
+		Type      string `json:"type"`
+		Resources []struct {
+			Name        string `json:"name"`
+			Capacity    string `json:"capacity"`
+			Allocatable string `json:"allocatable"`
+			Available   string `json:"available"`
+		} `json:"resources"`
+	} `json:"zones"`
+	Attributes []struct{ Name, Value string } `json:"attributes"`
+}
+
+// cpu returns a zone's cpu capacity, allocatable and available.
+func (n *nrt) cpu(zone string) (capacity, allocatable, available int, ok bool) {
+	for _, z := range n.Zones {
+		if z.Name != zone {
+			continue
+		}
+		for _, r := range z.Resources {
+			if r.Name == "cpu" {
+				c, e1 := strconv.Atoi(r.Capacity)
+				a, e2 := strconv.Atoi(r.Allocatable)
+				f, e3 := strconv.Atoi(r.Available)
+				return c, a, f, e1 == nil && e2 == nil && e3 == nil
+			}
+		}
+	}
+	return 0, 0, 0, false
+}
+
+// nodeResourceTopology: the node's NodeResourceTopology object (the
+// suite deploys components/noderesourcetopology) has a zone per NUMA node
+// that `nri-cpumanager topology` shows, with the CPUs it lists and those
+// it leaves for exclusive containers, and the topology manager's policy
+// and scope; a pinned pod takes its CPUs out of "available", and gives
+// them back when it goes.
+func (k *kube) nodeResourceTopology(ctx context.Context, t *testing.T) {
+	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	numa, exclusive := k.topologyCommand(ctx, t)
+	cfg := deployedConfig(t)
+	// The plugin creates the object once the CRD is served (it retries).
+	var lastErr error
+	get := func() *nrt {
+		var n nrt
+		if lastErr = k.cluster.KubectlJSON(ctx, &n, "get", "noderesourcetopologies.v1alpha2.topology.node.k8s.io", k.cluster.NodeName); lastErr != nil {
+			return &n
+		}
+		return &n
+	}
+	// waitAvailable waits for every zone to show the CPUs free in want.
+	waitAvailable := func(free cpuset.CPUSet) *nrt {
+		t.Helper()
+		var n *nrt
+		err := harness.Poll(ctx, func() (bool, error) {
+			n = get()
+			for node, cpus := range numa {
+				if _, _, a, ok := n.cpu(fmt.Sprintf("node-%d", node)); !ok || a != cpus.Intersection(free).Size() {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			t.Fatalf("NodeResourceTopology %s: %+v (last error %v), want the free CPUs %s per NUMA node: %v", k.cluster.NodeName, n, lastErr, free, err)
+		}
+		return n
+	}
+	n := waitAvailable(exclusive)
+	if len(n.Zones) != len(numa) {
+		t.Errorf("%d zones, `nri-cpumanager topology` shows %d NUMA nodes", len(n.Zones), len(numa))
+	}
+	for node, cpus := range numa {
+		zone := fmt.Sprintf("node-%d", node)
+		c, a, _, _ := n.cpu(zone)
+		if c != cpus.Size() || a != cpus.Intersection(exclusive).Size() {
+			t.Errorf("zone %s: capacity %d, allocatable %d; `nri-cpumanager topology` shows %s (%d CPUs), %d for exclusive containers",
+				zone, c, a, cpus, cpus.Size(), cpus.Intersection(exclusive).Size())
+		}
+	}
+	attrs := map[string]string{}
+	for _, a := range n.Attributes {
+		attrs[a.Name] = a.Value
+	}
+	if attrs["topologyManagerPolicy"] != string(cfg.TopologyManagerPolicy) || attrs["topologyManagerScope"] != string(cfg.TopologyManagerScope) {
+		t.Errorf("attributes %v, want the ConfigMap's policy %s and scope %s", attrs, cfg.TopologyManagerPolicy, cfg.TopologyManagerScope)
+	}
+
+	k.apply(ctx, t, podManifest("nrt-pinned", k.cluster.NodeName, guaranteedCPUs(k.unit, "64Mi")))
+	pinned := k.attach(ctx, t, k.waitRunning(ctx, t, "nrt-pinned"), "app")
+	cpus, _, err := waitCPUs(ctx, pinned, func(s cpuset.CPUSet) bool { return s.Size() == k.unit })
+	if err != nil {
+		t.Fatalf("nrt-pinned: %v", err)
+	}
+	waitAvailable(exclusive.Difference(cpus))
+	t.Logf("pinned to %s: the object shows it", cpus)
+	k.deletePod(t, "nrt-pinned")
+	waitAvailable(exclusive)
+}
+
+// topologyCommand runs `nri-cpumanager topology` with the deployed
+// configuration and returns each NUMA node's CPUs and the CPUs it leaves
+// for exclusive containers.
+func (k *kube) topologyCommand(ctx context.Context, t *testing.T) (map[int]cpuset.CPUSet, cpuset.CPUSet) {
+	t.Helper()
+	bin, err := harness.GoBuild(ctx, "", "./cmd/nri-cpumanager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "configmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(data, &cm); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(file, []byte(cm.Data["config.yaml"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, bin, "topology", "--config", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("nri-cpumanager topology: %v\n%s", err, out)
+	}
+	t.Logf("nri-cpumanager topology:\n%s", out)
+	numa := map[int]cpuset.CPUSet{}
+	for _, m := range regexp.MustCompile(`(?m)^NUMA node (\d+): CPUs (\d[0-9,-]*\d|\d)\b`).FindAllStringSubmatch(string(out), -1) {
+		node, _ := strconv.Atoi(m[1])
+		if numa[node], err = cpuset.Parse(m[2]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := regexp.MustCompile(`(?m)CPUs for exclusive containers: ([0-9,-]+)`).FindStringSubmatch(string(out))
+	if len(numa) == 0 || m == nil {
+		t.Fatalf("nri-cpumanager topology shows no NUMA node or exclusive CPUs:\n%s", out)
+	}
+	exclusive, err := cpuset.Parse(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return numa, exclusive
+}
+
+// withoutTheAPI points the plugin at an address where no API server
+// listens (a partition between the plugin and the API server; the
+// kubelet still reaches it): the plugin says once what it lost, in its
+// log and kubernetes_api_available, and pins and refuses on NRI alone;
+// pointed back, it has the API again.
+func (k *kube) withoutTheAPI(ctx context.Context, t *testing.T) {
+	ctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
+	defer cancel()
+	_, port, err := k.cluster.APIServerHostPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	setPort := func(ctx context.Context, p string) *kubePod {
+		t.Helper()
+		old := k.pluginPod(ctx, t)
+		if _, err := k.cluster.Kubectl(ctx, "set", "env", "daemonset/nri-cpumanager", "-n", pluginNamespace, "KUBERNETES_SERVICE_PORT="+p); err != nil {
+			t.Fatal(err)
+		}
+		return k.waitPluginReady(ctx, t, old.Metadata.UID)
+	}
+	// Port 1 of the loopback: nothing listens, connections are refused.
+	cut := setPort(ctx, "1")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		setPort(ctx, port)
+	})
+	plugin := k.attach(ctx, t, cut, "nri-cpumanager")
+	line, err := k.waitLog(ctx, plugin, 0, regexp.MustCompile(`Kubernetes API unavailable.*feature=pods`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("plugin: %s", strings.TrimSpace(line))
+	if v, err := metricValue(ctx, `nri_cpumanager_kubernetes_api_available{feature="pods"}`); err != nil || v != 0 {
+		t.Errorf("kubernetes_api_available{feature=pods} = %v (%v), want 0", v, err)
+	}
+
+	// Pinning and refusing on NRI alone.
+	k.apply(ctx, t, podManifest("nri-only", k.cluster.NodeName, guaranteedCPUs(k.unit, "64Mi")))
+	t.Cleanup(func() { k.deletePod(t, "nri-only") })
+	app := k.attach(ctx, t, k.waitRunning(ctx, t, "nri-only"), "app")
+	if got, _, err := waitCPUs(ctx, app, func(s cpuset.CPUSet) bool { return s.Size() == k.unit && s.IsSubsetOf(k.available()) }); err != nil {
+		t.Errorf("nri-only pod: cpuset %s, want %d exclusive CPUs of %s: %v", got, k.unit, k.available(), err)
+	}
+	k.resize(ctx, t, "nri-only", fmt.Sprint(k.mach.cpus.Size()), "64Mi")
+	cond := k.waitResizeError(ctx, t, "nri-only", regexp.MustCompile(`(Infeasible|Deferred): [A-Za-z]+: .*default/nri-only`))
+	t.Logf("refused on NRI alone: %q", cond.Message)
+	k.putBack(t, "nri-only", k.units(1), "64Mi")
+	lines, err := os.ReadFile(mustLogPath(ctx, t, plugin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(lines), "Kubernetes API unavailable"); n > 3 {
+		t.Errorf("the plugin said %d times that the API is unavailable; once per feature is enough", n)
+	}
+}
+
+// frozenAPIServer stops the API server (SIGSTOP) for a while: the plugin
+// stays healthy and ready, pinned CPUs stay; once the server answers
+// again, pods are pinned as before.
+func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
+	ctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+	defer cancel()
+	k.apply(ctx, t, podManifest("frozen", k.cluster.NodeName, guaranteedCPUs(k.unit, "64Mi")))
+	t.Cleanup(func() { k.deletePod(t, "frozen") })
+	app := k.attach(ctx, t, k.waitRunning(ctx, t, "frozen"), "app")
+	pinned, _, err := waitCPUs(ctx, app, func(s cpuset.CPUSet) bool { return s.Size() == k.unit })
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := k.cpusets(ctx, t)
+	if err := k.cluster.FreezeAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			if err := k.cluster.ThawAPIServer(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(thaw)
+	for range 4 { // about 20 s
+		time.Sleep(5 * time.Second)
+		for _, path := range []string{"/healthz", "/readyz"} {
+			if code, err := httpStatus(ctx, "http://127.0.0.1:9101"+path); err != nil || code != http.StatusOK {
+				t.Errorf("while the API server is stopped, the plugin's %s answers %d (%v)", path, code, err)
+			}
+		}
+		wantCPUs(ctx, t, app, pinned)
+	}
+	thaw()
+	if err := harness.Poll(ctx, func() (bool, error) {
+		_, err := k.cluster.Kubectl(ctx, "get", "--raw", "/readyz")
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("the API server did not come back: %v", err)
+	}
+	k.wantCPUsets(ctx, t, before)
+	// The node goes on: the pod's memory-only resize is applied, CPUs kept.
+	k.resize(ctx, t, "frozen", k.units(1), "96Mi")
+	k.waitResized(ctx, t, "frozen", k.units(1), "96Mi")
+	wantCPUs(ctx, t, app, pinned)
+}
+
+// metricValue reads one sample of the plugin's metrics.
+func metricValue(ctx context.Context, series string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pluginMetrics, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in the plugin's metrics", series)
+}
+
+func httpStatus(ctx context.Context, url string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func mustLogPath(ctx context.Context, t *testing.T, c *harness.Container) string {
+	t.Helper()
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.GetLogPath()
+}
