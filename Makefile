@@ -30,6 +30,7 @@ test: lint unit placement-diff fuzz deploy-test e2e e2e-kube
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+	cd test/e2e && $(GO) test -race -count=1 ./...
 
 ## placement-diff: the allocator against the kubelet's static policy on the same
 ## random states (test/kubernetes, its own module); prints the comparison table
@@ -45,15 +46,17 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; done
 
-## e2e: real containerd + runc on this machine (installs what it needs)
+## e2e: real containerd + runc on this machine (installs what it needs;
+## test/e2e is a module of its own, so the plugin's module does not depend on
+## CRI and gRPC)
 e2e:
-	$(GO) test -tags e2e -count=1 -timeout 40m -v -skip '^TestKubernetes$$' ./test/e2e/...
+	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 40m -v -skip '^TestKubernetes$$' . ./harness/
 
 ## e2e-kube: a real single-node Kubernetes v1.36.3 on that containerd, the
 ## plugin as the DaemonSet of deploy/ (the first run builds Kubernetes into
 ## _output/k8s: about 20 minutes on 2 CPUs; later runs take about a minute)
 e2e-kube:
-	$(GO) test -tags e2e -count=1 -timeout 60m -v -run '^TestKubernetes$$' ./test/e2e/
+	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 60m -v -run '^TestKubernetes$$' .
 
 ## deploy-test: the kustomize manifests, the Helm chart, alerts and dashboard
 ## (a module of its own, so the plugin's module does not depend on Helm)
@@ -64,19 +67,19 @@ deploy-test:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## lint: gofmt, go vet and staticcheck (also of test/deploy; go vet of test/kubernetes)
+## lint: gofmt, go vet and staticcheck (also of test/e2e with and without its
+## build tags, and of test/deploy; go vet of test/kubernetes)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	$(GO) vet -tags e2e ./test/e2e/...
 	$(STATICCHECK) $(PKGS)
-	$(STATICCHECK) -tags e2e ./test/e2e/...
+	cd test/e2e && $(GO) vet ./... && $(GO) vet -tags e2e ./... && $(STATICCHECK) ./... && $(STATICCHECK) -tags e2e ./...
 	cd test/deploy && $(GO) vet ./... && $(STATICCHECK) ./...
 	cd test/kubernetes && $(GO) vet ./...
 
 ## demo: a real containerd + the plugin on this machine: pin, resize, refusals (root)
 demo:
-	$(GO) run ./test/demo
+	cd test/e2e && $(GO) run ./demo
 
 clean:
 	rm -rf $(OUTPUT)
