@@ -34,6 +34,10 @@ type ContainerdOptions struct {
 	// NRIValidator, when set, enables NRI's default validator with required
 	// plugins: container creation fails while one is not registered.
 	NRIValidator *NRIValidator
+	// SystemdCgroup makes runc use the systemd cgroup driver (systemd must
+	// be the machine's init), as kubeadm nodes run; pods must then get the
+	// kubelet's systemd cgroup parents (SystemdDriver).
+	SystemdCgroup bool
 	// Logf receives progress messages; nil discards them.
 	Logf Logf
 }
@@ -85,6 +89,7 @@ func NewContainerd(opts ContainerdOptions) (*Containerd, error) {
 		nriPluginRequestTimeout:      opts.NRIPluginRequestTimeout,
 		nriPluginRegistrationTimeout: opts.NRIPluginRegistrationTimeout,
 		nriValidator:                 opts.NRIValidator,
+		systemdCgroup:                opts.SystemdCgroup,
 	})
 	if err := os.WriteFile(layout.config(), []byte(config), 0o644); err != nil {
 		os.RemoveAll(dir)
@@ -98,6 +103,15 @@ func (c *Containerd) Dir() string { return c.layout.dir }
 
 // Address is the path of containerd's gRPC socket, which also serves CRI.
 func (c *Containerd) Address() string { return c.layout.address() }
+
+// CgroupDriver is the cgroup driver runc uses, which the kubelet's must
+// match.
+func (c *Containerd) CgroupDriver() CgroupDriver {
+	if c.opts.SystemdCgroup {
+		return SystemdDriver
+	}
+	return CgroupfsDriver
+}
 
 // NRISocket is the path external NRI plugins connect to. It is alone in
 // its directory (NRISocketDir), which a plugin's pod can mount.
