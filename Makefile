@@ -10,7 +10,7 @@ FUZZTIME ?= 300000x
 # staticcheck, pinned; `go run` fetches it through the module proxy.
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build image test unit placement-diff fuzz e2e e2e-kube deploy-test bench lint demo clean
+.PHONY: all build image test unit placement-diff fuzz e2e e2e-kube e2e-vm e2e-vm-kube vm-shell deploy-test bench lint demo clean
 
 all: build
 
@@ -52,6 +52,24 @@ fuzz:
 e2e:
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 40m -v -skip '^TestKubernetes$$' . ./harness/
 
+## e2e-vm: a production-shaped node in QEMU (16 vCPUs, 2 sockets, SMT 2, 2 NUMA
+## nodes, cgroup v2): containerd + runc + the plugin under the cgroupfs and the
+## systemd driver and with isolcpus= (root; builds and caches its kernel, root
+## file system and initramfs under _output/vm from Debian packages; KVM where
+## it works, else emulation)
+e2e-vm:
+	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 90m -v -run '^TestVM$$' ./vm/
+
+## e2e-vm-kube: a real kubelet v1.36.3 (systemd driver, cgroup v2) in that guest,
+## the plugin as the DaemonSet of deploy/, a pod resized 2 -> 6 -> 2
+e2e-vm-kube:
+	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 120m -v -run '^TestVMKubernetes$$' ./vm/
+
+## vm-shell: boot that guest with a shell on this terminal (VM_INIT=systemd for
+## systemd as init; VM_CMDLINE=isolcpus=12-15 for kernel parameters)
+vm-shell:
+	cd test/e2e && $(GO) run ./vm/shell
+
 ## e2e-kube: a real single-node Kubernetes v1.36.3 on that containerd, the
 ## plugin as the DaemonSet of deploy/ (the first run builds Kubernetes into
 ## _output/k8s: about 20 minutes on 2 CPUs; later runs take about a minute)
@@ -68,12 +86,12 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 ## lint: gofmt, go vet and staticcheck (also of test/e2e with and without its
-## build tags, and of test/deploy; go vet of test/kubernetes)
+## build tags e2e and vmguest, and of test/deploy; go vet of test/kubernetes)
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	$(STATICCHECK) $(PKGS)
-	cd test/e2e && $(GO) vet ./... && $(GO) vet -tags e2e ./... && $(STATICCHECK) ./... && $(STATICCHECK) -tags e2e ./...
+	cd test/e2e && $(GO) vet ./... && $(GO) vet -tags e2e,vmguest ./... && $(STATICCHECK) ./... && $(STATICCHECK) -tags e2e,vmguest ./...
 	cd test/deploy && $(GO) vet ./... && $(STATICCHECK) ./...
 	cd test/kubernetes && $(GO) vet ./...
 

@@ -19,45 +19,66 @@ import (
 // binary is renamed into place, so concurrent builds do not see each
 // other's partial files.
 func GoBuild(ctx context.Context, outputDir, pkg string) (string, error) {
-	return GoBuildEnv(ctx, outputDir, pkg, nil)
-}
-
-// GoBuildEnv is GoBuild with env added to the go tool's environment (e.g.
-// CGO_ENABLED=0 for a binary that must run on another machine).
-func GoBuildEnv(ctx context.Context, outputDir, pkg string, env []string) (string, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
 	out, err := resolveOutputDir(outputDir)
 	if err != nil {
 		return "", err
 	}
+	bin := filepath.Join(out, "e2e", "bin", path.Base(pkg))
+	return bin, GoBuildTo(ctx, pkg, bin, BuildOptions{})
+}
+
+// BuildOptions tune GoBuildTo.
+type BuildOptions struct {
+	// Test builds the package's test binary (go test -c).
+	Test bool
+	// Tags are build tags.
+	Tags []string
+	// Static builds without cgo (CGO_ENABLED=0): a binary that runs on
+	// another machine whatever its C library.
+	Static bool
+}
+
+// GoBuildTo builds pkg (see GoBuild) into the file bin.
+func GoBuildTo(ctx context.Context, pkg, bin string, opts BuildOptions) error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
 	gobin, err := goCommand()
 	if err != nil {
-		return "", err
+		return err
 	}
-	bin := filepath.Join(out, "e2e", "bin", path.Base(pkg))
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
-		return "", fmt.Errorf("build %s: %w", pkg, err)
+		return fmt.Errorf("build %s: %w", pkg, err)
 	}
 	modDir, rel, err := moduleOf(root, pkg)
 	if err != nil {
-		return "", fmt.Errorf("build %s: %w", pkg, err)
+		return fmt.Errorf("build %s: %w", pkg, err)
+	}
+	verb := []string{"build"}
+	if opts.Test {
+		verb = []string{"test", "-c"}
+	}
+	args := verb
+	if len(opts.Tags) > 0 {
+		args = append(args, "-tags", strings.Join(opts.Tags, ","))
 	}
 	tmp := bin + ".tmp-" + strconv.Itoa(os.Getpid())
-	cmd := exec.CommandContext(ctx, gobin, "build", "-o", tmp, rel)
+	cmd := exec.CommandContext(ctx, gobin, append(args, "-o", tmp, rel)...)
 	cmd.Dir = modDir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = os.Environ()
+	if opts.Static {
+		cmd.Env = append(cmd.Env, "CGO_ENABLED=0")
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
-		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, tail(string(out), 30))
+		return fmt.Errorf("go %s %s: %w\n%s", strings.Join(verb, " "), pkg, err, tail(string(out), 30))
 	}
 	if err := os.Rename(tmp, bin); err != nil {
 		os.Remove(tmp)
-		return "", fmt.Errorf("build %s: %w", pkg, err)
+		return fmt.Errorf("build %s: %w", pkg, err)
 	}
-	return bin, nil
+	return nil
 }
 
 // moduleOf returns the directory of the module of the repository that

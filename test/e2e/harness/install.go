@@ -87,3 +87,7 @@ func resolveOutputDir(dir string) (string, error) {
 	}
 	return abs, nil
 }
+
+// OutputDir returns dir, or <repository root>/_output when dir is empty,
+// as an absolute path, creating it.
+func OutputDir(dir string) (string, error) { return resolveOutputDir(dir) }
