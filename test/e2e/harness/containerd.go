@@ -22,7 +22,8 @@ type ContainerdOptions struct {
 	// Default 10s.
 	StopTimeout time.Duration
 	// ReadyTimeout bounds how long Start waits for CRI to answer.
-	// Default 30s.
+	// Default 2 minutes: a second or two on a machine of its own, but
+	// half a minute and more in an emulated guest with busy neighbours.
 	ReadyTimeout time.Duration
 	// LogLevel is containerd's log level ("debug" shows NRI traffic).
 	// Default: containerd's (info).
@@ -67,7 +68,7 @@ func NewContainerd(opts ContainerdOptions) (*Containerd, error) {
 		opts.StopTimeout = 10 * time.Second
 	}
 	if opts.ReadyTimeout == 0 {
-		opts.ReadyTimeout = 30 * time.Second
+		opts.ReadyTimeout = 2 * time.Minute
 	}
 	dir, err := os.MkdirTemp(opts.TempRoot, "ctd-")
 	if err != nil {

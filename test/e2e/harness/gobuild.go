@@ -17,8 +17,16 @@ import (
 // holds it) into <outputDir>/e2e/bin/<last element of pkg> and returns the
 // binary's path. An empty outputDir means <repository root>/_output. The
 // binary is renamed into place, so concurrent builds do not see each
-// other's partial files.
+// other's partial files. With $NRI_E2E_PREBUILT set, it returns the
+// binary of that name there instead, without building.
 func GoBuild(ctx context.Context, outputDir, pkg string) (string, error) {
+	if dir := os.Getenv(PrebuiltEnv); dir != "" {
+		bin := filepath.Join(dir, path.Base(pkg))
+		if _, err := os.Stat(bin); err != nil {
+			return "", fmt.Errorf("prebuilt %s: %w", pkg, err)
+		}
+		return bin, nil
+	}
 	out, err := resolveOutputDir(outputDir)
 	if err != nil {
 		return "", err
