@@ -31,6 +31,7 @@ type PayloadOptions struct {
 // The markers the guest prints on its console.
 const (
 	linePrefix   = "NRIVM| "
+	bootedMarker = "NRIVM-BOOTED"
 	exitMarker   = "NRIVM-EXIT "
 	failedMarker = "NRIVM-FAILED"
 	// guestAddress is the dummy interface's address, the kubelet's node
@@ -138,7 +139,7 @@ func bootScript(opts PayloadOptions) string {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(opts.Env[k]))
 	}
-	fmt.Fprintf(&b, `echo "NRIVM-BOOTED after $(cut -d' ' -f1 /proc/uptime) s of guest uptime ($(nproc) CPUs, init %s, $(uname -r))"
+	fmt.Fprintf(&b, `echo "`+bootedMarker+` after $(cut -d' ' -f1 /proc/uptime) s of guest uptime ($(nproc) CPUs, init %s, $(uname -r))"
 ip link set lo up
 ip link show dummy0 >/dev/null 2>&1 || ip link add dummy0 type dummy
 ip addr add %s dev dummy0

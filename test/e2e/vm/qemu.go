@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,6 +60,10 @@ type BootOptions struct {
 	Cmdline []string
 	// Timeout bounds the boot: QEMU is killed after it.
 	Timeout time.Duration
+	// StartTimeout, when set, bounds the time until the guest's boot
+	// script says it runs (the NRIVM-BOOTED line): QEMU is killed after
+	// it and the result says Hung.
+	StartTimeout time.Duration
 	// ConsoleLog receives the guest's serial console.
 	ConsoleLog string
 	// OnLine, when set, is called with each console line as it arrives.
@@ -78,6 +83,9 @@ type BootResult struct {
 	Elapsed time.Duration
 	// TimedOut is set when QEMU was killed at Timeout.
 	TimedOut bool
+	// Hung is set when QEMU was killed at StartTimeout: the guest never
+	// reached its boot script.
+	Hung bool
 }
 
 // Boot runs QEMU until the guest powers off (or panics: -no-reboot makes
@@ -87,8 +95,9 @@ func Boot(ctx context.Context, opts BootOptions) (*BootResult, error) {
 	if opts.Payload == "" && !opts.probe {
 		return nil, errors.New("boot: Payload is required")
 	}
-	cmdline := []string{"console=ttyS0", "panic=1", "quiet", "loglevel=3", "mitigations=off",
-		"nrivm.init=" + string(opts.Init)}
+	// The kernel's messages stay on: the console log shows where a boot
+	// that hangs stopped.
+	cmdline := []string{"console=ttyS0", "panic=1", "mitigations=off", "nrivm.init=" + string(opts.Init)}
 	if opts.Init == SystemdInit {
 		cmdline = append(cmdline, "systemd.unified_cgroup_hierarchy=1", "systemd.show_status=false")
 	}
@@ -149,25 +158,47 @@ func Boot(ctx context.Context, opts BootOptions) (*BootResult, error) {
 		}
 		var text strings.Builder
 		var wg sync.WaitGroup
+		booted := make(chan struct{})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sc := bufio.NewScanner(out)
 			sc.Buffer(make([]byte, 64*1024), 1024*1024)
+			seen := false
 			for sc.Scan() {
 				line := strings.TrimRight(sc.Text(), "\r")
 				text.WriteString(line + "\n")
 				fmt.Fprintln(console, line)
+				if !seen && strings.HasPrefix(line, bootedMarker) {
+					seen = true
+					close(booted)
+				}
 				if opts.OnLine != nil {
 					opts.OnLine(line)
 				}
 			}
 		}()
+		var hung atomic.Bool
+		if opts.StartTimeout > 0 {
+			go func() {
+				select {
+				case <-booted:
+				case <-ctx.Done():
+				case <-time.After(opts.StartTimeout):
+					hung.Store(true)
+					cancel()
+				}
+			}()
+		}
 		wg.Wait()
 		err = cmd.Wait()
 		res.Console = text.String()
+		res.Hung = hung.Load()
 	}
 	res.Elapsed = time.Since(start)
+	if res.Hung {
+		return res, nil
+	}
 	if ctx.Err() == context.DeadlineExceeded {
 		res.TimedOut = true
 		return res, nil

@@ -16,6 +16,10 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
+// startTimeout bounds a boot until the guest's boot script runs: about 10
+// to 30 s under emulation, a second or two with KVM.
+const startTimeout = 10 * time.Minute
+
 // guestPackage is the package of the tests that run in the guest, relative
 // to the repository root.
 const guestPackage = "./test/e2e/vm/guest"
@@ -141,16 +145,30 @@ func Execute(ctx context.Context, a *Assets, accel Accel, bins *Binaries, r Run,
 		return nil, err
 	}
 	progress := regexp.MustCompile(`^(=== RUN   Test\S+$|--- |NRIVM-|    --- )`)
-	res, err := Boot(ctx, BootOptions{
-		Assets: a, Accel: accel, Layout: Production, Init: r.Init, Payload: payload, Cmdline: r.Cmdline,
-		Timeout: timeout, ConsoleLog: filepath.Join(dir, "console.log"),
-		OnLine: func(line string) {
-			text := strings.TrimPrefix(line, linePrefix)
-			if logf != nil && progress.MatchString(text) {
-				logf("guest %s: %s", r.Name, text)
-			}
-		},
-	})
+	boot := func() (*BootResult, error) {
+		return Boot(ctx, BootOptions{
+			Assets: a, Accel: accel, Layout: Production, Init: r.Init, Payload: payload, Cmdline: r.Cmdline,
+			Timeout: timeout, StartTimeout: startTimeout, ConsoleLog: filepath.Join(dir, "console.log"),
+			OnLine: func(line string) {
+				text := strings.TrimPrefix(line, linePrefix)
+				if logf != nil && progress.MatchString(text) {
+					logf("guest %s: %s", r.Name, text)
+				}
+			},
+		})
+	}
+	res, err := boot()
+	if err == nil && res.Hung {
+		// The emulated guest has been seen to hang before its init ran
+		// (under a heavily loaded host): an emulator's failure, not the
+		// plugin's. One more boot; a second hang fails the run.
+		hung := filepath.Join(dir, "console-hung.log")
+		_ = os.Rename(filepath.Join(dir, "console.log"), hung)
+		if logf != nil {
+			logf("guest %s: did not reach its boot script within %v (console: %s); booting again", r.Name, startTimeout, hung)
+		}
+		res, err = boot()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -167,26 +185,38 @@ func Execute(ctx context.Context, a *Assets, accel Accel, bins *Binaries, r Run,
 		}
 		out.Output = b.String()
 	}
-	sc := bufio.NewScanner(strings.NewReader(out.Output))
+	out.Exit, out.Tests = parseOutput(out.Output)
+	return out, nil
+}
+
+// parseOutput reads a guest test binary's -test.v output: its exit status
+// (the boot script's NRIVM-EXIT line; -1 without one) and the top-level
+// tests' results.
+func parseOutput(output string) (exit int, tests []TestOutcome) {
+	exit = -1
 	result := regexp.MustCompile(`^--- (PASS|FAIL|SKIP): (\S+) \(([^)]*)\)`)
+	sc := bufio.NewScanner(strings.NewReader(output))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
 		line := sc.Text()
 		if code, ok := strings.CutPrefix(line, exitMarker); ok {
 			if n, err := strconv.Atoi(strings.TrimSpace(code)); err == nil {
-				out.Exit = n
+				exit = n
 			}
 		}
 		if m := result.FindStringSubmatch(line); m != nil {
-			out.Tests = append(out.Tests, TestOutcome{Name: m[2], Result: m[1], Elapsed: m[3]})
+			tests = append(tests, TestOutcome{Name: m[2], Result: m[1], Elapsed: m[3]})
 		}
 	}
-	return out, nil
+	return exit, tests
 }
 
 // Failure describes why a run failed, or "" when it passed: the guest
 // tests' exit status, a timeout, or the initramfs's complaint.
 func (r *RunResult) Failure() string {
 	switch {
+	case r.Boot.Hung:
+		return fmt.Sprintf("the guest did not reach its boot script within %v, twice", startTimeout)
 	case r.Boot.TimedOut:
 		return fmt.Sprintf("the guest did not finish within its time (%v)", r.Boot.Elapsed.Round(time.Second))
 	case strings.Contains(r.Boot.Console, failedMarker):
@@ -255,6 +285,40 @@ func KubernetesFiles(ctx context.Context, a *Assets, logf harness.Logf) (map[str
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list deploy/: %w", err)
+	}
+	return files, nil
+}
+
+// SuitesFiles builds what the suites boot adds to its payload: the e2e
+// suites' test binary (package test/e2e with tag e2e), the demo and the
+// plugin the harness runs for them (pinall), static, and the scenario
+// files the demo reads.
+func SuitesFiles(ctx context.Context, a *Assets) (map[string]string, error) {
+	files := map[string]string{}
+	for name, b := range map[string]struct {
+		pkg  string
+		opts harness.BuildOptions
+	}{
+		"e2e.test":   {"./test/e2e", harness.BuildOptions{Static: true, Test: true, Tags: []string{"e2e"}}},
+		"bin/demo":   {"./test/e2e/demo", harness.BuildOptions{Static: true}},
+		"bin/pinall": {"./test/e2e/internal/pinall", harness.BuildOptions{Static: true}},
+	} {
+		bin := filepath.Join(a.Dir, "bin", filepath.Base(name))
+		if err := harness.GoBuildTo(ctx, b.pkg, bin, b.opts); err != nil {
+			return nil, err
+		}
+		files[name] = bin
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	scenarios, err := filepath.Glob(filepath.Join(root, "test", "scenarios", "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range scenarios {
+		files["repo/test/scenarios/"+filepath.Base(s)] = s
 	}
 	return files, nil
 }

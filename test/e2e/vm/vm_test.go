@@ -40,18 +40,24 @@ func prepare(t *testing.T, ctx context.Context) (*Assets, Accel, *Binaries) {
 // criTests are the guest tests of the cgroupfs and systemd boots.
 const criTests = "^(TestTopology|TestCreateGrowShrink|TestNUMAAwareGrowth|TestFullPCPUsOnly|TestRestarts)$"
 
-// TestVM boots the production-shaped guest three times and runs the guest
+// TestVM boots the production-shaped guest four times and runs the guest
 // tests in each: containerd's cgroupfs driver under a busybox init, the
-// systemd driver with systemd as init, and a boot with isolcpus=12-15 for
-// both isolatedCPUs modes.
+// systemd driver with systemd as init, a boot with isolcpus=12-15 for both
+// isolatedCPUs modes, and the host's own e2e suites and demo on this
+// cgroup v2 node.
 func TestVM(t *testing.T) {
 	ctx := harness.Context(t, 80*time.Minute)
 	a, accel, bins := prepare(t, ctx)
+	suites, err := SuitesFiles(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range []Run{
 		{Name: "cgroupfs", Init: BusyboxInit, Tests: criTests},
 		{Name: "systemd", Init: SystemdInit, Tests: criTests},
 		{Name: "isolcpus", Init: BusyboxInit, Cmdline: []string{"isolcpus=12-15"}, Env: map[string]string{"NRIVM_ISOLATED": "12-15"},
 			Tests: "^(TestTopology|TestIsolatedCPUsShared|TestIsolatedCPUsExclusive)$"},
+		{Name: "suites", Init: BusyboxInit, Files: suites, Tests: "^(TestTopology|TestE2ESuitesOnCgroupV2|TestDemoOnCgroupV2)$"},
 	} {
 		t.Run(r.Name, func(t *testing.T) { execute(t, ctx, a, accel, bins, r) })
 	}

@@ -179,6 +179,11 @@ func (k *kube) apply(ctx context.Context, manifest string) {
 func (k *kube) overlay() string {
 	k.t.Helper()
 	dir := k.t.TempDir()
+	// kustomize takes a relative path to its base only.
+	base, err := filepath.Rel(dir, deployDir)
+	if err != nil {
+		k.t.Fatal(err)
+	}
 	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
@@ -189,7 +194,7 @@ images:
   newTag: %s
 patches:
 - path: daemonset-patch.yaml
-`, deployDir, pluginImageRepo, pluginImageTag)
+`, base, pluginImageRepo, pluginImageTag)
 	patch := fmt.Sprintf(`apiVersion: apps/v1
 kind: DaemonSet
 metadata:
