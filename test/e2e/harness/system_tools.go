@@ -157,3 +157,7 @@ func StaticBusybox() string { return findStaticBusybox() }
 
 // FindRunc returns the absolute path of runc, or "" when there is none.
 func FindRunc() string { return findRunc() }
+
+// AptKnows reports whether apt has an installation candidate for every
+// package (with the package lists as they are).
+func AptKnows(ctx context.Context, packages ...string) bool { return aptKnows(ctx, packages...) }

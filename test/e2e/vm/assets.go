@@ -42,6 +42,10 @@ type AssetOptions struct {
 	Logf harness.Logf
 }
 
+// ErrUnsupported marks what the host cannot provide at all: the guest is
+// built from the host's Debian packages (a test skips on it).
+var ErrUnsupported = errors.New("this host cannot build the VM suite's guest")
+
 // hostPackages are the Debian packages installed on the host: QEMU, the
 // root file system's builder, the initramfs's packer and the busybox of
 // the initramfs.
@@ -83,6 +87,10 @@ func EnsureAssets(ctx context.Context, opts AssetOptions) (*Assets, error) {
 	defer unlock()
 
 	start := time.Now()
+	suite, mirror, err := debianSource()
+	if err != nil {
+		return nil, err
+	}
 	var missing []string
 	for _, p := range hostPackages {
 		if _, err := exec.LookPath(p.binary); err != nil {
@@ -95,16 +103,20 @@ func EnsureAssets(ctx context.Context, opts AssetOptions) (*Assets, error) {
 		missing = append(missing, "busybox-static")
 	}
 	if len(missing) > 0 {
+		if !harness.AptKnows(ctx, missing...) {
+			if err := harness.AptGet(ctx, logf, "", "update"); err != nil {
+				return nil, err
+			}
+			if !harness.AptKnows(ctx, missing...) {
+				return nil, fmt.Errorf("%w: apt offers no %s", ErrUnsupported, strings.Join(missing, ", "))
+			}
+		}
 		if err := harness.AptInstall(ctx, logf, missing...); err != nil {
 			return nil, err
 		}
 	}
 	if a.QEMU, err = exec.LookPath("qemu-system-x86_64"); err != nil {
 		return nil, fmt.Errorf("VM assets: %w", err)
-	}
-	suite, mirror, err := debianSource()
-	if err != nil {
-		return nil, err
 	}
 	kernelDir, err := ensureKernel(ctx, a.Dir, logf)
 	if err != nil {
@@ -141,7 +153,7 @@ func debianSource() (suite, mirror string, err error) {
 		}
 	}
 	if id != "debian" || suite == "" {
-		return "", "", fmt.Errorf("VM assets: the guest is built from the host's Debian packages, and this host is %q (release %q), not Debian", id, suite)
+		return "", "", fmt.Errorf("%w: the guest is built from the host's Debian packages, and this host is %q (release %q), not Debian", ErrUnsupported, id, suite)
 	}
 	return suite, aptMirror(suite), nil
 }

@@ -140,13 +140,14 @@ func bootScript(opts PayloadOptions) string {
 		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(opts.Env[k]))
 	}
 	fmt.Fprintf(&b, `echo "`+bootedMarker+` after $(cut -d' ' -f1 /proc/uptime) s of guest uptime ($(nproc) CPUs, init %s, $(uname -r))"
+hostname %s
 ip link set lo up
 ip link show dummy0 >/dev/null 2>&1 || ip link add dummy0 type dummy
 ip addr add %s dev dummy0
 ip link set dummy0 up
 ip route add default via %s dev dummy0
 cd /tmp
-`, opts.Init, guestAddress, guestGateway)
+`, opts.Init, guestHostname, guestAddress, guestGateway)
 	if opts.Command == nil {
 		b.WriteString(`echo "NRIVM-SHELL: the payload is /vm; 'exit' powers the guest off"
 setsid -w -c /bin/bash -l </dev/ttyS0 >/dev/ttyS0 2>&1

@@ -4,6 +4,7 @@ package vm
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,9 @@ func prepare(t *testing.T, ctx context.Context) (*Assets, Accel, *Binaries) {
 	}
 	start := time.Now()
 	a, err := EnsureAssets(ctx, AssetOptions{Logf: t.Logf})
+	if errors.Is(err, ErrUnsupported) {
+		t.Skip(err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
