@@ -337,7 +337,9 @@ func wantQuota(ctx context.Context, t *testing.T, c *harness.Container, cpus int
 
 // wantRefused checks that err is the plugin's refusal: its kind and the
 // stem of its reason (KEP-5554's names, with or without their "Error"
-// suffix), plus a part of its explanation.
+// suffix, in any case: smtAlignment or the kubelet's SMTAlignmentError),
+// and that its explanation mentions detail (a cpuset or a policy's name;
+// "" for none).
 func wantRefused(t *testing.T, err error, what, kind, reason, detail string) {
 	t.Helper()
 	if err == nil {
@@ -345,13 +347,13 @@ func wantRefused(t *testing.T, err error, what, kind, reason, detail string) {
 		return
 	}
 	t.Logf("%s refused: %v", what, err)
-	re := regexp.MustCompile(regexp.QuoteMeta(kind+": "+reason) + `(Error)?: .*` + regexp.QuoteMeta(detail))
+	re := regexp.MustCompile(regexp.QuoteMeta(kind+": ") + `(?i:` + regexp.QuoteMeta(reason) + `)(Error)?: .*` + regexp.QuoteMeta(detail))
 	if !re.MatchString(err.Error()) {
 		t.Errorf("%s: error %q does not match %q", what, err, re)
 	}
 }
 
-// nodeOf returns the NUMA nodes the CPUs of set belong to, from sysfs.
+// nodesOf returns the NUMA nodes the CPUs of set belong to, from sysfs.
 func nodesOf(t *testing.T, set cpuset.CPUSet) []int {
 	t.Helper()
 	var nodes []int
