@@ -25,8 +25,9 @@ image:
 	$(GO) run ./hack/image -o $(OUTPUT)/image/nri-cpumanager.tar
 
 ## test: everything CI runs — lint, unit + integration (race detector), the
-## placement comparison with the kubelet, fuzz, deploy manifests, e2e, e2e-kube
-test: lint unit placement-diff fuzz deploy-test e2e e2e-kube
+## placement comparison with the kubelet, fuzz, deploy manifests, e2e, e2e-kube,
+## and the VM suite (e2e-vm, e2e-vm-kube)
+test: lint unit placement-diff fuzz deploy-test e2e e2e-kube e2e-vm e2e-vm-kube
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)

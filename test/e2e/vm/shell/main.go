@@ -12,7 +12,7 @@
 //
 // Environment: VM_INIT=systemd boots systemd as init (the systemd cgroup
 // driver; default: busybox, cgroupfs); VM_CMDLINE adds kernel parameters
-// (e.g. isolcpus=12-15, and set NRIVM_ISOLATED in the guest); VM_KUBE=1
+// (e.g. isolcpus=12-15, which the guest tests then expect); VM_KUBE=1
 // adds the Kubernetes boot's files (building Kubernetes the first time);
 // NRIVM_ACCEL=kvm|tcg forces the accelerator.
 package main
@@ -71,17 +71,21 @@ func run() error {
 	logf("accelerator %s (%s)", accel.Name, accel.Why)
 	dir := filepath.Join(a.Dir, "runs", "shell")
 	payload := filepath.Join(dir, "payload")
-	err = vm.WritePayload(vm.PayloadOptions{
-		Dir: payload, Init: init, Files: files,
-		Env: map[string]string{"NRIVM_GUEST": "1", "NRIVM_DRIVER": driver},
-	})
+	env := map[string]string{"NRIVM_GUEST": "1", "NRIVM_DRIVER": driver}
+	cmdline := strings.Fields(os.Getenv("VM_CMDLINE"))
+	for _, p := range cmdline {
+		if cpus, ok := strings.CutPrefix(p, "isolcpus="); ok {
+			env["NRIVM_ISOLATED"] = cpus // what the guest tests expect
+		}
+	}
+	err = vm.WritePayload(vm.PayloadOptions{Dir: payload, Init: init, Files: files, Env: env})
 	if err != nil {
 		return err
 	}
 	logf("booting (%s init, %s driver); the guest's shell comes on this terminal; Ctrl-A X quits QEMU", init, driver)
 	_, err = vm.Boot(ctx, vm.BootOptions{
 		Assets: a, Accel: accel, Layout: vm.Production, Init: init, Payload: payload,
-		Cmdline: strings.Fields(os.Getenv("VM_CMDLINE")), Timeout: 24 * time.Hour,
+		Cmdline: cmdline, Timeout: 24 * time.Hour,
 		ConsoleLog: filepath.Join(dir, "console.log"), Interactive: true,
 	})
 	return err
