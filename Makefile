@@ -16,7 +16,7 @@ IMAGE_ARCHIVE ?= $(OUTPUT)/image/nri-cpumanager.tar
 IMAGE ?=
 IMAGE_FLAGS ?=
 
-.PHONY: all build image push-image check test unit placement-diff fuzz e2e e2e-kube deploy-test chart-readme bench lint demo clean
+.PHONY: all build image push-image check test unit placement-diff fuzz e2e e2e-kube e2e-vm e2e-vm-kube vm-shell deploy-test chart-readme bench lint demo clean
 
 all: build
 
@@ -51,11 +51,13 @@ check:
 	$(GO) test -count=1 $(PKGS)
 
 ## test: everything CI runs — lint, unit + integration (race detector), the
-## placement comparison with the kubelet, fuzz, deploy manifests, e2e, e2e-kube
-test: lint unit placement-diff fuzz deploy-test e2e e2e-kube
+## placement comparison with the kubelet, fuzz, deploy manifests, e2e, e2e-kube,
+## and the VM suite (e2e-vm, e2e-vm-kube)
+test: lint unit placement-diff fuzz deploy-test e2e e2e-kube e2e-vm e2e-vm-kube
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+	cd test/e2e && $(GO) test -race -count=1 ./...
 
 ## placement-diff: the allocator against the kubelet's static policy on the same
 ## random states (test/kubernetes, its own module); prints the comparison table
@@ -71,15 +73,35 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; done
 
-## e2e: real containerd + runc on this machine (installs what it needs)
+## e2e: real containerd + runc on this machine (installs what it needs;
+## test/e2e is a module of its own, so the plugin's module does not depend on
+## CRI and gRPC)
 e2e:
-	$(GO) test -tags e2e -count=1 -timeout 40m -v -skip '^TestKubernetes$$' ./test/e2e/...
+	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 40m -v -skip '^TestKubernetes$$' . ./harness/
+
+## e2e-vm: a production-shaped node in QEMU (16 vCPUs, 2 sockets, SMT 2, 2 NUMA
+## nodes, cgroup v2): containerd + runc + the plugin under the cgroupfs and the
+## systemd driver and with isolcpus= (root; builds and caches its kernel, root
+## file system and initramfs under _output/vm from Debian packages; KVM where
+## it works, else emulation)
+e2e-vm:
+	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 90m -v -run '^TestVM$$' ./vm/
+
+## e2e-vm-kube: a real kubelet v1.36.3 (systemd driver, cgroup v2) in that guest,
+## the plugin as the DaemonSet of deploy/, a pod resized 2 -> 6 -> 2
+e2e-vm-kube:
+	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 120m -v -run '^TestVMKubernetes$$' ./vm/
+
+## vm-shell: boot that guest with a shell on this terminal (VM_INIT=systemd for
+## systemd as init; VM_CMDLINE=isolcpus=12-15 for kernel parameters)
+vm-shell:
+	cd test/e2e && $(GO) run ./vm/shell
 
 ## e2e-kube: a real single-node Kubernetes v1.36.3 on that containerd, the
 ## plugin as the DaemonSet of deploy/ (the first run builds Kubernetes into
 ## _output/k8s: about 20 minutes on 2 CPUs; later runs take about a minute)
 e2e-kube:
-	$(GO) test -tags e2e -count=1 -timeout 60m -v -run '^TestKubernetes$$' ./test/e2e/
+	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 60m -v -run '^TestKubernetes$$' .
 
 ## deploy-test: the kustomize manifests, the Helm chart and its README, alerts
 ## (through promtool) and dashboard (a module of its own, so the plugin's
@@ -97,21 +119,21 @@ chart-readme:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-## lint: gofmt, go vet and staticcheck (also of test/deploy; go vet of
-## test/kubernetes), actionlint of .github/workflows
+## lint: gofmt, go vet and staticcheck (also of test/e2e with and without its
+## build tags e2e and vmguest, and of test/deploy; go vet of test/kubernetes),
+## actionlint of .github/workflows
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	$(GO) vet -tags e2e ./test/e2e/...
 	$(STATICCHECK) $(PKGS)
-	$(STATICCHECK) -tags e2e ./test/e2e/...
+	cd test/e2e && $(GO) vet ./... && $(GO) vet -tags e2e,vmguest ./... && $(STATICCHECK) ./... && $(STATICCHECK) -tags e2e,vmguest ./...
 	cd test/deploy && $(GO) vet ./... && $(STATICCHECK) ./...
 	cd test/kubernetes && $(GO) vet ./...
 	$(call tool,actionlint)
 
 ## demo: a real containerd + the plugin on this machine: pin, resize, refusals (root)
 demo:
-	$(GO) run ./test/demo
+	cd test/e2e && $(GO) run ./demo
 
 clean:
 	rm -rf $(OUTPUT)

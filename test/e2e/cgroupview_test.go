@@ -14,11 +14,12 @@ import (
 
 // TestPodSeesHostCgroupsThroughSysHostPath checks what the plugin sees at
 // /sys/fs/cgroup when it runs in a DaemonSet pod, on this machine's cgroup
-// v1 (hybrid) tree with containerd's cgroupfs driver:
+// tree (v1, hybrid or v2) with containerd's cgroupfs driver:
 //
 //   - without a hostPath, the runtime's own cgroup mount: the container's
-//     own cgroup, not the top of the cpuset hierarchy, and no other
-//     container's cgroup (the plugin could verify nothing);
+//     own cgroup (v1: its own cpuset cgroup; v2: its cgroup namespace),
+//     not the top of the cpuset hierarchy, and no other container's cgroup
+//     (the plugin could verify nothing);
 //   - with the host's /sys mounted read-only at /sys, as deploy/ mounts it,
 //     the host's tree: containerd puts hostPath mounts after its own
 //     /sys/fs/cgroup mount, so the host's /sys and its submounts cover
@@ -39,7 +40,13 @@ func TestPodSeesHostCgroupsThroughSysHostPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostCPUs, err := cg.ReadFile("cpuset", "cpuset.cpus")
+	// cpuset.cpus; on v2 the effective set, since nothing here sets
+	// cpuset.cpus.
+	cpusFile := "cpuset.cpus"
+	if cg.Version() == 2 {
+		cpusFile = "cpuset.cpus.effective"
+	}
+	hostCPUs, err := cg.ReadFile("cpuset", cpusFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,11 +61,17 @@ func TestPodSeesHostCgroupsThroughSysHostPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	top := "/sys/fs/cgroup/cpuset/cpuset.memory_pressure_enabled" // only the top cpuset has it
-	file := filepath.Join("/sys/fs/cgroup/cpuset", cg.Path, "cpuset.cpus")
-	exists := func(c *harness.Container, path string) bool {
+	// The top of the cpuset hierarchy: on v1 only the top cpuset has
+	// cpuset.memory_pressure_enabled; on v2 every cgroup but the root has
+	// cgroup.type.
+	top, topTest, hierarchy := "/sys/fs/cgroup/cpuset/cpuset.memory_pressure_enabled", "test -e ", "/sys/fs/cgroup/cpuset"
+	if cg.Version() == 2 {
+		top, topTest, hierarchy = "/sys/fs/cgroup/cgroup.type", "test -e /sys/fs/cgroup/cgroup.controllers -a ! -e ", "/sys/fs/cgroup"
+	}
+	file := filepath.Join(hierarchy, cg.Path, cpusFile)
+	succeeds := func(c *harness.Container, cmd string) bool {
 		t.Helper()
-		res, err := c.ExecSync(ctx, 10*time.Second, "sh", "-c", "test -e "+path)
+		res, err := c.ExecSync(ctx, 10*time.Second, "sh", "-c", cmd)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,16 +79,16 @@ func TestPodSeesHostCgroupsThroughSysHostPath(t *testing.T) {
 	}
 
 	plain := viewer.Container("plain")
-	if exists(plain, top) {
-		t.Errorf("without a hostPath, %s exists in the container: the runtime's cgroup mount shows the top cpuset", top)
+	if succeeds(plain, topTest+top) {
+		t.Errorf("without a hostPath, /sys/fs/cgroup in the container is the top of the cpuset hierarchy (cgroup v%d, %s%s)", cg.Version(), topTest, top)
 	}
-	if exists(plain, file) {
+	if succeeds(plain, "test -e "+file) {
 		t.Errorf("without a hostPath, the other container's %s is visible", file)
 	}
 
 	hostsys := viewer.Container("hostsys")
-	if !exists(hostsys, top) {
-		t.Errorf("with /sys from the host, %s is missing: /sys/fs/cgroup is not the host's tree", top)
+	if !succeeds(hostsys, topTest+top) {
+		t.Errorf("with /sys from the host, /sys/fs/cgroup is not the host's tree (cgroup v%d, %s%s fails)", cg.Version(), topTest, top)
 	}
 	got, err := hostsys.Exec(context.WithoutCancel(ctx), "cat", file)
 	if err != nil {

@@ -103,8 +103,10 @@ func burstable(milli int64) harness.Resources {
 }
 
 // waitCPUs waits a few seconds (unsolicited updates are asynchronous) for
-// the container's cgroup cpuset and the CPUs a new process inside it may
-// use to be the same set and satisfy ok. It returns the last ones read.
+// the container's cgroup cpuset (its cpuset.cpus, or on cgroup v2 the set
+// it inherits while none was written), the kernel's effective set of the
+// cgroup and the CPUs a new process inside it may use to be the same set
+// and satisfy ok. It returns the last ones read.
 func waitCPUs(ctx context.Context, c *harness.Container, ok func(cpuset.CPUSet) bool) (cgroupCPUs, allowed cpuset.CPUSet, err error) {
 	pollCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -113,13 +115,17 @@ func waitCPUs(ctx context.Context, c *harness.Container, ok func(cpuset.CPUSet) 
 		if err != nil {
 			return false, err
 		}
-		if cgroupCPUs, err = cg.CPUs(); err != nil {
+		if cgroupCPUs, err = cg.AllowedCPUs(); err != nil {
+			return false, err
+		}
+		effective, err := cg.EffectiveCPUs()
+		if err != nil {
 			return false, err
 		}
 		if allowed, err = c.CPUsAllowed(ctx); err != nil {
 			return false, err
 		}
-		return cgroupCPUs.Equals(allowed) && ok(cgroupCPUs), nil
+		return cgroupCPUs.Equals(allowed) && effective.Equals(allowed) && ok(cgroupCPUs), nil
 	})
 	return cgroupCPUs, allowed, err
 }
@@ -166,7 +172,7 @@ func unpinnedCPUs(t *testing.T) cpuset.CPUSet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpus, err := root.CPUs()
+	cpus, err := root.EffectiveCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}

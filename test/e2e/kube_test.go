@@ -179,10 +179,8 @@ func (k *kube) refusedGrowth(ctx context.Context, t *testing.T, exclusive cpuset
 	if err != nil {
 		t.Fatal(err)
 	}
+	wantPodCPU(t, podCgroup, int64(k.unit), "before the resize")
 	quota, shares := readPodCPU(t, podCgroup)
-	if want := int64(k.unit); quota != want*100000 || shares != want*1024 {
-		t.Errorf("pod cgroup %s before the resize: cpu.cfs_quota_us %d, cpu.shares %d, want %d and %d", podCgroup.Path, quota, shares, want*100000, want*1024)
-	}
 	before := k.cpusets(ctx, t)
 
 	n := k.mach.cpus.Size()
@@ -203,7 +201,7 @@ func (k *kube) refusedGrowth(ctx context.Context, t *testing.T, exclusive cpuset
 	for _, after := range []time.Duration{0, 3 * time.Second} {
 		time.Sleep(after)
 		if q, s := readPodCPU(t, podCgroup); q != quota || s != shares {
-			t.Errorf("pod cgroup %s %v after the refusal: cpu.cfs_quota_us %d, cpu.shares %d, want them unchanged (%d, %d): the kubelet wrote the pod cgroup for a resize the runtime refused",
+			t.Errorf("pod cgroup %s %v after the refusal: CPU quota %d, shares (v1) or weight (v2) %d, want them unchanged (%d, %d): the kubelet wrote the pod cgroup for a resize the runtime refused",
 				podCgroup.Path, after, q, s, quota, shares)
 		}
 		k.wantCPUsets(ctx, t, before)
@@ -299,10 +297,7 @@ func (k *kube) growthAndShrink(ctx context.Context, t *testing.T, exclusive cpus
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := int64(2 * k.unit)
-	if q, s := readPodCPU(t, podCgroup); q != want*100000 || s != want*1024 {
-		t.Errorf("pod cgroup after the growth: quota %d, shares %d, want %d and %d", q, s, want*100000, want*1024)
-	}
+	wantPodCPU(t, podCgroup, int64(2*k.unit), "after the growth")
 
 	k.resize(ctx, t, "pinned", k.units(1), "96Mi")
 	k.waitResized(ctx, t, "pinned", k.units(1), "96Mi")
@@ -699,7 +694,7 @@ func (k *kube) cpusets(ctx context.Context, t *testing.T) map[string]cpuset.CPUS
 				if err != nil {
 					t.Fatal(err)
 				}
-				cpus, err := cg.CPUs()
+				cpus, err := cg.AllowedCPUs()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -745,7 +740,7 @@ func wantProcessCPUs(ctx context.Context, t *testing.T, c *harness.Container, wa
 	pollCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	err = harness.Poll(pollCtx, func() (bool, error) {
-		if cgroupCPUs, err = cg.CPUs(); err != nil {
+		if cgroupCPUs, err = cg.AllowedCPUs(); err != nil {
 			return false, err
 		}
 		if allowed, err = harness.ProcessCPUsAllowed(pid); err != nil {
@@ -758,17 +753,40 @@ func wantProcessCPUs(ctx context.Context, t *testing.T, c *harness.Container, wa
 	}
 }
 
-// readPodCPU returns cpu.cfs_quota_us and cpu.shares of a pod cgroup.
-func readPodCPU(t *testing.T, g *harness.Cgroup) (quota, shares int64) {
+// readPodCPU returns the CPU quota of a pod cgroup and its cpu.shares
+// (cgroup v1) or cpu.weight (v2).
+func readPodCPU(t *testing.T, g *harness.Cgroup) (quota, weight int64) {
 	t.Helper()
 	var err error
 	if quota, err = g.CPUQuota(); err != nil {
 		t.Fatal(err)
 	}
-	if shares, err = g.CPUShares(); err != nil {
+	if g.Version() == 1 {
+		weight, err = g.CPUShares()
+	} else {
+		weight, err = g.CPUWeight()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	return quota, shares
+	return quota, weight
+}
+
+// wantPodCPU checks that a pod cgroup has the CPU quota and shares (or
+// their cgroup v2 weight) the kubelet gives a pod of cpus CPUs.
+func wantPodCPU(t *testing.T, g *harness.Cgroup, cpus int64, when string) {
+	t.Helper()
+	quota, err := g.CPUQuota()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, got, err := g.SharesMatch(cpus * 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if quota != cpus*100000 || !ok {
+		t.Errorf("pod cgroup %s %s: CPU quota %d, %s; want quota %d and shares %d", g.Path, when, quota, got, cpus*100000, cpus*1024)
+	}
 }
 
 // logSize returns the current size of a container's log file, a mark for

@@ -136,12 +136,16 @@ func checkCgroup(ctx context.Context, t *testing.T, c *harness.Container, want h
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.CPUs.IsEmpty() {
-		t.Errorf("%s: empty cpuset.cpus", c)
+	if cpus, err := cg.AllowedCPUs(); err != nil || cpus.IsEmpty() {
+		t.Errorf("%s: cpuset %q (%v), want CPUs", c, cpus, err)
 	}
-	if got.CPUShares != want.CPUShares || got.CPUQuota != want.CPUQuota || got.CPUPeriod != want.CPUPeriod || got.MemoryLimit != want.MemoryLimit {
-		t.Errorf("%s: cgroup shares %d quota %d period %d memory %d, want shares %d quota %d period %d memory %d", c,
-			got.CPUShares, got.CPUQuota, got.CPUPeriod, got.MemoryLimit,
+	shares, weight, err := cg.SharesMatch(want.CPUShares)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !shares || got.CPUQuota != want.CPUQuota || got.CPUPeriod != want.CPUPeriod || got.MemoryLimit != want.MemoryLimit {
+		t.Errorf("%s (cgroup v%d): %s quota %d period %d memory %d, want shares %d quota %d period %d memory %d", c, cg.Version(),
+			weight, got.CPUQuota, got.CPUPeriod, got.MemoryLimit,
 			want.CPUShares, want.CPUQuota, want.CPUPeriod, want.MemoryLimit)
 	}
 }
@@ -154,7 +158,7 @@ func checkAffinity(ctx context.Context, t *testing.T, c *harness.Container) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpus, err := cg.CPUs()
+	cpus, err := cg.AllowedCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}

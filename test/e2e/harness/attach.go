@@ -27,6 +27,10 @@ func (c *CRI) Attach(ctx context.Context, containerID string) (*Container, error
 	if err != nil {
 		return nil, fmt.Errorf("attach to container %.12s: %w", id, err)
 	}
+	dir, err := CgroupDir(info.RuntimeSpec.Linux.CgroupsPath)
+	if err != nil {
+		return nil, fmt.Errorf("attach to container %.12s: %w", id, err)
+	}
 	list, err := c.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{Filter: &runtimeapi.ContainerFilter{Id: id}})
 	if err != nil || len(list.GetContainers()) != 1 {
 		return nil, fmt.Errorf("attach to container %.12s: find its sandbox: %d found, %v", id, len(list.GetContainers()), err)
@@ -38,9 +42,9 @@ func (c *CRI) Attach(ctx context.Context, containerID string) (*Container, error
 			Namespace: labels[labelPodNamespace],
 			UID:       labels[labelPodUID],
 		},
-		// The kubelet's cgroupfs driver puts containers in
-		// <pod cgroup>/<container id>.
-		CgroupParent: path.Dir(info.RuntimeSpec.Linux.CgroupsPath),
+		// Containers sit right under their pod's cgroup with either
+		// driver.
+		CgroupParent: path.Dir(dir),
 		cri:          c,
 	}
 	ctr := &Container{ID: id, Name: st.GetMetadata().GetName(), Pod: pod}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // RequireRoot returns nil when the process runs as root, which containerd
@@ -16,20 +17,41 @@ func RequireRoot() error {
 	return nil
 }
 
-// RequireCgroupV1Cpuset returns nil when cgroup v1 hierarchies with the
-// cpuset, cpu and memory controllers are mounted, which the cgroup readers
-// and the plugin's pinning rely on; else an error saying what is missing.
-func RequireCgroupV1Cpuset() error {
-	mounts, err := readMounts()
+// cpusetControllers are the controllers the plugin's pinning and the
+// cgroup readers rely on.
+var cpusetControllers = []string{"cpuset", "cpu", "memory"}
+
+// RequireCpusetCgroups returns nil when the machine's cgroups offer the
+// cpuset, cpu and memory controllers, either as cgroup v1 hierarchies
+// (a v1 or hybrid machine) or in the cgroup v2 unified hierarchy; else an
+// error saying what is missing (a reason to skip).
+func RequireCpusetCgroups() error {
+	layout, err := machineCgroups()
 	if err != nil {
 		return err
 	}
-	byController := cgroupV1Mounts(mounts)
+	if layout.version() == 2 {
+		data, err := os.ReadFile(filepath.Join(layout.unified, "cgroup.controllers"))
+		if err != nil {
+			return fmt.Errorf("cgroup v2 hierarchy at %s: %w", layout.unified, err)
+		}
+		var missing []string
+		for _, c := range cpusetControllers {
+			if !containsWord(string(data), c) {
+				missing = append(missing, c)
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("the cgroup v2 hierarchy at %s does not offer the %s controller(s) (cgroup.controllers: %q)",
+				layout.unified, strings.Join(missing, ", "), strings.TrimSpace(string(data)))
+		}
+		return nil
+	}
 	var errs []error
-	for _, c := range []string{"cpuset", "cpu", "memory"} {
-		root, ok := byController[c]
+	for _, c := range cpusetControllers {
+		root, ok := layout.v1[c]
 		if !ok {
-			errs = append(errs, fmt.Errorf("no cgroup v1 hierarchy with the %s controller is mounted (cgroup v2 only machines are not supported)", c))
+			errs = append(errs, fmt.Errorf("no cgroup v1 hierarchy with the %s controller is mounted, nor a cgroup v2 hierarchy offering cpuset", c))
 			continue
 		}
 		if c == "cpuset" {

@@ -22,7 +22,8 @@ type ContainerdOptions struct {
 	// Default 10s.
 	StopTimeout time.Duration
 	// ReadyTimeout bounds how long Start waits for CRI to answer.
-	// Default 30s.
+	// Default 2 minutes: a second or two on a machine of its own, but
+	// half a minute and more in an emulated guest with busy neighbours.
 	ReadyTimeout time.Duration
 	// LogLevel is containerd's log level ("debug" shows NRI traffic).
 	// Default: containerd's (info).
@@ -34,6 +35,10 @@ type ContainerdOptions struct {
 	// NRIValidator, when set, enables NRI's default validator with required
 	// plugins: container creation fails while one is not registered.
 	NRIValidator *NRIValidator
+	// SystemdCgroup makes runc use the systemd cgroup driver (systemd must
+	// be the machine's init), as kubeadm nodes run; pods must then get the
+	// kubelet's systemd cgroup parents (SystemdDriver).
+	SystemdCgroup bool
 	// Logf receives progress messages; nil discards them.
 	Logf Logf
 }
@@ -63,7 +68,7 @@ func NewContainerd(opts ContainerdOptions) (*Containerd, error) {
 		opts.StopTimeout = 10 * time.Second
 	}
 	if opts.ReadyTimeout == 0 {
-		opts.ReadyTimeout = 30 * time.Second
+		opts.ReadyTimeout = 2 * time.Minute
 	}
 	dir, err := os.MkdirTemp(opts.TempRoot, "ctd-")
 	if err != nil {
@@ -85,6 +90,7 @@ func NewContainerd(opts ContainerdOptions) (*Containerd, error) {
 		nriPluginRequestTimeout:      opts.NRIPluginRequestTimeout,
 		nriPluginRegistrationTimeout: opts.NRIPluginRegistrationTimeout,
 		nriValidator:                 opts.NRIValidator,
+		systemdCgroup:                opts.SystemdCgroup,
 	})
 	if err := os.WriteFile(layout.config(), []byte(config), 0o644); err != nil {
 		os.RemoveAll(dir)
@@ -98,6 +104,15 @@ func (c *Containerd) Dir() string { return c.layout.dir }
 
 // Address is the path of containerd's gRPC socket, which also serves CRI.
 func (c *Containerd) Address() string { return c.layout.address() }
+
+// CgroupDriver is the cgroup driver runc uses, which the kubelet's must
+// match.
+func (c *Containerd) CgroupDriver() CgroupDriver {
+	if c.opts.SystemdCgroup {
+		return SystemdDriver
+	}
+	return CgroupfsDriver
+}
 
 // NRISocket is the path external NRI plugins connect to. It is alone in
 // its directory (NRISocketDir), which a plugin's pod can mount.

@@ -48,6 +48,7 @@ type containerdSettings struct {
 	nriPluginRequestTimeout      time.Duration
 	nriPluginRegistrationTimeout time.Duration
 	nriValidator                 *NRIValidator
+	systemdCgroup                bool
 }
 
 // NRIValidator configures containerd's built-in NRI default validator to
@@ -68,7 +69,8 @@ type NRIValidator struct {
 // snapshotter, the harness's pause image pinned as the sandbox image,
 // restrict_oom_score_adj (this kind of VM refuses negative OOM score
 // adjustments, which fails every sandbox otherwise), and runc's state kept
-// inside the layout too so that leftovers can be found and removed.
+// inside the layout too so that leftovers can be found and removed; runc
+// with the systemd cgroup driver when asked.
 func (l containerdLayout) render(s containerdSettings) string {
 	var b strings.Builder
 	q := strconv.Quote
@@ -101,5 +103,8 @@ func (l containerdLayout) render(s containerdSettings) string {
 	fmt.Fprintf(&b, "[plugins.'io.containerd.cri.v1.runtime']\n  restrict_oom_score_adj = true\n")
 	fmt.Fprintf(&b, "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]\n  runtime_type = \"io.containerd.runc.v2\"\n  sandboxer = \"podsandbox\"\n")
 	fmt.Fprintf(&b, "[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]\n  Root = %s\n", q(l.runcRoot()))
+	if s.systemdCgroup {
+		fmt.Fprintf(&b, "  SystemdCgroup = true\n")
+	}
 	return b.String()
 }

@@ -77,3 +77,17 @@ func TestCheckSocketPaths(t *testing.T) {
 		t.Errorf("directory of %d bytes accepted; its sockets cannot be bound", len(long))
 	}
 }
+
+func TestContainerdConfigSystemdCgroup(t *testing.T) {
+	l := containerdLayout{dir: "/tmp/ctd-42"}
+	options := regexp.MustCompile(`(?s)\[plugins\.'io\.containerd\.cri\.v1\.runtime'\.containerd\.runtimes\.runc\.options\]\n(.*)`)
+	for _, systemd := range []bool{false, true} {
+		m := options.FindStringSubmatch(l.render(containerdSettings{systemdCgroup: systemd}))
+		if m == nil {
+			t.Fatal("no runc options table")
+		}
+		if got := strings.Contains(m[1], "SystemdCgroup = true"); got != systemd {
+			t.Errorf("systemdCgroup %v: runc options\n%s", systemd, m[1])
+		}
+	}
+}

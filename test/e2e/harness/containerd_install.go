@@ -27,7 +27,8 @@ type containerdBinaries struct {
 
 // ensureContainerd installs containerd, its runc shim and ctr at
 // ContainerdVersion into binDir unless all three are there already, built
-// from that version.
+// from that version without cgo: static binaries, which also run on the VM
+// suite's guest whatever the C library of the machine that built them.
 func ensureContainerd(ctx context.Context, binDir string, logf Logf) (containerdBinaries, error) {
 	bins := containerdBinaries{
 		dir:        binDir,
@@ -64,7 +65,7 @@ func ensureContainerd(ctx context.Context, binDir string, logf Logf) (containerd
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return containerdBinaries{}, fmt.Errorf("create %s: %w", binDir, err)
 	}
-	cmd.Env = append(os.Environ(), "GOBIN="+binDir, "GOWORK=off", "GOFLAGS=-buildvcs=false")
+	cmd.Env = append(os.Environ(), "GOBIN="+binDir, "GOWORK=off", "GOFLAGS=-buildvcs=false", "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return containerdBinaries{}, fmt.Errorf("go install containerd %s: %w\n%s", ContainerdVersion, err, tail(string(out), 30))
 	}
@@ -82,7 +83,8 @@ func ensureContainerd(ctx context.Context, binDir string, logf Logf) (containerd
 }
 
 // moduleVersion returns the version of containerdModule a Go binary was
-// built from, read from its embedded build information.
+// built from, read from its embedded build information; a binary built
+// with cgo is refused (it would be rebuilt static).
 func moduleVersion(path string) (string, error) {
 	info, err := buildinfo.ReadFile(path)
 	if err != nil {
@@ -91,7 +93,21 @@ func moduleVersion(path string) (string, error) {
 	if info.Main.Path != containerdModule {
 		return "", fmt.Errorf("%s is built from module %q, not %s", path, info.Main.Path, containerdModule)
 	}
+	if !builtWithoutCgo(info) {
+		return "", fmt.Errorf("%s is built with cgo, not static", path)
+	}
 	return info.Main.Version, nil
+}
+
+// builtWithoutCgo reports whether a Go binary's build information says
+// CGO_ENABLED=0.
+func builtWithoutCgo(info *buildinfo.BuildInfo) bool {
+	for _, s := range info.Settings {
+		if s.Key == "CGO_ENABLED" {
+			return s.Value == "0"
+		}
+	}
+	return false
 }
 
 // goCommand returns the go tool: from PATH, else the standard location.

@@ -26,6 +26,10 @@ type CRI struct {
 	Runtime runtimeapi.RuntimeServiceClient
 	Images  runtimeapi.ImageServiceClient
 	logf    Logf
+	// CgroupDriver decides the cgroup parents of the pods RunPodSandbox
+	// makes; it must be the runtime's (Containerd.CgroupDriver). Default
+	// CgroupfsDriver.
+	CgroupDriver CgroupDriver
 
 	mu   sync.Mutex
 	pods []*Pod // created and not yet removed, oldest first
@@ -47,10 +51,11 @@ func DialCRI(address string, logf Logf) (*CRI, error) {
 		return nil, fmt.Errorf("dial CRI at %s: %w", address, err)
 	}
 	return &CRI{
-		conn:    conn,
-		Runtime: runtimeapi.NewRuntimeServiceClient(conn),
-		Images:  runtimeapi.NewImageServiceClient(conn),
-		logf:    logf.orDiscard(),
+		conn:         conn,
+		Runtime:      runtimeapi.NewRuntimeServiceClient(conn),
+		Images:       runtimeapi.NewImageServiceClient(conn),
+		logf:         logf.orDiscard(),
+		CgroupDriver: CgroupfsDriver,
 	}, nil
 }
 

@@ -22,6 +22,10 @@ type EnvOptions struct {
 	OutputDir string
 	// Containerd tunes the containerd; Tools and Logf are filled in.
 	Containerd ContainerdOptions
+	// Tools, when set, are used as they are instead of installing them
+	// (a machine without apt or the Go toolchain, such as the VM suite's
+	// guest, gets them from outside).
+	Tools *Tools
 	// Logf receives progress messages; nil discards them.
 	Logf Logf
 }
@@ -53,9 +57,11 @@ func NewEnv(ctx context.Context, opts EnvOptions) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	tools, err := Install(ctx, InstallOptions{OutputDir: out, Logf: opts.Logf})
-	if err != nil {
-		return nil, err
+	tools := opts.Tools
+	if tools == nil {
+		if tools, err = Install(ctx, InstallOptions{OutputDir: out, Logf: opts.Logf}); err != nil {
+			return nil, err
+		}
 	}
 	archive, err := BuildImages(ctx, tools.Busybox, filepath.Join(out, "e2e"), opts.Logf)
 	if err != nil {
@@ -68,8 +74,11 @@ func NewEnv(ctx context.Context, opts EnvOptions) (_ *Env, err error) {
 		return nil, err
 	}
 	env := &Env{Tools: tools, Containerd: ctd, ImageArchive: archive, logf: opts.Logf}
-	if env.qosDirs, err = missingQoSCgroups(); err != nil {
-		return nil, err
+	if !copts.SystemdCgroup {
+		// systemd makes and removes the slices of the systemd driver.
+		if env.qosDirs, err = missingQoSCgroups(); err != nil {
+			return nil, err
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -85,6 +94,7 @@ func NewEnv(ctx context.Context, opts EnvOptions) (_ *Env, err error) {
 	if env.CRI, err = DialCRI(ctd.Address(), opts.Logf); err != nil {
 		return nil, err
 	}
+	env.CRI.CgroupDriver = ctd.CgroupDriver()
 	if err := env.CRI.WaitForImages(ctx, PauseImage, BusyboxImage); err != nil {
 		return nil, err
 	}

@@ -45,3 +45,14 @@ func (l *fileLock) Unlock() error {
 	}
 	return nil
 }
+
+// LockFile blocks until it holds an exclusive lock on path (created with
+// its directory if needed), so that concurrent test binaries build shared
+// caches one at a time; call the returned function to release it.
+func LockFile(path string) (unlock func() error, err error) {
+	l, err := lockFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return l.Unlock, nil
+}

@@ -68,9 +68,12 @@ func Install(ctx context.Context, opts InstallOptions) (*Tools, error) {
 	}, nil
 }
 
-// resolveOutputDir returns dir, or <repository root>/_output when dir is
-// empty, as an absolute path.
+// resolveOutputDir returns dir, or $NRI_E2E_OUTPUT or else
+// <repository root>/_output when dir is empty, as an absolute path.
 func resolveOutputDir(dir string) (string, error) {
+	if dir == "" {
+		dir = os.Getenv(OutputDirEnv)
+	}
 	if dir == "" {
 		root, err := RepoRoot()
 		if err != nil {
@@ -87,3 +90,7 @@ func resolveOutputDir(dir string) (string, error) {
 	}
 	return abs, nil
 }
+
+// OutputDir returns dir, or <repository root>/_output when dir is empty,
+// as an absolute path, creating it.
+func OutputDir(dir string) (string, error) { return resolveOutputDir(dir) }

@@ -34,14 +34,18 @@ type ClusterOptions struct {
 	TempRoot string
 	// StartTimeout bounds StartCluster. Default 3 minutes.
 	StartTimeout time.Duration
+	// KubeletVerbosity is the kubelet's --v. Default 2.
+	KubeletVerbosity int
 	// Logf receives progress messages; nil discards them.
 	Logf Logf
 }
 
 // Cluster is a throwaway single-node Kubernetes: etcd, kube-apiserver,
 // kube-controller-manager (the controllers a DaemonSet and service accounts
-// need), kube-scheduler (a DaemonSet's pods are bound by it) and a kubelet (cpuManagerPolicy none, cgroupfs, its own cgroup
-// root) on the harness's containerd. Everything but the cgroups and the
+// need), kube-scheduler (a DaemonSet's pods are bound by it) and a kubelet
+// (cpuManagerPolicy none) on the harness's containerd, with containerd's
+// cgroup driver: with cgroupfs under a cgroup root of its own, with systemd
+// (a kubeadm node) in kubepods.slice. Everything but the cgroups and the
 // container log links lives in Dir; Close removes it all and puts back the
 // kernel settings the kubelet changed.
 //
@@ -58,8 +62,10 @@ type Cluster struct {
 	// Kubeconfig is an administrator's kubeconfig.
 	Kubeconfig string
 	// CgroupRoot is the kubelet's cgroup root (cgroupfs path), under which
-	// it puts kubepods.
+	// it puts kubepods; "/" with the systemd driver.
 	CgroupRoot string
+	// CgroupDriver is the kubelet's (and containerd's) cgroup driver.
+	CgroupDriver CgroupDriver
 	// KubeletRootDir is the kubelet's --root-dir; it keeps
 	// cpu_manager_state there.
 	KubeletRootDir string
@@ -72,6 +78,8 @@ type Cluster struct {
 	cgroupDirs []string // the cgroup root in every hierarchy
 	madeDirs   []string // of kubeletHostDirs, those that did not exist
 	closed     bool
+
+	kubeletVerbosity int
 }
 
 type namedProcess struct {
@@ -85,6 +93,10 @@ var kubeletSysctls = []string{
 	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
 	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
 }
+
+// kubeletControllers are the cgroup v2 controllers the kubelet requires in
+// its cgroup root.
+var kubeletControllers = []string{"cpuset", "cpu", "io", "memory", "hugetlb", "pids"}
 
 // legacyContainerLogsDir is where the kubelet links every container's log,
 // whatever its podLogsDir; Close removes the cluster's links.
@@ -121,15 +133,25 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 	if err != nil {
 		return nil, fmt.Errorf("start cluster: %w", err)
 	}
+	if opts.KubeletVerbosity == 0 {
+		opts.KubeletVerbosity = 2
+	}
 	c := &Cluster{
-		Dir:            dir,
-		NodeName:       opts.NodeName,
-		Kubeconfig:     filepath.Join(dir, "admin.kubeconfig"),
-		CgroupRoot:     "/" + filepath.Base(dir),
-		KubeletRootDir: filepath.Join(dir, "kubelet"),
-		tools:          opts.Tools,
-		containerd:     opts.Containerd,
-		logf:           opts.Logf,
+		Dir:              dir,
+		NodeName:         opts.NodeName,
+		Kubeconfig:       filepath.Join(dir, "admin.kubeconfig"),
+		CgroupRoot:       "/" + filepath.Base(dir),
+		CgroupDriver:     opts.Containerd.CgroupDriver(),
+		KubeletRootDir:   filepath.Join(dir, "kubelet"),
+		tools:            opts.Tools,
+		containerd:       opts.Containerd,
+		logf:             opts.Logf,
+		kubeletVerbosity: opts.KubeletVerbosity,
+	}
+	if c.CgroupDriver == SystemdDriver {
+		// systemd's kubepods.slice, as on a kubeadm node: the kubelet's
+		// slices cannot live under a cgroupfs directory of the test's.
+		c.CgroupRoot = "/"
 	}
 	defer func() {
 		if err != nil {
@@ -289,7 +311,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		"--kubeconfig="+filepath.Join(c.Dir, "kubelet.kubeconfig"),
 		"--root-dir="+c.KubeletRootDir, "--cert-dir="+filepath.Join(c.KubeletRootDir, "pki"),
 		"--hostname-override="+c.NodeName,
-		"--v=2",
+		"--v="+strconv.Itoa(c.kubeletVerbosity),
 	); err != nil {
 		return err
 	}
@@ -300,12 +322,22 @@ func (c *Cluster) start(ctx context.Context) error {
 }
 
 // kubeletConfig returns the KubeletConfiguration: cpuManagerPolicy none
-// (the plugin's job), cgroupfs with the cluster's own cgroup root, cgroup v1
-// allowed, a sync every 5 s and watched ConfigMaps (a ConfigMap edit
-// reaches a mounted volume within seconds), no image garbage collection
-// and no eviction (the test images cannot be pulled again), loopback
-// servers with anonymous access.
+// (the plugin's job), containerd's cgroup driver (cgroupfs with the
+// cluster's own cgroup root, or systemd with the default root as kubeadm
+// sets it), cgroup v1 allowed only on a v1 machine (the default,
+// failCgroupV1: true, on v2), a sync every 5 s and watched ConfigMaps (a
+// ConfigMap edit reaches a mounted volume within seconds), no image
+// garbage collection and no eviction (the test images cannot be pulled
+// again), loopback servers with anonymous access.
 func (c *Cluster) kubeletConfig(ports clusterPorts, caFile string) string {
+	var cgroups strings.Builder
+	fmt.Fprintf(&cgroups, "cgroupDriver: %s\n", c.CgroupDriver)
+	if c.CgroupDriver != SystemdDriver {
+		fmt.Fprintf(&cgroups, "cgroupRoot: %q\n", c.CgroupRoot)
+	}
+	if layout, err := machineCgroups(); err == nil && layout.version() == 1 {
+		cgroups.WriteString("failCgroupV1: false\n")
+	}
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1
@@ -319,10 +351,7 @@ authentication:
   x509: {clientCAFile: %q}
 authorization: {mode: AlwaysAllow}
 containerRuntimeEndpoint: %q
-cgroupDriver: cgroupfs
-cgroupRoot: %q
-cgroupsPerQOS: true
-failCgroupV1: false
+%scgroupsPerQOS: true
 failSwapOn: false
 cpuManagerPolicy: none
 resolvConf: %q
@@ -334,13 +363,14 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", nodefs.inodesFree: "1%%", imagefs.available: "1%%"}
 serializeImagePulls: false
-`, ports.kubelet, ports.kubeletHealthz, caFile, "unix://"+c.containerd.Address(), c.CgroupRoot,
+`, ports.kubelet, ports.kubeletHealthz, caFile, "unix://"+c.containerd.Address(), cgroups.String(),
 		filepath.Join(c.Dir, "resolv.conf"), filepath.Join(c.Dir, "pods"), filepath.Join(c.Dir, "volume-plugins"))
 }
 
 // prepareKubeletHost records the kernel settings the kubelet will change,
-// creates its cgroup root in every hierarchy (a cpuset one with all the
-// root's CPUs and memory nodes) and the files it needs.
+// creates its cgroup root in every hierarchy with the cgroupfs driver (a
+// v1 cpuset one with all the root's CPUs and memory nodes; on v2 with the
+// controllers the kubelet needs enabled for it) and the files it needs.
 func (c *Cluster) prepareKubeletHost() error {
 	if _, err := os.Stat(kubeletDevicePluginSocket); err == nil {
 		return fmt.Errorf("%s exists: another kubelet runs on this machine, and a second one would take its device plugin socket", kubeletDevicePluginSocket)
@@ -363,8 +393,17 @@ func (c *Cluster) prepareKubeletHost() error {
 		return err
 	}
 	for _, m := range mounts {
+		if c.CgroupDriver == SystemdDriver {
+			break // systemd makes the kubelet's slices
+		}
 		if m.fsType != "cgroup" && m.fsType != "cgroup2" {
 			continue
+		}
+		if m.fsType == "cgroup2" {
+			// A new cgroup has only the controllers its parent enables.
+			if err := EnableControllers(m.point, kubeletControllers...); err != nil {
+				return err
+			}
 		}
 		dir := filepath.Join(m.point, c.CgroupRoot)
 		if err := os.Mkdir(dir, 0o755); err != nil {

@@ -138,6 +138,9 @@ func checkKubernetesBinary(ctx context.Context, path, name, version string) erro
 	if want := kubernetesModule + "/cmd/" + name; info.Path != want {
 		return fmt.Errorf("%s is %s, not %s", path, info.Path, want)
 	}
+	if !builtWithoutCgo(info) {
+		return fmt.Errorf("%s is built with cgo, not static", path)
+	}
 	args := []string{"--version"}
 	if name == "kubectl" {
 		args = []string{"version", "--client"}
@@ -161,6 +164,9 @@ func checkEtcdBinary(ctx context.Context, path, version string) error {
 	if info.Path != etcdModule {
 		return fmt.Errorf("%s is %s, not %s", path, info.Path, etcdModule)
 	}
+	if !builtWithoutCgo(info) {
+		return fmt.Errorf("%s is built with cgo, not static", path)
+	}
 	out, err := exec.CommandContext(ctx, path, "--version").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s --version: %w: %s", path, err, bytes.TrimSpace(out))
@@ -179,7 +185,10 @@ func goBuildIn(ctx context.Context, dir string, args ...string) error {
 	}
 	cmd := exec.CommandContext(ctx, gobin, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false")
+	// Static binaries (as Kubernetes releases them): they also run on the
+	// VM suite's guest, whatever the C library of the machine that built
+	// them.
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly -buildvcs=false", "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go %s in %s: %w\n%s", strings.Join(args, " "), dir, err, tail(string(out), 30))
 	}

@@ -14,11 +14,30 @@ import (
 // repository root among the directories holding a go.mod.
 const modulePath = "github.com/nri-cpumanager/nri-cpumanager"
 
-// RepoRoot returns the root of the nri-cpumanager checkout: first from the
-// location of this source file (known at compile time), then from
-// `git rev-parse --show-toplevel` in the current directory. It never assumes
-// the current directory is the root.
+// Away from the source tree (the VM suite runs the e2e suites' and the
+// demo's binaries in its guest), three environment variables stand in for
+// it:
+const (
+	// RepoRootEnv names the directory RepoRoot returns: the repository's
+	// files the suites read (deploy/, test/scenarios/).
+	RepoRootEnv = "NRI_E2E_REPO_ROOT"
+	// OutputDirEnv names the default output directory instead of
+	// <repository root>/_output.
+	OutputDirEnv = "NRI_E2E_OUTPUT"
+	// PrebuiltEnv names a directory of prebuilt binaries, which GoBuild
+	// returns (by the last element of the package path) instead of
+	// building.
+	PrebuiltEnv = "NRI_E2E_PREBUILT"
+)
+
+// RepoRoot returns the root of the nri-cpumanager checkout: $NRI_E2E_REPO_ROOT
+// when set, else from the location of this source file (known at compile
+// time), then from `git rev-parse --show-toplevel` in the current
+// directory. It never assumes the current directory is the root.
 func RepoRoot() (string, error) {
+	if dir := os.Getenv(RepoRootEnv); dir != "" {
+		return dir, nil
+	}
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
 		if root, err := findModuleRoot(filepath.Dir(file)); err == nil {
 			return root, nil

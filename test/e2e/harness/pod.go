@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -96,7 +98,7 @@ func (c *CRI) RunPodSandbox(ctx context.Context, spec PodSpec) (*Pod, error) {
 	if qos == "" {
 		qos = QOSOf(spec.containerResources()...)
 	}
-	pod := &Pod{Spec: spec, QOS: qos, CgroupParent: CgroupParent(qos, spec.UID), cri: c}
+	pod := &Pod{Spec: spec, QOS: qos, CgroupParent: c.CgroupDriver.CgroupParent(qos, spec.UID), cri: c}
 	pod.config = &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: spec.Name, Uid: spec.UID, Namespace: spec.Namespace},
 		// No Hostname: the kubelet sets none for host-network pods, which
@@ -212,8 +214,12 @@ func (p *Pod) Remove(ctx context.Context) error {
 }
 
 // removeCgroups removes the pod's cgroup directory from every cgroup
-// hierarchy where runc created it.
+// hierarchy where runc created it; with the systemd driver, it stops the
+// pod's slice, as the kubelet does, and systemd removes the directory.
 func (p *Pod) removeCgroups() error {
+	if p.cri.CgroupDriver == SystemdDriver {
+		return stopSlice(filepath.Base(p.CgroupParent))
+	}
 	mounts, err := readMounts()
 	if err != nil {
 		return err
@@ -229,6 +235,16 @@ func (p *Pod) removeCgroups() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// stopSlice stops a systemd slice unit; one systemd does not know (any
+// more) counts as stopped.
+func stopSlice(unit string) error {
+	out, err := exec.Command("systemctl", "stop", unit).CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "not loaded") {
+		return fmt.Errorf("stop pod slice %s: %w: %s", unit, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // forget drops a container from the pod's list.

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"strings"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -144,11 +145,46 @@ func QOSOf(containers ...Resources) QOSClass {
 // gives a pod of class qos: /kubepods/pod<uid>, /kubepods/burstable/pod<uid>
 // or /kubepods/besteffort/pod<uid>.
 func CgroupParent(qos QOSClass, uid string) string {
+	return CgroupfsDriver.CgroupParent(qos, uid)
+}
+
+// CgroupDriver is how the kubelet and the runtime name and make cgroups.
+type CgroupDriver string
+
+// The kubelet's cgroup drivers: containerd's runc runtime must use the same
+// (its SystemdCgroup option).
+const (
+	// CgroupfsDriver writes cgroup directories directly.
+	CgroupfsDriver CgroupDriver = "cgroupfs"
+	// SystemdDriver asks systemd for slices and scopes (kubeadm's default).
+	SystemdDriver CgroupDriver = "systemd"
+)
+
+// CgroupParent returns the cgroup parent the kubelet gives a pod of class
+// qos with the driver: /kubepods/burstable/pod<uid> with cgroupfs,
+// /kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice
+// with systemd (each "-" of the UID written "_", as systemd reserves "-" for
+// the hierarchy of slices); Guaranteed pods sit right under kubepods.
+func (d CgroupDriver) CgroupParent(qos QOSClass, uid string) string {
+	parts := []string{"kubepods"}
 	switch qos {
 	case QOSBurstable:
-		return "/kubepods/burstable/pod" + uid
+		parts = append(parts, "burstable")
 	case QOSBestEffort:
-		return "/kubepods/besteffort/pod" + uid
+		parts = append(parts, "besteffort")
 	}
-	return "/kubepods/pod" + uid
+	parts = append(parts, "pod"+uid)
+	if d != SystemdDriver {
+		return "/" + strings.Join(parts, "/")
+	}
+	var dirs []string
+	for i := range parts {
+		name := parts[:i+1]
+		escaped := make([]string, len(name))
+		for j, p := range name {
+			escaped[j] = strings.ReplaceAll(p, "-", "_")
+		}
+		dirs = append(dirs, strings.Join(escaped, "-")+".slice")
+	}
+	return "/" + strings.Join(dirs, "/")
 }

@@ -151,4 +151,17 @@ func TestCgroupParent(t *testing.T) {
 			t.Errorf("CgroupParent(%s) = %s, want %s", tt.qos, got, tt.want)
 		}
 	}
+	const escaped = "1b4e28ba_2fa1_11d2_883f_0016d3cca427"
+	for _, tt := range []struct {
+		qos  QOSClass
+		want string
+	}{
+		{QOSGuaranteed, "/kubepods.slice/kubepods-pod" + escaped + ".slice"},
+		{QOSBurstable, "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + escaped + ".slice"},
+		{QOSBestEffort, "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + escaped + ".slice"},
+	} {
+		if got := SystemdDriver.CgroupParent(tt.qos, uid); got != tt.want {
+			t.Errorf("SystemdDriver.CgroupParent(%s) = %s, want %s", tt.qos, got, tt.want)
+		}
+	}
 }

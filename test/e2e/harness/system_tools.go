@@ -127,9 +127,23 @@ func aptKnows(ctx context.Context, packages ...string) bool {
 // aptGet runs apt-get with args, waiting up to two minutes for the dpkg
 // lock held by another installer.
 func aptGet(ctx context.Context, logf Logf, args ...string) error {
+	return AptGet(ctx, logf, "", args...)
+}
+
+// AptInstall installs Debian packages without recommends,
+// non-interactively (root only), refreshing the package lists when one is
+// unknown or the installation fails.
+func AptInstall(ctx context.Context, logf Logf, packages ...string) error {
+	return aptInstall(ctx, logf.orDiscard(), packages...)
+}
+
+// AptGet runs apt-get with args as aptInstall does, for other apt-get
+// commands (download).
+func AptGet(ctx context.Context, logf Logf, dir string, args ...string) error {
 	args = append([]string{"-q", "-o", "DPkg::Lock::Timeout=120"}, args...)
-	logf("running apt-get %s", strings.Join(args, " "))
+	logf.orDiscard()("running apt-get %s", strings.Join(args, " "))
 	cmd := exec.CommandContext(ctx, "apt-get", args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "PATH="+os.Getenv("PATH")+":"+systemPath)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -137,3 +151,13 @@ func aptGet(ctx context.Context, logf Logf, args ...string) error {
 	}
 	return nil
 }
+
+// StaticBusybox returns the path of a statically linked busybox, or "".
+func StaticBusybox() string { return findStaticBusybox() }
+
+// FindRunc returns the absolute path of runc, or "" when there is none.
+func FindRunc() string { return findRunc() }
+
+// AptKnows reports whether apt has an installation candidate for every
+// package (with the package lists as they are).
+func AptKnows(ctx context.Context, packages ...string) bool { return aptKnows(ctx, packages...) }

@@ -10,10 +10,11 @@ import (
 const setupTimeout = 10 * time.Minute
 
 // SkipUnlessCapable skips the test when the machine cannot run the
-// end-to-end suites: not root, or no cgroup v1 cpuset/cpu/memory.
+// end-to-end suites: not root, or no cpuset, cpu and memory cgroup
+// controllers (v1 or v2).
 func SkipUnlessCapable(t testing.TB) {
 	t.Helper()
-	for _, check := range []func() error{RequireRoot, RequireCgroupV1Cpuset} {
+	for _, check := range []func() error{RequireRoot, RequireCpusetCgroups} {
 		if err := check(); err != nil {
 			t.Skip(err)
 		}

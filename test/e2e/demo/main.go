@@ -61,7 +61,7 @@ func (d *demo) next(format string, args ...any) {
 }
 
 func run(ctx context.Context, out io.Writer) (err error) {
-	for _, check := range []func() error{harness.RequireRoot, harness.RequireCgroupV1Cpuset} {
+	for _, check := range []func() error{harness.RequireRoot, harness.RequireCpusetCgroups} {
 		if err := check(); err != nil {
 			return fmt.Errorf("this machine cannot run the demo: %w", err)
 		}
@@ -135,7 +135,7 @@ func (d *demo) cpus(ctx context.Context, c *harness.Container) string {
 	if err != nil {
 		return "? (" + err.Error() + ")"
 	}
-	set, err := cg.CPUs()
+	set, err := cg.AllowedCPUs()
 	if err != nil {
 		return "? (" + err.Error() + ")"
 	}

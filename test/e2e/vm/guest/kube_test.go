@@ -1,0 +1,455 @@
+//go:build vmguest
+
+package guest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
+)
+
+// The Kubernetes boot's payload.
+const (
+	k8sDir      = "/vm/k8s"
+	deployDir   = "/vm/repo/deploy"
+	pluginImage = "/vm/plugin-image.tar"
+	// The plugin's image as the payload's archive names it, and where the
+	// DaemonSet of deploy/ runs.
+	pluginImageRepo = "localhost/nri-cpumanager"
+	pluginImageTag  = "e2e"
+	pluginNamespace = "nri-cpumanager"
+	pluginSelector  = "app.kubernetes.io/name=nri-cpumanager"
+	nodeLabel       = "nri-cpumanager.io/enabled"
+)
+
+// TestKubernetes runs a real single-node Kubernetes v1.36.3 in the guest
+// the way a kubeadm worker runs: the kubelet with the systemd cgroup
+// driver on cgroup v2 with its default failCgroupV1, containerd with
+// SystemdCgroup and the fail-closed NRI validator of
+// deploy/containerd-nri.toml, and the plugin as the DaemonSet of deploy/
+// from its release image. A Guaranteed pod of 2 CPUs is resized 2 → 6 → 2
+// with `kubectl patch --subresource resize`; its cpuset is read in its
+// cgroup (cpuset.cpus, cpuset.cpus.effective), the pod cgroup's cpu.max
+// and Cpus_allowed_list inside it; a shrink below its original CPUs shows
+// the plugin's refusal in the pod's PodResizeInProgress condition.
+func TestKubernetes(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(k8sDir, "kubelet")); err != nil {
+		t.Skipf("needs the Kubernetes boot's binaries in %s: %v", k8sDir, err)
+	}
+	if driver != harness.SystemdDriver {
+		t.Fatalf("the Kubernetes boot runs the systemd driver, as kubeadm nodes do; this boot's is %s", driver)
+	}
+	ctx := harness.Context(t, 40*time.Minute)
+	start := time.Now()
+	env := newEnvWith(t, harness.ContainerdOptions{NRIValidator: &harness.NRIValidator{
+		RequiredPlugins: []string{"cpumanager"}, TolerateMissingAnnotation: "tolerate-missing-nri-plugins.noderesource.dev"}})
+	if err := env.Containerd.ImportImages(ctx, pluginImage); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.CRI.WaitForImages(ctx, pluginImageRepo+":"+pluginImageTag); err != nil {
+		t.Fatal(err)
+	}
+	tools := &harness.KubernetesTools{
+		APIServer: k8sDir + "/kube-apiserver", ControllerManager: k8sDir + "/kube-controller-manager",
+		Scheduler: k8sDir + "/kube-scheduler", Kubelet: k8sDir + "/kubelet", Kubectl: k8sDir + "/kubectl", Etcd: k8sDir + "/etcd",
+	}
+	cluster, err := harness.StartCluster(ctx, harness.ClusterOptions{Tools: tools, Containerd: env.Containerd, StartTimeout: 20 * time.Minute, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Kubernetes started %v after the test began", time.Since(start).Round(time.Second))
+	k := &kube{t: t, env: env, cluster: cluster}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("cluster logs:\n%s", cluster.LogTails(40))
+			t.Logf("the plugin's logs:\n%s", cluster.ContainerLogTails(pluginNamespace, 80))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := cluster.Close(ctx); err != nil {
+			t.Errorf("clean up the cluster: %v", err)
+		}
+	})
+	if v := k.kubectl(ctx, "get", "node", cluster.NodeName, "-o", "jsonpath={.status.nodeInfo.kubeletVersion}"); v != "v1.36.3" {
+		t.Errorf("kubelet version %q, want v1.36.3", v)
+	}
+
+	// The DaemonSet of deploy/, pointed at this containerd.
+	k.kubectl(ctx, "apply", "-k", k.overlay())
+	k.kubectl(ctx, "label", "node", cluster.NodeName, nodeLabel+"=true")
+	plugin := k.waitPluginReady(ctx)
+	t.Logf("plugin pod %s Ready %v after the test began", plugin.Metadata.Name, time.Since(start).Round(time.Second))
+
+	k.apply(ctx, podManifest("shared", cluster.NodeName, `{"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}}`))
+	k.apply(ctx, podManifest("pinned", cluster.NodeName, guaranteedCPUs(2)))
+	shared := k.attach(ctx, k.waitReady(ctx, "shared"), "app")
+	pinnedPod := k.waitReady(ctx, "pinned")
+	pinned := k.attach(ctx, pinnedPod, "app")
+	pluginCtr := k.attach(ctx, plugin, "nri-cpumanager")
+
+	podCgroup, err := pinned.Pod.Cgroup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := strings.ReplaceAll(pinnedPod.Metadata.UID, "-", "_")
+	if want := "/kubepods.slice/kubepods-pod" + uid + ".slice"; podCgroup.Path != want {
+		t.Errorf("pod cgroup %s, want the systemd driver's %s", podCgroup.Path, want)
+	}
+	check := func(cpus int, pinnedCPUs, sharedCPUs string) {
+		t.Helper()
+		wantCPUs(ctx, t, pinned, pinnedCPUs)
+		wantQuota(ctx, t, pinned, int64(cpus))
+		wantCPUs(ctx, t, shared, sharedCPUs)
+		wantProcessCPUs(ctx, t, pluginCtr, sharedCPUs)
+		if got, err := podCgroup.ReadFile("cpu", "cpu.max"); err != nil || got != fmt.Sprintf("%d 100000", cpus*100000) {
+			t.Errorf("pod cgroup %s: cpu.max %q (%v), want %d CPUs", podCgroup.Path, got, err, cpus)
+		}
+	}
+	check(2, "2-3", "0-1,4-15")
+
+	for _, step := range []struct {
+		cpus         int
+		want, shared string
+	}{
+		{6, "2-7", "0-1,8-15"}, // keeps 2-3, two more whole cores of NUMA node 0
+		{2, "2-3", "0-1,4-15"}, // back to the original CPUs
+	} {
+		k.resize(ctx, "pinned", step.cpus)
+		k.waitResized(ctx, "pinned", step.cpus)
+		t.Logf("resized to %d CPUs %v after the test began", step.cpus, time.Since(start).Round(time.Second))
+		check(step.cpus, step.want, step.shared)
+	}
+
+	// Below the original CPUs: the plugin refuses, the pod says why.
+	k.resize(ctx, "pinned", 1)
+	cond := k.waitResizeError(ctx, "pinned", regexp.MustCompile(`Infeasible: prohibitedCPUAllocation(Error)?: .*default/pinned`))
+	t.Logf("PodResizeInProgress: reason %s, message %q", cond.Reason, cond.Message)
+	check(2, "2-3", "0-1,4-15")
+	k.resize(ctx, "pinned", 2)
+	k.waitResized(ctx, "pinned", 2)
+
+	// The DaemonSet's plugin verified every cpuset on cgroup v2.
+	log := cluster.ContainerLogTails(pluginNamespace, 100000)
+	if !verifiesOnV2.MatchString(log) {
+		t.Errorf("the plugin does not say that it verifies cpusets in the cgroup v2 tree:\n%s", lastLines(log, 40))
+	}
+	for _, line := range strings.Split(log, "\n") {
+		for _, w := range verificationWarnings {
+			if strings.Contains(line, w) {
+				t.Errorf("warning in the plugin's log: %s", line)
+			}
+		}
+	}
+}
+
+// kube drives the guest's cluster with kubectl.
+type kube struct {
+	t       *testing.T
+	env     *harness.Env
+	cluster *harness.Cluster
+}
+
+func (k *kube) kubectl(ctx context.Context, args ...string) string {
+	k.t.Helper()
+	out, err := k.cluster.Kubectl(ctx, args...)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+func (k *kube) apply(ctx context.Context, manifest string) {
+	k.t.Helper()
+	if _, err := k.cluster.KubectlStdin(ctx, manifest, "apply", "-f", "-"); err != nil {
+		k.t.Fatal(err)
+	}
+}
+
+// overlay writes a kustomization that takes deploy/ as it is and points
+// the DaemonSet at this containerd's NRI socket, a state directory and
+// the imported image, on the host network (the node has no CNI).
+func (k *kube) overlay() string {
+	k.t.Helper()
+	dir := k.t.TempDir()
+	// kustomize takes a relative path to its base only.
+	base, err := filepath.Rel(dir, deployDir)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+images:
+- name: ghcr.io/nri-cpumanager/nri-cpumanager
+  newName: %s
+  newTag: %s
+patches:
+- path: daemonset-patch.yaml
+`, base, pluginImageRepo, pluginImageTag)
+	patch := fmt.Sprintf(`apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: nri-cpumanager
+  namespace: nri-cpumanager
+spec:
+  template:
+    spec:
+      hostNetwork: true
+      volumes:
+      - name: nri
+        hostPath: {path: %q, type: Directory}
+      - name: state
+        hostPath: {path: %q, type: DirectoryOrCreate}
+`, k.env.Containerd.NRISocketDir(), filepath.Join(k.cluster.Dir, "nri-cpumanager"))
+	for name, content := range map[string]string{"kustomization.yaml": kustomization, "daemonset-patch.yaml": patch} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			k.t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// The parts of Kubernetes objects the test reads.
+type (
+	kubeCondition struct {
+		Type, Status, Reason, Message string
+	}
+	kubeContainerStatus struct {
+		Name        string `json:"name"`
+		ContainerID string `json:"containerID"`
+		Resources   *struct {
+			Limits map[string]string `json:"limits"`
+		} `json:"resources"`
+	}
+	kubePod struct {
+		Metadata struct {
+			Name string `json:"name"`
+			UID  string `json:"uid"`
+		} `json:"metadata"`
+		Status struct {
+			Conditions        []kubeCondition       `json:"conditions"`
+			ContainerStatuses []kubeContainerStatus `json:"containerStatuses"`
+		} `json:"status"`
+	}
+)
+
+func (p *kubePod) condition(typ string) *kubeCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == typ {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func (p *kubePod) ready() bool {
+	c := p.condition("Ready")
+	return c != nil && c.Status == "True"
+}
+
+func (p *kubePod) container(name string) *kubeContainerStatus {
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == name {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+func (k *kube) pods(ctx context.Context, args ...string) []kubePod {
+	k.t.Helper()
+	var list struct {
+		Items []kubePod `json:"items"`
+	}
+	if err := k.cluster.KubectlJSON(ctx, &list, append([]string{"get", "pods"}, args...)...); err != nil {
+		k.t.Fatal(err)
+	}
+	return list.Items
+}
+
+func (k *kube) pod(ctx context.Context, name string) *kubePod {
+	k.t.Helper()
+	var p kubePod
+	if err := k.cluster.KubectlJSON(ctx, &p, "get", "pod", name); err != nil {
+		k.t.Fatal(err)
+	}
+	return &p
+}
+
+// waitPluginReady waits until the DaemonSet has one pod, Ready through its
+// probes.
+func (k *kube) waitPluginReady(ctx context.Context) *kubePod {
+	k.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	var found *kubePod
+	err := harness.Poll(ctx, func() (bool, error) {
+		items := k.pods(ctx, "-n", pluginNamespace, "-l", pluginSelector)
+		if len(items) == 1 && items[0].ready() {
+			found = &items[0]
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		out, _ := k.cluster.Kubectl(context.Background(), "describe", "pods", "-n", pluginNamespace)
+		k.t.Fatalf("no Ready plugin pod: %v\n%s", err, out)
+	}
+	return found
+}
+
+// waitReady waits for a pod of the default namespace to be Ready.
+func (k *kube) waitReady(ctx context.Context, name string) *kubePod {
+	k.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	var p *kubePod
+	if err := harness.Poll(ctx, func() (bool, error) {
+		p = k.pod(ctx, name)
+		return p.ready(), nil
+	}); err != nil {
+		out, _ := k.cluster.Kubectl(context.Background(), "describe", "pod", name)
+		k.t.Fatalf("pod %s not Ready: %v\n%s", name, err, out)
+	}
+	return p
+}
+
+// attach returns the CRI view of a pod's container.
+func (k *kube) attach(ctx context.Context, p *kubePod, name string) *harness.Container {
+	k.t.Helper()
+	cs := p.container(name)
+	if cs == nil || cs.ContainerID == "" {
+		k.t.Fatalf("pod %s has no container %s yet", p.Metadata.Name, name)
+	}
+	c, err := k.env.CRI.Attach(ctx, cs.ContainerID)
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	return c
+}
+
+// resize asks for cpus whole CPUs (and 64Mi) for the pod's container
+// "app" through the resize subresource, as a user would.
+func (k *kube) resize(ctx context.Context, name string, cpus int) {
+	k.t.Helper()
+	r := map[string]string{"cpu": fmt.Sprint(cpus), "memory": "64Mi"}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"containers": []any{
+		map[string]any{"name": "app", "resources": map[string]any{"requests": r, "limits": r}},
+	}}})
+	if err != nil {
+		k.t.Fatal(err)
+	}
+	k.kubectl(ctx, "patch", "pod", name, "--subresource", "resize", "--patch", string(patch))
+}
+
+// waitResized waits until the pod's container runs with cpus CPUs and no
+// resize is in progress or pending.
+func (k *kube) waitResized(ctx context.Context, name string, cpus int) {
+	k.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	var p *kubePod
+	err := harness.Poll(ctx, func() (bool, error) {
+		p = k.pod(ctx, name)
+		c := p.container("app")
+		if c == nil || c.Resources == nil || p.condition("PodResizeInProgress") != nil || p.condition("PodResizePending") != nil {
+			return false, nil
+		}
+		return c.Resources.Limits["cpu"] == fmt.Sprint(cpus), nil
+	})
+	if err != nil {
+		k.t.Fatalf("pod %s not resized to %d CPUs: %v; conditions %+v", name, cpus, err, p.Status.Conditions)
+	}
+}
+
+// waitResizeError waits for the pod's PodResizeInProgress condition with
+// reason Error and a message matching want.
+func (k *kube) waitResizeError(ctx context.Context, name string, want *regexp.Regexp) kubeCondition {
+	k.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	var last kubeCondition
+	err := harness.Poll(ctx, func() (bool, error) {
+		p := k.pod(ctx, name)
+		if c := p.condition("PodResizeInProgress"); c != nil {
+			last = *c
+			return c.Reason == "Error" && want.MatchString(c.Message), nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		k.t.Fatalf("pod %s: no PodResizeInProgress Error matching %q: last %+v: %v", name, want, last, err)
+	}
+	return last
+}
+
+// podManifest returns a pod for the node on the host network with one
+// container "app" of the busybox image (never pulled).
+func podManifest(name, nodeName, resources string) string {
+	return fmt.Sprintf(`{
+  "apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": %q, "namespace": "default"},
+  "spec": {
+    "nodeName": %q, "hostNetwork": true, "automountServiceAccountToken": false,
+    "enableServiceLinks": false, "terminationGracePeriodSeconds": 1,
+    "containers": [{"name": "app", "image": %q, "imagePullPolicy": "Never", "resources": %s}]
+  }
+}`, name, nodeName, harness.BusyboxImage, resources)
+}
+
+// guaranteedCPUs is a Guaranteed container's resources with whole CPUs.
+func guaranteedCPUs(cpus int) string {
+	return fmt.Sprintf(`{"requests": {"cpu": "%d", "memory": "64Mi"}, "limits": {"cpu": "%d", "memory": "64Mi"}}`, cpus, cpus)
+}
+
+// wantProcessCPUs checks a container without a shell (the plugin's image
+// holds only its binary): its cgroup's cpuset and the Cpus_allowed_list
+// of its command, read from the guest.
+func wantProcessCPUs(ctx context.Context, t *testing.T, c *harness.Container, want string) {
+	t.Helper()
+	pid, err := c.PID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cg, err := c.Cgroup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := must(want)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var cpus, allowed string
+	err = harness.Poll(ctx, func() (bool, error) {
+		set, err := cg.AllowedCPUs()
+		if err != nil {
+			return false, err
+		}
+		proc, err := harness.ProcessCPUsAllowed(pid)
+		if err != nil {
+			return false, err
+		}
+		cpus, allowed = set.String(), proc.String()
+		return set.Equals(w) && proc.Equals(w), nil
+	})
+	if err != nil {
+		t.Errorf("%s: cgroup cpuset %q, Cpus_allowed_list of pid %d %q, want %s (%v)", c, cpus, pid, allowed, want, err)
+	}
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

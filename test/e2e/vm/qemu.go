@@ -1,0 +1,246 @@
+package vm
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
+)
+
+// Init is what the guest runs as PID 1 after the initramfs.
+type Init string
+
+const (
+	// BusyboxInit runs the payload's boot.sh as PID 1 with cgroup v2
+	// mounted: no systemd, containerd's cgroupfs driver.
+	BusyboxInit Init = "busybox"
+	// SystemdInit boots systemd from the root file system; the payload's
+	// nrivm.service runs boot.sh. For the systemd cgroup driver.
+	SystemdInit Init = "systemd"
+)
+
+// Accel is the QEMU accelerator a boot uses, and why it was chosen.
+type Accel struct {
+	// Name is "kvm" or "tcg".
+	Name string
+	// Why says how it was chosen.
+	Why string
+}
+
+// args returns QEMU's -accel argument.
+func (a Accel) args() []string {
+	if a.Name == "kvm" {
+		return []string{"-accel", "kvm"}
+	}
+	// One host thread per vCPU: the guest's 16 vCPUs share the host's CPUs.
+	return []string{"-accel", "tcg,thread=multi"}
+}
+
+// BootOptions configure Boot.
+type BootOptions struct {
+	Assets *Assets
+	Accel  Accel
+	Layout Layout
+	Init   Init
+	// Payload is the host directory the guest mounts at /vm. Required
+	// unless Probe.
+	Payload string
+	// Cmdline are extra kernel parameters (isolcpus=…).
+	Cmdline []string
+	// Timeout bounds the boot: QEMU is killed after it.
+	Timeout time.Duration
+	// StartTimeout, when set, bounds the time until the guest's boot
+	// script says it runs (the NRIVM-BOOTED line): QEMU is killed after
+	// it and the result says Hung.
+	StartTimeout time.Duration
+	// ConsoleLog receives the guest's serial console.
+	ConsoleLog string
+	// OnLine, when set, is called with each console line as it arrives.
+	OnLine func(string)
+	// Interactive connects the console to the caller's terminal (stdin
+	// and stdout) instead of reading it.
+	Interactive bool
+	// probe boots only to the initramfs's probe answer.
+	probe bool
+}
+
+// BootResult is what a boot left on the console.
+type BootResult struct {
+	// Console is everything the guest printed (empty when Interactive).
+	Console string
+	// Elapsed is the boot's wall-clock time, QEMU start to exit.
+	Elapsed time.Duration
+	// TimedOut is set when QEMU was killed at Timeout.
+	TimedOut bool
+	// Hung is set when QEMU was killed at StartTimeout: the guest never
+	// reached its boot script.
+	Hung bool
+}
+
+// Boot runs QEMU until the guest powers off (or panics: -no-reboot makes
+// QEMU exit) or Timeout passes. QEMU's own messages go to ConsoleLog's
+// directory as qemu.log.
+func Boot(ctx context.Context, opts BootOptions) (*BootResult, error) {
+	if opts.Payload == "" && !opts.probe {
+		return nil, errors.New("boot: Payload is required")
+	}
+	// The kernel's messages stay on: the console log shows where a boot
+	// that hangs stopped.
+	cmdline := []string{"console=ttyS0", "panic=1", "mitigations=off", "nrivm.init=" + string(opts.Init)}
+	if opts.Init == SystemdInit {
+		cmdline = append(cmdline, "systemd.unified_cgroup_hierarchy=1", "systemd.show_status=false")
+	}
+	if opts.probe {
+		cmdline = append(cmdline, "nrivm.probe")
+	}
+	cmdline = append(cmdline, opts.Cmdline...)
+	args := append(opts.Accel.args(), opts.Layout.qemuArgs()...)
+	args = append(args,
+		"-kernel", opts.Assets.Kernel, "-initrd", opts.Assets.Initramfs,
+		"-append", strings.Join(cmdline, " "),
+		// No network device: the guest has its loopback and a dummy
+		// interface only.
+		"-nic", "none",
+		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+	)
+	if opts.Interactive {
+		args = append(args, "-serial", "mon:stdio")
+	} else {
+		args = append(args, "-serial", "stdio", "-monitor", "none")
+	}
+	if !opts.probe {
+		args = append(args,
+			"-virtfs", "local,path="+opts.Assets.Rootfs+",mount_tag=rootfs,security_model=passthrough,readonly=on",
+			"-virtfs", "local,path="+opts.Payload+",mount_tag=vm,security_model=passthrough")
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, opts.Assets.QEMU, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.WaitDelay = 5 * time.Second
+	logDir := filepath.Dir(opts.ConsoleLog)
+	qemuLog, err := os.Create(filepath.Join(logDir, "qemu.log"))
+	if err != nil {
+		return nil, fmt.Errorf("boot: %w", err)
+	}
+	defer qemuLog.Close()
+	fmt.Fprintf(qemuLog, "%s %s\n", opts.Assets.QEMU, strings.Join(args, " "))
+	cmd.Stderr = qemuLog
+	console, err := os.Create(opts.ConsoleLog)
+	if err != nil {
+		return nil, fmt.Errorf("boot: %w", err)
+	}
+	defer console.Close()
+
+	start := time.Now()
+	res := &BootResult{}
+	if opts.Interactive {
+		cmd.Stdin, cmd.Stdout = os.Stdin, io.MultiWriter(os.Stdout, console)
+		err = cmd.Run()
+	} else {
+		var out io.ReadCloser
+		if out, err = cmd.StdoutPipe(); err != nil {
+			return nil, fmt.Errorf("boot: %w", err)
+		}
+		if err = cmd.Start(); err != nil {
+			return nil, fmt.Errorf("boot: start QEMU: %w", err)
+		}
+		var text strings.Builder
+		var wg sync.WaitGroup
+		booted := make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sc := bufio.NewScanner(out)
+			sc.Buffer(make([]byte, 64*1024), 1024*1024)
+			seen := false
+			for sc.Scan() {
+				line := strings.TrimRight(sc.Text(), "\r")
+				text.WriteString(line + "\n")
+				fmt.Fprintln(console, line)
+				if !seen && strings.HasPrefix(line, bootedMarker) {
+					seen = true
+					close(booted)
+				}
+				if opts.OnLine != nil {
+					opts.OnLine(line)
+				}
+			}
+		}()
+		var hung atomic.Bool
+		if opts.StartTimeout > 0 {
+			go func() {
+				select {
+				case <-booted:
+				case <-ctx.Done():
+				case <-time.After(opts.StartTimeout):
+					hung.Store(true)
+					cancel()
+				}
+			}()
+		}
+		wg.Wait()
+		err = cmd.Wait()
+		res.Console = text.String()
+		res.Hung = hung.Load()
+	}
+	res.Elapsed = time.Since(start)
+	if res.Hung {
+		return res, nil
+	}
+	if ctx.Err() == context.DeadlineExceeded {
+		res.TimedOut = true
+		return res, nil
+	}
+	if err != nil && ctx.Err() == nil {
+		return res, fmt.Errorf("QEMU failed: %w (its messages: %s)", err, filepath.Join(logDir, "qemu.log"))
+	}
+	return res, ctx.Err()
+}
+
+// probeTimeout bounds the KVM probe boot: a KVM guest reaches its
+// initramfs in a second or two; a hung one never does.
+const probeTimeout = 20 * time.Second
+
+// DetectAccel chooses the accelerator: "kvm" when /dev/kvm can be opened
+// and a probe boot of the guest kernel with the layout reaches the
+// initramfs within probeTimeout, else "tcg" (emulation). NRIVM_ACCEL=kvm
+// or tcg forces the choice.
+func DetectAccel(ctx context.Context, a *Assets, layout Layout, logDir string, logf harness.Logf) Accel {
+	switch forced := os.Getenv("NRIVM_ACCEL"); forced {
+	case "kvm", "tcg":
+		return Accel{Name: forced, Why: "forced by NRIVM_ACCEL"}
+	}
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return Accel{Name: "tcg", Why: fmt.Sprintf("no usable /dev/kvm (%v)", err)}
+	}
+	f.Close()
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return Accel{Name: "tcg", Why: err.Error()}
+	}
+	res, err := Boot(ctx, BootOptions{
+		Assets: a, Accel: Accel{Name: "kvm"}, Layout: layout, Init: BusyboxInit,
+		Timeout: probeTimeout, ConsoleLog: filepath.Join(logDir, "console.log"), probe: true,
+	})
+	switch {
+	case err != nil:
+		return Accel{Name: "tcg", Why: fmt.Sprintf("a KVM probe boot failed: %v", err)}
+	case strings.Contains(res.Console, "NRIVM-PROBE ok"):
+		return Accel{Name: "kvm", Why: fmt.Sprintf("a KVM probe boot reached the initramfs in %v", res.Elapsed.Round(100*time.Millisecond))}
+	case res.TimedOut:
+		return Accel{Name: "tcg", Why: fmt.Sprintf("a KVM probe boot did not reach the initramfs within %v (this host's KVM hangs the guest)", probeTimeout)}
+	}
+	return Accel{Name: "tcg", Why: fmt.Sprintf("a KVM probe boot ended without reaching the initramfs (QEMU's messages: %s)", filepath.Join(logDir, "qemu.log"))}
+}

@@ -1,0 +1,324 @@
+package vm
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
+)
+
+// startTimeout bounds a boot until the guest's boot script runs: about 10
+// to 30 s under emulation, a second or two with KVM.
+const startTimeout = 10 * time.Minute
+
+// guestPackage is the package of the tests that run in the guest, relative
+// to the repository root.
+const guestPackage = "./test/e2e/vm/guest"
+
+// Binaries are the static binaries a boot's payload carries.
+type Binaries struct {
+	// Containerd, Shim and Ctr are containerd's (see harness.Install).
+	Containerd, Shim, Ctr string
+	// Plugin is nri-cpumanager built without cgo.
+	Plugin string
+	// GuestTest is the guest package's test binary built without cgo.
+	GuestTest string
+}
+
+// BuildBinaries installs containerd (static, as the harness builds it)
+// and builds the plugin and the guest tests without cgo into
+// <assets dir>/bin.
+func BuildBinaries(ctx context.Context, a *Assets, outputDir string, logf harness.Logf) (*Binaries, error) {
+	tools, err := harness.Install(ctx, harness.InstallOptions{OutputDir: outputDir, Logf: logf})
+	if err != nil {
+		return nil, err
+	}
+	b := &Binaries{
+		Containerd: tools.Containerd, Shim: tools.Shim, Ctr: tools.Ctr,
+		Plugin:    filepath.Join(a.Dir, "bin", "nri-cpumanager"),
+		GuestTest: filepath.Join(a.Dir, "bin", "guest.test"),
+	}
+	start := time.Now()
+	if err := harness.GoBuildTo(ctx, "./cmd/nri-cpumanager", b.Plugin, harness.BuildOptions{Static: true}); err != nil {
+		return nil, err
+	}
+	if err := harness.GoBuildTo(ctx, guestPackage, b.GuestTest, harness.BuildOptions{Static: true, Test: true, Tags: []string{"vmguest"}}); err != nil {
+		return nil, err
+	}
+	if logf != nil {
+		logf("built the plugin and the guest tests (static) in %v", time.Since(start).Round(time.Millisecond))
+	}
+	return b, nil
+}
+
+// Files returns the payload entries of the binaries.
+func (b *Binaries) Files() map[string]string {
+	return map[string]string{
+		"bin/containerd":              b.Containerd,
+		"bin/containerd-shim-runc-v2": b.Shim,
+		"bin/ctr":                     b.Ctr,
+		"bin/nri-cpumanager":          b.Plugin,
+		"guest.test":                  b.GuestTest,
+	}
+}
+
+// Run is one boot that runs guest tests.
+type Run struct {
+	// Name names the boot's directory under <assets dir>/runs.
+	Name string
+	// Init is the guest's init; it decides the cgroup driver: cgroupfs
+	// with the busybox init, systemd with systemd.
+	Init Init
+	// Cmdline are extra kernel parameters.
+	Cmdline []string
+	// Tests is the -test.run pattern of the guest tests.
+	Tests string
+	// Env is added to the guest tests' environment.
+	Env map[string]string
+	// Files are added to the payload.
+	Files map[string]string
+	// Timeout bounds the boot.
+	Timeout time.Duration
+}
+
+// driver returns the cgroup driver of the run's init.
+func (r Run) driver() harness.CgroupDriver {
+	if r.Init == SystemdInit {
+		return harness.SystemdDriver
+	}
+	return harness.CgroupfsDriver
+}
+
+// RunResult is what a run's guest reported.
+type RunResult struct {
+	// Dir holds the payload, the console log and QEMU's log.
+	Dir string
+	// Output is the guest test binary's output (-test.v).
+	Output string
+	// Exit is its exit status, -1 when the guest never reported one.
+	Exit int
+	// Boot is QEMU's result.
+	Boot *BootResult
+	// Tests are the top-level guest tests' outcomes, in order.
+	Tests []TestOutcome
+}
+
+// TestOutcome is a guest test's result line.
+type TestOutcome struct {
+	Name, Result string // PASS, FAIL or SKIP
+	Elapsed      string
+}
+
+// Execute boots a guest for r and collects what its tests reported.
+func Execute(ctx context.Context, a *Assets, accel Accel, bins *Binaries, r Run, logf harness.Logf) (*RunResult, error) {
+	dir := filepath.Join(a.Dir, "runs", r.Name)
+	payload := filepath.Join(dir, "payload")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	files := bins.Files()
+	for k, v := range r.Files {
+		files[k] = v
+	}
+	env := map[string]string{"NRIVM_GUEST": "1", "NRIVM_DRIVER": string(r.driver())}
+	for k, v := range r.Env {
+		env[k] = v
+	}
+	timeout := r.Timeout
+	if timeout == 0 {
+		timeout = 45 * time.Minute
+	}
+	err := WritePayload(PayloadOptions{
+		Dir: payload, Init: r.Init, Files: files, Env: env,
+		Command: []string{"/vm/guest.test", "-test.v", "-test.timeout=" + (timeout - 2*time.Minute).String(), "-test.run", r.Tests},
+	})
+	if err != nil {
+		return nil, err
+	}
+	progress := regexp.MustCompile(`^(=== RUN   Test\S+$|--- |NRIVM-|    --- )`)
+	boot := func() (*BootResult, error) {
+		return Boot(ctx, BootOptions{
+			Assets: a, Accel: accel, Layout: Production, Init: r.Init, Payload: payload, Cmdline: r.Cmdline,
+			Timeout: timeout, StartTimeout: startTimeout, ConsoleLog: filepath.Join(dir, "console.log"),
+			OnLine: func(line string) {
+				text := strings.TrimPrefix(line, linePrefix)
+				if logf != nil && progress.MatchString(text) {
+					logf("guest %s: %s", r.Name, text)
+				}
+			},
+		})
+	}
+	res, err := boot()
+	if err == nil && res.Hung {
+		// The emulated guest has been seen to hang before its init ran
+		// (under a heavily loaded host): an emulator's failure, not the
+		// plugin's. One more boot; a second hang fails the run.
+		hung := filepath.Join(dir, "console-hung.log")
+		_ = os.Rename(filepath.Join(dir, "console.log"), hung)
+		if logf != nil {
+			logf("guest %s: did not reach its boot script within %v (console: %s); booting again", r.Name, startTimeout, hung)
+		}
+		res, err = boot()
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := &RunResult{Dir: dir, Boot: res, Exit: -1}
+	if data, err := os.ReadFile(filepath.Join(payload, filepath.FromSlash(outputFile))); err == nil {
+		out.Output = string(data)
+	} else {
+		// The results file did not come back: the console has the lines.
+		var b strings.Builder
+		for _, line := range strings.Split(res.Console, "\n") {
+			if text, ok := strings.CutPrefix(line, linePrefix); ok {
+				b.WriteString(text + "\n")
+			}
+		}
+		out.Output = b.String()
+	}
+	out.Exit, out.Tests = parseOutput(out.Output)
+	return out, nil
+}
+
+// parseOutput reads a guest test binary's -test.v output: its exit status
+// (the boot script's NRIVM-EXIT line; -1 without one) and the top-level
+// tests' results.
+func parseOutput(output string) (exit int, tests []TestOutcome) {
+	exit = -1
+	result := regexp.MustCompile(`^--- (PASS|FAIL|SKIP): (\S+) \(([^)]*)\)`)
+	sc := bufio.NewScanner(strings.NewReader(output))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		if code, ok := strings.CutPrefix(line, exitMarker); ok {
+			if n, err := strconv.Atoi(strings.TrimSpace(code)); err == nil {
+				exit = n
+			}
+		}
+		if m := result.FindStringSubmatch(line); m != nil {
+			tests = append(tests, TestOutcome{Name: m[2], Result: m[1], Elapsed: m[3]})
+		}
+	}
+	return exit, tests
+}
+
+// Failure describes why a run failed, or "" when it passed: the guest
+// tests' exit status, a timeout, or the initramfs's complaint.
+func (r *RunResult) Failure() string {
+	switch {
+	case r.Boot.Hung:
+		return fmt.Sprintf("the guest did not reach its boot script within %v, twice", startTimeout)
+	case r.Boot.TimedOut:
+		return fmt.Sprintf("the guest did not finish within its time (%v)", r.Boot.Elapsed.Round(time.Second))
+	case strings.Contains(r.Boot.Console, failedMarker):
+		return "the guest's initramfs failed: " + lineWith(r.Boot.Console, failedMarker)
+	case r.Exit == -1:
+		return "the guest powered off without its tests' exit status"
+	case r.Exit != 0:
+		return fmt.Sprintf("the guest tests exited with status %d", r.Exit)
+	}
+	return ""
+}
+
+// lineWith returns the first line of s containing sub.
+func lineWith(s, sub string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, sub) {
+			return line
+		}
+	}
+	return ""
+}
+
+// KubernetesFiles builds (or reuses) what the Kubernetes boot adds to its
+// payload: the Kubernetes v1.36.3 and etcd binaries of test/kubernetes
+// (static; the first build takes about 20 minutes on 2 CPUs), the plugin's
+// release image built by hack/image, and deploy/.
+func KubernetesFiles(ctx context.Context, a *Assets, logf harness.Logf) (map[string]string, error) {
+	tools, err := harness.InstallKubernetes(ctx, harness.InstallOptions{Logf: logf})
+	if err != nil {
+		return nil, err
+	}
+	files := map[string]string{
+		"k8s/kube-apiserver":          tools.APIServer,
+		"k8s/kube-controller-manager": tools.ControllerManager,
+		"k8s/kube-scheduler":          tools.Scheduler,
+		"k8s/kubelet":                 tools.Kubelet,
+		"k8s/kubectl":                 tools.Kubectl,
+		"k8s/etcd":                    tools.Etcd,
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	imageTool, err := harness.GoBuild(ctx, "", "./hack/image")
+	if err != nil {
+		return nil, err
+	}
+	archive := filepath.Join(a.Dir, "bin", "nri-cpumanager-image.tar")
+	cmd := exec.CommandContext(ctx, imageTool, "-o", archive, "-name", "localhost/nri-cpumanager", "-tag", "e2e")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build the plugin's image: %w\n%s", err, out)
+	}
+	files["plugin-image.tar"] = archive
+	deploy := filepath.Join(root, "deploy")
+	err = filepath.WalkDir(deploy, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		files["repo/"+filepath.ToSlash(rel)] = path
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list deploy/: %w", err)
+	}
+	return files, nil
+}
+
+// SuitesFiles builds what the suites boot adds to its payload: the e2e
+// suites' test binary (package test/e2e with tag e2e), the demo and the
+// plugin the harness runs for them (pinall), static, and the scenario
+// files the demo reads.
+func SuitesFiles(ctx context.Context, a *Assets) (map[string]string, error) {
+	files := map[string]string{}
+	for name, b := range map[string]struct {
+		pkg  string
+		opts harness.BuildOptions
+	}{
+		"e2e.test":   {"./test/e2e", harness.BuildOptions{Static: true, Test: true, Tags: []string{"e2e"}}},
+		"bin/demo":   {"./test/e2e/demo", harness.BuildOptions{Static: true}},
+		"bin/pinall": {"./test/e2e/internal/pinall", harness.BuildOptions{Static: true}},
+	} {
+		bin := filepath.Join(a.Dir, "bin", filepath.Base(name))
+		if err := harness.GoBuildTo(ctx, b.pkg, bin, b.opts); err != nil {
+			return nil, err
+		}
+		files[name] = bin
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	scenarios, err := filepath.Glob(filepath.Join(root, "test", "scenarios", "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range scenarios {
+		files["repo/test/scenarios/"+filepath.Base(s)] = s
+	}
+	return files, nil
+}

@@ -1,0 +1,97 @@
+package vm
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestQEMUArgs(t *testing.T) {
+	got := strings.Join(Production.qemuArgs(), " ")
+	want := "-cpu Skylake-Server -smp 16,sockets=2,cores=4,threads=2 -m 4096M " +
+		"-object memory-backend-ram,id=m0,size=2048M -numa node,nodeid=0,cpus=0-7,memdev=m0 " +
+		"-object memory-backend-ram,id=m1,size=2048M -numa node,nodeid=1,cpus=8-15,memdev=m1"
+	if got != want {
+		t.Errorf("qemuArgs =\n%s\nwant\n%s", got, want)
+	}
+	if Production.CPUs() != 16 {
+		t.Errorf("CPUs() = %d", Production.CPUs())
+	}
+}
+
+func TestAptMirror(t *testing.T) {
+	deb822 := `Types: deb
+# http://snapshot.debian.org/archive/debian/20250520T000000Z
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+`
+	if got := mirrorFromDeb822(deb822, "bookworm"); got != "http://deb.debian.org/debian" {
+		t.Errorf("deb822: %q", got)
+	}
+	if got := mirrorFromDeb822(deb822, "trixie"); got != "" {
+		t.Errorf("deb822, another suite: %q", got)
+	}
+	oneLine := "# comment\ndeb-src http://src.example/debian bookworm main\ndeb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian bookworm main\n"
+	if got := mirrorFromOneLine(oneLine, "bookworm"); got != "http://mirror.example/debian" {
+		t.Errorf("one-line: %q", got)
+	}
+}
+
+func TestModuleName(t *testing.T) {
+	for file, want := range map[string]string{"9pnet_virtio.ko": "9pnet_virtio", "virtio-pci.ko.xz": "virtio_pci", "dummy.ko.zst": "dummy"} {
+		if got, ok := moduleName(file); !ok || got != want {
+			t.Errorf("moduleName(%s) = %q, %v", file, got, ok)
+		}
+	}
+	if _, ok := moduleName("modules.order"); ok {
+		t.Error("modules.order is a module")
+	}
+}
+
+func TestBootScript(t *testing.T) {
+	s := bootScript(PayloadOptions{Init: SystemdInit, Env: map[string]string{"B": "it's", "A": "1"},
+		Command: []string{"/vm/guest.test", "-test.run", "^(A|B)$"}})
+	for _, want := range []string{
+		"export A='1'\nexport B='it'\\''s'\n",
+		"ip addr add 10.0.2.15/24 dev dummy0",
+		`{ '/vm/guest.test' '-test.run' '^(A|B)$' 2>&1; echo "NRIVM-EXIT $?"; } | tee /vm/results/output.txt | sed -u 's/^/NRIVM| /'`,
+		"sync\n/bin/busybox poweroff -f\n",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("boot.sh lacks %q:\n%s", want, s)
+		}
+	}
+	if shell := bootScript(PayloadOptions{Init: BusyboxInit}); !strings.Contains(shell, "setsid -w -c /bin/bash -l") {
+		t.Errorf("boot.sh without a command starts no shell:\n%s", shell)
+	}
+}
+
+func TestParseOutput(t *testing.T) {
+	out := `=== RUN   TestTopology
+--- PASS: TestTopology (0.05s)
+=== RUN   TestA
+    a_test.go:1: something
+    --- FAIL: TestA/sub (1.00s)
+--- FAIL: TestA (2.50s)
+=== RUN   TestB
+--- SKIP: TestB (0.00s)
+    b_test.go:3: needs isolcpus
+FAIL
+NRIVM-EXIT 1
+`
+	exit, tests := parseOutput(out)
+	want := []TestOutcome{{"TestTopology", "PASS", "0.05s"}, {"TestA", "FAIL", "2.50s"}, {"TestB", "SKIP", "0.00s"}}
+	if exit != 1 || !reflect.DeepEqual(tests, want) {
+		t.Errorf("parseOutput = %d, %+v; want 1, %+v", exit, tests, want)
+	}
+	if exit, _ := parseOutput("=== RUN   TestA\n"); exit != -1 {
+		t.Errorf("no exit line: %d, want -1", exit)
+	}
+}
