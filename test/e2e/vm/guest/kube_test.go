@@ -6,12 +6,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
@@ -39,7 +45,9 @@ const (
 // with `kubectl patch --subresource resize`; its cpuset is read in its
 // cgroup (cpuset.cpus, cpuset.cpus.effective), the pod cgroup's cpu.max
 // and Cpus_allowed_list inside it; a shrink below its original CPUs shows
-// the plugin's refusal in the pod's PodResizeInProgress condition.
+// the plugin's refusal in the pod's PodResizeInProgress condition. Then a
+// pod of two pinned containers: a resize that shrinks one and grows the
+// other beyond what is free is refused as a whole, nothing applied.
 func TestKubernetes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(k8sDir, "kubelet")); err != nil {
 		t.Skipf("needs the Kubernetes boot's binaries in %s: %v", k8sDir, err)
@@ -136,6 +144,8 @@ func TestKubernetes(t *testing.T) {
 	k.resize(ctx, "pinned", 2)
 	k.waitResized(ctx, "pinned", 2)
 
+	k.multiContainerResize(ctx, pluginCtr)
+
 	// The DaemonSet's plugin verified every cpuset on cgroup v2.
 	log := cluster.ContainerLogTails(pluginNamespace, 100000)
 	if !verifiesOnV2.MatchString(log) {
@@ -148,6 +158,136 @@ func TestKubernetes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// multiContainerResize is KEP-5554's multi-container case that needs the
+// Kubernetes API and more CPUs than the host has: a pod of two pinned
+// containers asks for one to shrink and the other to grow beyond what is
+// free. The kubelet sends the pod's new total first (UpdatePodSandboxResources),
+// the plugin, reading every container's new resources from the pod's spec
+// through its watch, refuses the resize as a whole there, and the kubelet
+// stops before touching any cgroup: the shrink that would have gone
+// through on its own (NRI alone sees one container at a time) is not
+// applied either.
+func (k *kube) multiContainerResize(ctx context.Context, pluginCtr *harness.Container) {
+	t := k.t
+	start := time.Now()
+	if v, err := metricValue(ctx, `nri_cpumanager_kubernetes_api_available{feature="pods"}`); err != nil || v != 1 {
+		t.Fatalf("kubernetes_api_available{feature=\"pods\"} = %v (%v), want 1: the plugin runs without the API", v, err)
+	}
+	// CPU 0 reserved (deploy/'s configuration), "pinned" on 2-3: 13 CPUs
+	// free for exclusive use.
+	k.apply(ctx, twoContainerPod("multi", k.cluster.NodeName, 2, 2))
+	pod := k.waitReady(ctx, "multi")
+	c1, c2 := k.attach(ctx, pod, "c1"), k.attach(ctx, pod, "c2")
+	original := exclusiveCPUs(ctx, t, c1, 2)
+
+	// c1 grows to 4 first, keeping its CPUs, so that it may shrink back.
+	k.resizeTo(ctx, "multi", map[string]int{"c1": 4})
+	k.waitResizedTo(ctx, "multi", map[string]int{"c1": 4, "c2": 2})
+	grown := exclusiveCPUs(ctx, t, c1, 4)
+	if !original.IsSubsetOf(grown) {
+		t.Errorf("c1 grew from %s to %s, losing CPUs it started with", original, grown)
+	}
+	t.Logf("multi: c1 grown from %s to %s %v into the multi-container case", original, grown, time.Since(start).Round(time.Second))
+	// What must not move, read from the cgroup files only: exec into a
+	// container costs seconds in the emulated guest.
+	cgroups := map[string]*harness.Cgroup{}
+	for name, c := range map[string]*harness.Container{"c1": c1, "c2": c2, "plugin": pluginCtr} {
+		cg, err := c.Cgroup(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cgroups[name] = cg
+	}
+	read := func() map[string]string {
+		got := map[string]string{}
+		for name, cg := range cgroups {
+			cpus, err := cg.AllowedCPUs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[name] = cpus.String()
+			if name != "plugin" {
+				quota, err := cg.ReadFile("cpu", "cpu.max")
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[name+" cpu.max"] = quota
+			}
+		}
+		return got
+	}
+	before := read()
+	if before["c1"] != grown.String() || must(before["c2"]).Size() != 2 || before["c1 cpu.max"] != "400000 100000" || before["c2 cpu.max"] != "200000 100000" {
+		t.Errorf("multi before its resize: %v, want c1 on %s and 4 CPUs of quota, c2 on 2 CPUs", before, grown)
+	}
+
+	// c1 back to 2 (allowed: its original CPUs), c2 to 12: 9 CPUs would
+	// be free after c1's shrink, c2 needs 10 more. The node's allocatable
+	// (16 CPUs, all requested now) lets the kubelet ask the runtime.
+	k.resizeTo(ctx, "multi", map[string]int{"c1": 2, "c2": 12})
+	cond := k.waitResizeError(ctx, "multi", regexp.MustCompile(
+		`(Infeasible|Deferred): resizeAllocateCPUs(Error)?: pod default/multi's resize is refused as a whole, its containers unchanged: container c2: `))
+	t.Logf("PodResizeInProgress: reason %s, message %q", cond.Reason, cond.Message)
+	// The kubelet retries about once a second: look again after a few.
+	time.Sleep(5 * time.Second)
+	if after := read(); !maps.Equal(after, before) {
+		t.Errorf("the refused resize changed cgroups: before %v, after %v", before, after)
+	}
+	if c := k.pod(ctx, "multi").container("c1"); c == nil || c.Resources == nil || c.Resources.Limits["cpu"] != "4" {
+		t.Errorf("c1's status after the refusal: %+v, want its 4 CPUs: the kubelet applied part of a refused resize", c)
+	}
+
+	// The spec put back: the condition clears, nothing moved.
+	k.resizeTo(ctx, "multi", map[string]int{"c1": 4, "c2": 2})
+	k.waitResizedTo(ctx, "multi", map[string]int{"c1": 4, "c2": 2})
+	if after := read(); !maps.Equal(after, before) {
+		t.Errorf("the resize put back changed cgroups: before %v, after %v", before, after)
+	}
+	t.Logf("multi-container case done in %v", time.Since(start).Round(time.Second))
+}
+
+// exclusiveCPUs waits until the container runs on n CPUs (the same set
+// everywhere it is read) and returns them.
+func exclusiveCPUs(ctx context.Context, t *testing.T, c *harness.Container, n int) cpuset.CPUSet {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var got cpusOf
+	err := harness.Poll(ctx, func() (bool, error) {
+		var err error
+		got, _, err = readCPUs(ctx, c)
+		return err == nil && got.cpus.Size() == n && got.all(got.cpus), err
+	})
+	if err != nil {
+		t.Fatalf("%s: %s; want %d CPUs everywhere (%v)", c, got, n, err)
+	}
+	return got.cpus
+}
+
+// metricValue reads one sample of the plugin's metrics (the DaemonSet runs
+// on the guest's host network).
+func metricValue(ctx context.Context, series string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:9101/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("no sample %s in the plugin's metrics", series)
 }
 
 // kube drives the guest's cluster with kubectl.
@@ -184,6 +324,10 @@ func (k *kube) overlay() string {
 	if err != nil {
 		k.t.Fatal(err)
 	}
+	apiHost, apiPort, err := k.cluster.APIServerHostPort()
+	if err != nil {
+		k.t.Fatal(err)
+	}
 	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
@@ -204,12 +348,23 @@ spec:
   template:
     spec:
       hostNetwork: true
+      containers:
+      - name: nri-cpumanager
+        resources:
+          # The multi-container resize asks for every CPU of the node:
+          # with the plugin's 100m the kubelet would defer it itself.
+          requests: {cpu: "0"}
+        env:
+        # No kube-proxy: the kubernetes Service's cluster IP leads nowhere,
+        # the API server's loopback address does (the host network).
+        - {name: KUBERNETES_SERVICE_HOST, value: %q}
+        - {name: KUBERNETES_SERVICE_PORT, value: %q}
       volumes:
       - name: nri
         hostPath: {path: %q, type: Directory}
       - name: state
         hostPath: {path: %q, type: DirectoryOrCreate}
-`, k.env.Containerd.NRISocketDir(), filepath.Join(k.cluster.Dir, "nri-cpumanager"))
+`, apiHost, apiPort, k.env.Containerd.NRISocketDir(), filepath.Join(k.cluster.Dir, "nri-cpumanager"))
 	for name, content := range map[string]string{"kustomization.yaml": kustomization, "daemonset-patch.yaml": patch} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			k.t.Fatal(err)
@@ -340,34 +495,53 @@ func (k *kube) attach(ctx context.Context, p *kubePod, name string) *harness.Con
 // resize asks for cpus whole CPUs (and 64Mi) for the pod's container
 // "app" through the resize subresource, as a user would.
 func (k *kube) resize(ctx context.Context, name string, cpus int) {
+	k.resizeTo(ctx, name, map[string]int{"app": cpus})
+}
+
+// resizeTo asks, in one patch of the resize subresource, for whole CPUs
+// (and 64Mi) for each named container of the pod.
+func (k *kube) resizeTo(ctx context.Context, name string, cpus map[string]int) {
 	k.t.Helper()
-	r := map[string]string{"cpu": fmt.Sprint(cpus), "memory": "64Mi"}
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"containers": []any{
-		map[string]any{"name": "app", "resources": map[string]any{"requests": r, "limits": r}},
-	}}})
+	var containers []any
+	for c, n := range cpus {
+		r := map[string]string{"cpu": fmt.Sprint(n), "memory": "64Mi"}
+		containers = append(containers, map[string]any{"name": c, "resources": map[string]any{"requests": r, "limits": r}})
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"containers": containers}})
 	if err != nil {
 		k.t.Fatal(err)
 	}
 	k.kubectl(ctx, "patch", "pod", name, "--subresource", "resize", "--patch", string(patch))
 }
 
-// waitResized waits until the pod's container runs with cpus CPUs and no
-// resize is in progress or pending.
+// waitResized waits until the pod's container "app" runs with cpus CPUs
+// and no resize is in progress or pending.
 func (k *kube) waitResized(ctx context.Context, name string, cpus int) {
+	k.waitResizedTo(ctx, name, map[string]int{"app": cpus})
+}
+
+// waitResizedTo waits until each named container of the pod runs with its
+// CPUs (the kubelet's status) and no resize is in progress or pending.
+func (k *kube) waitResizedTo(ctx context.Context, name string, cpus map[string]int) {
 	k.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	var p *kubePod
 	err := harness.Poll(ctx, func() (bool, error) {
 		p = k.pod(ctx, name)
-		c := p.container("app")
-		if c == nil || c.Resources == nil || p.condition("PodResizeInProgress") != nil || p.condition("PodResizePending") != nil {
+		if p.condition("PodResizeInProgress") != nil || p.condition("PodResizePending") != nil {
 			return false, nil
 		}
-		return c.Resources.Limits["cpu"] == fmt.Sprint(cpus), nil
+		for cname, n := range cpus {
+			c := p.container(cname)
+			if c == nil || c.Resources == nil || c.Resources.Limits["cpu"] != fmt.Sprint(n) {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 	if err != nil {
-		k.t.Fatalf("pod %s not resized to %d CPUs: %v; conditions %+v", name, cpus, err, p.Status.Conditions)
+		k.t.Fatalf("pod %s not resized to %v CPUs: %v; conditions %+v", name, cpus, err, p.Status.Conditions)
 	}
 }
 
@@ -404,6 +578,24 @@ func podManifest(name, nodeName, resources string) string {
     "containers": [{"name": "app", "image": %q, "imagePullPolicy": "Never", "resources": %s}]
   }
 }`, name, nodeName, harness.BusyboxImage, resources)
+}
+
+// twoContainerPod returns a Guaranteed pod for the node on the host
+// network with two containers "c1" and "c2" of the busybox image, of whole
+// CPUs each.
+func twoContainerPod(name, nodeName string, c1, c2 int) string {
+	return fmt.Sprintf(`{
+  "apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": %q, "namespace": "default"},
+  "spec": {
+    "nodeName": %q, "hostNetwork": true, "automountServiceAccountToken": false,
+    "enableServiceLinks": false, "terminationGracePeriodSeconds": 1,
+    "containers": [
+      {"name": "c1", "image": %q, "imagePullPolicy": "Never", "resources": %s},
+      {"name": "c2", "image": %q, "imagePullPolicy": "Never", "resources": %s}
+    ]
+  }
+}`, name, nodeName, harness.BusyboxImage, guaranteedCPUs(c1), harness.BusyboxImage, guaranteedCPUs(c2))
 }
 
 // guaranteedCPUs is a Guaranteed container's resources with whole CPUs.
