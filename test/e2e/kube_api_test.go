@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -276,7 +275,7 @@ func (k *kube) withoutTheAPI(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	setPort := func(ctx context.Context, p string) *kubePod {
+	setPort := func(ctx context.Context, p string) *harness.KubePod {
 		t.Helper()
 		old := k.pluginPod(ctx, t)
 		if _, err := k.cluster.Kubectl(ctx, "set", "env", "daemonset/nri-cpumanager", "-n", pluginNamespace, "KUBERNETES_SERVICE_PORT="+p); err != nil {
@@ -373,27 +372,7 @@ func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 
 // metricValue reads one sample of the plugin's metrics.
 func metricValue(ctx context.Context, series string) (float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pluginMetrics, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(l, series+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
-		}
-	}
-	return 0, fmt.Errorf("no %s in the plugin's metrics", series)
+	return harness.MetricValue(ctx, pluginMetrics, series)
 }
 
 func httpStatus(ctx context.Context, url string) (int, error) {

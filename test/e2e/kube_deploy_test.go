@@ -56,16 +56,12 @@ func buildPluginImage(ctx context.Context, t *testing.T) string {
 // overlay writes a kustomization in a temporary directory that takes
 // deploy/ as it is, with its NodeResourceTopology component, and only
 // points the DaemonSet at this test's containerd, state directory, image
-// and API server (and puts it on the host network, and drops its CPU
-// request: see the patch).
+// and API server (see harness.DeployOverlay; on a 2-CPU node, the plugin's
+// 100m CPU request would make the kubelet defer a 1 -> 2 CPU growth itself,
+// and the test wants the plugin's answer).
 func overlay(t *testing.T, env *harness.Env, stateDir string, cluster *harness.Cluster) string {
 	t.Helper()
 	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	base, err := filepath.Rel(dir, filepath.Join(root, "deploy"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,53 +69,14 @@ func overlay(t *testing.T, env *harness.Env, stateDir string, cluster *harness.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- %s
-components:
-- %s/components/noderesourcetopology
-images:
-- name: ghcr.io/nri-cpumanager/nri-cpumanager
-  newName: %s
-  newTag: %s
-patches:
-- path: daemonset-patch.yaml
-`, base, base, pluginImageRepo, pluginImageTag)
-	patch := fmt.Sprintf(`apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: nri-cpumanager
-  namespace: nri-cpumanager
-spec:
-  template:
-    spec:
-      # The test node has no CNI: a pod network cannot be set up, the
-      # host's can.
-      hostNetwork: true
-      containers:
-      - name: nri-cpumanager
-        resources:
-          # On a 2-CPU node, the plugin's 100m would make the kubelet defer
-          # a 1 -> 2 CPU growth itself (2 CPUs + 100m > 2 allocatable)
-          # before asking the runtime, and the test wants the plugin's
-          # answer.
-          requests: {cpu: "0"}
-        env:
-        # No kube-proxy: the kubernetes Service's cluster IP leads nowhere,
-        # the API server's loopback address does (the host network).
-        - {name: KUBERNETES_SERVICE_HOST, value: %q}
-        - {name: KUBERNETES_SERVICE_PORT, value: %q}
-      volumes:
-      - name: nri
-        hostPath: {path: %q, type: Directory}
-      - name: state
-        hostPath: {path: %q, type: DirectoryOrCreate}
-`, apiHost, apiPort, env.Containerd.NRISocketDir(), stateDir)
-	for name, content := range map[string]string{"kustomization.yaml": kustomization, "daemonset-patch.yaml": patch} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	dir := t.TempDir()
+	o := harness.DeployOverlay{
+		Deploy: filepath.Join(root, "deploy"), Components: []string{"components/noderesourcetopology"},
+		Image: pluginImageRepo, Tag: pluginImageTag, NRISocketDir: env.Containerd.NRISocketDir(), StateDir: stateDir,
+		APIHost: apiHost, APIPort: apiPort,
+	}
+	if err := o.Write(dir); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }
@@ -149,74 +106,14 @@ func deployedConfig(t *testing.T) *config.Config {
 	return cfg
 }
 
-// The parts of Kubernetes objects the suite reads from `kubectl -o json`.
-type (
-	kubeMeta struct {
+// kubeEvent is the part of a core/v1 Event the suite reads.
+type kubeEvent struct {
+	Reason         string `json:"reason"`
+	Message        string `json:"message"`
+	Count          int    `json:"count"`
+	InvolvedObject struct {
 		Name string `json:"name"`
-		UID  string `json:"uid"`
-	}
-	kubeResources struct {
-		Limits map[string]string `json:"limits"`
-	}
-	kubeCondition struct {
-		Type    string `json:"type"`
-		Status  string `json:"status"`
-		Reason  string `json:"reason"`
-		Message string `json:"message"`
-	}
-	kubeContainerStatus struct {
-		Name        string `json:"name"`
-		ContainerID string `json:"containerID"`
-		State       struct {
-			Waiting *struct {
-				Reason  string `json:"reason"`
-				Message string `json:"message"`
-			} `json:"waiting"`
-			Running *struct{} `json:"running"`
-		} `json:"state"`
-		Resources *kubeResources `json:"resources"`
-	}
-	kubePod struct {
-		Metadata kubeMeta `json:"metadata"`
-		Status   struct {
-			Conditions        []kubeCondition       `json:"conditions"`
-			ContainerStatuses []kubeContainerStatus `json:"containerStatuses"`
-		} `json:"status"`
-	}
-	kubeEvent struct {
-		Reason         string `json:"reason"`
-		Message        string `json:"message"`
-		Count          int    `json:"count"`
-		InvolvedObject struct {
-			Name string `json:"name"`
-		} `json:"involvedObject"`
-	}
-)
-
-// condition returns the pod's condition of type typ, or nil.
-func (p *kubePod) condition(typ string) *kubeCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == typ {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// ready reports whether the pod's Ready condition is true.
-func (p *kubePod) ready() bool {
-	c := p.condition("Ready")
-	return c != nil && c.Status == "True"
-}
-
-// container returns the status of the pod's container called name, or nil.
-func (p *kubePod) container(name string) *kubeContainerStatus {
-	for i := range p.Status.ContainerStatuses {
-		if p.Status.ContainerStatuses[i].Name == name {
-			return &p.Status.ContainerStatuses[i]
-		}
-	}
-	return nil
+	} `json:"involvedObject"`
 }
 
 // podManifest returns a pod for the test node on the host network with one

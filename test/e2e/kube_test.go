@@ -350,11 +350,11 @@ func (k *kube) failClosed(ctx context.Context, t *testing.T, exclusive cpuset.CP
 	var waiting string
 	err := harness.Poll(ctx, func() (bool, error) {
 		p := k.pod(ctx, t, "late")
-		if c := p.container("app"); c != nil && c.State.Waiting != nil && c.State.Waiting.Message != "" {
+		if c := p.Container("app"); c != nil && c.State.Waiting != nil && c.State.Waiting.Message != "" {
 			waiting = c.State.Waiting.Reason + ": " + c.State.Waiting.Message
 			return c.State.Waiting.Reason == "CreateContainerError", nil
 		}
-		if c := p.container("app"); c != nil && c.State.Running != nil {
+		if c := p.Container("app"); c != nil && c.State.Running != nil {
 			return false, fmt.Errorf("the pod runs although the plugin is away")
 		}
 		return false, nil
@@ -466,9 +466,9 @@ func (k *kube) apply(ctx context.Context, t *testing.T, manifest string) {
 }
 
 // pod returns a pod of the default namespace.
-func (k *kube) pod(ctx context.Context, t *testing.T, name string) *kubePod {
+func (k *kube) pod(ctx context.Context, t *testing.T, name string) *harness.KubePod {
 	t.Helper()
-	var p kubePod
+	var p harness.KubePod
 	if err := k.cluster.KubectlJSON(ctx, &p, "get", "pod", name); err != nil {
 		t.Fatal(err)
 	}
@@ -476,17 +476,17 @@ func (k *kube) pod(ctx context.Context, t *testing.T, name string) *kubePod {
 }
 
 // pluginPod returns the DaemonSet's one pod.
-func (k *kube) pluginPod(ctx context.Context, t *testing.T) *kubePod {
+func (k *kube) pluginPod(ctx context.Context, t *testing.T) *harness.KubePod {
 	t.Helper()
 	var list struct {
-		Items []kubePod `json:"items"`
+		Items []harness.KubePod `json:"items"`
 	}
 	if err := k.cluster.KubectlJSON(ctx, &list, "get", "pods", "-n", pluginNamespace, "-l", pluginSelector); err != nil {
 		t.Fatal(err)
 	}
-	var live []kubePod
+	var live []harness.KubePod
 	for _, p := range list.Items {
-		if p.ready() {
+		if p.Ready() {
 			live = append(live, p)
 		}
 	}
@@ -501,22 +501,22 @@ func (k *kube) pluginPod(ctx context.Context, t *testing.T) *kubePod {
 // UID notUID, and `kubectl rollout status` agrees; it returns that pod.
 // (rollout status alone can answer before the DaemonSet controller has
 // seen a node just labelled.)
-func (k *kube) waitPluginReady(ctx context.Context, t *testing.T, notUID string) *kubePod {
+func (k *kube) waitPluginReady(ctx context.Context, t *testing.T, notUID string) *harness.KubePod {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
-	var found *kubePod
+	var found *harness.KubePod
 	var last string
 	err := harness.Poll(ctx, func() (bool, error) {
 		var list struct {
-			Items []kubePod `json:"items"`
+			Items []harness.KubePod `json:"items"`
 		}
 		if err := k.cluster.KubectlJSON(ctx, &list, "get", "pods", "-n", pluginNamespace, "-l", pluginSelector); err != nil {
 			last = err.Error()
 			return false, nil
 		}
 		last = fmt.Sprintf("%d pods", len(list.Items))
-		if len(list.Items) != 1 || list.Items[0].Metadata.UID == notUID || !list.Items[0].ready() {
+		if len(list.Items) != 1 || list.Items[0].Metadata.UID == notUID || !list.Items[0].Ready() {
 			return false, nil
 		}
 		found = &list.Items[0]
@@ -542,14 +542,14 @@ func (k *kube) describePlugin(ctx context.Context) string {
 }
 
 // waitRunning waits for a pod of the default namespace to be Ready.
-func (k *kube) waitRunning(ctx context.Context, t *testing.T, name string) *kubePod {
+func (k *kube) waitRunning(ctx context.Context, t *testing.T, name string) *harness.KubePod {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	var p *kubePod
+	var p *harness.KubePod
 	if err := harness.Poll(ctx, func() (bool, error) {
 		p = k.pod(ctx, t, name)
-		return p.ready(), nil
+		return p.Ready(), nil
 	}); err != nil {
 		out, _ := k.cluster.Kubectl(context.Background(), "describe", "pod", name)
 		t.Fatalf("pod %s not Ready: %v\n%s", name, err, out)
@@ -558,9 +558,9 @@ func (k *kube) waitRunning(ctx context.Context, t *testing.T, name string) *kube
 }
 
 // attach returns the CRI view of a pod's container.
-func (k *kube) attach(ctx context.Context, t *testing.T, p *kubePod, name string) *harness.Container {
+func (k *kube) attach(ctx context.Context, t *testing.T, p *harness.KubePod, name string) *harness.Container {
 	t.Helper()
-	cs := p.container(name)
+	cs := p.Container(name)
 	if cs == nil || cs.ContainerID == "" {
 		t.Fatalf("pod %s has no container %s yet", p.Metadata.Name, name)
 	}
@@ -596,13 +596,13 @@ func (k *kube) putBack(t *testing.T, name, cpu, memory string) {
 
 // waitResized waits until the pod's container runs with the given
 // resources and no resize is in progress or pending.
-func (k *kube) waitResized(ctx context.Context, t *testing.T, name, cpu, memory string) *kubePod {
+func (k *kube) waitResized(ctx context.Context, t *testing.T, name, cpu, memory string) *harness.KubePod {
 	t.Helper()
-	var p *kubePod
+	var p *harness.KubePod
 	err := harness.Poll(ctx, func() (bool, error) {
 		p = k.pod(ctx, t, name)
-		c := p.container("app")
-		if c == nil || c.Resources == nil || p.condition("PodResizeInProgress") != nil || p.condition("PodResizePending") != nil {
+		c := p.Container("app")
+		if c == nil || c.Resources == nil || p.Condition("PodResizeInProgress") != nil || p.Condition("PodResizePending") != nil {
 			return false, nil
 		}
 		return c.Resources.Limits["cpu"] == cpu && c.Resources.Limits["memory"] == memory, nil
@@ -615,16 +615,16 @@ func (k *kube) waitResized(ctx context.Context, t *testing.T, name, cpu, memory 
 
 // waitResizeError waits for the pod's PodResizeInProgress condition with
 // reason Error and a message matching want, and returns it.
-func (k *kube) waitResizeError(ctx context.Context, t *testing.T, name string, want *regexp.Regexp) kubeCondition {
+func (k *kube) waitResizeError(ctx context.Context, t *testing.T, name string, want *regexp.Regexp) harness.KubeCondition {
 	t.Helper()
-	var last kubeCondition
+	var last harness.KubeCondition
 	err := harness.Poll(ctx, func() (bool, error) {
 		p := k.pod(ctx, t, name)
-		if c := p.condition("PodResizeInProgress"); c != nil {
+		if c := p.Condition("PodResizeInProgress"); c != nil {
 			last = *c
 			return c.Reason == "Error" && want.MatchString(c.Message), nil
 		}
-		if c := p.condition("PodResizePending"); c != nil {
+		if c := p.Condition("PodResizePending"); c != nil {
 			last = *c
 		}
 		return false, nil
@@ -678,7 +678,7 @@ func (k *kube) cpusets(ctx context.Context, t *testing.T) map[string]cpuset.CPUS
 	t.Helper()
 	out := map[string]cpuset.CPUSet{}
 	var list struct {
-		Items []kubePod `json:"items"`
+		Items []harness.KubePod `json:"items"`
 	}
 	for _, ns := range []string{"default", pluginNamespace} {
 		if err := k.cluster.KubectlJSON(ctx, &list, "get", "pods", "-n", ns); err != nil {

@@ -6,13 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -235,7 +232,7 @@ func (k *kube) multiContainerResize(ctx context.Context, pluginCtr *harness.Cont
 	if after := read(); !maps.Equal(after, before) {
 		t.Errorf("the refused resize changed cgroups: before %v, after %v", before, after)
 	}
-	if c := k.pod(ctx, "multi").container("c1"); c == nil || c.Resources == nil || c.Resources.Limits["cpu"] != "4" {
+	if c := k.pod(ctx, "multi").Container("c1"); c == nil || c.Resources == nil || c.Resources.Limits["cpu"] != "4" {
 		t.Errorf("c1's status after the refusal: %+v, want its 4 CPUs: the kubelet applied part of a refused resize", c)
 	}
 
@@ -269,25 +266,7 @@ func exclusiveCPUs(ctx context.Context, t *testing.T, c *harness.Container, n in
 // metricValue reads one sample of the plugin's metrics (the DaemonSet runs
 // on the guest's host network).
 func metricValue(ctx context.Context, series string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:9101/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
-		}
-	}
-	return 0, fmt.Errorf("no sample %s in the plugin's metrics", series)
+	return harness.MetricValue(ctx, "http://127.0.0.1:9101/metrics", series)
 }
 
 // kube drives the guest's cluster with kubectl.
@@ -318,112 +297,26 @@ func (k *kube) apply(ctx context.Context, manifest string) {
 // the imported image, on the host network (the node has no CNI).
 func (k *kube) overlay() string {
 	k.t.Helper()
-	dir := k.t.TempDir()
-	// kustomize takes a relative path to its base only.
-	base, err := filepath.Rel(dir, deployDir)
-	if err != nil {
-		k.t.Fatal(err)
-	}
 	apiHost, apiPort, err := k.cluster.APIServerHostPort()
 	if err != nil {
 		k.t.Fatal(err)
 	}
-	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- %s
-images:
-- name: ghcr.io/nri-cpumanager/nri-cpumanager
-  newName: %s
-  newTag: %s
-patches:
-- path: daemonset-patch.yaml
-`, base, pluginImageRepo, pluginImageTag)
-	patch := fmt.Sprintf(`apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: nri-cpumanager
-  namespace: nri-cpumanager
-spec:
-  template:
-    spec:
-      hostNetwork: true
-      containers:
-      - name: nri-cpumanager
-        resources:
-          # The multi-container resize asks for every CPU of the node:
-          # with the plugin's 100m the kubelet would defer it itself.
-          requests: {cpu: "0"}
-        env:
-        # No kube-proxy: the kubernetes Service's cluster IP leads nowhere,
-        # the API server's loopback address does (the host network).
-        - {name: KUBERNETES_SERVICE_HOST, value: %q}
-        - {name: KUBERNETES_SERVICE_PORT, value: %q}
-      volumes:
-      - name: nri
-        hostPath: {path: %q, type: Directory}
-      - name: state
-        hostPath: {path: %q, type: DirectoryOrCreate}
-`, apiHost, apiPort, k.env.Containerd.NRISocketDir(), filepath.Join(k.cluster.Dir, "nri-cpumanager"))
-	for name, content := range map[string]string{"kustomization.yaml": kustomization, "daemonset-patch.yaml": patch} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			k.t.Fatal(err)
-		}
+	dir := k.t.TempDir()
+	o := harness.DeployOverlay{
+		Deploy: deployDir, Image: pluginImageRepo, Tag: pluginImageTag,
+		NRISocketDir: k.env.Containerd.NRISocketDir(), StateDir: filepath.Join(k.cluster.Dir, "nri-cpumanager"),
+		APIHost: apiHost, APIPort: apiPort,
+	}
+	if err := o.Write(dir); err != nil {
+		k.t.Fatal(err)
 	}
 	return dir
 }
 
-// The parts of Kubernetes objects the test reads.
-type (
-	kubeCondition struct {
-		Type, Status, Reason, Message string
-	}
-	kubeContainerStatus struct {
-		Name        string `json:"name"`
-		ContainerID string `json:"containerID"`
-		Resources   *struct {
-			Limits map[string]string `json:"limits"`
-		} `json:"resources"`
-	}
-	kubePod struct {
-		Metadata struct {
-			Name string `json:"name"`
-			UID  string `json:"uid"`
-		} `json:"metadata"`
-		Status struct {
-			Conditions        []kubeCondition       `json:"conditions"`
-			ContainerStatuses []kubeContainerStatus `json:"containerStatuses"`
-		} `json:"status"`
-	}
-)
-
-func (p *kubePod) condition(typ string) *kubeCondition {
-	for i := range p.Status.Conditions {
-		if p.Status.Conditions[i].Type == typ {
-			return &p.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-func (p *kubePod) ready() bool {
-	c := p.condition("Ready")
-	return c != nil && c.Status == "True"
-}
-
-func (p *kubePod) container(name string) *kubeContainerStatus {
-	for i := range p.Status.ContainerStatuses {
-		if p.Status.ContainerStatuses[i].Name == name {
-			return &p.Status.ContainerStatuses[i]
-		}
-	}
-	return nil
-}
-
-func (k *kube) pods(ctx context.Context, args ...string) []kubePod {
+func (k *kube) pods(ctx context.Context, args ...string) []harness.KubePod {
 	k.t.Helper()
 	var list struct {
-		Items []kubePod `json:"items"`
+		Items []harness.KubePod `json:"items"`
 	}
 	if err := k.cluster.KubectlJSON(ctx, &list, append([]string{"get", "pods"}, args...)...); err != nil {
 		k.t.Fatal(err)
@@ -431,9 +324,9 @@ func (k *kube) pods(ctx context.Context, args ...string) []kubePod {
 	return list.Items
 }
 
-func (k *kube) pod(ctx context.Context, name string) *kubePod {
+func (k *kube) pod(ctx context.Context, name string) *harness.KubePod {
 	k.t.Helper()
-	var p kubePod
+	var p harness.KubePod
 	if err := k.cluster.KubectlJSON(ctx, &p, "get", "pod", name); err != nil {
 		k.t.Fatal(err)
 	}
@@ -442,14 +335,14 @@ func (k *kube) pod(ctx context.Context, name string) *kubePod {
 
 // waitPluginReady waits until the DaemonSet has one pod, Ready through its
 // probes.
-func (k *kube) waitPluginReady(ctx context.Context) *kubePod {
+func (k *kube) waitPluginReady(ctx context.Context) *harness.KubePod {
 	k.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
-	var found *kubePod
+	var found *harness.KubePod
 	err := harness.Poll(ctx, func() (bool, error) {
 		items := k.pods(ctx, "-n", pluginNamespace, "-l", pluginSelector)
-		if len(items) == 1 && items[0].ready() {
+		if len(items) == 1 && items[0].Ready() {
 			found = &items[0]
 			return true, nil
 		}
@@ -463,14 +356,14 @@ func (k *kube) waitPluginReady(ctx context.Context) *kubePod {
 }
 
 // waitReady waits for a pod of the default namespace to be Ready.
-func (k *kube) waitReady(ctx context.Context, name string) *kubePod {
+func (k *kube) waitReady(ctx context.Context, name string) *harness.KubePod {
 	k.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	var p *kubePod
+	var p *harness.KubePod
 	if err := harness.Poll(ctx, func() (bool, error) {
 		p = k.pod(ctx, name)
-		return p.ready(), nil
+		return p.Ready(), nil
 	}); err != nil {
 		out, _ := k.cluster.Kubectl(context.Background(), "describe", "pod", name)
 		k.t.Fatalf("pod %s not Ready: %v\n%s", name, err, out)
@@ -479,9 +372,9 @@ func (k *kube) waitReady(ctx context.Context, name string) *kubePod {
 }
 
 // attach returns the CRI view of a pod's container.
-func (k *kube) attach(ctx context.Context, p *kubePod, name string) *harness.Container {
+func (k *kube) attach(ctx context.Context, p *harness.KubePod, name string) *harness.Container {
 	k.t.Helper()
-	cs := p.container(name)
+	cs := p.Container(name)
 	if cs == nil || cs.ContainerID == "" {
 		k.t.Fatalf("pod %s has no container %s yet", p.Metadata.Name, name)
 	}
@@ -526,14 +419,14 @@ func (k *kube) waitResizedTo(ctx context.Context, name string, cpus map[string]i
 	k.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	var p *kubePod
+	var p *harness.KubePod
 	err := harness.Poll(ctx, func() (bool, error) {
 		p = k.pod(ctx, name)
-		if p.condition("PodResizeInProgress") != nil || p.condition("PodResizePending") != nil {
+		if p.Condition("PodResizeInProgress") != nil || p.Condition("PodResizePending") != nil {
 			return false, nil
 		}
 		for cname, n := range cpus {
-			c := p.container(cname)
+			c := p.Container(cname)
 			if c == nil || c.Resources == nil || c.Resources.Limits["cpu"] != fmt.Sprint(n) {
 				return false, nil
 			}
@@ -547,14 +440,14 @@ func (k *kube) waitResizedTo(ctx context.Context, name string, cpus map[string]i
 
 // waitResizeError waits for the pod's PodResizeInProgress condition with
 // reason Error and a message matching want.
-func (k *kube) waitResizeError(ctx context.Context, name string, want *regexp.Regexp) kubeCondition {
+func (k *kube) waitResizeError(ctx context.Context, name string, want *regexp.Regexp) harness.KubeCondition {
 	k.t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	var last kubeCondition
+	var last harness.KubeCondition
 	err := harness.Poll(ctx, func() (bool, error) {
 		p := k.pod(ctx, name)
-		if c := p.condition("PodResizeInProgress"); c != nil {
+		if c := p.Condition("PodResizeInProgress"); c != nil {
 			last = *c
 			return c.Reason == "Error" && want.MatchString(c.Message), nil
 		}

@@ -1,0 +1,112 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func TestMetricValue(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, "# HELP x y\nnri_cpumanager_kubernetes_api_available{feature=\"events\"} 0\nnri_cpumanager_kubernetes_api_available{feature=\"pods\"} 1\nother 2.5\n")
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		series  string
+		want    float64
+		wantErr string
+	}{
+		{`nri_cpumanager_kubernetes_api_available{feature="pods"}`, 1, ""},
+		{`nri_cpumanager_kubernetes_api_available{feature="events"}`, 0, ""},
+		{"other", 2.5, ""},
+		{"missing", 0, "no missing in the metrics"},
+	} {
+		got, err := MetricValue(context.Background(), srv.URL, tc.series)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err %v, want %q", tc.series, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s = %v (%v), want %v", tc.series, got, err, tc.want)
+		}
+	}
+}
+
+func TestDeployOverlayWrite(t *testing.T) {
+	root := t.TempDir()
+	deploy, dir := filepath.Join(root, "deploy"), filepath.Join(root, "run", "overlay")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := DeployOverlay{Deploy: deploy, Components: []string{"components/nrt"}, Image: "localhost/p", Tag: "e2e",
+		NRISocketDir: "/run/nri", StateDir: "/var/lib/p", APIHost: "127.0.0.1", APIPort: "6443"}
+	if err := o.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		Resources  []string `json:"resources"`
+		Components []string `json:"components"`
+		Images     []struct {
+			NewName, NewTag string
+		} `json:"images"`
+	}
+	read := func(name string, v any) {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, v); err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, data)
+		}
+	}
+	read("kustomization.yaml", &k)
+	if len(k.Resources) != 1 || k.Resources[0] != "../../deploy" || len(k.Components) != 1 || k.Components[0] != "../../deploy/components/nrt" {
+		t.Errorf("kustomization: resources %v, components %v, want deploy/ and its component as relative paths", k.Resources, k.Components)
+	}
+	if len(k.Images) != 1 || k.Images[0].NewName != "localhost/p" || k.Images[0].NewTag != "e2e" {
+		t.Errorf("kustomization images %+v", k.Images)
+	}
+	var ds struct {
+		Spec struct {
+			Template struct {
+				Spec struct {
+					HostNetwork bool `json:"hostNetwork"`
+					Containers  []struct {
+						Env []struct{ Name, Value string } `json:"env"`
+					} `json:"containers"`
+					Volumes []struct {
+						Name     string
+						HostPath struct{ Path string } `json:"hostPath"`
+					} `json:"volumes"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	var patch map[string]any
+	read("daemonset-patch.yaml", &patch)
+	data, _ := yaml.Marshal(patch)
+	if err := yaml.Unmarshal(data, &ds); err != nil {
+		t.Fatal(err)
+	}
+	spec := ds.Spec.Template.Spec
+	if !spec.HostNetwork || len(spec.Containers) != 1 || len(spec.Containers[0].Env) != 2 ||
+		spec.Containers[0].Env[0].Value != "127.0.0.1" || spec.Containers[0].Env[1].Value != "6443" {
+		t.Errorf("daemonset patch: %+v", spec)
+	}
+	paths := map[string]string{}
+	for _, v := range spec.Volumes {
+		paths[v.Name] = v.HostPath.Path
+	}
+	if paths["nri"] != "/run/nri" || paths["state"] != "/var/lib/p" {
+		t.Errorf("daemonset patch volumes %v", paths)
+	}
+}

@@ -1,0 +1,85 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// DeployOverlay is how a suite runs the DaemonSet of the repository's
+// deploy/ on its cluster: deploy/ as it is, pointed at the suite's
+// containerd, state directory, image and API server.
+type DeployOverlay struct {
+	// Deploy is the deploy/ directory.
+	Deploy string
+	// Components are deploy/'s kustomize components to add, by their path
+	// under deploy/ (e.g. "components/noderesourcetopology").
+	Components []string
+	// Image and Tag name the plugin's image as the suite imported it.
+	Image, Tag string
+	// NRISocketDir is the directory of containerd's NRI socket; StateDir the
+	// plugin's state directory on the node.
+	NRISocketDir, StateDir string
+	// APIHost and APIPort are the API server's loopback address.
+	APIHost, APIPort string
+}
+
+// Write writes the overlay's kustomization into dir, for `kubectl apply
+// -k dir`. The test nodes have no CNI and no kube-proxy: the DaemonSet runs
+// on the host network and reaches the API server at its loopback address.
+// Its CPU request is dropped so that the kubelet leaves every CPU of the
+// node to the suites' pods and asks the plugin about every resize.
+func (o DeployOverlay) Write(dir string) error {
+	// kustomize takes a relative path to its base only.
+	base, err := filepath.Rel(dir, o.Deploy)
+	if err != nil {
+		return fmt.Errorf("deploy overlay: %w", err)
+	}
+	var components strings.Builder
+	if len(o.Components) > 0 {
+		components.WriteString("components:\n")
+		for _, c := range o.Components {
+			fmt.Fprintf(&components, "- %s\n", filepath.Join(base, c))
+		}
+	}
+	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- %s
+%simages:
+- name: ghcr.io/nri-cpumanager/nri-cpumanager
+  newName: %s
+  newTag: %s
+patches:
+- path: daemonset-patch.yaml
+`, base, components.String(), o.Image, o.Tag)
+	patch := fmt.Sprintf(`apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: nri-cpumanager
+  namespace: nri-cpumanager
+spec:
+  template:
+    spec:
+      hostNetwork: true
+      containers:
+      - name: nri-cpumanager
+        resources:
+          requests: {cpu: "0"}
+        env:
+        - {name: KUBERNETES_SERVICE_HOST, value: %q}
+        - {name: KUBERNETES_SERVICE_PORT, value: %q}
+      volumes:
+      - name: nri
+        hostPath: {path: %q, type: Directory}
+      - name: state
+        hostPath: {path: %q, type: DirectoryOrCreate}
+`, o.APIHost, o.APIPort, o.NRISocketDir, o.StateDir)
+	for name, content := range map[string]string{"kustomization.yaml": kustomization, "daemonset-patch.yaml": patch} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			return fmt.Errorf("deploy overlay: %w", err)
+		}
+	}
+	return nil
+}
