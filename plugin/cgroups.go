@@ -40,7 +40,8 @@ import (
 // set while cpuset.cpus is empty). It changes with things the plugin
 // neither owns nor can repair by re-sending, so comparing with it would
 // report a drift forever. An empty cpuset.cpus (v2: never set) is read as
-// the empty set: the runtime did not apply what the plugin believes.
+// the empty set: before the container started, runc has not written it yet
+// (the ledger reads it again later); after, someone cleared it: drift.
 
 // cgroupReader reads the cpuset a container's cgroup really has.
 type cgroupReader struct {

@@ -297,6 +297,15 @@ func (l *ledger) judgeRead(pr probe, cpus cpuset.CPUSet, seq uint64, periodic bo
 		return readIgnored
 	}
 	v.checked, v.due = pr.generation, false
+	if cpus.IsEmpty() && !v.started {
+		// cgroup v2 creates a cgroup with an empty cpuset.cpus (it runs
+		// on its parent's CPUs) and runc writes the container's a moment
+		// later, before it starts it: nothing applied yet, no drift. Once
+		// the container started, an empty cpuset.cpus was cleared by
+		// someone else, and that is drift.
+		v.due = true
+		return readAgain
+	}
 	if v.inFlight || v.confirmations != pr.confirmations {
 		// An unsolicited update may land any moment, or the runtime
 		// confirmed an update since the read began: read again.

@@ -202,6 +202,78 @@ func TestVerifyDeclaresDriftOnlyAgainstWhatWasApplied(t *testing.T) {
 	}
 }
 
+// TestEmptyCpusetBeforeTheStartIsNotDrift: on cgroup v2 a container's
+// cgroup exists with an empty cpuset.cpus (its parent's CPUs) from the
+// moment runc creates it until runc writes the cpuset, before the start: a
+// read meanwhile is no drift. After the start an empty cpuset.cpus was
+// cleared by someone else, and a cpuset never handed is drift either way.
+func TestEmptyCpusetBeforeTheStartIsNotDrift(t *testing.T) {
+	tests := []struct {
+		name      string
+		started   bool   // PostStartContainer came before the reads
+		text      string // what cpuset.cpus holds at the reads
+		written   bool   // runc writes the cpuset handed after the reads
+		wantDrift bool
+	}{
+		{"created, cpuset not written yet", false, "", false, false},
+		{"created, cpuset written later", false, "", true, false},
+		{"started, cpuset cleared by hand", true, "", false, true},
+		{"created, a cpuset never handed", false, "0", false, true}, // the reserved CPU
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir() // a cgroup v2 tree: no cpuset hierarchy below it
+			if err := os.WriteFile(filepath.Join(root, "cgroup.controllers"), []byte("cpuset cpu memory\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			log, hook := test.NewNullLogger()
+			p, _ := newTestPluginWith(t, func(o *Options) { o.CgroupfsRoot = root; o.Log = log })
+			connected(t, p, &recordingStub{})
+			ctx := context.Background()
+			pod, ctr := guaranteedCtr("a", 2)
+			ctr.Linux.CgroupsPath = "/kubepods/poduid-a/a"
+			adj, _, err := p.CreateContainer(ctx, pod, ctr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			given := adj.GetLinux().GetResources().GetCpu().GetCpus()
+			if tc.started {
+				writeCgroupCPUs(t, root, ctr.Linux.CgroupsPath, given)
+				if err := p.PostStartContainer(ctx, pod, ctr); err != nil {
+					t.Fatal(err)
+				}
+				p.verify(false)
+			}
+			writeCgroupCPUs(t, root, ctr.Linux.CgroupsPath, tc.text)
+			p.verify(false)
+			p.verify(true)
+			p.verify(true)
+			if tc.written {
+				writeCgroupCPUs(t, root, ctr.Linux.CgroupsPath, given)
+				p.verify(false)
+				p.mu.Lock()
+				due := p.ledger.views["a"].due
+				p.mu.Unlock()
+				if due {
+					t.Errorf("still due for a read after the cgroup showed %s, the cpuset handed", given)
+				}
+			}
+			warned := driftWarnings(hook)
+			p.mu.Lock()
+			pending := p.ledger.pending["a"]
+			p.mu.Unlock()
+			switch {
+			case !tc.wantDrift && (len(warned) != 0 || pending):
+				t.Errorf("cpuset.cpus %q read before the start: %d drift warnings (%v), pending %v; want none",
+					tc.text, len(warned), warned, pending)
+			case tc.wantDrift && (len(warned) != 1 || warned[0].Data["actual"] != tc.text || !pending):
+				t.Errorf("cpuset.cpus %q, started %v: drift warnings %v, pending %v; want one with actual=%q, pending",
+					tc.text, tc.started, warned, pending, tc.text)
+			}
+		})
+	}
+}
+
 // TestReadBeforeAConfirmationIsNotDrift: a cgroup read that began before
 // the runtime applied a resize's target, and is judged after
 // PostUpdateContainer confirmed it, shows the old cpuset: that is no drift.

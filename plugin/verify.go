@@ -77,7 +77,8 @@ func (p *Plugin) expireHolds() {
 // replacement has surely landed, is drift: the belief is corrected and the
 // container made pending for the sender. The target of an unconfirmed
 // shrink that is seen shrunk is confirmed. A container whose cgroup does
-// not exist yet (created, not started) is skipped silently.
+// not exist yet (created, not started), or whose cgroup v2 cpuset.cpus runc
+// has not written yet (empty before the start), is skipped silently.
 func (p *Plugin) verify(all bool) {
 	probes, seq := p.probes(all)
 	p.judgeReads(probes, p.readCgroups(probes), seq, all)

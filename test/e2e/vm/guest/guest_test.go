@@ -181,22 +181,10 @@ var verificationWarnings = []string{
 	"cannot parse the container's cgroup cpuset",
 }
 
-// unwrittenCpuset matches the drift warning the plugin gives when it reads
-// a container's cgroup v2 cpuset.cpus in the moment between the cgroup's
-// creation and runc writing the file (empty: it inherits its parent's).
-// A known false alarm: the plugin re-sends the same cpuset and the
-// container runs on it. Logged, not failed, until verification tells that
-// moment from a cleared file (docs/troubleshooting.md).
-var unwrittenCpuset = regexp.MustCompile(`differs from what the runtime was given.* actual= `)
-
 // verificationWarning reports whether a line of the plugin's log is one of
-// verificationWarnings, logging (and not reporting) the known false alarm.
-func verificationWarning(t *testing.T, line string) bool {
-	t.Helper()
-	if unwrittenCpuset.MatchString(line) {
-		t.Logf("known false drift alarm (a cgroup v2 cpuset read before runc wrote it): %s", line)
-		return false
-	}
+// verificationWarnings. None is tolerated: a cpuset.cpus read between the
+// cgroup v2 creation and runc writing it (empty) must not be one either.
+func verificationWarning(line string) bool {
 	for _, w := range verificationWarnings {
 		if strings.Contains(line, w) {
 			return true
@@ -216,7 +204,7 @@ func (m *cpuManager) noDrift(t *testing.T) {
 		return
 	}
 	for _, line := range strings.Split(log, "\n") {
-		if verificationWarning(t, line) {
+		if verificationWarning(line) {
 			t.Errorf("warning in the plugin's log: %s", line)
 		}
 	}
