@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 )
 
 // PayloadOptions describe what a boot's guest finds at /vm.
@@ -34,6 +35,9 @@ const (
 	bootedMarker = "NRIVM-BOOTED"
 	exitMarker   = "NRIVM-EXIT "
 	failedMarker = "NRIVM-FAILED"
+	// aliveMarker starts the heartbeat line the boot script prints every
+	// heartbeatInterval while Command runs.
+	aliveMarker = "NRIVM-ALIVE"
 	// guestAddress is the dummy interface's address, the kubelet's node
 	// address; the default route points into the same dummy network, so
 	// nothing leaves the guest (it has no network device anyway).
@@ -44,6 +48,9 @@ const (
 	// outputFile is where the guest writes Command's output, under /vm.
 	outputFile = "results/output.txt"
 )
+
+// heartbeatInterval is how often the guest prints its heartbeat.
+const heartbeatInterval = 15 * time.Second
 
 // maskedUnits are systemd units a test boot does not want: logins on the
 // console it writes to, and periodic maintenance.
@@ -157,6 +164,10 @@ setsid -w -c /bin/bash -l </dev/ttyS0 >/dev/ttyS0 2>&1
 		for i, a := range opts.Command {
 			quoted[i] = shellQuote(a)
 		}
+		// The heartbeat tells the host's watchdog that the emulated
+		// machine still runs while the tests are quiet.
+		fmt.Fprintf(&b, "( while sleep %d; do echo \"%s $(cut -d' ' -f1 /proc/uptime)\"; done ) &\n",
+			int(heartbeatInterval/time.Second), aliveMarker)
 		fmt.Fprintf(&b, "{ %s 2>&1; echo \"%s$?\"; } | tee /vm/%s | sed -u 's/^/%s/'\n",
 			strings.Join(quoted, " "), exitMarker, outputFile, linePrefix)
 	}

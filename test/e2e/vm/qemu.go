@@ -64,6 +64,11 @@ type BootOptions struct {
 	// script says it runs (the NRIVM-BOOTED line): QEMU is killed after
 	// it and the result says Hung.
 	StartTimeout time.Duration
+	// StallTimeout, when set, bounds the time between two console lines
+	// once the boot script runs (it prints a heartbeat, NRIVM-ALIVE, every
+	// heartbeatInterval): QEMU is killed after it and the result says
+	// Stalled.
+	StallTimeout time.Duration
 	// ConsoleLog receives the guest's serial console.
 	ConsoleLog string
 	// OnLine, when set, is called with each console line as it arrives.
@@ -86,6 +91,9 @@ type BootResult struct {
 	// Hung is set when QEMU was killed at StartTimeout: the guest never
 	// reached its boot script.
 	Hung bool
+	// Stalled is set when QEMU was killed at StallTimeout: the guest
+	// printed nothing, not even its heartbeat, for that long.
+	Stalled bool
 }
 
 // Boot runs QEMU until the guest powers off (or panics: -no-reboot makes
@@ -158,45 +166,35 @@ func Boot(ctx context.Context, opts BootOptions) (*BootResult, error) {
 		}
 		var text strings.Builder
 		var wg sync.WaitGroup
-		booted := make(chan struct{})
+		var booted atomic.Bool
+		var lastLine atomic.Int64 // UnixNano of the last console line
+		lastLine.Store(start.UnixNano())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sc := bufio.NewScanner(out)
 			sc.Buffer(make([]byte, 64*1024), 1024*1024)
-			seen := false
 			for sc.Scan() {
+				lastLine.Store(time.Now().UnixNano())
 				line := strings.TrimRight(sc.Text(), "\r")
 				text.WriteString(line + "\n")
 				fmt.Fprintln(console, line)
-				if !seen && strings.HasPrefix(line, bootedMarker) {
-					seen = true
-					close(booted)
+				if strings.HasPrefix(line, bootedMarker) {
+					booted.Store(true)
 				}
 				if opts.OnLine != nil {
 					opts.OnLine(line)
 				}
 			}
 		}()
-		var hung atomic.Bool
-		if opts.StartTimeout > 0 {
-			go func() {
-				select {
-				case <-booted:
-				case <-ctx.Done():
-				case <-time.After(opts.StartTimeout):
-					hung.Store(true)
-					cancel()
-				}
-			}()
-		}
+		hung, stalled := watchGuest(ctx, cancel, start, opts, &booted, &lastLine)
 		wg.Wait()
 		err = cmd.Wait()
 		res.Console = text.String()
-		res.Hung = hung.Load()
+		res.Hung, res.Stalled = hung.Load(), stalled.Load()
 	}
 	res.Elapsed = time.Since(start)
-	if res.Hung {
+	if res.Hung || res.Stalled {
 		return res, nil
 	}
 	if ctx.Err() == context.DeadlineExceeded {
@@ -207,6 +205,46 @@ func Boot(ctx context.Context, opts BootOptions) (*BootResult, error) {
 		return res, fmt.Errorf("QEMU failed: %w (its messages: %s)", err, filepath.Join(logDir, "qemu.log"))
 	}
 	return res, ctx.Err()
+}
+
+// watchGuest kills QEMU (cancel) when the guest does not reach its boot
+// script within opts.StartTimeout (hung) or, after it did, prints nothing
+// for opts.StallTimeout (stalled). It watches until ctx ends.
+func watchGuest(ctx context.Context, cancel context.CancelFunc, start time.Time, opts BootOptions,
+	booted *atomic.Bool, lastLine *atomic.Int64) (hung, stalled *atomic.Bool) {
+	hung, stalled = &atomic.Bool{}, &atomic.Bool{}
+	if opts.StartTimeout == 0 && opts.StallTimeout == 0 {
+		return hung, stalled
+	}
+	interval := time.Second
+	for _, d := range []time.Duration{opts.StartTimeout, opts.StallTimeout} {
+		if d > 0 && d/4 < interval {
+			interval = d / 4
+		}
+	}
+	go func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				silent := now.Sub(time.Unix(0, lastLine.Load()))
+				switch {
+				case !booted.Load() && opts.StartTimeout > 0 && now.Sub(start) > opts.StartTimeout:
+					hung.Store(true)
+					cancel()
+					return
+				case booted.Load() && opts.StallTimeout > 0 && silent > opts.StallTimeout:
+					stalled.Store(true)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return hung, stalled
 }
 
 // probeTimeout bounds the KVM probe boot: a KVM guest reaches its

@@ -18,7 +18,17 @@ import (
 
 // startTimeout bounds a boot until the guest's boot script runs: about 10
 // to 30 s under emulation, a second or two with KVM.
-const startTimeout = 10 * time.Minute
+const startTimeout = 5 * time.Minute
+
+// stallTimeout bounds a guest's silence once its boot script runs: it
+// prints a heartbeat every heartbeatInterval, so that long without a line
+// is an emulated machine that stopped (seen once in CI: a guest silent
+// until its 45-minute timeout).
+const stallTimeout = 4 * time.Minute
+
+// defaultRunTimeout bounds a Run without its own Timeout: about four times
+// the longest such boot here (the suites boot, 7 minutes).
+const defaultRunTimeout = 25 * time.Minute
 
 // guestPackage is the package of the tests that run in the guest, relative
 // to the repository root.
@@ -135,7 +145,7 @@ func Execute(ctx context.Context, a *Assets, accel Accel, bins *Binaries, r Run,
 	}
 	timeout := r.Timeout
 	if timeout == 0 {
-		timeout = 45 * time.Minute
+		timeout = defaultRunTimeout
 	}
 	err := WritePayload(PayloadOptions{
 		Dir: payload, Init: r.Init, Files: files, Env: env,
@@ -148,7 +158,8 @@ func Execute(ctx context.Context, a *Assets, accel Accel, bins *Binaries, r Run,
 	boot := func() (*BootResult, error) {
 		return Boot(ctx, BootOptions{
 			Assets: a, Accel: accel, Layout: Production, Init: r.Init, Payload: payload, Cmdline: r.Cmdline,
-			Timeout: timeout, StartTimeout: startTimeout, ConsoleLog: filepath.Join(dir, "console.log"),
+			Timeout: timeout, StartTimeout: startTimeout, StallTimeout: stallTimeout,
+			ConsoleLog: filepath.Join(dir, "console.log"),
 			OnLine: func(line string) {
 				text := strings.TrimPrefix(line, linePrefix)
 				if logf != nil && progress.MatchString(text) {
@@ -158,14 +169,16 @@ func Execute(ctx context.Context, a *Assets, accel Accel, bins *Binaries, r Run,
 		})
 	}
 	res, err := boot()
-	if err == nil && res.Hung {
-		// The emulated guest has been seen to hang before its init ran
-		// (under a heavily loaded host): an emulator's failure, not the
-		// plugin's. One more boot; a second hang fails the run.
-		hung := filepath.Join(dir, "console-hung.log")
-		_ = os.Rename(filepath.Join(dir, "console.log"), hung)
+	if err == nil && (res.Hung || res.Stalled) {
+		// The emulated guest has been seen to hang in the kernel's boot
+		// and to stop printing in the middle of a run: an emulator's
+		// failure, not the plugin's (the guest's own test timeout would
+		// have printed the stuck goroutines). One more boot; a second
+		// hang or stall fails the run.
+		stopped := filepath.Join(dir, "console-stopped.log")
+		_ = os.Rename(filepath.Join(dir, "console.log"), stopped)
 		if logf != nil {
-			logf("guest %s: did not reach its boot script within %v (console: %s); booting again", r.Name, startTimeout, hung)
+			logf("guest %s: %s (console: %s); booting again", r.Name, res.stopReason(), stopped)
 		}
 		res, err = boot()
 	}
@@ -215,8 +228,8 @@ func parseOutput(output string) (exit int, tests []TestOutcome) {
 // tests' exit status, a timeout, or the initramfs's complaint.
 func (r *RunResult) Failure() string {
 	switch {
-	case r.Boot.Hung:
-		return fmt.Sprintf("the guest did not reach its boot script within %v, twice", startTimeout)
+	case r.Boot.Hung || r.Boot.Stalled:
+		return r.Boot.stopReason() + ", in the second boot too"
 	case r.Boot.TimedOut:
 		return fmt.Sprintf("the guest did not finish within its time (%v)", r.Boot.Elapsed.Round(time.Second))
 	case strings.Contains(r.Boot.Console, failedMarker):
@@ -227,6 +240,15 @@ func (r *RunResult) Failure() string {
 		return fmt.Sprintf("the guest tests exited with status %d", r.Exit)
 	}
 	return ""
+}
+
+// stopReason says why the watchdog stopped a boot.
+func (b *BootResult) stopReason() string {
+	if b.Hung {
+		return fmt.Sprintf("the guest did not reach its boot script within %v", startTimeout)
+	}
+	return fmt.Sprintf("the guest printed nothing, not even its heartbeat, for %v after %v", stallTimeout,
+		(b.Elapsed - stallTimeout).Round(time.Second))
 }
 
 // lineWith returns the first line of s containing sub.

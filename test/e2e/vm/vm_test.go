@@ -116,5 +116,5 @@ func TestVMKubernetes(t *testing.T) {
 	}
 	t.Logf("Kubernetes binaries and the plugin's image ready in %v", time.Since(start).Round(time.Second))
 	execute(t, ctx, a, accel, bins, Run{Name: "kubernetes", Init: SystemdInit, Files: files,
-		Tests: "^(TestTopology|TestKubernetes)$", Timeout: 60 * time.Minute})
+		Tests: "^(TestTopology|TestKubernetes)$", Timeout: 40 * time.Minute})
 }

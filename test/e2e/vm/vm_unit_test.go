@@ -1,9 +1,13 @@
 package vm
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestQEMUArgs(t *testing.T) {
@@ -63,6 +67,7 @@ func TestBootScript(t *testing.T) {
 		"ip addr add 10.0.2.15/24 dev dummy0",
 		`{ '/vm/guest.test' '-test.run' '^(A|B)$' 2>&1; echo "NRIVM-EXIT $?"; } | tee /vm/results/output.txt | sed -u 's/^/NRIVM| /'`,
 		"sync\n/bin/busybox poweroff -f\n",
+		`( while sleep 15; do echo "NRIVM-ALIVE $(cut -d' ' -f1 /proc/uptime)"; done ) &`,
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("boot.sh lacks %q:\n%s", want, s)
@@ -93,5 +98,48 @@ NRIVM-EXIT 1
 	}
 	if exit, _ := parseOutput("=== RUN   TestA\n"); exit != -1 {
 		t.Errorf("no exit line: %d, want -1", exit)
+	}
+}
+
+// TestBootWatchdog boots a stand-in for QEMU (a shell script printing
+// what a guest would) and checks the watchdog: a guest that never reaches
+// its boot script is Hung, one that goes silent after it is Stalled, one
+// that keeps printing its heartbeat until it powers off is neither.
+func TestBootWatchdog(t *testing.T) {
+	tests := []struct {
+		name          string
+		script        string
+		hung, stalled bool
+	}{
+		{"never boots", "echo kernel; exec sleep 30", true, false},
+		{"silent after booting", "echo NRIVM-BOOTED; echo NRIVM-ALIVE 1; exec sleep 30", false, true},
+		{"heartbeat until power-off", `echo NRIVM-BOOTED
+for i in 1 2 3 4 5 6 7 8; do sleep 0.1; echo "NRIVM-ALIVE $i"; done
+echo "NRIVM| --- PASS: TestA (0.80s)"; echo "NRIVM| NRIVM-EXIT 0"`, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			qemu := filepath.Join(dir, "qemu")
+			if err := os.WriteFile(qemu, []byte("#!/bin/sh\n"+tc.script+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			res, err := Boot(context.Background(), BootOptions{
+				Assets: &Assets{QEMU: qemu}, Accel: Accel{Name: "tcg"}, Layout: Production, Init: BusyboxInit,
+				Payload: dir, ConsoleLog: filepath.Join(dir, "console.log"),
+				Timeout: 20 * time.Second, StartTimeout: 500 * time.Millisecond, StallTimeout: 500 * time.Millisecond,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Hung != tc.hung || res.Stalled != tc.stalled || res.TimedOut {
+				t.Errorf("hung %v, stalled %v, timed out %v after %v; want hung %v, stalled %v",
+					res.Hung, res.Stalled, res.TimedOut, time.Since(start).Round(time.Millisecond), tc.hung, tc.stalled)
+			}
+			if tc.stalled && !strings.Contains((&RunResult{Boot: res}).Failure(), "printed nothing, not even its heartbeat") {
+				t.Errorf("failure of a stalled boot: %q", (&RunResult{Boot: res}).Failure())
+			}
+		})
 	}
 }
