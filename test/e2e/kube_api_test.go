@@ -201,7 +201,7 @@ func (k *kube) nodeResourceTopology(ctx context.Context, t *testing.T) {
 		t.Errorf("attributes %v, want the ConfigMap's policy %s and scope %s", attrs, cfg.TopologyManagerPolicy, cfg.TopologyManagerScope)
 	}
 
-	k.apply(ctx, t, podManifest("nrt-pinned", k.cluster.NodeName, guaranteedCPUs(k.unit, "64Mi")))
+	k.apply(ctx, t, harness.PodManifest("nrt-pinned", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
 	pinned := k.attach(ctx, t, k.waitRunning(ctx, t, "nrt-pinned"), "app")
 	cpus, _, err := waitCPUs(ctx, pinned, func(s cpuset.CPUSet) bool { return s.Size() == k.unit })
 	if err != nil {
@@ -301,7 +301,7 @@ func (k *kube) withoutTheAPI(ctx context.Context, t *testing.T) {
 	}
 
 	// Pinning and refusing on NRI alone.
-	k.apply(ctx, t, podManifest("nri-only", k.cluster.NodeName, guaranteedCPUs(k.unit, "64Mi")))
+	k.apply(ctx, t, harness.PodManifest("nri-only", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
 	t.Cleanup(func() { k.deletePod(t, "nri-only") })
 	app := k.attach(ctx, t, k.waitRunning(ctx, t, "nri-only"), "app")
 	if got, _, err := waitCPUs(ctx, app, func(s cpuset.CPUSet) bool { return s.Size() == k.unit && s.IsSubsetOf(k.available()) }); err != nil {
@@ -326,7 +326,7 @@ func (k *kube) withoutTheAPI(ctx context.Context, t *testing.T) {
 func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
 	defer cancel()
-	k.apply(ctx, t, podManifest("frozen", k.cluster.NodeName, guaranteedCPUs(k.unit, "64Mi")))
+	k.apply(ctx, t, harness.PodManifest("frozen", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
 	t.Cleanup(func() { k.deletePod(t, "frozen") })
 	app := k.attach(ctx, t, k.waitRunning(ctx, t, "frozen"), "app")
 	pinned, _, err := waitCPUs(ctx, app, func(s cpuset.CPUSet) bool { return s.Size() == k.unit })
@@ -350,7 +350,7 @@ func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 	for range 4 { // about 20 s
 		time.Sleep(5 * time.Second)
 		for _, path := range []string{"/healthz", "/readyz"} {
-			if code, err := httpStatus(ctx, "http://127.0.0.1:9101"+path); err != nil || code != http.StatusOK {
+			if code, _, err := harness.HTTPGet(ctx, "http://127.0.0.1:9101"+path); err != nil || code != http.StatusOK {
 				t.Errorf("while the API server is stopped, the plugin's %s answers %d (%v)", path, code, err)
 			}
 		}
@@ -373,21 +373,6 @@ func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 // metricValue reads one sample of the plugin's metrics.
 func metricValue(ctx context.Context, series string) (float64, error) {
 	return harness.MetricValue(ctx, pluginMetrics, series)
-}
-
-func httpStatus(ctx context.Context, url string) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
 }
 
 func mustLogPath(ctx context.Context, t *testing.T, c *harness.Container) string {

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,26 +113,6 @@ type kubeEvent struct {
 	InvolvedObject struct {
 		Name string `json:"name"`
 	} `json:"involvedObject"`
-}
-
-// podManifest returns a pod for the test node on the host network with one
-// container "app" of the busybox image (never pulled) and the given
-// resources (a JSON object).
-func podManifest(name, nodeName, resources string) string {
-	return fmt.Sprintf(`{
-  "apiVersion": "v1", "kind": "Pod",
-  "metadata": {"name": %q, "namespace": "default"},
-  "spec": {
-    "nodeName": %q, "hostNetwork": true, "automountServiceAccountToken": false,
-    "enableServiceLinks": false, "terminationGracePeriodSeconds": 1,
-    "containers": [{"name": "app", "image": %q, "imagePullPolicy": "Never", "resources": %s}]
-  }
-}`, name, nodeName, harness.BusyboxImage, resources)
-}
-
-// guaranteedCPUs is a Guaranteed container's resources with whole CPUs.
-func guaranteedCPUs(cpus int, memory string) string {
-	return fmt.Sprintf(`{"requests": {"cpu": "%d", "memory": %q}, "limits": {"cpu": "%d", "memory": %q}}`, cpus, memory, cpus, memory)
 }
 
 // sharedResources is a Burstable container that requests memory only: it

@@ -136,8 +136,8 @@ func (k *kube) deploy(t *testing.T) {
 // full-pcpus-only) and a shared one and checks their cpusets and affinity and the plugin's
 // own; it returns the pinned pod's exclusive CPUs.
 func (k *kube) pinnedAndShared(ctx context.Context, t *testing.T) cpuset.CPUSet {
-	k.apply(ctx, t, podManifest("shared", k.cluster.NodeName, sharedResources))
-	k.apply(ctx, t, podManifest("pinned", k.cluster.NodeName, guaranteedCPUs(k.unit, "64Mi")))
+	k.apply(ctx, t, harness.PodManifest("shared", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: sharedResources}))
+	k.apply(ctx, t, harness.PodManifest("pinned", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
 	pinned := k.attach(ctx, t, k.waitRunning(ctx, t, "pinned"), "app")
 	shared := k.attach(ctx, t, k.waitRunning(ctx, t, "shared"), "app")
 
@@ -344,7 +344,7 @@ func (k *kube) failClosed(ctx context.Context, t *testing.T, exclusive cpuset.CP
 	}); err != nil {
 		t.Fatalf("the plugin pod did not go: %v", err)
 	}
-	k.apply(ctx, t, podManifest("late", k.cluster.NodeName, sharedResources))
+	k.apply(ctx, t, harness.PodManifest("late", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: sharedResources}))
 	t.Cleanup(func() { k.deletePod(t, "late") })
 	const wantErr = `required plugin "` + pluginName + `" not present`
 	var waiting string

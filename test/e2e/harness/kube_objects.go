@@ -77,22 +77,31 @@ func (p *KubePod) Container(name string) *KubeContainerStatus {
 	return nil
 }
 
-// MetricValue reads one sample, named with its labels as the exposition
-// format writes it (`name{label="value"}`), from the Prometheus metrics
-// at url.
-func MetricValue(ctx context.Context, url, series string) (float64, error) {
+// HTTPGet fetches url within 10 s and returns its status and body.
+func HTTPGet(ctx context.Context, url string) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("read metrics: %w", err)
+		return 0, nil, fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return resp.StatusCode, body, nil
+}
+
+// MetricValue reads one sample, named with its labels as the exposition
+// format writes it (`name{label="value"}`), from the Prometheus metrics
+// at url.
+func MetricValue(ctx context.Context, url, series string) (float64, error) {
+	_, body, err := HTTPGet(ctx, url)
 	if err != nil {
 		return 0, fmt.Errorf("read metrics: %w", err)
 	}
@@ -102,4 +111,34 @@ func MetricValue(ctx context.Context, url, series string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no %s in the metrics at %s", series, url)
+}
+
+// PodContainer is a container of PodManifest: its name and resources (a
+// JSON object).
+type PodContainer struct {
+	Name, Resources string
+}
+
+// PodManifest returns a pod for the node on the host network whose
+// containers run the busybox image (never pulled).
+func PodManifest(name, nodeName string, containers ...PodContainer) string {
+	specs := make([]string, len(containers))
+	for i, c := range containers {
+		specs[i] = fmt.Sprintf(`{"name": %q, "image": %q, "imagePullPolicy": "Never", "resources": %s}`,
+			c.Name, BusyboxImage, c.Resources)
+	}
+	return fmt.Sprintf(`{
+  "apiVersion": "v1", "kind": "Pod",
+  "metadata": {"name": %q, "namespace": "default"},
+  "spec": {
+    "nodeName": %q, "hostNetwork": true, "automountServiceAccountToken": false,
+    "enableServiceLinks": false, "terminationGracePeriodSeconds": 1,
+    "containers": [%s]
+  }
+}`, name, nodeName, strings.Join(specs, ", "))
+}
+
+// GuaranteedCPUs is a Guaranteed container's resources with whole CPUs.
+func GuaranteedCPUs(cpus int, memory string) string {
+	return fmt.Sprintf(`{"requests": {"cpu": "%d", "memory": %q}, "limits": {"cpu": "%d", "memory": %q}}`, cpus, memory, cpus, memory)
 }

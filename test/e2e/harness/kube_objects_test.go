@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -108,5 +109,33 @@ func TestDeployOverlayWrite(t *testing.T) {
 	}
 	if paths["nri"] != "/run/nri" || paths["state"] != "/var/lib/p" {
 		t.Errorf("daemonset patch volumes %v", paths)
+	}
+}
+
+// TestPodManifest: the manifest is a pod whose containers carry their
+// names and resources in order, on the node, with the local busybox image.
+func TestPodManifest(t *testing.T) {
+	m := PodManifest("multi", "node1",
+		PodContainer{Name: "c1", Resources: GuaranteedCPUs(2, "64Mi")},
+		PodContainer{Name: "c2", Resources: `{"requests": {"memory": "32Mi"}}`})
+	var pod struct {
+		Metadata struct{ Name string }
+		Spec     struct {
+			NodeName   string
+			Containers []struct {
+				Name, Image, ImagePullPolicy string
+				Resources                    struct{ Requests, Limits map[string]string }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(m), &pod); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, m)
+	}
+	cs := pod.Spec.Containers
+	if pod.Metadata.Name != "multi" || pod.Spec.NodeName != "node1" || len(cs) != 2 ||
+		cs[0].Name != "c1" || cs[0].Resources.Requests["cpu"] != "2" || cs[0].Resources.Limits["cpu"] != "2" ||
+		cs[0].Resources.Limits["memory"] != "64Mi" || cs[0].Image != BusyboxImage || cs[0].ImagePullPolicy != "Never" ||
+		cs[1].Name != "c2" || cs[1].Resources.Requests["memory"] != "32Mi" || cs[1].Resources.Limits != nil {
+		t.Errorf("manifest read back as %+v:\n%s", pod, m)
 	}
 }

@@ -93,8 +93,9 @@ func TestKubernetes(t *testing.T) {
 	plugin := k.waitPluginReady(ctx)
 	t.Logf("plugin pod %s Ready %v after the test began", plugin.Metadata.Name, time.Since(start).Round(time.Second))
 
-	k.apply(ctx, podManifest("shared", cluster.NodeName, `{"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}}`))
-	k.apply(ctx, podManifest("pinned", cluster.NodeName, guaranteedCPUs(2)))
+	k.apply(ctx, harness.PodManifest("shared", cluster.NodeName,
+		harness.PodContainer{Name: "app", Resources: `{"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}}`}))
+	k.apply(ctx, harness.PodManifest("pinned", cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(2, "64Mi")}))
 	shared := k.attach(ctx, k.waitReady(ctx, "shared"), "app")
 	pinnedPod := k.waitReady(ctx, "pinned")
 	pinned := k.attach(ctx, pinnedPod, "app")
@@ -172,7 +173,9 @@ func (k *kube) multiContainerResize(ctx context.Context, pluginCtr *harness.Cont
 	}
 	// CPU 0 reserved (deploy/'s configuration), "pinned" on 2-3: 13 CPUs
 	// free for exclusive use.
-	k.apply(ctx, twoContainerPod("multi", k.cluster.NodeName, 2, 2))
+	k.apply(ctx, harness.PodManifest("multi", k.cluster.NodeName,
+		harness.PodContainer{Name: "c1", Resources: harness.GuaranteedCPUs(2, "64Mi")},
+		harness.PodContainer{Name: "c2", Resources: harness.GuaranteedCPUs(2, "64Mi")}))
 	pod := k.waitReady(ctx, "multi")
 	c1, c2 := k.attach(ctx, pod, "c1"), k.attach(ctx, pod, "c2")
 	original := exclusiveCPUs(ctx, t, c1, 2)
@@ -455,43 +458,6 @@ func (k *kube) waitResizeError(ctx context.Context, name string, want *regexp.Re
 		k.t.Fatalf("pod %s: no PodResizeInProgress Error matching %q: last %+v: %v", name, want, last, err)
 	}
 	return last
-}
-
-// podManifest returns a pod for the node on the host network with one
-// container "app" of the busybox image (never pulled).
-func podManifest(name, nodeName, resources string) string {
-	return fmt.Sprintf(`{
-  "apiVersion": "v1", "kind": "Pod",
-  "metadata": {"name": %q, "namespace": "default"},
-  "spec": {
-    "nodeName": %q, "hostNetwork": true, "automountServiceAccountToken": false,
-    "enableServiceLinks": false, "terminationGracePeriodSeconds": 1,
-    "containers": [{"name": "app", "image": %q, "imagePullPolicy": "Never", "resources": %s}]
-  }
-}`, name, nodeName, harness.BusyboxImage, resources)
-}
-
-// twoContainerPod returns a Guaranteed pod for the node on the host
-// network with two containers "c1" and "c2" of the busybox image, of whole
-// CPUs each.
-func twoContainerPod(name, nodeName string, c1, c2 int) string {
-	return fmt.Sprintf(`{
-  "apiVersion": "v1", "kind": "Pod",
-  "metadata": {"name": %q, "namespace": "default"},
-  "spec": {
-    "nodeName": %q, "hostNetwork": true, "automountServiceAccountToken": false,
-    "enableServiceLinks": false, "terminationGracePeriodSeconds": 1,
-    "containers": [
-      {"name": "c1", "image": %q, "imagePullPolicy": "Never", "resources": %s},
-      {"name": "c2", "image": %q, "imagePullPolicy": "Never", "resources": %s}
-    ]
-  }
-}`, name, nodeName, harness.BusyboxImage, guaranteedCPUs(c1), harness.BusyboxImage, guaranteedCPUs(c2))
-}
-
-// guaranteedCPUs is a Guaranteed container's resources with whole CPUs.
-func guaranteedCPUs(cpus int) string {
-	return fmt.Sprintf(`{"requests": {"cpu": "%d", "memory": "64Mi"}, "limits": {"cpu": "%d", "memory": "64Mi"}}`, cpus, cpus)
 }
 
 // wantProcessCPUs checks a container without a shell (the plugin's image
