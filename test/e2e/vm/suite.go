@@ -162,7 +162,7 @@ func Execute(ctx context.Context, a *Assets, accel Accel, bins *Binaries, r Run,
 			ConsoleLog: filepath.Join(dir, "console.log"),
 			OnLine: func(line string) {
 				text := strings.TrimPrefix(line, linePrefix)
-				if logf != nil && progress.MatchString(text) {
+				if logf != nil && progress.MatchString(text) && !strings.HasPrefix(text, aliveMarker) {
 					logf("guest %s: %s", r.Name, text)
 				}
 			},
