@@ -3,6 +3,7 @@ package vm
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -18,7 +19,10 @@ import (
 
 // startTimeout bounds a boot until the guest's boot script runs: about 10
 // to 30 s under emulation, a second or two with KVM.
-const startTimeout = 5 * time.Minute
+const startTimeout = 2 * time.Minute
+
+// maxBoots is how many times a run boots when the guest hangs or stalls.
+const maxBoots = 3
 
 // stallTimeout bounds a guest's silence once its boot script runs: it
 // prints a heartbeat every heartbeatInterval, so that long without a line
@@ -156,6 +160,10 @@ func Execute(ctx context.Context, a *Assets, accel Accel, bins *Binaries, r Run,
 	}
 	progress := regexp.MustCompile(`^(=== RUN   Test\S+$|--- |NRIVM-|    --- )`)
 	boot := func() (*BootResult, error) {
+		// A stopped boot's partial results must not pass for the next's.
+		if err := os.Remove(filepath.Join(payload, filepath.FromSlash(outputFile))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
 		return Boot(ctx, BootOptions{
 			Assets: a, Accel: accel, Layout: Production, Init: r.Init, Payload: payload, Cmdline: r.Cmdline,
 			Timeout: timeout, StartTimeout: startTimeout, StallTimeout: stallTimeout,
@@ -168,20 +176,18 @@ func Execute(ctx context.Context, a *Assets, accel Accel, bins *Binaries, r Run,
 			},
 		})
 	}
-	res, err := boot()
-	if err == nil && (res.Hung || res.Stalled) {
-		// The emulated guest has been seen to hang in the kernel's boot
-		// and to stop printing in the middle of a run: an emulator's
-		// failure, not the plugin's (the guest's own test timeout would
-		// have printed the stuck goroutines). One more boot; a second
-		// hang or stall fails the run.
-		stopped := filepath.Join(dir, "console-stopped.log")
+	// The emulated guest has been seen to hang in the kernel's boot (a
+	// few boots in a hundred here) and to stop printing in the middle of a run:
+	// the emulator's failure, not the plugin's (the guest's own test
+	// timeout would have printed the stuck goroutines). Such a boot is run
+	// again, up to maxBoots in all.
+	res, err := bootAgainWhenStopped(boot, maxBoots, func(attempt int, res *BootResult) {
+		stopped := filepath.Join(dir, fmt.Sprintf("console-stopped-%d.log", attempt))
 		_ = os.Rename(filepath.Join(dir, "console.log"), stopped)
 		if logf != nil {
 			logf("guest %s: %s (console: %s); booting again", r.Name, res.stopReason(), stopped)
 		}
-		res, err = boot()
-	}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +206,18 @@ func Execute(ctx context.Context, a *Assets, accel Accel, bins *Binaries, r Run,
 	}
 	out.Exit, out.Tests = parseOutput(out.Output)
 	return out, nil
+}
+
+// bootAgainWhenStopped boots until a boot neither hangs nor stalls, at
+// most maxBoots times, calling stopped after each boot it repeats.
+func bootAgainWhenStopped(boot func() (*BootResult, error), maxBoots int, stopped func(attempt int, res *BootResult)) (*BootResult, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := boot()
+		if err != nil || !(res.Hung || res.Stalled) || attempt >= maxBoots {
+			return res, err
+		}
+		stopped(attempt, res)
+	}
 }
 
 // parseOutput reads a guest test binary's -test.v output: its exit status
@@ -229,7 +247,7 @@ func parseOutput(output string) (exit int, tests []TestOutcome) {
 func (r *RunResult) Failure() string {
 	switch {
 	case r.Boot.Hung || r.Boot.Stalled:
-		return r.Boot.stopReason() + ", in the second boot too"
+		return fmt.Sprintf("%s, in each of %d boots", r.Boot.stopReason(), maxBoots)
 	case r.Boot.TimedOut:
 		return fmt.Sprintf("the guest did not finish within its time (%v)", r.Boot.Elapsed.Round(time.Second))
 	case strings.Contains(r.Boot.Console, failedMarker):

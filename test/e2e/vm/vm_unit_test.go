@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -139,6 +140,51 @@ echo "NRIVM| --- PASS: TestA (0.80s)"; echo "NRIVM| NRIVM-EXIT 0"`, false, false
 			}
 			if tc.stalled && !strings.Contains((&RunResult{Boot: res}).Failure(), "printed nothing, not even its heartbeat") {
 				t.Errorf("failure of a stalled boot: %q", (&RunResult{Boot: res}).Failure())
+			}
+		})
+	}
+}
+
+// TestBootAgainWhenStopped: a boot that hangs or stalls is repeated, up to
+// the limit; one that ran (whatever its tests said) or failed to start
+// QEMU is not.
+func TestBootAgainWhenStopped(t *testing.T) {
+	hung, stalled, ran := &BootResult{Hung: true}, &BootResult{Stalled: true}, &BootResult{}
+	broken := errors.New("QEMU failed")
+	tests := []struct {
+		name      string
+		boots     []*BootResult // nil: the boot returns broken
+		wantBoots int
+		want      *BootResult
+		wantErr   error
+	}{
+		{"runs at once", []*BootResult{ran}, 1, ran, nil},
+		{"hangs, then runs", []*BootResult{hung, ran}, 2, ran, nil},
+		{"hangs, stalls, then runs", []*BootResult{hung, stalled, ran}, 3, ran, nil},
+		{"stops three times", []*BootResult{stalled, hung, stalled, ran}, 3, stalled, nil},
+		{"QEMU fails", []*BootResult{nil, ran}, 1, nil, broken},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			booted, reported := 0, 0
+			res, err := bootAgainWhenStopped(func() (*BootResult, error) {
+				b := tc.boots[booted]
+				booted++
+				if b == nil {
+					return nil, broken
+				}
+				return b, nil
+			}, 3, func(attempt int, res *BootResult) {
+				reported++
+				if attempt != reported || !(res.Hung || res.Stalled) {
+					t.Errorf("stopped(%d, %+v) as report %d", attempt, res, reported)
+				}
+			})
+			if booted != tc.wantBoots || res != tc.want || !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+				t.Errorf("%d boots, result %+v, err %v; want %d boots, %+v, %v", booted, res, err, tc.wantBoots, tc.want, tc.wantErr)
+			}
+			if reported != booted-1 && tc.wantErr == nil {
+				t.Errorf("%d stops reported for %d boots", reported, booted)
 			}
 		})
 	}
