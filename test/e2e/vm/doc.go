@@ -26,5 +26,8 @@
 //
 // KVM is used where it works; where /dev/kvm is missing or a probe boot
 // does not reach the guest's init in time (as on this project's machine,
-// whose nested KVM hangs), QEMU emulates the CPUs (TCG).
+// whose nested KVM hangs), QEMU emulates the CPUs (TCG). An emulated guest
+// can stop, rarely: a watchdog kills one that does not reach its boot
+// script in time or goes silent (it prints a heartbeat while its tests
+// run), and the run boots again, up to three times (suite.go).
 package vm
