@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -396,8 +397,13 @@ func (k *kube) resize(ctx context.Context, name string, cpus int) {
 // (and 64Mi) for each named container of the pod.
 func (k *kube) resizeTo(ctx context.Context, name string, cpus map[string]int) {
 	k.t.Helper()
+	// The API server refuses a resize whose containers come in another
+	// order than the pod's ("may not be renamed or reordered"): the
+	// suite's pods name theirs in sorted order, so sort (a map's order
+	// is random, and failed one run in two).
 	var containers []any
-	for c, n := range cpus {
+	for _, c := range slices.Sorted(maps.Keys(cpus)) {
+		n := cpus[c]
 		r := map[string]string{"cpu": fmt.Sprint(n), "memory": "64Mi"}
 		containers = append(containers, map[string]any{"name": c, "resources": map[string]any{"requests": r, "limits": r}})
 	}
