@@ -56,6 +56,17 @@ func writeCgroupCPUs(t *testing.T, root, path, cpus string) {
 	}
 }
 
+// verifyingPlugin returns a plugin connected to s that verifies cpusets
+// in the cgroup tree at root (empty), and the hook of its log.
+func verifyingPlugin(t *testing.T, s stub.Stub) (p *Plugin, root string, hook *test.Hook) {
+	t.Helper()
+	root = t.TempDir()
+	log, hook := test.NewNullLogger()
+	p, _ = newTestPluginWith(t, func(o *Options) { o.CgroupfsRoot = root; o.Log = log })
+	connected(t, p, s)
+	return p, root, hook
+}
+
 // connected makes p synchronized with an empty runtime and connected to s.
 func connected(t *testing.T, p *Plugin, s stub.Stub) {
 	t.Helper()
@@ -157,11 +168,8 @@ func TestPendingUpdatesRideOnReplies(t *testing.T) {
 // of other containers before the next event); after that it is, once.
 // A container whose cgroup does not exist yet is neither.
 func TestVerifyDeclaresDriftOnlyAgainstWhatWasApplied(t *testing.T) {
-	root := t.TempDir()
-	log, hook := test.NewNullLogger()
-	p, _ := newTestPluginWith(t, func(o *Options) { o.CgroupfsRoot = root; o.Log = log })
 	rec := &recordingStub{}
-	connected(t, p, rec)
+	p, root, hook := verifyingPlugin(t, rec)
 	ctx := context.Background()
 	spod, sctr := sharedCtr("s")
 	if _, _, err := p.CreateContainer(ctx, spod, sctr); err != nil {
@@ -222,13 +230,11 @@ func TestEmptyCpusetBeforeTheStartIsNotDrift(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			root := t.TempDir() // a cgroup v2 tree: no cpuset hierarchy below it
+			p, root, hook := verifyingPlugin(t, &recordingStub{})
+			// A cgroup v2 tree: no cpuset hierarchy below the root.
 			if err := os.WriteFile(filepath.Join(root, "cgroup.controllers"), []byte("cpuset cpu memory\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			log, hook := test.NewNullLogger()
-			p, _ := newTestPluginWith(t, func(o *Options) { o.CgroupfsRoot = root; o.Log = log })
-			connected(t, p, &recordingStub{})
 			ctx := context.Background()
 			pod, ctr := guaranteedCtr("a", 2)
 			ctr.Linux.CgroupsPath = "/kubepods/poduid-a/a"
@@ -278,10 +284,7 @@ func TestEmptyCpusetBeforeTheStartIsNotDrift(t *testing.T) {
 // the runtime applied a resize's target, and is judged after
 // PostUpdateContainer confirmed it, shows the old cpuset: that is no drift.
 func TestReadBeforeAConfirmationIsNotDrift(t *testing.T) {
-	root := t.TempDir()
-	log, hook := test.NewNullLogger()
-	p, _ := newTestPluginWith(t, func(o *Options) { o.CgroupfsRoot = root; o.Log = log })
-	connected(t, p, &recordingStub{})
+	p, root, hook := verifyingPlugin(t, &recordingStub{})
 	ctx := context.Background()
 	pod, ctr := guaranteedCtr("a", 1)
 	ctr.Linux.CgroupsPath = "/a"
