@@ -21,7 +21,7 @@ type Allocator struct {
 	// plainTree has no uncore level (ReservedCPUs).
 	plainTree *unitTree
 	// shrinkTree always has the uncore level: Shrink keeps CPUs that share
-	// a cache with the original ones.
+	// a cache with the baseline ones.
 	shrinkTree *unitTree
 	mode       pickMode
 	// prefer are the CPUs taken before any other (Preferring); nil when

@@ -49,7 +49,7 @@ func newBenchNode(b *testing.B, spec fakesysfs.Spec, opts cpuallocator.StaticPol
 			b.Fatal(err)
 		}
 		node.free = node.free.Difference(got)
-		node.containers = append(node.containers, container{original: got, current: got})
+		node.containers = append(node.containers, container{baseline: got, current: got})
 	}
 	for i := 0; i < len(node.containers); i += 2 {
 		c := &node.containers[i]
@@ -82,7 +82,7 @@ func measure(b *testing.B, op func(i int) error) {
 }
 
 // BenchmarkAllocator measures the decisions of a create (Allocate), a
-// resize up (Grow by 4), a resize down (Shrink to the original plus 2) and
+// resize up (Grow by 4), a resize down (Shrink to the baseline plus 2) and
 // the NUMA hints of a resize up, on machines about 50% used.
 func BenchmarkAllocator(b *testing.B) {
 	options := []struct {
@@ -113,7 +113,7 @@ func BenchmarkAllocator(b *testing.B) {
 				b.Run("shrink", func(b *testing.B) {
 					measure(b, func(i int) error {
 						c := node.resized[i%len(node.resized)]
-						_, err := node.a.Shrink(c.current, c.original, c.original.Size()+2)
+						_, err := node.a.Shrink(c.current, c.baseline, c.baseline.Size()+2)
 						return err
 					})
 				})

@@ -11,7 +11,7 @@
 // The Allocator places exclusive CPUs the way the kubelet's static CPU
 // manager policy does, honouring its policy options, and extends it with the
 // resize operations of KEP-5554: Grow keeps every CPU a container holds and
-// adds more, Shrink keeps every original CPU and releases the rest in the
+// adds more, Shrink keeps every baseline CPU and releases the rest in the
 // least compact order. No function ever returns a set that misses a CPU the
 // caller said must be kept, nor one that holds a CPU outside the set the
 // caller said is available: it returns an error instead.

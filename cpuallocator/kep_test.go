@@ -10,12 +10,12 @@ import (
 )
 
 // node16 simulates the exclusive CPUs of a node the way the policy keeps
-// them: original and current sets per container, the rest shared.
+// them: baseline and current sets per container, the rest shared.
 type node16 struct {
 	t        *testing.T
 	a        *cpuallocator.Allocator
 	reserved cpuset.CPUSet
-	original map[string]cpuset.CPUSet
+	baseline map[string]cpuset.CPUSet
 	current  map[string]cpuset.CPUSet
 }
 
@@ -38,7 +38,7 @@ func (s *node16) create(name string, n int, want string) {
 	if err != nil {
 		s.t.Fatalf("create %s: %v", name, err)
 	}
-	s.original[name], s.current[name] = got, got
+	s.baseline[name], s.current[name] = got, got
 	s.check(name, want)
 }
 
@@ -50,7 +50,7 @@ func (s *node16) resize(name string, n int, want string) {
 	if n > cur.Size() {
 		got, err = s.a.Grow(s.free(), cur, n, 0)
 	} else {
-		got, err = s.a.Shrink(cur, s.original[name], n)
+		got, err = s.a.Shrink(cur, s.baseline[name], n)
 	}
 	if err != nil {
 		s.t.Fatalf("resize %s to %d: %v", name, n, err)
@@ -60,19 +60,19 @@ func (s *node16) resize(name string, n int, want string) {
 }
 
 func (s *node16) remove(name string) {
-	delete(s.original, name)
+	delete(s.baseline, name)
 	delete(s.current, name)
 }
 
-// check asserts the container's set and the invariants: original kept, no
+// check asserts the container's set and the invariants: baseline kept, no
 // CPU in two containers, the reserved CPU never handed out.
 func (s *node16) check(name, want string) {
 	s.t.Helper()
 	if got := s.current[name]; !got.Equals(cpus(s.t, want)) {
 		s.t.Errorf("%s: got %s, want %s", name, got, want)
 	}
-	if !s.original[name].IsSubsetOf(s.current[name]) {
-		s.t.Errorf("%s: %s lost original CPUs %s", name, s.current[name], s.original[name])
+	if !s.baseline[name].IsSubsetOf(s.current[name]) {
+		s.t.Errorf("%s: %s lost baseline CPUs %s", name, s.current[name], s.baseline[name])
 	}
 	seen := cpuset.New()
 	for other, c := range s.current {
@@ -93,7 +93,7 @@ func TestKEP5554CheckpointWalkthrough(t *testing.T) {
 		t:        t,
 		a:        allocatorFor(t, topo, none, cpuallocator.TopologyOptions{}),
 		reserved: cpuset.New(0),
-		original: map[string]cpuset.CPUSet{},
+		baseline: map[string]cpuset.CPUSet{},
 		current:  map[string]cpuset.CPUSet{},
 	}
 	wantDefault := func(want string) {
@@ -103,13 +103,13 @@ func TestKEP5554CheckpointWalkthrough(t *testing.T) {
 		}
 	}
 
-	// gu-pod-1 with 2 CPUs: original 1-2, as in the KEP.
+	// gu-pod-1 with 2 CPUs: baseline 1-2, as in the KEP.
 	s.create("pod1/c1", 2, "1-2")
 	wantDefault("0,3-15")
 	// Grown by 2: 1-4, as in the KEP.
 	s.resize("pod1/c1", 4, "1-4")
 	wantDefault("0,5-15")
-	// Shrunk by 2: back to the original 1-2, as in the KEP.
+	// Shrunk by 2: back to the baseline 1-2, as in the KEP.
 	s.resize("pod1/c1", 2, "1-2")
 	wantDefault("0,3-15")
 	// gu-pod-2 with two 2-CPU containers: 3-4 and 5-6, as in the KEP.
@@ -123,7 +123,7 @@ func TestKEP5554CheckpointWalkthrough(t *testing.T) {
 	s.remove("pod1/c1")
 	s.resize("pod2/c1", 4, "1-4")
 	wantDefault("0,7-15")
-	// The first container shrinks back to its original 3-4 (decreases go
+	// The first container shrinks back to its baseline 3-4 (decreases go
 	// first), then the second grows by 2. The KEP shows 1,5-7; the packed
 	// order again takes the lowest free CPUs of node 0, 1-2.
 	s.resize("pod2/c1", 2, "3-4")
@@ -177,13 +177,13 @@ func TestKEP5554UseCases(t *testing.T) {
 		t.Fatalf("grow to 5 under full-pcpus-only: got %v, want ErrSMTAlignment", err)
 	}
 
-	// Shrinking to the original 2 releases 4-5.
+	// Shrinking to the baseline 2 releases 4-5.
 	c1, err = a.Shrink(c1, cpus(t, "2-3"), 2)
 	if err != nil || !c1.Equals(cpus(t, "2-3")) {
 		t.Fatalf("shrink to 2: got %s, %v; want 2-3", c1, err)
 	}
-	// Below the original is refused.
+	// Below the baseline is refused.
 	if _, err := a.Shrink(c1, c1, 0); !errors.Is(err, cpuallocator.ErrInvalidRequest) {
-		t.Fatalf("shrink below the original: got %v, want ErrInvalidRequest", err)
+		t.Fatalf("shrink below the baseline: got %v, want ErrInvalidRequest", err)
 	}
 }

@@ -68,7 +68,7 @@ func (a *Allocator) splitsNoMore(x, y, held cpuBits) bool {
 }
 
 // keepPreferred chooses the keep CPUs of cands a shrink keeps besides
-// held (the original CPUs), preferred ones first; plain is the choice
+// held (the baseline CPUs), preferred ones first; plain is the choice
 // without preference.
 func (a *Allocator) keepPreferred(plain, cands, held cpuBits, keep int) cpuBits {
 	if a.prefer == nil || plain.AndNot(a.prefer).IsEmpty() || !cands.Intersects(a.prefer) {

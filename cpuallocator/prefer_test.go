@@ -122,7 +122,7 @@ func TestPreferredGrowShrink(t *testing.T) {
 	shrinks := []struct {
 		name              string
 		isolated          []int
-		current, original string
+		current, baseline string
 		n                 int
 		want              string
 	}{
@@ -132,12 +132,12 @@ func TestPreferredGrowShrink(t *testing.T) {
 	for _, tc := range shrinks {
 		t.Run("shrink: "+tc.name, func(t *testing.T) {
 			a := preferring(t, twoNodes, tc.isolated, none)
-			got, err := a.Shrink(cpus(t, tc.current), cpus(t, tc.original), tc.n)
+			got, err := a.Shrink(cpus(t, tc.current), cpus(t, tc.baseline), tc.n)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !got.Equals(cpus(t, tc.want)) {
-				t.Errorf("Shrink(%s keeping %s to %d) = %s, want %s", tc.current, tc.original, tc.n, got, tc.want)
+				t.Errorf("Shrink(%s keeping %s to %d) = %s, want %s", tc.current, tc.baseline, tc.n, got, tc.want)
 			}
 		})
 	}

@@ -64,7 +64,7 @@ func randomOptions(r *rand.Rand) cpuallocator.StaticPolicyOptions {
 
 // container is one exclusive container of the simulation.
 type container struct {
-	original, current cpuset.CPUSet
+	baseline, current cpuset.CPUSet
 }
 
 // sim runs random request sequences against one allocator and checks the
@@ -254,7 +254,7 @@ func (s *sim) create() {
 	if !s.topo.NUMANodesOf(got).IsSubsetOf(s.allowed(affinity)) {
 		s.t.Fatalf("%s = %s: outside the affinity, which can hold it", what, got)
 	}
-	s.containers = append(s.containers, &container{original: got, current: got})
+	s.containers = append(s.containers, &container{baseline: got, current: got})
 }
 
 // mask returns cpus as a mask, for the API's mask variants.
@@ -346,27 +346,27 @@ func (s *sim) grow(c *container) {
 }
 
 func (s *sim) shrink(c *container) {
-	span := c.current.Size() - c.original.Size()
+	span := c.current.Size() - c.baseline.Size()
 	step := 1
 	if s.a.Options().FullPCPUsOnly {
 		step = s.topo.ThreadsPerCore()
 	}
-	n := c.original.Size() + step*s.r.Intn(span/step+1)
-	what := fmt.Sprintf("Shrink(%s, %s, %d)", c.current, c.original, n)
-	got, err := s.a.Shrink(c.current, c.original, n)
+	n := c.baseline.Size() + step*s.r.Intn(span/step+1)
+	what := fmt.Sprintf("Shrink(%s, %s, %d)", c.current, c.baseline, n)
+	got, err := s.a.Shrink(c.current, c.baseline, n)
 	if s.plain != nil {
-		plain, plainErr := s.plain.Shrink(c.current, c.original, n)
+		plain, plainErr := s.plain.Shrink(c.current, c.baseline, n)
 		s.comparePlain(what, got, err, plain, plainErr)
 	}
 	if err != nil {
 		// Cores missing threads can leave no choice of whole cores of the
 		// grown CPUs that adds up to the size.
-		extra := c.current.Difference(c.original)
-		s.checkRefusal(what, err, n-c.original.Size(), s.usable(extra, c.original), extra)
+		extra := c.current.Difference(c.baseline)
+		s.checkRefusal(what, err, n-c.baseline.Size(), s.usable(extra, c.baseline), extra)
 		return
 	}
-	if got.Size() != n || !c.original.IsSubsetOf(got) || !got.IsSubsetOf(c.current) {
-		s.t.Fatalf("%s = %s: wrong size, lost original CPUs or gained CPUs", what, got)
+	if got.Size() != n || !c.baseline.IsSubsetOf(got) || !got.IsSubsetOf(c.current) {
+		s.t.Fatalf("%s = %s: wrong size, lost baseline CPUs or gained CPUs", what, got)
 	}
 	s.checkWholeCores(what, got)
 	c.current = got

@@ -35,11 +35,11 @@ func TestFullPCPUsOnlyMissingThreads(t *testing.T) {
 		machine fakesysfs.Spec
 		opts    cpuallocator.StaticPolicyOptions
 		// op is "allocate", "grow" (from current) or "shrink" (current
-		// to n keeping original).
+		// to n keeping baseline).
 		op        string
 		available string
 		current   string
-		original  string
+		baseline  string
 		n         int
 		affinity  cpuallocator.NodeMask
 		want      string
@@ -50,7 +50,7 @@ func TestFullPCPUsOnlyMissingThreads(t *testing.T) {
 		{name: "grow across NUMA: single-thread cores of both nodes", machine: smt2Offline, opts: fullNUMA, op: "grow", available: "0-2,6", current: "4-5", n: 6, want: "0-2,4-6"},
 		{name: "allocate: three smaller cores, not the whole one", machine: smt4Offline, opts: fullPCPUs, op: "allocate", available: "0-6,8-10,12-13", n: 8, want: "4-6,8-10,12-13"},
 		{name: "allocate: beyond an affinity its cores cannot make up", machine: smt4TwoNodes, opts: fullPCPUs, op: "allocate", available: "0-2,4-6,8-15", n: 4, affinity: node(0), want: "8-11"},
-		{name: "shrink: keeps the smaller cores", machine: smt4Offline, opts: fullPCPUs, op: "shrink", current: "0-6,8-10,12-13,16-19", original: "0-3", n: 12, want: "0-6,8-10,12-13"},
+		{name: "shrink: keeps the smaller cores", machine: smt4Offline, opts: fullPCPUs, op: "shrink", current: "0-6,8-10,12-13,16-19", baseline: "0-3", n: 12, want: "0-6,8-10,12-13"},
 
 		// Unchanged: whole cores of every thread first.
 		{name: "allocate: a whole core", machine: smt4Offline, opts: fullPCPUs, op: "allocate", available: "0-6,8-10,12-13", n: 4, want: "0-3"},
@@ -60,7 +60,7 @@ func TestFullPCPUsOnlyMissingThreads(t *testing.T) {
 
 		// Really unsatisfiable.
 		{name: "allocate: no cores add up", machine: smt4Offline, opts: fullPCPUs, op: "allocate", available: "4-6,8-10", n: 4, wantErr: cpuallocator.ErrTopology},
-		{name: "shrink: no cores add up", machine: smt4Offline, opts: fullPCPUs, op: "shrink", current: "0-6,8-10", original: "0-3", n: 8, wantErr: cpuallocator.ErrTopology},
+		{name: "shrink: no cores add up", machine: smt4Offline, opts: fullPCPUs, op: "shrink", current: "0-6,8-10", baseline: "0-3", n: 8, wantErr: cpuallocator.ErrTopology},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,7 +73,7 @@ func TestFullPCPUsOnlyMissingThreads(t *testing.T) {
 				got, err := a.Grow(cpus(t, tc.available), cpus(t, tc.current), tc.n, tc.affinity)
 				checkResult(t, got, err, tc.want, tc.wantErr)
 			case "shrink":
-				got, err := a.Shrink(cpus(t, tc.current), cpus(t, tc.original), tc.n)
+				got, err := a.Shrink(cpus(t, tc.current), cpus(t, tc.baseline), tc.n)
 				checkResult(t, got, err, tc.want, tc.wantErr)
 			default:
 				t.Fatalf("unknown op %q", tc.op)

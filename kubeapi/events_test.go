@@ -50,7 +50,7 @@ func TestEventsOnPods(t *testing.T) {
 	client := fake.NewClientset()
 	a, _ := started(t, client, Options{})
 	pod := policy.Pod{UID: "uid-p", Namespace: "ns", Name: "p"}
-	r := &policy.Refusal{Verdict: policy.Infeasible, Reason: policy.ReasonProhibitedCPUAllocation, Message: "container a cannot shrink below its original CPUs 1-2"}
+	r := &policy.Refusal{Verdict: policy.Infeasible, Reason: policy.ReasonProhibitedCPUAllocation, Message: "container a cannot shrink below its baseline CPUs 1-2"}
 	a.Refused(pod, "a", "UpdateContainer", r)
 	a.Refused(pod, "", "UpdatePodSandbox", r)
 	a.Refused(pod, "b", "CreateContainer", &policy.Refusal{Verdict: policy.Deferred, Reason: policy.ReasonAllocateCPUs, Message: "not enough free CPUs"})

@@ -166,7 +166,7 @@ func TestCommitFailureRefusesAndChangesNothing(t *testing.T) {
 // TestCheckpointOfANewerVersionStopsTheStart: a checkpoint written by a
 // newer nri-cpumanager (a rollback of the plugin) makes New fail, so that
 // the process exits instead of rebuilding the state and losing the
-// original CPUs, and the file stays as it was.
+// baseline CPUs, and the file stays as it was.
 func TestCheckpointOfANewerVersionStopsTheStart(t *testing.T) {
 	dir := t.TempDir()
 	future := []byte(`{"policyName":"static","formatVersion":99,"defaultCpuSet":"0-3","checksum":1}`)

@@ -102,7 +102,7 @@ func FuzzPayload(f *testing.F) {
 		}
 		d := pol.Synchronize(base, []policy.Pod{pinnedPod, c.Pod}, []policy.Container{pinned, c})
 		check(t, "Synchronize", d.Model)
-		if a, ok := d.Model.State.Assignment(pinnedPod.UID, pinned.Name); (c.ID != pinned.ID) && (!ok || !a.Original.Equals(pinned.CPUs)) {
+		if a, ok := d.Model.State.Assignment(pinnedPod.UID, pinned.Name); (c.ID != pinned.ID) && (!ok || !a.Baseline.Equals(pinned.CPUs)) {
 			t.Fatalf("Synchronize with %+v lost the pinned container's CPUs %s: %+v", c, pinned.CPUs, a)
 		}
 	})

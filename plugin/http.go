@@ -66,7 +66,7 @@ type Snapshot struct {
 
 // Assign is one exclusive assignment.
 type Assign struct {
-	Original string `json:"original"`
+	Baseline string `json:"baseline"`
 	Resized  string `json:"resized,omitempty"`
 }
 
@@ -102,7 +102,7 @@ func (p *Plugin) Snapshot() Snapshot {
 		if s.Exclusive[ref.PodUID] == nil {
 			s.Exclusive[ref.PodUID] = map[string]Assign{}
 		}
-		s.Exclusive[ref.PodUID][ref.Name] = Assign{Original: a.Original.String(), Resized: a.Resized.String()}
+		s.Exclusive[ref.PodUID][ref.Name] = Assign{Baseline: a.Baseline.String(), Resized: a.Resized.String()}
 	}
 	for id, t := range p.model.Containers {
 		s.Containers[id] = ContainerView{Name: t.Display, Exclusive: t.Exclusive, CPUs: p.model.CPUsOf(id).String(),

@@ -62,7 +62,7 @@ func (p *Policy) createContainer(m *Model, c Container) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: cpus})
+	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: cpus})
 	nm.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
 	p.takeFromPool(nm, cpus)
 	nm.add(t)
@@ -85,12 +85,12 @@ func (p *Policy) createShared(m *Model, t *Tracked, notes []string) (Decision, e
 // recreate handles a container created under a pod and name that hold an
 // assignment: the kubelet re-creates a container that exited (crash, OOM
 // kill, failed probe) with a new id and the same name, and it gets exactly
-// the CPUs it had: its original CPUs stay its original ones for the pod's
+// the CPUs it had: its baseline CPUs stay its baseline ones for the pod's
 // whole life, as the kubelet's static policy keeps the (pod, container)
 // entry across restarts. The kubelet re-creates it with the resources it
 // last accepted for it, which may differ from what it ran on when a resize
 // was refused: more CPUs are a growth, fewer a shrink, by the resize
-// rules; fewer than the original CPUs are refused (the refused shrink
+// rules; fewer than the baseline CPUs are refused (the refused shrink
 // would otherwise take effect through the crash). A predecessor still
 // running under the name (its stop was never seen) loses its claim and
 // runs on the shared pool, before the new container starts.
@@ -102,10 +102,10 @@ func (p *Policy) recreate(m *Model, c Container, t *Tracked, class Class, a stat
 			"container %s is re-created on the shared pool because %s, but its pod and name hold the exclusive CPUs %s: a restart cannot change the CPU pool; put the pod's resize back",
 			display, class.Why, assigned)
 	}
-	if n < a.Original.Size() {
+	if n < a.Baseline.Size() {
 		return Decision{}, refuse(Infeasible, ReasonProhibitedCPUAllocation,
-			"container %s is re-created with %d CPUs, fewer than the %d original exclusive CPUs %s it keeps for its pod's whole life (a resize below them was refused, and the restart asks for it again); put the resize back to at least %d CPUs",
-			display, n, a.Original.Size(), a.Original, a.Original.Size())
+			"container %s is re-created with %d CPUs, fewer than the %d baseline exclusive CPUs %s it keeps for its pod's whole life (a resize below them was refused, and the restart asks for it again); put the resize back to at least %d CPUs",
+			display, n, a.Baseline.Size(), a.Baseline, a.Baseline.Size())
 	}
 	nm := m.Clone()
 	demoted, notes := p.takeOver(nm, c)
@@ -138,7 +138,7 @@ func (p *Policy) recreate(m *Model, c Container, t *Tracked, class Class, a stat
 		p.takeHeld(nm, c.Pod.UID, grown)
 	}
 	if !cpus.Equals(assigned) {
-		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: cpus})
+		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus})
 		notes = append(notes, fmt.Sprintf("%s: re-created with %d CPUs: %s → %s", display, n, assigned, cpus))
 	} else {
 		notes = append(notes, fmt.Sprintf("%s: re-created, keeps its exclusive CPUs %s", display, cpus))

@@ -13,7 +13,7 @@ import (
 // CheckInvariants verifies a model against the rules every decision must
 // keep, and returns every violation found (nil when none):
 //   - no CPU is in two exclusive sets;
-//   - every original set is non-empty and inside its assigned set;
+//   - every baseline set is non-empty and inside its assigned set;
 //   - exclusive CPUs are online and never reserved;
 //   - the checkpointed shared pool is exactly the CPUs nobody holds
 //     exclusively (minus reserved ones under strict-cpu-reservation), and
@@ -31,11 +31,11 @@ func (p *Policy) CheckInvariants(m *Model) error {
 			a, _ := m.State.Assignment(uid, name)
 			who := uid + "/" + name
 			assigned := a.Assigned()
-			if a.Original.IsEmpty() {
-				errs = append(errs, fmt.Errorf("%s: empty original CPUs", who))
+			if a.Baseline.IsEmpty() {
+				errs = append(errs, fmt.Errorf("%s: empty baseline CPUs", who))
 			}
-			if !a.Original.IsSubsetOf(assigned) {
-				errs = append(errs, fmt.Errorf("%s: original CPUs %s not inside assigned %s", who, a.Original, assigned))
+			if !a.Baseline.IsSubsetOf(assigned) {
+				errs = append(errs, fmt.Errorf("%s: baseline CPUs %s not inside assigned %s", who, a.Baseline, assigned))
 			}
 			if !assigned.IsSubsetOf(online) {
 				errs = append(errs, fmt.Errorf("%s: CPUs %s are not online", who, assigned.Difference(online)))

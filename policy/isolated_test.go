@@ -163,7 +163,7 @@ func TestIsolatedCPUsModeChangeAtRestart(t *testing.T) {
 	}
 	st := state.New(cpuset.New(0, 1, 4, 5, 6, 7))
 	pinned := running(t, "pinned", "guaranteed", 2000, "2-3")
-	st.SetAssignment(pinned.Pod.UID, pinned.Name, state.Assignment{Original: cpuset.New(2, 3)})
+	st.SetAssignment(pinned.Pod.UID, pinned.Name, state.Assignment{Baseline: cpuset.New(2, 3)})
 	web := running(t, "web", "burstable", 500, "0-1,4-7")
 	d := pol.Synchronize(policy.NewModel(st), nil, []policy.Container{pinned, web})
 	if err := pol.CheckInvariants(d.Model); err != nil {

@@ -119,10 +119,10 @@ func (p *Policy) admitPodTotal(m *Model, pod Pod, pm podMembers, newLimit int64)
 		// The change may be the shared containers': only the floor holds,
 		// each of them keeps some CPU (a Guaranteed container's limit is
 		// at least 1m).
-		if floor := int64(pm.original.Size())*milliCPUPerCPU + int64(pm.others); newLimit < floor {
+		if floor := int64(pm.baseline.Size())*milliCPUPerCPU + int64(pm.others); newLimit < floor {
 			return refuse(Infeasible, ReasonProhibitedCPUAllocation,
-				"pod %s cannot shrink to a CPU limit of %dm: its exclusive containers' original CPUs %s (%d CPUs) must be kept and its %d other containers need some CPU; they keep %s",
-				who, newLimit, pm.original, pm.original.Size(), pm.others, pm.held)
+				"pod %s cannot shrink to a CPU limit of %dm: its exclusive containers' baseline CPUs %s (%d CPUs) must be kept and its %d other containers need some CPU; they keep %s",
+				who, newLimit, pm.baseline, pm.baseline.Size(), pm.others, pm.held)
 		}
 		return nil
 	}
@@ -142,10 +142,10 @@ func (p *Policy) admitPodTotal(m *Model, pod Pod, pm podMembers, newLimit int64)
 		return refuse(Infeasible, ReasonSMTAlignment,
 			"pod %s requests %d CPUs, not a multiple of the %d threads per core that full-pcpus-only requires of each of its exclusive containers (%s); they keep %s",
 			who, n, p.topo.ThreadsPerCore(), pm.names(), pm.held)
-	case n < pm.original.Size():
+	case n < pm.baseline.Size():
 		return refuse(Infeasible, ReasonProhibitedCPUAllocation,
-			"pod %s cannot shrink to %d CPUs: its containers' original exclusive CPUs %s (%d CPUs) must be kept; they keep %s",
-			who, n, pm.original, pm.original.Size(), pm.held)
+			"pod %s cannot shrink to %d CPUs: its containers' baseline exclusive CPUs %s (%d CPUs) must be kept; they keep %s",
+			who, n, pm.baseline, pm.baseline.Size(), pm.held)
 	}
 	if n > held {
 		free, pool := p.availability(m)
@@ -169,7 +169,7 @@ const maxPodSplits = 64
 
 // admitPodSplits refuses a pod's new count of exclusive CPUs n that no
 // division among its exclusive containers can satisfy: each container's
-// share at least its original CPUs and aligned under full-pcpus-only, the
+// share at least its baseline CPUs and aligned under full-pcpus-only, the
 // decreases placed first, then the increases, each by the container-level
 // rules (topology manager policy and scope, static options, the shared
 // pool). The divisions closest to the current one come first; when there
@@ -214,7 +214,7 @@ func (p *Policy) podSplits(pm podMembers, n, limit int) ([][]int, bool) {
 	}
 	low, cur := make([]int, k), make([]int, k)
 	for i, e := range pm.exclusive {
-		low[i], cur[i] = e.a.Original.Size(), e.a.Assigned().Size()
+		low[i], cur[i] = e.a.Baseline.Size(), e.a.Assigned().Size()
 	}
 	var all [][]int
 	complete := true
@@ -348,9 +348,9 @@ type podMembers struct {
 	others    int
 	// limitSum adds up the containers' CPU limits (milli-CPU).
 	limitSum int64
-	// held and original are the exclusive containers' assigned and
-	// original CPUs.
-	held, original cpuset.CPUSet
+	// held and baseline are the exclusive containers' assigned and
+	// baseline CPUs.
+	held, baseline cpuset.CPUSet
 }
 
 type podMember struct {
@@ -360,7 +360,7 @@ type podMember struct {
 
 // podMembers returns what the model knows of a pod's running containers.
 func (m *Model) podMembers(podUID string) podMembers {
-	pm := podMembers{held: cpuset.New(), original: cpuset.New()}
+	pm := podMembers{held: cpuset.New(), baseline: cpuset.New()}
 	for _, id := range m.sortedIDs() {
 		t := m.Containers[id]
 		if t.PodUID != podUID || t.Stopped {
@@ -374,7 +374,7 @@ func (m *Model) podMembers(podUID string) podMembers {
 		}
 		pm.exclusive = append(pm.exclusive, podMember{t: t, a: a})
 		pm.held = pm.held.Union(a.Assigned())
-		pm.original = pm.original.Union(a.Original)
+		pm.baseline = pm.baseline.Union(a.Baseline)
 	}
 	return pm
 }

@@ -112,13 +112,13 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			updates:    []podUpdate{{res: gu(3000, 1), want: "Deferred: resizeAllocateCPUsError: cannot grow container default/p/app from 2 to 3"}},
 		},
 		{
-			name:       "below the original CPUs",
+			name:       "below the baseline CPUs",
 			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}},
 			updates: []podUpdate{{res: gu(1000, 1),
-				want: "Infeasible: prohibitedCPUAllocationError: container default/p/app cannot shrink to 1 CPUs: its original exclusive CPUs 1-2 (2 CPUs) must be kept; it keeps 1-2"}},
+				want: "Infeasible: prohibitedCPUAllocationError: container default/p/app cannot shrink to 1 CPUs: its baseline exclusive CPUs 1-2 (2 CPUs) must be kept; it keeps 1-2"}},
 		},
 		{
-			name:       "grown and back to the original CPUs",
+			name:       "grown and back to the baseline CPUs",
 			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1), resize: 3000}},
 			// The current totals are the containers' (3 CPUs): 1 is refused, 2 allowed.
 			updates: []podUpdate{{res: gu(1000, 1), want: "Infeasible: prohibitedCPUAllocationError"}, {res: gu(2000, 1)}},
@@ -167,10 +167,10 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			updates: []podUpdate{{res: gu(5000, 2), want: "Deferred: resizeAllocateCPUsError: cannot grow the exclusive CPUs of pod default/p from 3 to 5"}, {res: gu(4000, 2)}},
 		},
 		{
-			name:       "several exclusive containers: below their original CPUs",
+			name:       "several exclusive containers: below their baseline CPUs",
 			containers: []ctr{{pod: "p", name: "a", res: gu(2000, 1), resize: 3000}, {pod: "p", name: "b", res: gu(1000, 1)}},
 			updates: []podUpdate{
-				{res: gu(2000, 1), want: "Infeasible: prohibitedCPUAllocationError: pod default/p cannot shrink to 2 CPUs: its containers' original exclusive CPUs 1-2,4 (3 CPUs) must be kept; they keep 1-4"},
+				{res: gu(2000, 1), want: "Infeasible: prohibitedCPUAllocationError: pod default/p cannot shrink to 2 CPUs: its containers' baseline exclusive CPUs 1-2,4 (3 CPUs) must be kept; they keep 1-4"},
 				{res: gu(3000, 1)},
 			},
 		},
@@ -206,7 +206,7 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			name:       "a shared container keeps some CPU",
 			containers: []ctr{{pod: "p", name: "app", res: gu(2000, 1)}, {pod: "p", name: "side", res: gu(500, 1)}},
 			updates: []podUpdate{
-				{res: gu(2000, 1), want: "Infeasible: prohibitedCPUAllocationError: pod default/p cannot shrink to a CPU limit of 2000m: its exclusive containers' original CPUs 1-2 (2 CPUs) must be kept and its 1 other containers need some CPU"},
+				{res: gu(2000, 1), want: "Infeasible: prohibitedCPUAllocationError: pod default/p cannot shrink to a CPU limit of 2000m: its exclusive containers' baseline CPUs 1-2 (2 CPUs) must be kept and its 1 other containers need some CPU"},
 				// The side container shrinking to 100m is fine.
 				{res: gu(2100, 1)},
 			},
@@ -631,7 +631,7 @@ func TestExclusiveCPUsStayWithinThePodLimit(t *testing.T) {
 						if pinned || !got.Equals(shared) {
 							t.Errorf("%s: %s on %s (assignment %v), want the shared pool %s", how, c.name, got, pinned, shared)
 						}
-					} else if !pinned || got.String() != want || a.Original.String() != want {
+					} else if !pinned || got.String() != want || a.Baseline.String() != want {
 						t.Errorf("%s: %s on %s (assignment %+v, present %v), want %s exclusive", how, c.name, got, a, pinned, want)
 					}
 				}

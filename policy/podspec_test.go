@@ -59,7 +59,7 @@ func TestPodSpecDecidesTheWholeResize(t *testing.T) {
 			"Infeasible: resizeAllocateCPUsError: pod default/gu-pod's resize is refused as a whole, its containers unchanged: container gu-container-2: cannot grow"},
 		// Same total, so no UpdatePodSandbox without the API; the totals
 		// alone would admit this one (c1 6, c2 0 is no division at all).
-		{"c1 below its original", 6, policy.PodSpec{"gu-container-1": cpus(1), "gu-container-2": cpus(5)},
+		{"c1 below its baseline", 6, policy.PodSpec{"gu-container-1": cpus(1), "gu-container-2": cpus(5)},
 			"Infeasible: prohibitedCPUAllocationError: pod default/gu-pod's resize is refused as a whole, its containers unchanged: container gu-container-1: "},
 		{"c2 to the shared pool", 6, policy.PodSpec{"gu-container-1": cpus(4), "gu-container-2": scenario.KubeletResources("guaranteed", 1500, 1500, 1<<30)},
 			"Infeasible: inconsistentCPUAllocationError"},

@@ -197,7 +197,7 @@ func (p *Policy) taken(m *Model) (taken cpumask.Mask, poolLeft int) {
 	taken = p.poolBaseMask.AndNot(pool)
 	if p.beyondPool {
 		for _, a := range m.State.Assignments() {
-			taken.AddSet(a.Assigned()) // (a resized set holds the original one)
+			taken.AddSet(a.Assigned()) // (a resized set holds the baseline one)
 		}
 		for _, h := range m.State.Holds() {
 			taken.AddSet(h.CPUs)

@@ -93,7 +93,7 @@ func randomNode(t *testing.T, rng *rand.Rand) (*policy.Policy, string) {
 // shared set, and after every decision all the model's invariants. The test
 // also checks that every refusal is a typed Refusal that changed nothing,
 // and that every successful resize has the requested size and keeps the
-// original CPUs.
+// baseline CPUs.
 func TestRandomSequences(t *testing.T) {
 	seeds := 40
 	if testing.Short() {
@@ -174,8 +174,8 @@ func checkResized(t *testing.T, d *scenario.PolicyDriver, pod policy.Pod, name s
 	if got := a.Assigned().Size(); got != n {
 		t.Fatalf("%s: assigned %s has %d CPUs, want %d", op, a.Assigned(), got, n)
 	}
-	if !a.Original.IsSubsetOf(a.Assigned()) {
-		t.Fatalf("%s: original %s not kept in %s", op, a.Original, a.Assigned())
+	if !a.Baseline.IsSubsetOf(a.Assigned()) {
+		t.Fatalf("%s: baseline %s not kept in %s", op, a.Baseline, a.Assigned())
 	}
 	cpus, _ := d.ContainerCPUs(pod, name)
 	if !cpus.Equals(a.Assigned()) {

@@ -28,7 +28,7 @@ type Reason string
 const (
 	ReasonProhibitedCPUAllocation   Reason = "prohibitedCPUAllocationError"
 	ReasonInconsistentCPUAllocation Reason = "inconsistentCPUAllocationError"
-	ReasonGetOriginalCPUSet         Reason = "getOriginalCPUSetError"
+	ReasonGetBaselineCPUSet         Reason = "getBaselineCPUSetError"
 	ReasonResizeAllocateCPUs        Reason = "resizeAllocateCPUsError"
 	ReasonSMTAlignment              Reason = "SMTAlignmentError"
 	ReasonTopologyAffinity          Reason = "TopologyAffinityError"
@@ -65,11 +65,11 @@ var reasons = []ReasonDoc{
 		"Deferred: wait, or free CPUs by deleting or shrinking other pinned pods; Infeasible: put the spec back"},
 	{ReasonProhibitedCPUAllocation, []Verdict{Infeasible}, fromKEP5554,
 		"a shrink below the CPUs the container was created with, which it keeps for its whole life, or a restart of a container asking for fewer CPUs than those",
-		"put the spec back to at least the original count; to run on fewer CPUs, recreate the pod"},
+		"put the spec back to at least the baseline count; to run on fewer CPUs, recreate the pod"},
 	{ReasonInconsistentCPUAllocation, []Verdict{Infeasible}, fromKEP5554,
 		"the container would change pools: a whole number of CPUs to a fraction, or back",
 		"recreate the pod with the new shape"},
-	{ReasonGetOriginalCPUSet, []Verdict{Infeasible}, fromKEP5554,
+	{ReasonGetBaselineCPUSet, []Verdict{Infeasible}, fromKEP5554,
 		"the CPUs the container was created with are not known (its state was lost and could not be rebuilt for it)",
 		"recreate the pod"},
 	{ReasonSMTAlignment, []Verdict{Infeasible}, fromKubelet,

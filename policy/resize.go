@@ -77,8 +77,8 @@ func (p *Policy) decideResize(m *Model, c Container, update Resources) (Decision
 		// warned when it came).
 		return Decision{Model: m, Operation: op}, nil
 	case oldExclusive && !hasEntry:
-		return Decision{}, refuse(Infeasible, ReasonGetOriginalCPUSet,
-			"the original exclusive CPUs of container %s are not known (state lost or rebuilt without them); it cannot be resized, recreate the pod",
+		return Decision{}, refuse(Infeasible, ReasonGetBaselineCPUSet,
+			"the baseline exclusive CPUs of container %s are not known (state lost or rebuilt without them); it cannot be resized, recreate the pod",
 			display)
 	case oldExclusive && !newClass.Exclusive:
 		return Decision{}, refuse(Infeasible, ReasonInconsistentCPUAllocation,
@@ -111,7 +111,7 @@ func (p *Policy) decideResize(m *Model, c Container, update Resources) (Decision
 // admitResize refuses a change of an exclusive container's CPU count to n
 // that the configuration or KEP-5554 forbids, whatever the free CPUs: in-place
 // resize disabled, a count full-pcpus-only cannot align, a shrink below the
-// original CPUs.
+// baseline CPUs.
 func (p *Policy) admitResize(display string, a state.Assignment, n int) error {
 	assigned := a.Assigned()
 	switch {
@@ -123,15 +123,15 @@ func (p *Policy) admitResize(display string, a state.Assignment, n int) error {
 		return refuse(Infeasible, ReasonSMTAlignment,
 			"container %s requests %d CPUs, not a multiple of the %d threads per core that full-pcpus-only requires; it keeps %s",
 			display, n, p.topo.ThreadsPerCore(), assigned)
-	case n < a.Original.Size():
+	case n < a.Baseline.Size():
 		return refuse(Infeasible, ReasonProhibitedCPUAllocation,
-			"container %s cannot shrink to %d CPUs: its original exclusive CPUs %s (%d CPUs) must be kept; it keeps %s",
-			display, n, a.Original, a.Original.Size(), assigned)
+			"container %s cannot shrink to %d CPUs: its baseline exclusive CPUs %s (%d CPUs) must be kept; it keeps %s",
+			display, n, a.Baseline, a.Baseline.Size(), assigned)
 	}
 	return nil
 }
 
-// shrink keeps the original CPUs and releases the least compact rest that
+// shrink keeps the baseline CPUs and releases the least compact rest that
 // the topology rules allow. The released CPUs join the shared pool only
 // once the runtime confirmed the shrink (Confirm): until then they belong
 // to nobody.
@@ -142,7 +142,7 @@ func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignmen
 	if err != nil {
 		return Decision{}, err
 	}
-	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: kept})
+	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: kept})
 	released := assigned.Difference(kept)
 	p.returnToPool(nm, released)
 	nm.Releasing[c.ID] = nm.Releasing[c.ID].Union(released)
@@ -155,7 +155,7 @@ func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignmen
 	}, nil
 }
 
-// shrinkTo chooses the n CPUs a shrink keeps: the original ones and the
+// shrinkTo chooses the n CPUs a shrink keeps: the baseline ones and the
 // most compact of the rest, inside the NUMA affinity the topology manager
 // policy admits for n CPUs (for the pod's CPUs under the pod scope) — a
 // shrink obeys the policy as a growth does, so it never keeps a shape a
@@ -163,24 +163,24 @@ func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignmen
 // it is refused.
 func (p *Policy) shrinkTo(m *Model, podUID, name, display string, a state.Assignment, n int) (cpuset.CPUSet, error) {
 	assigned := a.Assigned()
-	pl := placement{keep: a.Original, n: n}
+	pl := placement{keep: a.Baseline, n: n}
 	if p.opts.TopologyScope == cpuallocator.ScopePod {
 		pl.pod = m.podCPUs(podUID, name)
 	}
-	affinity, err := p.admitTopology(pl, maskOf(assigned.Difference(a.Original)))
+	affinity, err := p.admitTopology(pl, maskOf(assigned.Difference(a.Baseline)))
 	if err != nil {
 		return cpuset.New(), refuse(Infeasible, ReasonResizeAllocateCPUs,
 			"cannot shrink container %s from %s to %d CPUs keeping %s: no choice of its CPUs is allowed: %v",
-			display, assigned, n, a.Original, err)
+			display, assigned, n, a.Baseline, err)
 	}
 	from := assigned
 	if affinity != 0 {
-		from = assigned.Intersection(p.topo.CPUsInNUMANodes(affinity)).Union(a.Original)
+		from = assigned.Intersection(p.topo.CPUsInNUMANodes(affinity)).Union(a.Baseline)
 	}
-	kept, err := p.alloc.Shrink(from, a.Original, n)
+	kept, err := p.alloc.Shrink(from, a.Baseline, n)
 	if err != nil {
 		return cpuset.New(), refuse(Infeasible, ReasonResizeAllocateCPUs,
-			"cannot shrink container %s from %s to %d CPUs keeping %s: %v", display, assigned, n, a.Original, err)
+			"cannot shrink container %s from %s to %d CPUs keeping %s: %v", display, assigned, n, a.Baseline, err)
 	}
 	return kept, nil
 }
@@ -199,7 +199,7 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 			display, assigned.Size(), n, assigned, describe(free.CPUSet()), m.lentNote(), err)
 	}
 	nm := m.Clone()
-	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: cpus})
+	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus})
 	p.takeFromPool(nm, cpus.Difference(assigned))
 	p.takeHeld(nm, c.Pod.UID, cpus)
 	p.track(nm, c, display)

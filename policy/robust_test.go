@@ -94,7 +94,7 @@ func TestDuplicateContainerIDs(t *testing.T) {
 	other.CPUs = cpuset.New(5)
 	s := pol.Synchronize(d.Model, nil, []policy.Container{first, other, noID})
 	saves(t, pol, "Synchronize", s.Model)
-	if a, ok := s.Model.State.Assignment(first.Pod.UID, "app"); !ok || !a.Original.Equals(d.Target.CPUs) || s.Model.State.NumAssignments() != 1 {
+	if a, ok := s.Model.State.Assignment(first.Pod.UID, "app"); !ok || !a.Baseline.Equals(d.Target.CPUs) || s.Model.State.NumAssignments() != 1 {
 		t.Errorf("after Synchronize: pods with assignments %v; want only gu's, on %s", s.Model.State.PodUIDs(), d.Target.CPUs)
 	}
 	if len(s.Model.Containers) != 1 || !strings.Contains(strings.Join(s.Notes, "\n"), "reports container id gu twice") {
@@ -172,8 +172,8 @@ func TestSynchronizeAfterAFailedRequest(t *testing.T) {
 		wantAssigned       string
 		wantUpdateOfItself bool
 	}{
-		{"a shrink never applied", state.Assignment{Original: cpuset.New(2, 3, 4)}, "2-4,7", 4, "2-4,7", false},
-		{"a growth never applied", state.Assignment{Original: cpuset.New(2, 3), Resized: cpuset.New(1, 2, 3, 4)}, "2-3", 2, "2-3", false},
+		{"a shrink never applied", state.Assignment{Baseline: cpuset.New(2, 3, 4)}, "2-4,7", 4, "2-4,7", false},
+		{"a growth never applied", state.Assignment{Baseline: cpuset.New(2, 3), Resized: cpuset.New(1, 2, 3, 4)}, "2-3", 2, "2-3", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := pol.NewState()
@@ -185,8 +185,8 @@ func TestSynchronizeAfterAFailedRequest(t *testing.T) {
 			d := pol.Synchronize(policy.NewModel(st), nil, []policy.Container{c, web})
 			saves(t, pol, "Synchronize", d.Model)
 			a, _ := d.Model.State.Assignment("gu-uid", "app")
-			if a.Assigned().String() != tc.wantAssigned || !a.Original.Equals(tc.assignment.Original) {
-				t.Errorf("assignment %+v, want %s keeping the original %s", a, tc.wantAssigned, tc.assignment.Original)
+			if a.Assigned().String() != tc.wantAssigned || !a.Baseline.Equals(tc.assignment.Baseline) {
+				t.Errorf("assignment %+v, want %s keeping the baseline %s", a, tc.wantAssigned, tc.assignment.Baseline)
 			}
 			if _, updated := updatesOf(d)["gu"]; updated != tc.wantUpdateOfItself {
 				t.Errorf("updates %v", updatesOf(d))
@@ -239,7 +239,7 @@ func TestSynchronizeOrdersUpdates(t *testing.T) {
 			cpus := cpuset.New(free[:n]...)
 			free = free[n:]
 			name := string(rune('a' + i))
-			st.SetAssignment(name+"-uid", "app", state.Assignment{Original: cpus})
+			st.SetAssignment(name+"-uid", "app", state.Assignment{Baseline: cpus})
 			c := running(t, name, "guaranteed", int64(n)*1000, "")
 			containers = append(containers, c)
 		}
@@ -254,8 +254,8 @@ func TestSynchronizeOrdersUpdates(t *testing.T) {
 		used := cpuset.New()
 		for i := range containers {
 			a, _ := st.Assignment(containers[i].Pod.UID, "app")
-			containers[i].CPUs = cpuset.New(perm[:a.Original.Size()]...)
-			perm = perm[a.Original.Size():]
+			containers[i].CPUs = cpuset.New(perm[:a.Baseline.Size()]...)
+			perm = perm[a.Baseline.Size():]
 			used = used.Union(containers[i].CPUs)
 		}
 		for i := 0; i < 2; i++ {

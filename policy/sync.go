@@ -350,8 +350,8 @@ func (p *Policy) dropStalePods(m *Model, pods []Pod, live []*Container) {
 // adopt gives assignments to running exclusive containers that have none:
 // those whose current cpuset is valid keep it (oldest ids first, so a clash
 // is resolved deterministically), the others get fresh CPUs when there are
-// any, else stay on the shared pool without known original CPUs (a resize
-// of such a container is refused with getOriginalCPUSetError).
+// any, else stay on the shared pool without known baseline CPUs (a resize
+// of such a container is refused with getBaselineCPUSetError).
 func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 	var notes, retry []string
 	var later []*Container
@@ -366,7 +366,7 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 		return note != ""
 	}
 	pin := func(c *Container, cpus cpuset.CPUSet) {
-		m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: cpus})
+		m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: cpus})
 		m.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
 		p.takeFromPool(m, cpus)
 	}
@@ -380,7 +380,7 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 			continue
 		}
 		pin(c, c.CPUs)
-		notes = append(notes, fmt.Sprintf("%s: adopted with its current CPUs %s as original", displayName(c.Pod, c.Name), c.CPUs))
+		notes = append(notes, fmt.Sprintf("%s: adopted with its current CPUs %s as its baseline", displayName(c.Pod, c.Name), c.CPUs))
 	}
 	for _, c := range later {
 		display := displayName(c.Pod, c.Name)
@@ -401,7 +401,7 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 }
 
 // adoptable tells whether a running container's cpuset can become its
-// original exclusive CPUs: allocatable, nobody else's, and not lent to an
+// baseline exclusive CPUs: allocatable, nobody else's, and not lent to an
 // unsolicited update still in flight.
 func (p *Policy) adoptable(m *Model, cpus cpuset.CPUSet, n int) bool {
 	exclusive := m.State.ExclusiveCPUs().Union(m.heldCPUs())
@@ -442,10 +442,10 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 		// never applied, say): moving it would need more ordering than
 		// one update per container gives.
 		from := assigned
-		if on := assigned.Intersection(c.CPUs); on.Size() >= n && a.Original.IsSubsetOf(on) {
+		if on := assigned.Intersection(c.CPUs); on.Size() >= n && a.Baseline.IsSubsetOf(on) {
 			from = on
 		}
-		cpus, err = p.alloc.Shrink(from, a.Original, n)
+		cpus, err = p.alloc.Shrink(from, a.Baseline, n)
 	} else {
 		free, poolLeft := p.availability(m)
 		// Take the free CPUs it already runs on first (a shrink the
@@ -465,7 +465,7 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 	if err != nil {
 		return keep(err.Error())
 	}
-	m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Original: a.Original, Resized: cpus})
+	m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus})
 	p.returnToPool(m, assigned.Difference(cpus))
 	p.takeFromPool(m, cpus.Difference(assigned))
 	return fmt.Sprintf("%s: was resized to %d CPUs while the plugin was away; now runs on %s", display, n, cpus)

@@ -88,12 +88,12 @@ func TestSynchronizeRebuildsFromTheRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := d.Model.State
-	if a, _ := st.Assignment("adopt-uid", "app"); a.Original.String() != "2-3" {
+	if a, _ := st.Assignment("adopt-uid", "app"); a.Baseline.String() != "2-3" {
 		t.Errorf("valid cpuset not adopted: %+v", a)
 	}
 	for _, name := range []string{"never-pinned", "overlaps"} {
 		a, ok := st.Assignment(name+"-uid", "app")
-		if !ok || a.Original.Intersection(cpuset.New(0, 2, 3)).Size() != 0 {
+		if !ok || a.Baseline.Intersection(cpuset.New(0, 2, 3)).Size() != 0 {
 			t.Errorf("%s: re-pinned to %+v (present %v), want CPUs outside 0,2-3", name, a, ok)
 		}
 	}
@@ -115,15 +115,15 @@ func TestSynchronizeRebuildsFromTheRuntime(t *testing.T) {
 func TestSynchronizeKeepsRepairsAndDrops(t *testing.T) {
 	pol := eightCPUs(t)
 	st := pol.NewState()
-	st.SetAssignment("kept-uid", "app", state.Assignment{Original: cpuset.New(1, 2), Resized: cpuset.New(1, 2, 3)})
-	st.SetAssignment("dead-uid", "app", state.Assignment{Original: cpuset.New(5)})
+	st.SetAssignment("kept-uid", "app", state.Assignment{Baseline: cpuset.New(1, 2), Resized: cpuset.New(1, 2, 3)})
+	st.SetAssignment("dead-uid", "app", state.Assignment{Baseline: cpuset.New(5)})
 	st.SetDefaultCPUSet(cpuset.New(0, 4, 6, 7))
 	ctrs := []policy.Container{running(t, "kept", "guaranteed", 3000, "1-4")}
 	d := pol.Synchronize(policy.NewModel(st), nil, ctrs)
 	if err := pol.CheckInvariants(d.Model); err != nil {
 		t.Fatal(err)
 	}
-	if a, _ := d.Model.State.Assignment("kept-uid", "app"); a.Assigned().String() != "1-3" || a.Original.String() != "1-2" {
+	if a, _ := d.Model.State.Assignment("kept-uid", "app"); a.Assigned().String() != "1-3" || a.Baseline.String() != "1-2" {
 		t.Errorf("kept entry %+v", a)
 	}
 	if _, ok := d.Model.State.Assignment("dead-uid", "app"); ok {
@@ -137,10 +137,10 @@ func TestSynchronizeKeepsRepairsAndDrops(t *testing.T) {
 	}
 }
 
-// TestResizeWithoutOriginalCPUs: an exclusive container the plugin could
+// TestResizeWithoutBaselineCPUs: an exclusive container the plugin could
 // not adopt (no CPU left) runs on the shared pool and its resize is refused
-// with getOriginalCPUSetError.
-func TestResizeWithoutOriginalCPUs(t *testing.T) {
+// with getBaselineCPUSetError.
+func TestResizeWithoutBaselineCPUs(t *testing.T) {
 	pol := eightCPUs(t)
 	ctrs := []policy.Container{
 		running(t, "big", "guaranteed", 6000, "1-6"),
@@ -155,8 +155,8 @@ func TestResizeWithoutOriginalCPUs(t *testing.T) {
 	}
 	late := ctrs[1]
 	_, err := pol.UpdateContainer(d.Model, late, scenario.KubeletResources("guaranteed", 1000, 1000, 1<<30))
-	if err == nil || !strings.HasPrefix(err.Error(), "Infeasible: getOriginalCPUSetError: the original exclusive CPUs of container default/late/app are not known") {
-		t.Errorf("resize of an exclusive container without original CPUs: %v", err)
+	if err == nil || !strings.HasPrefix(err.Error(), "Infeasible: getBaselineCPUSetError: the baseline exclusive CPUs of container default/late/app are not known") {
+		t.Errorf("resize of an exclusive container without baseline CPUs: %v", err)
 	}
 }
 
@@ -179,13 +179,13 @@ func TestLentCPUsAreNotHandedOut(t *testing.T) {
 
 // TestSynchronizeCatchesUpMissedResizes: resizes that went through while
 // the plugin was away are applied by the usual rules at Synchronize; one
-// below the original CPUs is not, and is noted.
+// below the baseline CPUs is not, and is noted.
 func TestSynchronizeCatchesUpMissedResizes(t *testing.T) {
 	pol := eightCPUs(t)
 	st := pol.NewState()
-	st.SetAssignment("grown-uid", "app", state.Assignment{Original: cpuset.New(1, 2)})
-	st.SetAssignment("shrunk-uid", "app", state.Assignment{Original: cpuset.New(3), Resized: cpuset.New(3, 4, 5)})
-	st.SetAssignment("below-uid", "app", state.Assignment{Original: cpuset.New(6, 7)})
+	st.SetAssignment("grown-uid", "app", state.Assignment{Baseline: cpuset.New(1, 2)})
+	st.SetAssignment("shrunk-uid", "app", state.Assignment{Baseline: cpuset.New(3), Resized: cpuset.New(3, 4, 5)})
+	st.SetAssignment("below-uid", "app", state.Assignment{Baseline: cpuset.New(6, 7)})
 	st.SetDefaultCPUSet(cpuset.New(0))
 	ctrs := []policy.Container{
 		running(t, "grown", "guaranteed", 3000, "1-2"),
@@ -206,7 +206,7 @@ func TestSynchronizeCatchesUpMissedResizes(t *testing.T) {
 		t.Errorf("first update is %s: the shrink must come before the growth into its CPUs", d.Others[0].ContainerID)
 	}
 	noted := strings.Join(d.Notes, "\n")
-	if !strings.Contains(noted, "default/below/app: was resized to 1 CPUs while the plugin was away: Infeasible: prohibitedCPUAllocationError: container default/below/app cannot shrink to 1 CPUs: its original exclusive CPUs 6-7 (2 CPUs) must be kept; it keeps 6-7") {
+	if !strings.Contains(noted, "default/below/app: was resized to 1 CPUs while the plugin was away: Infeasible: prohibitedCPUAllocationError: container default/below/app cannot shrink to 1 CPUs: its baseline exclusive CPUs 6-7 (2 CPUs) must be kept; it keeps 6-7") {
 		t.Errorf("notes:\n%s", noted)
 	}
 }
@@ -250,7 +250,7 @@ func TestAlignMemory(t *testing.T) {
 // TestRecreatedContainerKeepsItsCPUs: a container created again under the
 // same pod and name while its predecessor's stop was never seen keeps the
 // assignment when it asks for as many CPUs, and grows it, keeping its
-// original CPUs, when it asks for more.
+// baseline CPUs, when it asks for more.
 // The predecessor, which may still run (a twin), loses its claim and is
 // sent to the shared pool before the new container starts: no CPU is ever
 // in both.
@@ -284,8 +284,8 @@ func TestRecreatedContainerKeepsItsCPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, _ := d3.Model.State.Assignment("gu-uid", "app"); !a.Original.Equals(d.Target.CPUs) || a.Resized.Size() != 3 || !d3.Target.CPUs.Equals(a.Resized) {
-		t.Errorf("re-created with 3 CPUs: %+v, target %s; want the original %s kept and grown to 3", a, d3.Target.CPUs, d.Target.CPUs)
+	if a, _ := d3.Model.State.Assignment("gu-uid", "app"); !a.Baseline.Equals(d.Target.CPUs) || a.Resized.Size() != 3 || !d3.Target.CPUs.Equals(a.Resized) {
+		t.Errorf("re-created with 3 CPUs: %+v, target %s; want the baseline %s kept and grown to 3", a, d3.Target.CPUs, d.Target.CPUs)
 	}
 	if err := pol.CheckInvariants(d3.Model); err != nil {
 		t.Error(err)
@@ -303,7 +303,7 @@ func TestSynchronizeDoesNotAdoptLentCPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, ok := d.Model.State.Assignment("gu-uid", "app")
-	if !ok || !a.Original.Intersection(cpuset.New(2, 3)).IsEmpty() {
+	if !ok || !a.Baseline.Intersection(cpuset.New(2, 3)).IsEmpty() {
 		t.Errorf("assignment %+v (present %v), want two CPUs other than the lent 2-3", a, ok)
 	}
 }

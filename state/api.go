@@ -32,21 +32,43 @@ const CheckpointFile = "cpu_manager_state"
 
 // Assignment is the exclusive CPUs of one container.
 type Assignment struct {
-	// Original is the cpuset the container got when it was created. A
-	// resize never takes any of these CPUs away.
-	Original cpuset.CPUSet
+	// Baseline is the cpuset the container got when it was created
+	// (KEP-5554's baseline CPUs; "original" in its first text). A resize
+	// never takes any of these CPUs away.
+	Baseline cpuset.CPUSet
 	// Resized is the cpuset after the latest successful resize, always a
-	// superset of Original; empty until the first resize.
+	// superset of Baseline; empty until the first resize.
 	Resized cpuset.CPUSet
+	// Init marks the entry of an ordinary init container (not a sidecar):
+	// the containers its pod starts after it may reuse its CPUs, as the
+	// kubelet's static policy reuses them, so its CPUs may also be in
+	// other entries of its pod (never in another pod's).
+	Init bool
+	// Delayed are CPUs a decrease released that the container keeps until
+	// ReleaseAt (the scale-down delay), so that its threads can move off
+	// them first; disjoint from Assigned, empty when no release is
+	// pending.
+	Delayed cpuset.CPUSet
+	// ReleaseAt is when Delayed go; zero when Delayed is empty.
+	ReleaseAt time.Time
 }
 
 // Assigned returns the CPUs the container holds now: Resized if set, else
-// Original.
+// Baseline.
 func (a Assignment) Assigned() cpuset.CPUSet {
 	if a.Resized.Size() > 0 {
 		return a.Resized
 	}
-	return a.Original
+	return a.Baseline
+}
+
+// Held returns every CPU of the container: Assigned and the Delayed ones
+// it keeps until their release.
+func (a Assignment) Held() cpuset.CPUSet {
+	if a.Delayed.IsEmpty() {
+		return a.Assigned()
+	}
+	return a.Assigned().Union(a.Delayed)
 }
 
 // ContainerRef names a container the way the checkpoint keys it.

@@ -46,7 +46,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 		{
 			name: "gu-pod-1 created with 2 CPUs",
 			apply: func(s *State) {
-				s.SetAssignment(pod1, c1, Assignment{Original: cpus(t, "1-2")})
+				s.SetAssignment(pod1, c1, Assignment{Baseline: cpus(t, "1-2")})
 				s.defaultCPUSet = cpus(t, "0,3-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,3-15",
@@ -55,7 +55,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 		{
 			name: "gu-pod-1 grown by 2 CPUs",
 			apply: func(s *State) {
-				s.SetAssignment(pod1, c1, Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-4")})
+				s.SetAssignment(pod1, c1, Assignment{Baseline: cpus(t, "1-2"), Resized: cpus(t, "1-4")})
 				s.defaultCPUSet = cpus(t, "0,5-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,5-15",
@@ -64,7 +64,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 		{
 			name: "gu-pod-1 shrunk by 2 CPUs",
 			apply: func(s *State) {
-				s.SetAssignment(pod1, c1, Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-2")})
+				s.SetAssignment(pod1, c1, Assignment{Baseline: cpus(t, "1-2"), Resized: cpus(t, "1-2")})
 				s.defaultCPUSet = cpus(t, "0,3-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,3-15",
@@ -73,8 +73,8 @@ func TestKEP5554WalkThrough(t *testing.T) {
 		{
 			name: "gu-pod-2 created with two 2-CPU containers",
 			apply: func(s *State) {
-				s.SetAssignment(pod2, c1, Assignment{Original: cpus(t, "3-4")})
-				s.SetAssignment(pod2, c2, Assignment{Original: cpus(t, "5-6")})
+				s.SetAssignment(pod2, c1, Assignment{Baseline: cpus(t, "3-4")})
+				s.SetAssignment(pod2, c2, Assignment{Baseline: cpus(t, "5-6")})
 				s.defaultCPUSet = cpus(t, "0,7-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,7-15","entries":{
@@ -86,8 +86,8 @@ func TestKEP5554WalkThrough(t *testing.T) {
 			name: "gu-pod-1 deleted, gu-pod-2's first container grown by 2 CPUs",
 			apply: func(s *State) {
 				s.DeleteAssignment(pod1, c1)
-				s.SetAssignment(pod2, c1, Assignment{Original: cpus(t, "3-4"), Resized: cpus(t, "1,3-4,7")})
-				s.SetAssignment(pod2, c2, Assignment{Original: cpus(t, "5-6"), Resized: cpus(t, "5-6")})
+				s.SetAssignment(pod2, c1, Assignment{Baseline: cpus(t, "3-4"), Resized: cpus(t, "1,3-4,7")})
+				s.SetAssignment(pod2, c2, Assignment{Baseline: cpus(t, "5-6"), Resized: cpus(t, "5-6")})
 				s.defaultCPUSet = cpus(t, "0,2,8-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,2,8-15","entries":{
@@ -97,8 +97,8 @@ func TestKEP5554WalkThrough(t *testing.T) {
 		{
 			name: "first container shrunk by 2, second grown by 2",
 			apply: func(s *State) {
-				s.SetAssignment(pod2, c1, Assignment{Original: cpus(t, "3-4"), Resized: cpus(t, "3-4")})
-				s.SetAssignment(pod2, c2, Assignment{Original: cpus(t, "5-6"), Resized: cpus(t, "1,5-7")})
+				s.SetAssignment(pod2, c1, Assignment{Baseline: cpus(t, "3-4"), Resized: cpus(t, "3-4")})
+				s.SetAssignment(pod2, c2, Assignment{Baseline: cpus(t, "5-6"), Resized: cpus(t, "1,5-7")})
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,2,8-15","entries":{
 				"gu-pod-2-uid":{"gu-container-1":{"original":"3-4","resized":"3-4"},
@@ -182,7 +182,7 @@ func TestRoundTrip(t *testing.T) {
 		}},
 		{"names that need escaping", func(t *testing.T) *State {
 			s := New(cpus(t, "0"))
-			s.SetAssignment(`p"<&>\u00e9`, "c\n\t", Assignment{Original: cpus(t, "1")})
+			s.SetAssignment(`p"<&>\u00e9`, "c\n\t", Assignment{Baseline: cpus(t, "1")})
 			s.SetContainer("id é", ContainerRef{PodUID: `p"<&>\u00e9`, Name: "c\n\t"})
 			return s
 		}},
@@ -281,10 +281,10 @@ func TestMarshalRefusesInconsistentState(t *testing.T) {
 		change func(s *State)
 		reason string
 	}{
-		{"overlap", func(s *State) { s.SetAssignment("pod-c", "x", Assignment{Original: cpus(t, "7")}) }, "overlap on CPUs"},
+		{"overlap", func(s *State) { s.SetAssignment("pod-c", "x", Assignment{Baseline: cpus(t, "7")}) }, "overlap on CPUs"},
 		{"shared", func(s *State) { s.defaultCPUSet = cpus(t, "0,5") }, "overlaps defaultCpuSet"},
 		{"shrunk below original", func(s *State) {
-			s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "2-3")})
+			s.SetAssignment("pod-a", "app", Assignment{Baseline: cpus(t, "1-2"), Resized: cpus(t, "2-3")})
 		}, "does not contain original"},
 		{"dangling id", func(s *State) { s.SetContainer("c-x", ContainerRef{PodUID: "pod-x", Name: "x"}) }, "has no entry"},
 		{"held and assigned", func(s *State) { s.SetHold("pod-x", Hold{CPUs: cpus(t, "2")}) }, `hold of pod "pod-x" (CPUs "2") and pod "pod-a" container "app"`},
@@ -297,7 +297,7 @@ func TestMarshalRefusesInconsistentState(t *testing.T) {
 		{"a pod UID that is not UTF-8", func(s *State) { s.SetPodResources("pod\xff", PodRecord{}) }, `pod UID "pod\xff" is not valid UTF-8`},
 		{"a container name that is not UTF-8", func(s *State) {
 			s.SetDefaultCPUSet(cpus(t, "0,9-15"))
-			s.SetAssignment("pod-b", "x\xc3", Assignment{Original: cpus(t, "8")})
+			s.SetAssignment("pod-b", "x\xc3", Assignment{Baseline: cpus(t, "8")})
 		}, `container name "x\xc3" is not valid UTF-8`},
 		{"a container id that is not UTF-8", func(s *State) { s.SetContainer("\xed\xa0\x80", ContainerRef{PodUID: "pod-b", Name: "db"}) },
 			`container id "\xed\xa0\x80" is not valid UTF-8`},

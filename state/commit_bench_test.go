@@ -33,7 +33,7 @@ func (n commitNode) podUID(i int) string { return fmt.Sprintf("5f0c8a4e-1b2d-4c3
 // assignment returns container i's assignment, grown or not.
 func (n commitNode) assignment(i int, grown bool) Assignment {
 	first := i * n.block
-	a := Assignment{Original: cpuset.New(makeRange(first, first+n.orig-1)...)}
+	a := Assignment{Baseline: cpuset.New(makeRange(first, first+n.orig-1)...)}
 	if grown {
 		a.Resized = cpuset.New(makeRange(first, first+n.orig+n.extra-1)...)
 	}
@@ -69,9 +69,9 @@ func (n commitNode) resize(s *State, i int) *State {
 	a, _ := next.Assignment(pod, "app")
 	grown := a.Assigned().Size() > n.orig
 	b := n.assignment(i, true)
-	extra := b.Resized.Difference(b.Original)
+	extra := b.Resized.Difference(b.Baseline)
 	if grown {
-		b.Resized = b.Original
+		b.Resized = b.Baseline
 		next.SetDefaultCPUSet(next.DefaultCPUSet().Union(extra))
 	} else {
 		next.SetDefaultCPUSet(next.DefaultCPUSet().Difference(extra))

@@ -80,7 +80,7 @@ func crashState(seq int) *State {
 	s := New(crashOnline.Difference(cpuset.New(makeRange(1, n)...)))
 	for i := 1; i <= n; i++ {
 		pod := fmt.Sprintf("pod-%d-%d", seq/7, i)
-		s.SetAssignment(pod, "app", Assignment{Original: cpuset.New(i)})
+		s.SetAssignment(pod, "app", Assignment{Baseline: cpuset.New(i)})
 		s.SetContainer(fmt.Sprintf("ctr-%d-%d", seq/7, i), ContainerRef{PodUID: pod, Name: "app"})
 	}
 	s.SetPodResources("seq", PodRecord{Resources: ResourceRecord{CPUShares: uint64(seq)}})

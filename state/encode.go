@@ -49,7 +49,7 @@ func (e *encoder) canonical(s *State) []byte {
 			a := containers[name]
 			e.key(j, "", name)
 			e.buf = append(e.buf, `{"original":`...)
-			e.cpuList(a.Original)
+			e.cpuList(a.Baseline)
 			e.buf = append(e.buf, `,"resized":`...)
 			e.cpuList(a.Resized)
 			e.buf = append(e.buf, '}')

@@ -35,7 +35,7 @@ func encodeV1(s *State) checkpointV1 {
 		}
 		entries := make(map[string]containerCPUsV1, len(containers))
 		for name, a := range containers {
-			entries[name] = containerCPUsV1{Original: cpumask.Format(a.Original), Resized: cpumask.Format(a.Resized)}
+			entries[name] = containerCPUsV1{Original: cpumask.Format(a.Baseline), Resized: cpumask.Format(a.Resized)}
 		}
 		cp.Entries[podUID] = entries
 	}
@@ -89,7 +89,7 @@ func referenceEncoding(t testing.TB, s *State) []byte {
 
 func TestEncoderMatchesEncodingJSON(t *testing.T) {
 	escaping := New(cpus(t, "0"))
-	escaping.SetAssignment("p\"<&>\\\u00e9\u2028\u2029\x7f", "c\n\t\b\f\r\x01", Assignment{Original: cpus(t, "1")})
+	escaping.SetAssignment("p\"<&>\\\u00e9\u2028\u2029\x7f", "c\n\t\b\f\r\x01", Assignment{Baseline: cpus(t, "1")})
 	escaping.SetContainer("id \xff\xfe é", ContainerRef{PodUID: "p\"<&>\\\u00e9\u2028\u2029\x7f", Name: "c\n\t\b\f\r\x01"})
 	escaping.SetPodResources("\xed\xa0\x80", PodRecord{Resources: ResourceRecord{CPUQuota: -1, MemoryLimit: -5}})
 	podsOnly := New(cpuset.New())

@@ -102,7 +102,7 @@ func (cp *checkpointV2) toState() (*State, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: resized %q does not parse: %w", ref, e.Resized, err)
 			}
-			s.SetAssignment(podUID, name, Assignment{Original: original, Resized: resized})
+			s.SetAssignment(podUID, name, Assignment{Baseline: original, Resized: resized})
 		}
 	}
 	for id, ref := range cp.Containers {

@@ -225,7 +225,7 @@ func decodePayload(payload []byte) (seq uint64, ops []op, err error) {
 			o.cpus = r.cpus("defaultCpuSet")
 		case opSetAssignment:
 			o.key, o.name = r.string(), r.string()
-			o.assignment.Original = r.cpus("original")
+			o.assignment.Baseline = r.cpus("original")
 			o.assignment.Resized = r.cpus("resized")
 		case opDeleteAssignment:
 			o.key, o.name = r.string(), r.string()

@@ -39,7 +39,7 @@ func appendRecord(buf []byte, seq uint64, ops ...op) []byte {
 		case opSetAssignment:
 			str(o.key)
 			str(o.name)
-			str(o.assignment.Original.String())
+			str(o.assignment.Baseline.String())
 			str(o.assignment.Resized.String())
 		case opDeleteAssignment:
 			str(o.key)
@@ -240,7 +240,7 @@ func TestReplayOfHandMadeDirectories(t *testing.T) {
 		{"records that make the state inconsistent", func(t *testing.T, dir string) {
 			writeFile(t, dir, &journalRefV1{Generation: 1})
 			data := appendRecord(journalHeader(1), 1, op{kind: opSetAssignment, key: "pod-x", name: "x",
-				assignment: Assignment{Original: cpus(t, "1")}})
+				assignment: Assignment{Baseline: cpus(t, "1")}})
 			if err := os.WriteFile(filepath.Join(dir, journalName(1)), data, 0o600); err != nil {
 				t.Fatal(err)
 			}

@@ -106,7 +106,7 @@ func (imp *kubeletImport) add(ref ContainerRef, where, originalText, resizedText
 		imp.warn("%s: %s has an empty cpuset; not imported", where, ref)
 		return nil
 	}
-	a := Assignment{Original: original, Resized: resized}
+	a := Assignment{Baseline: original, Resized: resized}
 	if err := validateAssignment(ref, a, &imp.online); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}

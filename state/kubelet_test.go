@@ -137,7 +137,7 @@ func TestImportKubelet(t *testing.T) {
 			}
 			got := map[ContainerRef]string{}
 			s.ForEach(func(ref ContainerRef, a Assignment) {
-				got[ref] = a.Original.String()
+				got[ref] = a.Baseline.String()
 				if !a.Resized.IsEmpty() {
 					got[ref] += "/" + a.Resized.String()
 				}

@@ -237,23 +237,23 @@ func powerLossWorkload(t *testing.T, base *State) []*State {
 			s.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "0"), Keys: map[string]string{"reservedSystemCPUs": "0"}})
 		},
 		func(s *State) {
-			s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2")})
+			s.SetAssignment("pod-a", "app", Assignment{Baseline: cpus(t, "1-2")})
 			s.SetContainer("c-app", ContainerRef{PodUID: "pod-a", Name: "app"})
 			s.SetDefaultCPUSet(cpus(t, "0,3-15"))
 		},
 		func(s *State) {
-			s.SetAssignment("pod-b", "db", Assignment{Original: cpus(t, "3-4")})
+			s.SetAssignment("pod-b", "db", Assignment{Baseline: cpus(t, "3-4")})
 			s.SetContainer("c-db", ContainerRef{PodUID: "pod-b", Name: "db"})
 			s.SetPodResources("pod-b", PodRecord{Resources: ResourceRecord{CPUShares: 2048, CPUQuota: 200000, CPUPeriod: 100000}})
 			s.SetDefaultCPUSet(cpus(t, "0,5-15"))
 		},
 		func(s *State) {
-			s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-2,5-6")})
+			s.SetAssignment("pod-a", "app", Assignment{Baseline: cpus(t, "1-2"), Resized: cpus(t, "1-2,5-6")})
 			s.SetPodResources("pod-a", PodRecord{Resources: ResourceRecord{CPUQuota: 400000, CPUPeriod: 100000}})
 			s.SetDefaultCPUSet(cpus(t, "0,7-15"))
 		},
 		func(s *State) { // a decrease whose CPUs stay with the pod
-			s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-2")})
+			s.SetAssignment("pod-a", "app", Assignment{Baseline: cpus(t, "1-2"), Resized: cpus(t, "1-2")})
 			s.SetHold("pod-a", Hold{CPUs: cpus(t, "5-6"), Since: since})
 		},
 		func(s *State) {
@@ -262,8 +262,8 @@ func powerLossWorkload(t *testing.T, base *State) []*State {
 			s.SetDefaultCPUSet(cpus(t, "0,5-15"))
 		},
 		func(s *State) {
-			s.SetAssignment("pod-c", "web", Assignment{Original: cpus(t, "7")})
-			s.SetAssignment("pod-c", "side", Assignment{Original: cpus(t, "8")})
+			s.SetAssignment("pod-c", "web", Assignment{Baseline: cpus(t, "7")})
+			s.SetAssignment("pod-c", "side", Assignment{Baseline: cpus(t, "8")})
 			s.SetContainer("c-web", ContainerRef{PodUID: "pod-c", Name: "web"})
 			s.SetDefaultCPUSet(cpus(t, "0,5-6,9-15"))
 		},

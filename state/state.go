@@ -75,7 +75,7 @@ func (s *State) entriesContain(o *State) bool {
 	for podUID, containers := range o.entries {
 		for name, a := range containers {
 			b, ok := s.Assignment(podUID, name)
-			if !ok || !cpumask.Equal(a.Original, b.Original) || !cpumask.Equal(a.Resized, b.Resized) {
+			if !ok || !cpumask.Equal(a.Baseline, b.Baseline) || !cpumask.Equal(a.Resized, b.Resized) {
 				return false
 			}
 		}

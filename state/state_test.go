@@ -25,9 +25,9 @@ func TestAssignmentAssigned(t *testing.T) {
 		a        Assignment
 		expected string
 	}{
-		{"never resized", Assignment{Original: cpuset.New(1, 2)}, "1-2"},
-		{"grown", Assignment{Original: cpuset.New(1, 2), Resized: cpuset.New(1, 2, 3, 4)}, "1-4"},
-		{"shrunk back to original", Assignment{Original: cpuset.New(1, 2), Resized: cpuset.New(1, 2)}, "1-2"},
+		{"never resized", Assignment{Baseline: cpuset.New(1, 2)}, "1-2"},
+		{"grown", Assignment{Baseline: cpuset.New(1, 2), Resized: cpuset.New(1, 2, 3, 4)}, "1-4"},
+		{"shrunk back to original", Assignment{Baseline: cpuset.New(1, 2), Resized: cpuset.New(1, 2)}, "1-2"},
 		{"empty", Assignment{}, ""},
 	}
 	for _, tc := range tests {
@@ -42,9 +42,9 @@ func TestAssignmentAssigned(t *testing.T) {
 // sampleState is a consistent state of two pods on CPUs 0-15.
 func sampleState(t testing.TB) *State {
 	s := New(cpus(t, "0,8-15"))
-	s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-4")})
-	s.SetAssignment("pod-a", "sidecar", Assignment{Original: cpus(t, "5")})
-	s.SetAssignment("pod-b", "db", Assignment{Original: cpus(t, "6-7")})
+	s.SetAssignment("pod-a", "app", Assignment{Baseline: cpus(t, "1-2"), Resized: cpus(t, "1-4")})
+	s.SetAssignment("pod-a", "sidecar", Assignment{Baseline: cpus(t, "5")})
+	s.SetAssignment("pod-b", "db", Assignment{Baseline: cpus(t, "6-7")})
 	s.SetContainer("c-app", ContainerRef{PodUID: "pod-a", Name: "app"})
 	s.SetContainer("c-sidecar", ContainerRef{PodUID: "pod-a", Name: "sidecar"})
 	s.SetContainer("c-db", ContainerRef{PodUID: "pod-b", Name: "db"})
@@ -72,7 +72,7 @@ func sampleStateV2(t testing.TB) *State {
 func TestStateQueries(t *testing.T) {
 	s := sampleState(t)
 
-	if a, ok := s.Assignment("pod-a", "app"); !ok || a.Assigned().String() != "1-4" || a.Original.String() != "1-2" {
+	if a, ok := s.Assignment("pod-a", "app"); !ok || a.Assigned().String() != "1-4" || a.Baseline.String() != "1-2" {
 		t.Errorf("Assignment(pod-a, app) = %v, %v; want original 1-2 assigned 1-4", a, ok)
 	}
 	if _, ok := s.Assignment("pod-a", "missing"); ok {
@@ -179,8 +179,8 @@ func TestCloneIsIndependent(t *testing.T) {
 	if !c.Equal(s) {
 		t.Fatal("clone differs from original")
 	}
-	c.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2")})
-	c.SetAssignment("pod-c", "new", Assignment{Original: cpus(t, "8")})
+	c.SetAssignment("pod-a", "app", Assignment{Baseline: cpus(t, "1-2")})
+	c.SetAssignment("pod-c", "new", Assignment{Baseline: cpus(t, "8")})
 	c.DeleteContainer("c-db")
 	c.SetPodResources("pod-a", PodRecord{})
 	c.defaultCPUSet = cpus(t, "0")
@@ -222,14 +222,14 @@ func TestEqual(t *testing.T) {
 		{"empty pod map is no pod", func(s *State) { s.entries["ghost"] = map[string]Assignment{} }, true},
 		{"nil maps are empty maps", nil, true},
 		{"default set", func(s *State) { s.defaultCPUSet = cpus(t, "0,8-14") }, false},
-		{"original", func(s *State) { s.SetAssignment("pod-b", "db", Assignment{Original: cpus(t, "6")}) }, false},
+		{"original", func(s *State) { s.SetAssignment("pod-b", "db", Assignment{Baseline: cpus(t, "6")}) }, false},
 		{"resized", func(s *State) {
-			s.SetAssignment("pod-a", "app", Assignment{Original: cpus(t, "1-2"), Resized: cpus(t, "1-3")})
+			s.SetAssignment("pod-a", "app", Assignment{Baseline: cpus(t, "1-2"), Resized: cpus(t, "1-3")})
 		}, false},
 		{"resized equal to original is not unset", func(s *State) {
-			s.SetAssignment("pod-b", "db", Assignment{Original: cpus(t, "6-7"), Resized: cpus(t, "6-7")})
+			s.SetAssignment("pod-b", "db", Assignment{Baseline: cpus(t, "6-7"), Resized: cpus(t, "6-7")})
 		}, false},
-		{"extra assignment", func(s *State) { s.SetAssignment("pod-c", "x", Assignment{Original: cpus(t, "8")}) }, false},
+		{"extra assignment", func(s *State) { s.SetAssignment("pod-c", "x", Assignment{Baseline: cpus(t, "8")}) }, false},
 		{"missing assignment", func(s *State) { s.DeleteAssignment("pod-b", "db") }, false},
 		{"container id", func(s *State) { s.SetContainer("c-db", ContainerRef{PodUID: "pod-b", Name: "other"}) }, false},
 		{"pod resources", func(s *State) { s.SetPodResources("pod-b", PodRecord{}) }, false},
@@ -268,7 +268,7 @@ func TestEqual(t *testing.T) {
 
 func TestZeroStateMutators(t *testing.T) {
 	var s State
-	s.SetAssignment("p", "c", Assignment{Original: cpuset.New(1)})
+	s.SetAssignment("p", "c", Assignment{Baseline: cpuset.New(1)})
 	s.SetContainer("id", ContainerRef{PodUID: "p", Name: "c"})
 	s.SetPodResources("p", PodRecord{})
 	if err := s.Validate(cpuset.New(0, 1)); err != nil {
@@ -280,12 +280,12 @@ func TestZeroStateMutators(t *testing.T) {
 // in the other.
 func TestCloneIsDeep(t *testing.T) {
 	s := New(cpuset.New(0))
-	s.SetAssignment("pod", "a", Assignment{Original: cpuset.New(1)})
-	s.SetAssignment("pod", "b", Assignment{Original: cpuset.New(2)})
+	s.SetAssignment("pod", "a", Assignment{Baseline: cpuset.New(1)})
+	s.SetAssignment("pod", "b", Assignment{Baseline: cpuset.New(2)})
 	c := s.Clone()
-	c.SetAssignment("pod", "a", Assignment{Original: cpuset.New(1), Resized: cpuset.New(1, 3)})
+	c.SetAssignment("pod", "a", Assignment{Baseline: cpuset.New(1), Resized: cpuset.New(1, 3)})
 	c.DeleteAssignment("pod", "b")
-	c.SetAssignment("other", "x", Assignment{Original: cpuset.New(4)})
+	c.SetAssignment("other", "x", Assignment{Baseline: cpuset.New(4)})
 	if a, _ := s.Assignment("pod", "a"); a.Resized.Size() != 0 {
 		t.Errorf("a write to the clone changed the original: %+v", a)
 	}

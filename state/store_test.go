@@ -166,7 +166,7 @@ func TestRefusedSaveKeepsPreviousState(t *testing.T) {
 	before := readStateFiles(t, dir)
 
 	bad := sampleState(t)
-	bad.SetAssignment("pod-x", "x", Assignment{Original: cpus(t, "1")}) // overlaps pod-a/app
+	bad.SetAssignment("pod-x", "x", Assignment{Baseline: cpus(t, "1")}) // overlaps pod-a/app
 	if err := st.Save(bad); err == nil || !strings.Contains(err.Error(), "overlap") {
 		t.Errorf("Save of an inconsistent state: %v, want an overlap error", err)
 	}
@@ -492,7 +492,7 @@ func TestCheckpointIsCurrentAfterEverySave(t *testing.T) {
 	changes := []func(){
 		func() {},
 		func() {
-			s.SetAssignment("pod-b", "db", Assignment{Original: cpus(t, "6-7"), Resized: cpus(t, "6-9")})
+			s.SetAssignment("pod-b", "db", Assignment{Baseline: cpus(t, "6-7"), Resized: cpus(t, "6-9")})
 			s.SetDefaultCPUSet(cpus(t, "0,10-15"))
 		},
 		func() { s.SetContainer("c-db-2", ContainerRef{PodUID: "pod-b", Name: "db"}); s.DeleteContainer("c-db") },

@@ -179,7 +179,7 @@ func (s *State) validateEntries(shared, onlineMask cpumask.Mask, online *cpuset.
 		containers := s.entries[podUID]
 		for _, name := range keys(containers, sorted) {
 			a := containers[name]
-			originalIDs, resizedIDs := a.Original.UnsortedList(), a.Resized.UnsortedList()
+			originalIDs, resizedIDs := a.Baseline.UnsortedList(), a.Resized.UnsortedList()
 			ok := name != "" && len(originalIDs) > 0 && addWithin(&original, originalIDs, onlineMask, online != nil)
 			resized := 0
 			for _, cpu := range resizedIDs {
@@ -303,26 +303,26 @@ func validateAssignment(ref ContainerRef, a Assignment, online *cpuset.CPUSet) e
 	if ref.Name == "" {
 		return fmt.Errorf("pod %q has an entry with an empty container name", ref.PodUID)
 	}
-	if a.Original.IsEmpty() {
+	if a.Baseline.IsEmpty() {
 		return fmt.Errorf("%s: empty original cpuset", ref)
 	}
-	if err := inRange(ref.String()+": original", a.Original); err != nil {
+	if err := inRange(ref.String()+": original", a.Baseline); err != nil {
 		return err
 	}
 	if err := inRange(ref.String()+": resized", a.Resized); err != nil {
 		return err
 	}
 	if online != nil {
-		if err := insideOnline(ref.String()+": original", a.Original, *online); err != nil {
+		if err := insideOnline(ref.String()+": original", a.Baseline, *online); err != nil {
 			return err
 		}
 		if err := insideOnline(ref.String()+": resized", a.Resized, *online); err != nil {
 			return err
 		}
 	}
-	if !a.Resized.IsEmpty() && !a.Original.IsSubsetOf(a.Resized) {
+	if !a.Resized.IsEmpty() && !a.Baseline.IsSubsetOf(a.Resized) {
 		return fmt.Errorf("%s: resized %q does not contain original %q (missing CPUs %q)",
-			ref, a.Resized, a.Original, a.Original.Difference(a.Resized))
+			ref, a.Resized, a.Baseline, a.Baseline.Difference(a.Resized))
 	}
 	return nil
 }

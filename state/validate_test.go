@@ -20,13 +20,13 @@ func TestSaveAndMarshalRefuseCPUIDsLoadRefuses(t *testing.T) {
 	}{
 		{"a negative original CPU", func() *State {
 			s := New(cpuset.New(0))
-			s.SetAssignment("p", "c", Assignment{Original: cpuset.New(-1, 1)})
+			s.SetAssignment("p", "c", Assignment{Baseline: cpuset.New(-1, 1)})
 			s.SetContainer("id", ContainerRef{PodUID: "p", Name: "c"})
 			return s
 		}, `pod "p" container "c": original names CPUs [-1], outside the CPU ids 0-65535`},
 		{"a resized CPU above the largest", func() *State {
 			s := New(cpuset.New(0))
-			s.SetAssignment("p", "c", Assignment{Original: cpuset.New(1), Resized: cpuset.New(1, cpumask.MaxID+1)})
+			s.SetAssignment("p", "c", Assignment{Baseline: cpuset.New(1), Resized: cpuset.New(1, cpumask.MaxID+1)})
 			return s
 		}, `pod "p" container "c": resized names CPUs [65536], outside the CPU ids 0-65535`},
 		{"a shared pool CPU above the largest", func() *State {

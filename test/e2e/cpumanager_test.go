@@ -142,7 +142,7 @@ func wantCPUs(ctx context.Context, t *testing.T, c *harness.Container, want cpus
 // wantPinned checks that c, a Guaranteed container of one whole CPU created
 // while the CPUs of available were free for exclusive use, is pinned to one
 // of them (in its cgroup, in the CPUs a process inside it may use, and as
-// its original CPUs in the checkpoint), and returns it. Where the machine's
+// its baseline CPUs in the checkpoint), and returns it. Where the machine's
 // topology lets the tests predict the plugin's choice (every machine with
 // one socket and one NUMA node), it must be that CPU.
 func (m *cpuManager) wantPinned(ctx context.Context, t *testing.T, c *harness.Container, available cpuset.CPUSet) cpuset.CPUSet {
@@ -158,7 +158,7 @@ func (m *cpuManager) wantPinned(ctx context.Context, t *testing.T, c *harness.Co
 		}
 		got = cgroupCPUs
 	}
-	if a, ok := m.checkpoint(t).Assignment(c.Pod.Spec.UID, c.Name); !ok || !a.Original.Equals(got) || !a.Assigned().Equals(got) {
+	if a, ok := m.checkpoint(t).Assignment(c.Pod.Spec.UID, c.Name); !ok || !a.Baseline.Equals(got) || !a.Assigned().Equals(got) {
 		t.Errorf("checkpoint entry of %s: %+v (present %v), want original %s", c, a, ok, got)
 	}
 	return got
@@ -224,7 +224,7 @@ func TestSharedPoolFollowsPinnedContainer(t *testing.T) {
 	wantCPUs(ctx, t, frac, shared)
 
 	st := m.checkpoint(t)
-	if a, ok := st.Assignment(pinned.Spec.UID, "app"); !ok || !a.Original.Equals(exclusive) {
+	if a, ok := st.Assignment(pinned.Spec.UID, "app"); !ok || !a.Baseline.Equals(exclusive) {
 		t.Errorf("checkpoint entry of the pinned container: %+v (present %v), want original %s", a, ok, exclusive)
 	}
 	if !st.DefaultCPUSet().Equals(shared) {
@@ -303,7 +303,7 @@ func TestMemoryOnlyResizeKeepsCPUs(t *testing.T) {
 		t.Errorf("memory limit %d (%v), want 128Mi", v.MemoryLimit, err)
 	}
 	st := m.checkpoint(t)
-	if a, ok := st.Assignment(pinned.Spec.UID, "app"); !ok || !a.Original.Equals(exclusive) || !a.Assigned().Equals(exclusive) {
+	if a, ok := st.Assignment(pinned.Spec.UID, "app"); !ok || !a.Baseline.Equals(exclusive) || !a.Assigned().Equals(exclusive) {
 		t.Errorf("checkpoint entry after the memory resize: %+v (present %v), want original %s and nothing more", a, ok, exclusive)
 	}
 	pr, ok := st.PodResources(pinned.Spec.UID)
@@ -342,7 +342,7 @@ func TestPluginKilledAndRestartedKeepsCPUs(t *testing.T) {
 	wantCPUs(ctx, t, web, shared)
 	wantCPUs(ctx, t, late, shared)
 	st := m.checkpoint(t)
-	if a, _ := st.Assignment(pinnedPod.Spec.UID, "app"); !a.Original.Equals(exclusive) {
+	if a, _ := st.Assignment(pinnedPod.Spec.UID, "app"); !a.Baseline.Equals(exclusive) {
 		t.Errorf("checkpoint after restart: %+v, want original %s", a, exclusive)
 	}
 	if !st.DefaultCPUSet().Equals(shared) {

@@ -157,7 +157,7 @@ func (k *kube) pinnedAndShared(ctx context.Context, t *testing.T) cpuset.CPUSet 
 	wantCPUs(ctx, t, shared, sharedPool)
 	wantProcessCPUs(ctx, t, k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager"), sharedPool)
 	st := k.checkpoint(t)
-	if a, ok := st.Assignment(pinned.Pod.Spec.UID, "app"); !ok || !a.Original.Equals(exclusive) {
+	if a, ok := st.Assignment(pinned.Pod.Spec.UID, "app"); !ok || !a.Baseline.Equals(exclusive) {
 		t.Errorf("checkpoint entry of the pinned pod: %+v (present %v), want original %s", a, ok, exclusive)
 	}
 	if !st.DefaultCPUSet().Equals(sharedPool) {
@@ -421,7 +421,7 @@ func (k *kube) podLevelResources(ctx context.Context, t *testing.T) {
 	var exclusive cpuset.CPUSet
 	for _, name := range []string{"app", "side"} {
 		if a, ok := st.Assignment(p.Metadata.UID, name); ok {
-			pinned, exclusive = name, a.Original
+			pinned, exclusive = name, a.Baseline
 		} else {
 			shared = name
 		}

@@ -166,7 +166,7 @@ func TestPluginRestartKeepsCPUs(t *testing.T) {
 	rt.SetChecking(false)
 	late := mustCreate(t, rt, pod(t, rt, "late", "besteffort"), "job", policy.Resources{CPUShares: 2})
 	wantCPUs(t, rt, late, n.topo.CPUs().String())
-	// Resizes go through without the plugin: below g1's original CPUs,
+	// Resizes go through without the plugin: below g1's baseline CPUs,
 	// and a growth of g2 (the kubelet will not retry either).
 	if err := rt.UpdateContainer(g1, guaranteed(1)); err != nil {
 		t.Fatalf("a resize without the plugin goes through: %v", err)
@@ -179,7 +179,7 @@ func TestPluginRestartKeepsCPUs(t *testing.T) {
 	rt.SetChecking(true)
 	waitFor(t, "settled", func() bool { return settled(rp, rt) })
 	if got, _ := rt.CPUs(g1.Id); !got.Equals(before[g1.Id]) {
-		t.Errorf("g1 runs on %s after the restart, was %s: a shrink below the original CPUs must not be caught up", got, before[g1.Id])
+		t.Errorf("g1 runs on %s after the restart, was %s: a shrink below the baseline CPUs must not be caught up", got, before[g1.Id])
 	}
 	grown, _ := rt.CPUs(g2.Id)
 	if grown.Size() != 6 || !before[g2.Id].IsSubsetOf(grown) {
@@ -188,7 +188,7 @@ func TestPluginRestartKeepsCPUs(t *testing.T) {
 	after := checkpointState(t, stateDir, n.topo.CPUs())
 	wantCPUs(t, rt, web, after.DefaultCPUSet().String())
 	wantCPUs(t, rt, late, after.DefaultCPUSet().String())
-	if a, _ := after.Assignment("gu-uid", "c2"); !a.Assigned().Equals(grown) || a.Original.String() != "4-5" {
+	if a, _ := after.Assignment("gu-uid", "c2"); !a.Assigned().Equals(grown) || a.Baseline.String() != "4-5" {
 		t.Errorf("checkpoint of c2 after the restart: %+v", a)
 	}
 	if a, b := after.Assignment("gu-uid", "c1"); !b || !a.Assigned().Equals(before[g1.Id]) {
@@ -234,7 +234,7 @@ func TestCorruptCheckpointRebuilds(t *testing.T) {
 	st := checkpointState(t, stateDir, n.topo.CPUs())
 	for _, c := range []*api.Container{g1, g2} {
 		a, ok := st.Assignment("gu-uid", c.Name)
-		if !ok || !a.Original.Equals(before[c.Id]) {
+		if !ok || !a.Baseline.Equals(before[c.Id]) {
 			t.Errorf("%s: rebuilt assignment %+v, want original %s", c.Name, a, before[c.Id])
 		}
 		if got, _ := rt.CPUs(c.Id); !got.Equals(before[c.Id]) {
@@ -506,16 +506,16 @@ func TestKubeletCheckpointImported(t *testing.T) {
 	rt.SetChecking(true)
 	wantCPUs(t, rt, app, "4-7")
 	wantCPUs(t, rt, web, "0-3")
-	if a, _ := checkpointState(t, stateDir, n.topo.CPUs()).Assignment("gu-uid", "app"); a.Original.String() != "5-6" || a.Resized.String() != "4-7" {
+	if a, _ := checkpointState(t, stateDir, n.topo.CPUs()).Assignment("gu-uid", "app"); a.Baseline.String() != "5-6" || a.Resized.String() != "4-7" {
 		t.Errorf("imported assignment %+v, want original 5-6 resized 4-7", a)
 	}
 	if err := rt.UpdateContainer(app, guaranteed(2)); err != nil {
-		t.Fatalf("shrink back to the kubelet's original CPUs: %v", err)
+		t.Fatalf("shrink back to the kubelet's baseline CPUs: %v", err)
 	}
 	waitFor(t, "settled", func() bool { return settled(rp, rt) })
 	wantCPUs(t, rt, app, "5-6")
 	if err := rt.UpdateContainer(app, guaranteed(1)); err == nil || !strings.Contains(err.Error(), "Infeasible: prohibitedCPUAllocationError") {
-		t.Errorf("shrink below the kubelet's original CPUs: %v", err)
+		t.Errorf("shrink below the kubelet's baseline CPUs: %v", err)
 	}
 	noViolations(t, rt)
 }

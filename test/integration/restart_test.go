@@ -18,7 +18,7 @@ import (
 // same name; RemoveContainer of the exited one by the kubelet's garbage
 // collection), with a pod created meanwhile: the pod keeps the CPUs of its
 // exited container, the re-created container gets exactly them with its
-// original CPUs unchanged, and the removal of the exited one releases
+// baseline CPUs unchanged, and the removal of the exited one releases
 // nothing.
 func TestRestartKeepsCPUs(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
@@ -51,7 +51,7 @@ func TestRestartKeepsCPUs(t *testing.T) {
 	wantCPUs(t, rt, again, "1-2")
 	wantCPUs(t, rt, web, "0,5-7")
 	a, ok := checkpointState(t, stateDir, n.topo.CPUs()).Assignment("gu-uid", "app")
-	if !ok || a.Original.String() != "1" || a.Resized.String() != "1-2" {
+	if !ok || a.Baseline.String() != "1" || a.Resized.String() != "1-2" {
 		t.Errorf("checkpoint entry of gu/app after the restart: %+v (present %v), want original 1, resized 1-2", a, ok)
 	}
 	if err := rt.UpdateContainer(again, guaranteed(1)); err != nil {
@@ -100,7 +100,7 @@ func TestRefusedCreationChangesNothing(t *testing.T) {
 			_, err := s.rt.CreateContainer(pod(t, s.rt, "odd", "guaranteed"), "app", guaranteed(1))
 			return err
 		}, "Infeasible: SMTAlignmentError"},
-		{"re-created below its original CPUs", "", func(s setup) error {
+		{"re-created below its baseline CPUs", "", func(s setup) error {
 			_, err := s.rt.CreateContainer(s.gu, "app", guaranteed(1))
 			return err
 		}, "Infeasible: prohibitedCPUAllocationError: container default/gu/app is re-created with 1 CPUs"},

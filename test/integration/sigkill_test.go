@@ -24,7 +24,7 @@ import (
 // checks, after every restart:
 //   - no CPU was ever in two exclusive cpusets, nor in an exclusive and a
 //     shared one (the runtime checks after every update it applies);
-//   - every pinned container still holds the original CPUs the checkpoint
+//   - every pinned container still holds the baseline CPUs the checkpoint
 //     gave it before the kill, in the checkpoint and in its cpuset;
 //   - after the new plugin's Synchronize, the runtime runs what the
 //     checkpoint says (waitForState).
@@ -145,10 +145,10 @@ func sigkillRun(t *testing.T, ignoresFailurePolicies bool, seed uint64, kills in
 				continue // its pod was removed
 			}
 			if got, ok := after[ref]; !ok || !got.Equals(orig) {
-				t.Errorf("kill %d: %s/%s had original CPUs %s before, %s (held: %v) after", kill, ref.PodUID, ref.Name, orig, got, ok)
+				t.Errorf("kill %d: %s/%s had baseline CPUs %s before, %s (held: %v) after", kill, ref.PodUID, ref.Name, orig, got, ok)
 			}
 			if !orig.IsSubsetOf(applied[id]) {
-				t.Errorf("kill %d: %s/%s runs on %s, without its original CPUs %s", kill, ref.PodUID, ref.Name, applied[id], orig)
+				t.Errorf("kill %d: %s/%s runs on %s, without its baseline CPUs %s", kill, ref.PodUID, ref.Name, applied[id], orig)
 			}
 		}
 		if t.Failed() {
@@ -172,11 +172,11 @@ func resourcesFor(qos string, cpus int64) policy.Resources {
 	return burstable(cpus * 100)
 }
 
-// originals returns the original CPUs of every assignment on disk.
+// originals returns the baseline CPUs of every assignment on disk.
 func originals(t *testing.T, dir string, online cpuset.CPUSet) map[state.ContainerRef]cpuset.CPUSet {
 	t.Helper()
 	out := map[state.ContainerRef]cpuset.CPUSet{}
-	checkpointState(t, dir, online).ForEach(func(ref state.ContainerRef, a state.Assignment) { out[ref] = a.Original })
+	checkpointState(t, dir, online).ForEach(func(ref state.ContainerRef, a state.Assignment) { out[ref] = a.Baseline })
 	return out
 }
 

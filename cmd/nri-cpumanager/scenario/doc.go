@@ -17,7 +17,7 @@
 //	- create: {pod: gu-1, container: c1, cpu: "2"}
 //	  expect: {cpus: "1-2", shared: "0,3-15"}
 //	- resize: {pod: gu-1, container: c1, cpu: "4"}
-//	  expect: {cpus: "1-4", original: "1-2"}
+//	  expect: {cpus: "1-4", baseline: "1-2"}
 //	- resize: {pod: gu-1, container: c1, cpu: "1"}
 //	  refused: "Infeasible: prohibitedCPUAllocationError"
 package scenario

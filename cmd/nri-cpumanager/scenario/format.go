@@ -90,11 +90,11 @@ type PodStep struct {
 
 // Expect is what a step must lead to. Empty fields are not checked.
 type Expect struct {
-	// CPUs, Count, Original, Resized, NUMANodes and Within are about the
+	// CPUs, Count, Baseline, Resized, NUMANodes and Within are about the
 	// step's container.
 	CPUs      string `json:"cpus,omitempty"`
 	Count     int    `json:"count,omitempty"`
-	Original  string `json:"original,omitempty"`
+	Baseline  string `json:"baseline,omitempty"`
 	Resized   string `json:"resized,omitempty"`
 	NUMANodes int    `json:"numaNodes,omitempty"`
 	Within    string `json:"within,omitempty"`

@@ -55,7 +55,7 @@ func fingerprint(m *policy.Model) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "pool %s lending %s\n", m.State.DefaultCPUSet(), m.Lending)
 	m.State.ForEach(func(ref state.ContainerRef, a state.Assignment) {
-		fmt.Fprintf(&b, "%s %s %s\n", ref, a.Original, a.Resized)
+		fmt.Fprintf(&b, "%s %s %s\n", ref, a.Baseline, a.Resized)
 	})
 	refs := maps.Collect(m.State.ContainerRefs())
 	for _, id := range slices.Sorted(maps.Keys(refs)) {

@@ -230,7 +230,7 @@ func (r *Runner) check(s Step) error {
 			errs = append(errs, fmt.Sprintf("cpuset %s spans %d NUMA nodes, want %d", cpus, r.d.NUMANodesOf(cpus), e.NUMANodes))
 		}
 		a, _ := st.Assignment(pod.UID, t.Container)
-		want("original", e.Original, a.Original)
+		want("baseline", e.Baseline, a.Baseline)
 		want("resized", e.Resized, a.Resized)
 	}
 	want("shared pool", e.Shared, st.DefaultCPUSet())

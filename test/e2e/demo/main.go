@@ -161,7 +161,7 @@ func (d *demo) checkpoint() string {
 	}
 	var parts []string
 	st.ForEach(func(ref state.ContainerRef, a state.Assignment) {
-		parts = append(parts, fmt.Sprintf("%s: original %q resized %q", ref, a.Original, a.Resized))
+		parts = append(parts, fmt.Sprintf("%s: original %q resized %q", ref, a.Baseline, a.Resized))
 	})
 	return fmt.Sprintf("shared pool %q; %s", st.DefaultCPUSet(), strings.Join(parts, "; "))
 }
@@ -225,7 +225,7 @@ func (d *demo) real(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		d.say("   accepted; cpuset before %s, after %s (the original CPUs are kept); \"web\" shrank to %s", before, d.cpus(ctx, app), d.cpus(ctx, nginx))
+		d.say("   accepted; cpuset before %s, after %s (the baseline CPUs are kept); \"web\" shrank to %s", before, d.cpus(ctx, app), d.cpus(ctx, nginx))
 		d.say("   checkpoint: %s", d.checkpoint())
 		d.next("Resize \"dpdk\" back: %d → %d CPUs", grown, original)
 		before = d.cpus(ctx, app)
@@ -245,7 +245,7 @@ func (d *demo) real(ctx context.Context) error {
 		d.next("Resize \"dpdk\" below the CPU it started with, to half a CPU (it would leave its exclusive CPU for the shared pool)")
 		err = pod.Resize(ctx, map[string]harness.Resources{"app": harness.Guaranteed(500, 128*harness.MiB)})
 	}
-	if err := d.refused("the shrink below the original CPUs", err); err != nil {
+	if err := d.refused("the shrink below the baseline CPUs", err); err != nil {
 		return err
 	}
 	d.say("   cpuset before %s, after %s — nothing changed", before, d.cpus(ctx, app))

@@ -224,7 +224,7 @@ func (m *cpuManager) checkpoint(t *testing.T) *state.State {
 func (m *cpuManager) wantAssignment(t *testing.T, c *harness.Container, original, assigned string) {
 	t.Helper()
 	a, ok := m.checkpoint(t).Assignment(c.Pod.Spec.UID, c.Name)
-	if !ok || !a.Original.Equals(must(original)) || !a.Assigned().Equals(must(assigned)) {
+	if !ok || !a.Baseline.Equals(must(original)) || !a.Assigned().Equals(must(assigned)) {
 		t.Errorf("checkpoint entry of %s: %+v (present %v), want original %s, assigned %s", c, a, ok, original, assigned)
 	}
 }

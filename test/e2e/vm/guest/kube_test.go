@@ -42,7 +42,7 @@ const (
 // from its release image. A Guaranteed pod of 2 CPUs is resized 2 → 6 → 2
 // with `kubectl patch --subresource resize`; its cpuset is read in its
 // cgroup (cpuset.cpus, cpuset.cpus.effective), the pod cgroup's cpu.max
-// and Cpus_allowed_list inside it; a shrink below its original CPUs shows
+// and Cpus_allowed_list inside it; a shrink below its baseline CPUs shows
 // the plugin's refusal in the pod's PodResizeInProgress condition. Then a
 // pod of two pinned containers: a resize that shrinks one and grows the
 // other beyond what is free is refused as a whole, nothing applied.
@@ -127,7 +127,7 @@ func TestKubernetes(t *testing.T) {
 		want, shared string
 	}{
 		{6, "2-7", "0-1,8-15"}, // keeps 2-3, two more whole cores of NUMA node 0
-		{2, "2-3", "0-1,4-15"}, // back to the original CPUs
+		{2, "2-3", "0-1,4-15"}, // back to the baseline CPUs
 	} {
 		k.resize(ctx, "pinned", step.cpus)
 		k.waitResized(ctx, "pinned", step.cpus)
@@ -135,7 +135,7 @@ func TestKubernetes(t *testing.T) {
 		check(step.cpus, step.want, step.shared)
 	}
 
-	// Below the original CPUs: the plugin refuses, the pod says why.
+	// Below the baseline CPUs: the plugin refuses, the pod says why.
 	k.resize(ctx, "pinned", 1)
 	cond := k.waitResizeError(ctx, "pinned", regexp.MustCompile(`Infeasible: prohibitedCPUAllocation(Error)?: .*default/pinned`))
 	t.Logf("PodResizeInProgress: reason %s, message %q", cond.Reason, cond.Message)
@@ -222,7 +222,7 @@ func (k *kube) multiContainerResize(ctx context.Context, pluginCtr *harness.Cont
 		t.Errorf("multi before its resize: %v, want c1 on %s and 4 CPUs of quota, c2 on 2 CPUs", before, grown)
 	}
 
-	// c1 back to 2 (allowed: its original CPUs), c2 to 12: 9 CPUs would
+	// c1 back to 2 (allowed: its baseline CPUs), c2 to 12: 9 CPUs would
 	// be free after c1's shrink, c2 needs 10 more. The node's allocatable
 	// (16 CPUs, all requested now) lets the kubelet ask the runtime.
 	k.resizeTo(ctx, "multi", map[string]int{"c1": 2, "c2": 12})

@@ -11,7 +11,7 @@ import (
 // TestCreateGrowShrink: with CPU 0 reserved, a 2-CPU container is created
 // on a whole core; a 1-CPU one grows 1 → 4 → 8 keeping its CPUs (staying
 // on its NUMA node while the node can hold it) and shrinks back to its
-// original CPU; the first cannot shrink below its original CPUs. A
+// original CPU; the first cannot shrink below its baseline CPUs. A
 // Burstable container follows as the shared pool.
 func TestCreateGrowShrink(t *testing.T) {
 	env := newEnv(t)
