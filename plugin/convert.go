@@ -73,6 +73,7 @@ func podFromNRI(pod *api.PodSandbox) policy.Pod {
 		Name:         bounded(pod.GetName(), maxNameLen),
 		CgroupParent: bounded(pod.GetLinux().GetCgroupParent(), maxPathLen),
 		Resources:    boundedResources(pod.GetLinux().GetPodResources(), nil),
+		SandboxID:    bounded(pod.GetId(), maxIDLen),
 	}
 }
 

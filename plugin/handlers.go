@@ -90,7 +90,7 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) (err e
 	p.ledger.event()
 	delete(p.pods, pod.GetId())
 	p.metrics.podRemoved(podFromNRI(pod).UID)
-	p.apply("RemovePodSandbox", p.policy.RemovePodSandbox(p.model, podFromNRI(pod).UID))
+	p.apply("RemovePodSandbox", p.policy.RemovePodSandbox(p.model, podFromNRI(pod)))
 	return nil
 }
 

@@ -5,20 +5,23 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // CreateContainer decides the cpuset of a container being created. A
 // shared container gets the shared pool. An exclusive container gets N CPUs
-// from the free ones (its pod's stopped containers' CPUs first), and every
-// running shared container is shrunk to the new shared pool
-// (Decision.Others, applied by the runtime before the new container is
-// created). A container re-created under a pod and name that hold an
-// assignment (a restart) gets exactly those CPUs back (recreate). A
-// refusal changes nothing.
+// — those of its pod's ordinary init containers first, as the kubelet's
+// static policy reuses them (reusable), then free ones — and every running
+// shared container is shrunk to the new shared pool (Decision.Others,
+// applied by the runtime before the new container is created). A
+// container re-created under a pod and name that hold an assignment (a
+// restart, a sandbox re-creation) gets exactly those CPUs back (recreate).
+// A refusal changes nothing.
 func (p *Policy) CreateContainer(m *Model, c Container) (Decision, error) {
 	d, err := p.createContainer(m, c)
 	if err != nil {
@@ -41,7 +44,7 @@ func (p *Policy) createContainer(m *Model, c Container) (Decision, error) {
 	}
 	class := Classify(c.Pod.QoS(), c.Resources)
 	t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive,
-		CPULimitMilli: cpuLimitMilli(c.Resources)}
+		CPULimitMilli: cpuLimitMilli(c.Resources), SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name)}
 	if Untrackable(c) != "" {
 		// It runs on the shared pool: the plugin warns once.
 		return p.createShared(m, t, nil)
@@ -49,23 +52,35 @@ func (p *Policy) createContainer(m *Model, c Container) (Decision, error) {
 	if a, ok := m.State.Assignment(c.Pod.UID, c.Name); ok {
 		return p.recreate(m, c, t, class, a)
 	}
-	if class.Exclusive {
-		if note := beyondPodLimit(m, c, class.CPUs); note != "" {
-			return p.createShared(m, t, []string{note})
-		}
-	}
 	if !class.Exclusive {
 		return p.createShared(m, t, nil)
 	}
+	reuse, lenders := m.reusable(c.Pod.UID, c.Name)
+	if note := beyondPodLimit(m, c, class.CPUs, reuse); note != "" {
+		return p.createShared(m, t, []string{note})
+	}
 	nm := m.Clone()
-	cpus, notes, err := p.allocateFor(nm, c, display, class.CPUs)
+	cpus, err := p.allocateFor(nm, c, display, class.CPUs, reuse)
 	if err != nil {
 		return Decision{}, err
 	}
-	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: cpus})
+	var notes []string
+	if reused := cpus.Intersection(reuse.CPUSet()); !reused.IsEmpty() {
+		notes = append(notes, fmt.Sprintf("%s: reuses CPUs %s of its pod's init containers %s", display, reused, strings.Join(lenders, ", ")))
+	}
+	for _, name := range lenders {
+		// A container taken for an init container (its pod's spec is not
+		// known) is one from now on: its CPUs are its pod's to reuse.
+		if a, _ := nm.State.Assignment(c.Pod.UID, name); !a.Init {
+			a.Init = true
+			nm.State.SetAssignment(c.Pod.UID, name, a)
+		}
+	}
+	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: cpus, Init: c.Pod.RoleOf(c.Name) == RoleInit})
 	nm.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
 	p.takeFromPool(nm, cpus)
 	nm.add(t)
+	nm.clearEnding(c.Pod.UID)
 	return Decision{
 		Model:  nm,
 		Target: &Update{ContainerID: c.ID, Display: display, CPUs: cpus, Mems: p.mems(cpus)},
@@ -79,103 +94,161 @@ func (p *Policy) createShared(m *Model, t *Tracked, notes []string) (Decision, e
 	nm := m.Clone()
 	t.Exclusive = false
 	nm.add(t)
+	nm.clearEnding(t.PodUID)
 	return Decision{Model: nm, Target: &Update{ContainerID: t.ID, Display: t.Display, CPUs: nm.SharedPool()}, Notes: notes}, nil
 }
 
 // recreate handles a container created under a pod and name that hold an
 // assignment: the kubelet re-creates a container that exited (crash, OOM
-// kill, failed probe) with a new id and the same name, and it gets exactly
-// the CPUs it had: its baseline CPUs stay its baseline ones for the pod's
-// whole life, as the kubelet's static policy keeps the (pod, container)
-// entry across restarts. The kubelet re-creates it with the resources it
-// last accepted for it, which may differ from what it ran on when a resize
-// was refused: more CPUs are a growth, fewer a shrink, by the resize
-// rules; fewer than the baseline CPUs are refused (the refused shrink
-// would otherwise take effect through the crash). A predecessor still
-// running under the name (its stop was never seen) loses its claim and
-// runs on the shared pool, before the new container starts.
+// kill, failed probe) with a new id and the same name, and every container
+// of a pod whose sandbox it re-created; each gets exactly the CPUs it
+// had: its baseline CPUs stay its baseline ones for the pod's whole life,
+// as the kubelet's static policy keeps the (pod, container) entry across
+// restarts. The kubelet re-creates it with the resources it last accepted
+// for it, which may differ from what it ran on when a resize was refused:
+// fewer CPUs, down to its baseline, are a shrink by the resize rules,
+// more a growth; a count the resize rules refuse (below the baseline, a
+// growth that cannot be placed, another CPU pool) does not keep it from
+// starting: it restarts on the CPUs it held, and a warning says so
+// (KEP-5554: a restart never takes away a container's CPUs). A restart
+// never refuses. A predecessor still running under the name (its stop was
+// never seen) loses its claim and runs on the shared pool, before the new
+// container starts.
 func (p *Policy) recreate(m *Model, c Container, t *Tracked, class Class, a state.Assignment) (Decision, error) {
 	display := t.Display
-	assigned, n := a.Assigned(), class.CPUs
-	if !class.Exclusive {
-		return Decision{}, refuse(Infeasible, ReasonInconsistentCPUAllocation,
-			"container %s is re-created on the shared pool because %s, but its pod and name hold the exclusive CPUs %s: a restart cannot change the CPU pool; put the pod's resize back",
-			display, class.Why, assigned)
-	}
-	if n < a.Baseline.Size() {
-		return Decision{}, refuse(Infeasible, ReasonProhibitedCPUAllocation,
-			"container %s is re-created with %d CPUs, fewer than the %d baseline exclusive CPUs %s it keeps for its pod's whole life (a resize below them was refused, and the restart asks for it again); put the resize back to at least %d CPUs",
-			display, n, a.Baseline.Size(), a.Baseline, a.Baseline.Size())
-	}
 	nm := m.Clone()
 	demoted, notes := p.takeOver(nm, c)
+	var warnings []string
+	if !a.Delayed.IsEmpty() {
+		// A release still delayed is done: the new container starts on
+		// its assigned CPUs.
+		delayed := a.Delayed
+		a.Delayed, a.ReleaseAt = cpuset.New(), time.Time{}
+		nm.State.SetAssignment(c.Pod.UID, c.Name, a)
+		p.giveBack(nm, c.Pod.UID, delayed)
+	}
+	a, moved := p.relocate(nm, c, display, a)
+	warnings = append(warnings, moved...)
+	assigned, n := a.Assigned(), class.CPUs
 	cpus := assigned
 	switch {
+	case !class.Exclusive:
+		warnings = append(warnings, fmt.Sprintf("%s: re-created on the shared pool's terms (%s), but its pod and name hold the exclusive CPUs %s: it restarts on them (a restart cannot change the CPU pool); put the pod's resize back",
+			display, class.Why, assigned))
+	case n < a.Baseline.Size():
+		warnings = append(warnings, fmt.Sprintf("%s: re-created with %d CPUs, fewer than its %d baseline CPUs %s (a resize below them was refused, and the restart asks for it again): it restarts on its CPUs %s; put the resize back to at least %d CPUs",
+			display, n, a.Baseline.Size(), a.Baseline, assigned, a.Baseline.Size()))
 	case n < assigned.Size():
-		if err := p.admitResize(display, a, n); err != nil {
-			return Decision{}, err
-		}
-		kept, err := p.shrinkTo(nm, c.Pod.UID, c.Name, display, a, n)
+		kept, err := p.restartSize(nm, c, display, a, n)
 		if err != nil {
-			return Decision{}, err
+			warnings = append(warnings, fmt.Sprintf("%s: restarts on its CPUs %s, not on %d: %v", display, assigned, n, err))
+			break
 		}
 		cpus = kept
-		p.returnToPool(nm, assigned.Difference(kept))
+		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus, Init: a.Init})
+		p.giveBack(nm, c.Pod.UID, assigned.Difference(kept))
 	case n > assigned.Size():
-		if err := p.admitResize(display, a, n); err != nil {
-			return Decision{}, err
-		}
-		pl := p.growth(nm, c.Pod.UID, c.Name, assigned, n)
-		free, poolLeft := p.availability(nm)
-		grown, err := p.placeGrowth(pl, free, poolLeft)
+		grown, err := p.restartSize(nm, c, display, a, n)
 		if err != nil {
-			return Decision{}, refuse(p.verdictFor(pl, err), ReasonResizeAllocateCPUs,
-				"cannot re-create container %s with %d exclusive CPUs keeping its %s (free: %s%s): %v",
-				display, n, assigned, describe(free.CPUSet()), nm.lentNote(), err)
+			warnings = append(warnings, fmt.Sprintf("%s: restarts on its CPUs %s, not on %d: %v", display, assigned, n, err))
+			break
 		}
 		cpus = grown
+		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus, Init: a.Init})
 		p.takeFromPool(nm, grown.Difference(assigned))
 		p.takeHeld(nm, c.Pod.UID, grown)
 	}
 	if !cpus.Equals(assigned) {
-		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus})
 		notes = append(notes, fmt.Sprintf("%s: re-created with %d CPUs: %s → %s", display, n, assigned, cpus))
 	} else {
 		notes = append(notes, fmt.Sprintf("%s: re-created, keeps its exclusive CPUs %s", display, cpus))
 	}
 	nm.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
 	t.Exclusive = true
+	if t.Role == RoleUnknown {
+		t.Role = m.roleOf(c.Pod.UID, c.Name)
+	}
 	nm.add(t)
+	nm.clearEnding(c.Pod.UID)
 	return Decision{
-		Model:  nm,
-		Target: &Update{ContainerID: c.ID, Display: display, CPUs: cpus, Mems: p.mems(cpus)},
-		Others: withTwins(nm, demoted, p.syncShared(m, nm)),
-		Notes:  notes,
+		Model:    nm,
+		Target:   &Update{ContainerID: c.ID, Display: display, CPUs: cpus, Mems: p.mems(cpus)},
+		Others:   withTwins(nm, demoted, p.syncShared(m, nm)),
+		Notes:    notes,
+		Warnings: warnings,
 	}, nil
+}
+
+// restartSize is the cpuset a re-created container asks n CPUs of (its
+// baseline count or more), by the resize rules: a shrink keeps the
+// baseline and the most compact rest, a growth takes free CPUs.
+func (p *Policy) restartSize(m *Model, c Container, display string, a state.Assignment, n int) (cpuset.CPUSet, error) {
+	if err := p.admitResize(display, a, n); err != nil {
+		return cpuset.New(), err
+	}
+	if n < a.Assigned().Size() {
+		return p.shrinkTo(m, c.Pod.UID, c.Name, display, a, n)
+	}
+	pl := p.growth(m, c.Pod.UID, c.Name, a.Assigned(), n)
+	free, poolLeft := p.availability(m)
+	return p.placeGrowth(pl, free, poolLeft)
+}
+
+// relocate moves the CPUs of a re-created container's entry that a
+// running container of its pod holds — a container taken for an init
+// container without the pod's spec, whose CPUs its pod's later containers
+// took, that turned out to be a sidecar or an app container — to free
+// ones: a CPU never runs two containers. Its baseline keeps what is left
+// of it and gains the new CPUs. The kubelet never gets there: it knows
+// which containers are init containers. It returns the entry and a
+// warning when it moved CPUs.
+func (p *Policy) relocate(m *Model, c Container, display string, a state.Assignment) (state.Assignment, []string) {
+	busy := a.Assigned().Intersection(m.runningCPUs(c.Pod.UID, c.Name))
+	if busy.IsEmpty() {
+		return a, nil
+	}
+	keep := a.Assigned().Difference(busy)
+	free, poolLeft := p.availability(m)
+	cpus, err := p.place(placement{keep: keep, n: a.Assigned().Size()}, free, poolLeft)
+	if err != nil {
+		// Nowhere to go: it keeps the CPUs nobody runs on, at least one.
+		if keep.IsEmpty() {
+			keep = cpuset.New(busy.List()[0])
+		}
+		cpus = keep
+	}
+	baseline := a.Baseline.Difference(busy).Union(cpus.Difference(a.Assigned()))
+	if baseline.IsEmpty() {
+		baseline = cpus
+	}
+	moved := state.Assignment{Baseline: baseline, Init: a.Init}
+	if !baseline.Equals(cpus) {
+		moved.Resized = cpus
+	}
+	m.State.SetAssignment(c.Pod.UID, c.Name, moved)
+	p.takeFromPool(m, cpus.Difference(a.Assigned()))
+	return moved, []string{fmt.Sprintf("%s: its CPUs %s run its pod's container(s) %s, which took them when it had stopped (its pod's spec is not known, and it was taken for an init container): it restarts on %s instead of %s",
+		display, busy, strings.Join(m.runningNamesOn(c.Pod.UID, busy), ", "), cpus, a.Assigned())}
 }
 
 // beyondPodLimit returns the note saying that a container asking for n
 // exclusive CPUs runs on the shared pool instead because its pod's CPU
-// limit cannot hold them next to the exclusive CPUs the pod's other
-// containers hold ("" when it can, or when the pod's limit is unknown). Only pod-level resources (KEP-2837)
-// lead there: a container without a CPU limit of its own gets the pod's,
-// with the shares to match, and so looks exclusive; pinning each such
-// container would give the pod more CPUs than its limit. (The kubelet's
-// static policy pins no container of such a pod; the runtime's data do
-// not tell them from other pods, so the plugin pins what fits.)
-func beyondPodLimit(m *Model, c Container, n int) string {
+// limit cannot hold them next to the exclusive CPUs the pod holds (but the
+// reusable ones it takes first) ("" when it can, or when the pod's limit
+// is unknown). Only pod-level resources (KEP-2837) lead there: a container
+// without a CPU limit of its own gets the pod's, with the shares to match,
+// and so looks exclusive; pinning each such container would give the pod
+// more CPUs than its limit. (The kubelet's static policy pins no container
+// of such a pod; the runtime's data do not tell them from other pods, so
+// the plugin pins what fits.)
+func beyondPodLimit(m *Model, c Container, n int, reuse cpumask.Mask) string {
 	res, known := m.PodResources(c.Pod)
 	limit := cpuLimitMilli(res)
 	if !known || limit == 0 {
 		return ""
 	}
-	held := 0
-	for _, name := range m.State.ContainersOfPod(c.Pod.UID) {
-		if a, ok := m.State.Assignment(c.Pod.UID, name); ok && name != c.Name {
-			held += a.Assigned().Size()
-		}
-	}
-	if int64(held+n)*milliCPUPerCPU <= limit {
+	held := m.podHeld(c.Pod.UID, c.Name).Size()
+	if int64(held+max(0, n-reuse.Count()))*milliCPUPerCPU <= limit {
 		return ""
 	}
 	display := displayName(c.Pod, c.Name)
@@ -230,35 +303,18 @@ func (p *Policy) takeOver(m *Model, c Container) (demoted, notes []string) {
 }
 
 // allocateFor picks n CPUs for a new exclusive container of a pod, or
-// refuses. The CPUs of the pod's stopped containers are taken first (an
-// init container's CPUs go to the app containers after it, as the
-// kubelet reuses them); a stopped container whose CPUs are taken loses
-// its assignment, and its CPUs not taken return to the shared pool.
-func (p *Policy) allocateFor(m *Model, c Container, display string, n int) (cpuset.CPUSet, []string, error) {
-	pl := placement{keep: cpuset.New(), n: n}
-	stopped := m.stoppedEntries(c.Pod.UID)
-	for _, name := range stopped {
-		a, _ := m.State.Assignment(c.Pod.UID, name)
-		pl.borrowed.AddSet(a.Assigned())
-	}
-	pl.borrowed = pl.borrowed.Or(m.heldFor(c.Pod.UID))
-	pl.pod, pl.podNeed = p.podScope(m, c.Pod, c.Name, n)
+// refuses: the reusable CPUs of its pod first (all of them when they
+// cannot hold n), then the CPUs held for its pod while its resize is in
+// flight, then free ones.
+func (p *Policy) allocateFor(m *Model, c Container, display string, n int, reuse cpumask.Mask) (cpuset.CPUSet, error) {
+	pl := placement{keep: cpuset.New(), n: n, borrowed: reuse.Or(m.heldFor(c.Pod.UID))}
+	pl.pod, pl.podNeed = p.podScope(m, c.Pod, c.Name, n, reuse)
 	cpus, err := p.placeNew(m, display, pl)
 	if err != nil {
-		return cpuset.New(), nil, err
-	}
-	var notes []string
-	for _, name := range stopped {
-		a, _ := m.State.Assignment(c.Pod.UID, name)
-		if taken := a.Assigned().Intersection(cpus); !taken.IsEmpty() {
-			m.State.DeleteAssignment(c.Pod.UID, name)
-			p.returnToPool(m, a.Assigned().Difference(cpus))
-			notes = append(notes, fmt.Sprintf("%s: takes CPUs %s of its pod's stopped container %s, which gives up its exclusive CPUs %s",
-				display, taken, name, a.Assigned()))
-		}
+		return cpuset.New(), err
 	}
 	p.takeHeld(m, c.Pod.UID, cpus)
-	return cpus, notes, nil
+	return cpus, nil
 }
 
 // allocateNew picks n CPUs for a container without a pod to borrow from

@@ -56,6 +56,10 @@ type Decision struct {
 	// Notes are human-readable remarks for the log (adoptions, missed
 	// resizes, mismatches), one line each.
 	Notes []string
+	// Warnings are what the operator should act on although the request
+	// went through (a restart on other CPUs than it asked for), one line
+	// each.
+	Warnings []string
 
 	// What the plugin logs of a container request (CreateContainer,
 	// UpdateContainer): the container's cpuset in the model the decision

@@ -12,7 +12,9 @@ import (
 
 // CheckInvariants verifies a model against the rules every decision must
 // keep, and returns every violation found (nil when none):
-//   - no CPU is in two exclusive sets;
+//   - no CPU is in two pods' exclusive sets, nor in two sets of one pod
+//     unless one is an ordinary init container's (whose CPUs its pod's
+//     later containers reuse);
 //   - every baseline set is non-empty and inside its assigned set;
 //   - exclusive CPUs are online and never reserved;
 //   - the checkpointed shared pool is exactly the CPUs nobody holds
@@ -27,29 +29,44 @@ func (p *Policy) CheckInvariants(m *Model) error {
 	exclusive := cpuset.New()
 	owner := map[int]string{}
 	for _, uid := range m.State.PodUIDs() {
+		podOwner := map[int]string{} // CPU → the pod's non-init entry holding it
 		for _, name := range m.State.ContainersOfPod(uid) {
 			a, _ := m.State.Assignment(uid, name)
 			who := uid + "/" + name
-			assigned := a.Assigned()
+			assigned, held := a.Assigned(), a.Held()
 			if a.Baseline.IsEmpty() {
 				errs = append(errs, fmt.Errorf("%s: empty baseline CPUs", who))
 			}
 			if !a.Baseline.IsSubsetOf(assigned) {
 				errs = append(errs, fmt.Errorf("%s: baseline CPUs %s not inside assigned %s", who, a.Baseline, assigned))
 			}
-			if !assigned.IsSubsetOf(online) {
-				errs = append(errs, fmt.Errorf("%s: CPUs %s are not online", who, assigned.Difference(online)))
+			if d := a.Delayed.Intersection(assigned); !d.IsEmpty() {
+				errs = append(errs, fmt.Errorf("%s: CPUs %s are both assigned and delayed", who, d))
 			}
-			if r := assigned.Intersection(p.opts.Reserved); !r.IsEmpty() {
+			if !held.IsSubsetOf(online) {
+				errs = append(errs, fmt.Errorf("%s: CPUs %s are not online", who, held.Difference(online)))
+			}
+			if r := held.Intersection(p.opts.Reserved); !r.IsEmpty() {
 				errs = append(errs, fmt.Errorf("%s: holds reserved CPUs %s", who, r))
 			}
-			for _, cpu := range assigned.List() {
+			for _, cpu := range held.List() {
 				if other, taken := owner[cpu]; taken {
 					errs = append(errs, fmt.Errorf("CPU %d is exclusive to both %s and %s", cpu, other, who))
 				}
-				owner[cpu] = who
+				if a.Init {
+					continue // the pod's later containers may reuse it
+				}
+				if other, taken := podOwner[cpu]; taken {
+					errs = append(errs, fmt.Errorf("CPU %d is exclusive to both %s and %s, neither an init container", cpu, other, who))
+				}
+				podOwner[cpu] = who
 			}
-			exclusive = exclusive.Union(assigned)
+			exclusive = exclusive.Union(held)
+		}
+		for _, cpu := range exclusive.List() {
+			if _, taken := owner[cpu]; !taken {
+				owner[cpu] = "pod " + uid
+			}
 		}
 	}
 	held := cpuset.New()

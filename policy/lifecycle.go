@@ -1,6 +1,20 @@
 package policy
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"k8s.io/utils/cpuset"
+)
+
+// This file follows a pod through its life as the kubelet lives it
+// (docs/design.md, "A pod's life"): its CPUs belong to the pod, keyed by
+// container name, from its first exclusive container to the end of the
+// pod — its last sandbox removed, the Kubernetes API reporting it
+// terminal or deleted, or the runtime no longer knowing it — whatever the
+// order in which its containers stop, restart and are removed.
 
 // Confirm is called when the runtime confirmed that a container's last
 // update was applied (PostUpdateContainer). CPUs its shrink released join
@@ -15,15 +29,50 @@ func (p *Policy) Confirm(m *Model, id string) Decision {
 	return Decision{Model: nm, Others: p.syncShared(m, nm)}
 }
 
+// RunPodSandbox records a pod's new sandbox. The kubelet runs one sandbox
+// of a pod at a time: a new one (the pause container died, or the node
+// rebooted) replaces the pod's others, whose removal later, relayed by
+// the runtime or not, changes nothing. No CPU changes hands: the pod's
+// containers get their CPUs back as they are re-created.
+func (p *Policy) RunPodSandbox(m *Model, pod Pod) Decision {
+	if pod.UID == "" || pod.SandboxID == "" {
+		return Decision{Model: m}
+	}
+	if sb, ok := m.Sandboxes[pod.SandboxID]; ok && sb.Confirmed && sb.PodUID == pod.UID && len(m.sandboxesOf(pod.UID)) == 1 {
+		return Decision{Model: m}
+	}
+	nm := m.shallow()
+	nm.Sandboxes = maps.Clone(m.Sandboxes)
+	if nm.Sandboxes == nil {
+		nm.Sandboxes = map[string]Sandbox{}
+	}
+	var notes []string
+	for _, id := range m.sandboxesOf(pod.UID) {
+		if id != pod.SandboxID {
+			delete(nm.Sandboxes, id)
+			notes = append(notes, fmt.Sprintf("pod %s: sandbox %s replaces sandbox %s; the pod keeps its CPUs", podDisplay(pod), pod.SandboxID, id))
+		}
+	}
+	nm.Sandboxes[pod.SandboxID] = Sandbox{PodUID: pod.UID, Confirmed: true}
+	if nm.Ending[pod.UID] {
+		// A sandbox of a pod the API called ended: the runtime's word wins.
+		nm.Ending = maps.Clone(m.Ending)
+		delete(nm.Ending, pod.UID)
+	}
+	return Decision{Model: nm, Notes: notes}
+}
+
 // StopContainer is called once a container's process is gone (an exit,
 // a crash, a kill, or a creation that failed). Its assignment stays with
 // its pod and name: the kubelet re-creates a container that exited under
 // the same name, and it gets exactly those CPUs back (recreate). CPUs an
 // unconfirmed shrink released go to the shared pool now. c is the
-// container as the event names it (id, pod, name): a creation refused for
-// reusing a running container's id is stopped and removed under its own
-// pod (containerd undoes a failed creation so), which changes nothing of
-// the container that runs under that id.
+// container as the event names it (id, pod, name, exit): a creation
+// refused for reusing a running container's id is stopped and removed
+// under its own pod (containerd undoes a failed creation so), which
+// changes nothing of the container that runs under that id. The last
+// container of a pod the API reported ended takes the pod's CPUs back
+// with it.
 func (p *Policy) StopContainer(m *Model, c Container) Decision {
 	id := c.ID
 	t := m.Containers[id]
@@ -31,23 +80,35 @@ func (p *Policy) StopContainer(m *Model, c Container) Decision {
 		return Decision{Model: m}
 	}
 	nm := m.Clone()
-	nm.edit(id).Stopped = true
+	stopped := nm.edit(id)
+	stopped.Stopped, stopped.Completed = true, c.Completed
 	delete(nm.Releasing, id)
-	nm.State.DeleteContainer(id)
 	var notes []string
+	if a, ok := nm.State.Assignment(t.PodUID, t.Name); ok && !a.Delayed.IsEmpty() {
+		// CPUs kept past a decrease go at once: nothing runs on them any
+		// more, and its restart runs on its assigned CPUs.
+		delayed := a.Delayed
+		a.Delayed, a.ReleaseAt = cpuset.New(), time.Time{}
+		nm.State.SetAssignment(t.PodUID, t.Name, a)
+		p.giveBack(nm, t.PodUID, delayed)
+	}
+	nm.State.DeleteContainer(id)
 	if a, ok := nm.State.Assignment(t.PodUID, t.Name); ok && t.Exclusive {
 		notes = append(notes, fmt.Sprintf("%s: stopped; its pod keeps its exclusive CPUs %s for its restart", t.Display, a.Assigned()))
+	}
+	if nm.Ending[t.PodUID] && !nm.podRuns(t.PodUID) {
+		notes = append(notes, p.endPod(nm, t.PodUID, "the Kubernetes API reports it ended and its last container stopped")...)
 	}
 	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
 }
 
 // RemoveContainer forgets a container (c as the event names it: see
-// StopContainer).
-// Its pod keeps its assignment while any container of the pod is known:
-// the kubelet removes an exited container after it re-created it. Once
-// none is (a pod's last container removed: after a runtime restart pods
-// never get RemovePodSandbox, and this is where their state ends), the
-// pod's CPUs return to the shared pool; the caller sends Decision.Others
+// StopContainer). Its pod keeps its assignments: the kubelet's garbage
+// collection removes a dead container before or after it re-created it,
+// and either order gives the same outcome. Only a pod none of whose
+// sandboxes would ever be reported removed — known only from a
+// Synchronize, so possibly older than a restart of the runtime — ends
+// with the removal of its last container; the caller sends Decision.Others
 // as an unsolicited update (RemoveContainer replies carry none).
 func (p *Policy) RemoveContainer(m *Model, c Container) Decision {
 	id, podUID := c.ID, c.Pod.UID
@@ -64,10 +125,88 @@ func (p *Policy) RemoveContainer(m *Model, c Container) Decision {
 	nm.State.DeleteContainer(id)
 	nm.remove(id)
 	var notes []string
-	if !nm.podHasContainers(podUID) {
-		notes = p.releasePod(nm, podUID)
+	if !nm.podHasContainers(podUID) && !nm.hasConfirmedSandbox(podUID) {
+		notes = p.endPod(nm, podUID, "its last container is removed and no sandbox of it is left that the runtime would report removed")
 	}
 	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
+}
+
+// RemovePodSandbox forgets a removed sandbox and its containers. The pod
+// ends, and its CPUs go back to the shared pool, when it has no other
+// sandbox: the removal of a sandbox the kubelet replaced (a re-created
+// sandbox, every pod after a node reboot) leaves the containers running
+// in the new one as they are.
+func (p *Policy) RemovePodSandbox(m *Model, pod Pod) Decision {
+	nm := m.Clone()
+	if pod.SandboxID != "" {
+		delete(nm.Sandboxes, pod.SandboxID)
+		if len(nm.sandboxesOf(pod.UID)) > 0 {
+			for _, id := range nm.sortedIDs() {
+				if t := nm.Containers[id]; t.PodUID == pod.UID && t.SandboxID == pod.SandboxID {
+					delete(nm.Releasing, id)
+					nm.State.DeleteContainer(id)
+					nm.remove(id)
+				}
+			}
+			return Decision{Model: nm, Others: p.syncShared(m, nm)}
+		}
+	}
+	notes := p.endPod(nm, pod.UID, "its last sandbox is removed")
+	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
+}
+
+// EndPod is called when the Kubernetes API reports a pod terminal
+// (Succeeded, Failed) or deleted: the kubelet's static policy then gives
+// its CPUs back (removeStaleState), although its sandbox and dead
+// containers may stay for long (a completed Job's pod). A pod some of
+// whose containers still run (a forced deletion) gives them back once the
+// last one stops: a CPU never has two owners.
+func (p *Policy) EndPod(m *Model, podUID string) Decision {
+	if podUID == "" || !m.KnowsPod(podUID) {
+		return Decision{Model: m}
+	}
+	if m.podRuns(podUID) {
+		if m.Ending[podUID] {
+			return Decision{Model: m}
+		}
+		nm := m.shallow()
+		nm.Ending = maps.Clone(m.Ending)
+		if nm.Ending == nil {
+			nm.Ending = map[string]bool{}
+		}
+		nm.Ending[podUID] = true
+		return Decision{Model: nm, Notes: []string{fmt.Sprintf("pod %s: the Kubernetes API reports it ended; its CPUs go back once its running containers stop", podUID)}}
+	}
+	if len(m.State.ContainersOfPod(podUID)) == 0 && !m.hasHoldOrResources(podUID) {
+		return Decision{Model: m}
+	}
+	nm := m.Clone()
+	notes := p.endPod(nm, podUID, "the Kubernetes API reports it terminal or deleted")
+	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
+}
+
+// endPod gives back everything a pod holds — its assignments, the CPUs
+// held for it, its pod-level resources — and forgets its running
+// containers' records (the runtime removes them with the sandbox); its
+// CPUs return to the shared pool. why says what ended the pod.
+func (p *Policy) endPod(m *Model, podUID, why string) []string {
+	var notes []string
+	for _, name := range m.State.ContainersOfPod(podUID) {
+		a, _ := m.State.Assignment(podUID, name)
+		notes = append(notes, fmt.Sprintf("pod %s container %s: releases exclusive CPUs %s: %s", podUID, name, a.Held(), why))
+	}
+	for _, id := range m.sortedIDs() {
+		if t := m.Containers[id]; t.PodUID == podUID && !t.Stopped {
+			delete(m.Releasing, id)
+			m.remove(id)
+		}
+	}
+	if m.Ending[podUID] {
+		delete(m.Ending, podUID)
+	}
+	m.State.DeletePod(podUID)
+	p.recomputePool(m)
+	return notes
 }
 
 // is reports whether the event's container c is the tracked one: the same
@@ -87,30 +226,45 @@ func (m *Model) podHasContainers(podUID string) bool {
 	return false
 }
 
-// releasePod forgets a pod's assignments, CPUs held for it and pod-level
-// resources; its CPUs return to the shared pool.
-func (p *Policy) releasePod(m *Model, podUID string) []string {
-	var notes []string
-	for _, name := range m.State.ContainersOfPod(podUID) {
-		a, _ := m.State.Assignment(podUID, name)
-		notes = append(notes, fmt.Sprintf("pod %s container %s: releases exclusive CPUs %s", podUID, name, a.Assigned()))
-	}
-	m.State.DeletePod(podUID)
-	p.recomputePool(m)
-	return notes
-}
-
-// RemovePodSandbox forgets a pod and whatever of it is still known.
-func (p *Policy) RemovePodSandbox(m *Model, podUID string) Decision {
-	nm := m.Clone()
-	for _, id := range nm.sortedIDs() {
-		if nm.Containers[id].PodUID == podUID {
-			delete(nm.Releasing, id)
-			nm.remove(id)
+// podRuns reports whether a container of a pod is tracked running.
+func (m *Model) podRuns(podUID string) bool {
+	for _, t := range m.Containers {
+		if t.PodUID == podUID && !t.Stopped {
+			return true
 		}
 	}
-	notes := p.releasePod(nm, podUID)
-	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
+	return false
+}
+
+// sandboxesOf returns the ids of a pod's known sandboxes, sorted.
+func (m *Model) sandboxesOf(podUID string) []string {
+	var ids []string
+	for id, sb := range m.Sandboxes {
+		if sb.PodUID == podUID {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// hasConfirmedSandbox reports whether a pod has a sandbox whose removal
+// the runtime will report.
+func (m *Model) hasConfirmedSandbox(podUID string) bool {
+	for _, sb := range m.Sandboxes {
+		if sb.PodUID == podUID && sb.Confirmed {
+			return true
+		}
+	}
+	return false
+}
+
+// hasHoldOrResources reports whether CPUs are held for a pod or its
+// pod-level resources are recorded.
+func (m *Model) hasHoldOrResources(podUID string) bool {
+	_, held := m.State.Hold(podUID)
+	_, recorded := m.State.PodResources(podUID)
+	return held || recorded
 }
 
 // Rebase recomputes the shared pool of m under this policy's configuration

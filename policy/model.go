@@ -22,7 +22,23 @@ type Pod struct {
 	// the pod's totals until an UpdatePodSandbox is accepted; zero when the
 	// runtime gave none.
 	Resources Resources
+	// SandboxID is the id of the sandbox the event is about (a pod may
+	// have several in its life: the kubelet re-creates a sandbox whose
+	// pause container died, and every sandbox after a node reboot).
+	SandboxID string
+	// GuaranteedCPUs is the pod's exclusive CPU need as the kubelet
+	// computes it from the pod's spec (its pod total of whole-CPU
+	// containers: the largest of each init container's need and of the
+	// sidecars' and app containers' sum); 0 when the spec is not known.
+	GuaranteedCPUs int
+	// Roles are what the pod's spec says its containers are, by name; nil
+	// when the spec is not known.
+	Roles map[string]Role
 }
+
+// RoleOf returns what the pod's spec says container name is (RoleUnknown
+// without the spec).
+func (p Pod) RoleOf(name string) Role { return p.Roles[name] }
 
 // QoS returns the pod's QoS class from its cgroup parent.
 func (p Pod) QoS() QoSClass { return QoSFromCgroupParent(p.CgroupParent) }
@@ -39,6 +55,40 @@ type Container struct {
 	CPUs cpuset.CPUSet
 	// Exited is true for a container whose process has stopped.
 	Exited bool
+	// Completed is true for a container that exited with code 0: the way
+	// an init container ends (an exit the runtime reports without a code
+	// counts as a failure).
+	Completed bool
+}
+
+// Role is what a container is to its pod, as the pod's spec says. The
+// kubelet's static policy lets the containers a pod starts after an
+// ordinary init container reuse the init container's CPUs; a sidecar (a
+// restartable init container) and an app container keep theirs.
+type Role int
+
+// The roles.
+const (
+	// RoleUnknown: the pod's spec is not known. A container whose process
+	// completed (exit code 0) before its pod created another container is
+	// taken for an ordinary init container.
+	RoleUnknown Role = iota
+	RoleApp
+	RoleInit
+	RoleSidecar
+)
+
+// String names a role as the pod's spec does.
+func (r Role) String() string {
+	switch r {
+	case RoleApp:
+		return "container"
+	case RoleInit:
+		return "init container"
+	case RoleSidecar:
+		return "sidecar"
+	}
+	return "unknown"
 }
 
 // Tracked is the policy's record of a container the runtime runs.
@@ -57,6 +107,23 @@ type Tracked struct {
 	// Stopped is set once the container's process is gone; it holds no
 	// CPUs any more and is forgotten at RemoveContainer.
 	Stopped bool
+	// Completed is set when it stopped with exit code 0.
+	Completed bool
+	// SandboxID is the sandbox it runs in ("" when not known).
+	SandboxID string
+	// Role is what it is to its pod (RoleUnknown when not known).
+	Role Role
+}
+
+// Sandbox is the policy's record of a pod sandbox the runtime has.
+type Sandbox struct {
+	PodUID string
+	// Confirmed is set for a sandbox whose RunPodSandbox the plugin saw:
+	// the runtime relays its StopPodSandbox and RemovePodSandbox. A
+	// sandbox known only from a Synchronize may predate a restart of the
+	// runtime, which then never relays its removal (containerd keeps the
+	// sandboxes it relays events for in memory only).
+	Confirmed bool
 }
 
 // Model is everything the policy decides from: the persisted exclusive
@@ -79,6 +146,13 @@ type Model struct {
 	// to it, possibly after a decision taken meanwhile, so these CPUs are
 	// not handed out exclusively until the update has been delivered.
 	Lending cpuset.CPUSet
+	// Sandboxes maps sandbox id → record, for every sandbox known to
+	// exist. A pod lives while one of its sandboxes does (see podGone).
+	Sandboxes map[string]Sandbox
+	// Ending are the pods the Kubernetes API reports terminal or deleted
+	// while some of their containers still run: their CPUs go back once
+	// the last of those stops.
+	Ending map[string]bool
 
 	// ids are the keys of Containers, sorted. The slice is shared between
 	// clones and never changed in place: adding or removing a container
@@ -93,6 +167,8 @@ func NewModel(st *state.State) *Model {
 		Containers: map[string]*Tracked{},
 		Releasing:  map[string]cpuset.CPUSet{},
 		Lending:    cpuset.New(),
+		Sandboxes:  map[string]Sandbox{},
+		Ending:     map[string]bool{},
 	}
 }
 
@@ -106,6 +182,8 @@ func (m *Model) Clone() *Model {
 		Containers: maps.Clone(m.Containers),
 		Releasing:  maps.Clone(m.Releasing),
 		Lending:    m.Lending,
+		Sandboxes:  maps.Clone(m.Sandboxes),
+		Ending:     maps.Clone(m.Ending),
 		ids:        m.ids,
 	}
 }

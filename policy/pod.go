@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -15,58 +16,120 @@ import (
 // assignments of its containers that do not run (kept for their restart),
 // and the pod-wide view topologyManagerScope: pod takes.
 
-// stoppedEntries returns the names of a pod's assignments that no running
-// container owns (their container exited and has not been re-created yet),
-// sorted.
-func (m *Model) stoppedEntries(podUID string) []string {
-	var names []string
-	for _, name := range m.State.ContainersOfPod(podUID) {
-		if !m.runsEntry(podUID, name) {
-			names = append(names, name)
-		}
-	}
-	return names
-}
-
-// runsEntry reports whether a running container owns the assignment of a
-// pod and name.
-func (m *Model) runsEntry(podUID, name string) bool {
-	for id, ref := range m.State.ContainerRefs() {
-		if ref.PodUID == podUID && ref.Name == name {
-			if t := m.Containers[id]; t != nil && !t.Stopped {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// podCPUs returns the CPUs a pod's assignments hold, but the one of
-// container name.
-func (m *Model) podCPUs(podUID, except string) cpuset.CPUSet {
-	var cpus cpumask.Mask
-	for _, name := range m.State.ContainersOfPod(podUID) {
-		if name == except {
+// reusable returns the CPUs of a pod that its new container name takes
+// before any other, as the kubelet's static policy does (cpusToReuse): the
+// CPUs of the pod's ordinary init containers, less those its other
+// entries hold (a sidecar or an app container keeps its CPUs, even those
+// it took from an init container) and those a running container holds.
+// lenders names the entries they come from. An entry whose role is not
+// known (the pod's spec is not) counts as an init container's when its
+// container completed (exit code 0) and none of the name runs: the
+// kubelet starts a pod's next container only once its init container
+// completed.
+func (m *Model) reusable(podUID, name string) (cpus cpumask.Mask, lenders []string) {
+	var keep cpumask.Mask
+	for _, other := range m.State.ContainersOfPod(podUID) {
+		if other == name {
 			continue
 		}
-		a, _ := m.State.Assignment(podUID, name)
-		cpus.AddSet(a.Assigned())
+		a, _ := m.State.Assignment(podUID, other)
+		if a.Init || m.completedUnknown(podUID, other) {
+			cpus.AddSet(a.Held())
+			lenders = append(lenders, other)
+			continue
+		}
+		keep.AddSet(a.Held())
+	}
+	if cpus.IsEmpty() {
+		return nil, nil
+	}
+	keep.AddSet(m.runningCPUs(podUID, name))
+	return cpus.AndNot(keep), lenders
+}
+
+// completedUnknown reports whether the container of a pod's entry, whose
+// role is not known, completed and none of its name runs.
+func (m *Model) completedUnknown(podUID, name string) bool {
+	completed := false
+	for _, t := range m.Containers {
+		if t.PodUID != podUID || t.Name != name {
+			continue
+		}
+		if !t.Stopped || t.Role != RoleUnknown {
+			return false
+		}
+		completed = completed || t.Completed
+	}
+	return completed
+}
+
+// roleOf returns the role a pod's container name was created with
+// (RoleUnknown when no container of the name is tracked or none knew it).
+func (m *Model) roleOf(podUID, name string) Role {
+	for _, t := range m.Containers {
+		if t.PodUID == podUID && t.Name == name && t.Role != RoleUnknown {
+			return t.Role
+		}
+	}
+	return RoleUnknown
+}
+
+// runningCPUs returns the CPUs the running containers of a pod, but those
+// named except, run on exclusively.
+func (m *Model) runningCPUs(podUID, except string) cpuset.CPUSet {
+	var cpus cpumask.Mask
+	for id, t := range m.Containers {
+		if t.PodUID == podUID && t.Name != except && !t.Stopped {
+			if a, owns := m.ownAssignment(id); owns {
+				cpus.AddSet(a.Held())
+			}
+		}
 	}
 	return cpus.CPUSet()
 }
 
+// runningNamesOn returns the names of a pod's running containers that run
+// exclusively on some of cpus, sorted.
+func (m *Model) runningNamesOn(podUID string, cpus cpuset.CPUSet) []string {
+	var names []string
+	for id, t := range m.Containers {
+		if t.PodUID != podUID || t.Stopped {
+			continue
+		}
+		if a, owns := m.ownAssignment(id); owns && !a.Held().Intersection(cpus).IsEmpty() && !slices.Contains(names, t.Name) {
+			names = append(names, t.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// clearEnding forgets that the API reported a pod ended: the runtime
+// creates a container of it (the runtime's word wins).
+func (m *Model) clearEnding(podUID string) {
+	if m.Ending[podUID] {
+		m.Ending = maps.Clone(m.Ending)
+		delete(m.Ending, podUID)
+	}
+}
+
 // podScope returns what topologyManagerScope: pod admits with a placement
-// of n CPUs for container name of pod: the CPUs the pod's other containers
-// hold, and the pod's whole exclusive need when it is more than theirs and
-// n — its pod-level CPU limit in whole CPUs, the kubelet's pod total of a
-// Guaranteed pod (a fractional container's share rounds down). Nothing
-// under the container scope.
-func (p *Policy) podScope(m *Model, pod Pod, name string, n int) (cpuset.CPUSet, int) {
+// of n CPUs for container name of pod, which takes reuse first: the CPUs
+// the pod's other entries hold, and the pod's whole exclusive need — the
+// kubelet's, from the pod's spec, when it is known; else the larger of
+// what the pod holds with this placement and its pod-level CPU limit in
+// whole CPUs (a Guaranteed pod's total, in which a fractional container's
+// share rounds down; an overestimate when it has several). Nothing under
+// the container scope.
+func (p *Policy) podScope(m *Model, pod Pod, name string, n int, reuse cpumask.Mask) (cpuset.CPUSet, int) {
 	if p.opts.TopologyScope != cpuallocator.ScopePod {
 		return cpuset.New(), 0
 	}
-	others := m.podCPUs(pod.UID, name)
-	need := others.Size() + n
+	others := m.podHeld(pod.UID, name)
+	need := others.Size() + max(0, n-reuse.Count())
+	if pod.GuaranteedCPUs > 0 {
+		return others, max(need, pod.GuaranteedCPUs)
+	}
 	if res, ok := m.PodResources(pod); ok {
 		need = max(need, int(min(cpuLimitMilli(res)/milliCPUPerCPU, int64(p.allocatable.Size()))))
 	}
@@ -74,11 +137,13 @@ func (p *Policy) podScope(m *Model, pod Pod, name string, n int) (cpuset.CPUSet,
 }
 
 // growth is the placement growing container name of a pod from assigned to
-// n CPUs: the CPUs held for the pod are borrowed first.
+// n CPUs: the CPUs held for the pod and its reusable ones are borrowed
+// first.
 func (p *Policy) growth(m *Model, podUID, name string, assigned cpuset.CPUSet, n int) placement {
-	pl := placement{keep: assigned, n: n, borrowed: m.heldFor(podUID)}
+	reuse, _ := m.reusable(podUID, name)
+	pl := placement{keep: assigned, n: n, borrowed: m.heldFor(podUID).Or(reuse.AndNot(maskOf(assigned)))}
 	if p.opts.TopologyScope == cpuallocator.ScopePod {
-		pl.pod = m.podCPUs(podUID, name)
+		pl.pod = m.podHeld(podUID, name)
 	}
 	return pl
 }
@@ -122,23 +187,67 @@ func (p *Policy) takeHeld(m *Model, podUID string, cpus cpuset.CPUSet) {
 	m.State.SetHold(podUID, h)
 }
 
-// resizeInFlight reports whether a pod's resize is in flight: the CPU
-// limits of its running containers do not add up to its pod-level CPU
-// limit (the last UpdatePodSandbox's, or the sandbox's). False when the
-// pod's total is not known.
+// resizeInFlight reports whether a pod's resize is in flight: what its
+// containers' CPU limits add up to (podLimitMilli) is not its pod-level
+// CPU limit (the last UpdatePodSandbox's, or the sandbox's). False when
+// the pod's total is not known.
 func (m *Model) resizeInFlight(pod Pod) bool {
 	res, ok := m.PodResources(pod)
 	total := cpuLimitMilli(res)
 	if !ok || total == 0 {
 		return false
 	}
-	var sum int64
+	return m.podLimitMilli(pod.UID) != total
+}
+
+// podLimitMilli returns the CPU limit a pod's containers add up to, in
+// milli-CPU, as the kubelet totals a pod: its sidecars' and app
+// containers' limits, or an init container's (with the sidecars') when
+// that is more. Each name counts once, stopped or running — a container
+// that exited keeps its place in the pod, and the kubelet restarts it with
+// the same limit — by its running container, else a stopped one. A name
+// whose role is not known counts as an app container's, but one whose
+// CPUs its pod reused (taken for an init container), as an init
+// container's.
+func (m *Model) podLimitMilli(podUID string) int64 {
+	type member struct {
+		limit   int64
+		role    Role
+		running bool
+	}
+	members := map[string]member{}
 	for _, t := range m.Containers {
-		if t.PodUID == pod.UID && !t.Stopped {
-			sum += t.CPULimitMilli
+		if t.PodUID != podUID {
+			continue
+		}
+		if have, ok := members[t.Name]; ok && (have.running || t.Stopped) {
+			continue
+		}
+		role := t.Role
+		if role == RoleUnknown {
+			role = RoleApp
+			if a, ok := m.State.Assignment(podUID, t.Name); ok && a.Init {
+				role = RoleInit // taken for one when its pod reused its CPUs
+			}
+		}
+		members[t.Name] = member{limit: t.CPULimitMilli, role: role, running: !t.Stopped}
+	}
+	var long, sidecars, init int64
+	for _, mb := range members {
+		switch mb.role {
+		case RoleInit:
+			init = max(init, mb.limit)
+		case RoleSidecar:
+			sidecars += mb.limit
+			long += mb.limit
+		default:
+			long += mb.limit
 		}
 	}
-	return sum != total
+	if init > 0 {
+		return max(long, init+sidecars)
+	}
+	return long
 }
 
 // hold keeps the CPUs a decrease released for its pod while the pod's
@@ -198,4 +307,29 @@ func (p *Policy) ExpireHolds(m *Model) Decision {
 			uid, h.CPUs, h.Since.UTC().Format(time.RFC3339), p.opts.HoldTimeout))
 	}
 	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
+}
+
+// podHeld returns the CPUs a pod's entries hold (their Held sets), but
+// the one of container except.
+func (m *Model) podHeld(podUID, except string) cpuset.CPUSet {
+	var cpus cpumask.Mask
+	for _, name := range m.State.ContainersOfPod(podUID) {
+		if name == except {
+			continue
+		}
+		a, _ := m.State.Assignment(podUID, name)
+		cpus.AddSet(a.Held())
+	}
+	return cpus.CPUSet()
+}
+
+// giveBack returns to the shared pool the CPUs an entry of a pod gave up,
+// but those another entry of the pod still holds (an ordinary init
+// container's CPUs are also its pod's later containers': see reusable).
+// The caller has updated the entry already.
+func (p *Policy) giveBack(m *Model, podUID string, cpus cpuset.CPUSet) {
+	if cpus.IsEmpty() {
+		return
+	}
+	p.returnToPool(m, cpus.Difference(m.podHeld(podUID, "")))
 }

@@ -151,11 +151,7 @@ func (p *Policy) admitPodTotal(m *Model, pod Pod, pm podMembers, newLimit int64)
 		free, pool := p.availability(m)
 		need, borrowed := n-held, m.heldFor(pod.UID).Count()
 		if need > free.Count()+borrowed || pool-p.poolDrain(free, max(0, need-borrowed)) < 1 {
-			verdict := Deferred
-			if beyond := p.allocatable.Difference(p.poolBase).Size(); n > p.allocatable.Size() || p.poolBase.Size()-max(0, n-beyond) < 1 {
-				verdict = Infeasible
-			}
-			return refuse(verdict, ReasonResizeAllocateCPUs,
+			return refuse(Infeasible, ReasonResizeAllocateCPUs,
 				"cannot grow the exclusive CPUs of pod %s from %d to %d keeping %s: its containers (%s) need %d more CPUs, %d free (free: %s), and the shared pool (%d CPUs) keeps at least one",
 				who, held, n, pm.held, pm.names(), need, free.Count(), describe(free.CPUSet()), pool)
 		}
@@ -346,7 +342,8 @@ type podMembers struct {
 	// known).
 	exclusive []podMember
 	others    int
-	// limitSum adds up the containers' CPU limits (milli-CPU).
+	// limitSum is the pod's total as its containers' CPU limits make it
+	// (milli-CPU, Model.podLimitMilli).
 	limitSum int64
 	// held and baseline are the exclusive containers' assigned and
 	// baseline CPUs.
@@ -360,13 +357,12 @@ type podMember struct {
 
 // podMembers returns what the model knows of a pod's running containers.
 func (m *Model) podMembers(podUID string) podMembers {
-	pm := podMembers{held: cpuset.New(), baseline: cpuset.New()}
+	pm := podMembers{held: cpuset.New(), baseline: cpuset.New(), limitSum: m.podLimitMilli(podUID)}
 	for _, id := range m.sortedIDs() {
 		t := m.Containers[id]
 		if t.PodUID != podUID || t.Stopped {
 			continue
 		}
-		pm.limitSum += t.CPULimitMilli
 		a, owns := m.ownAssignment(id)
 		if !owns {
 			pm.others++

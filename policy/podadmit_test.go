@@ -90,15 +90,15 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			thenContainer: &ctr{pod: "p", name: "app", resize: 4000},
 		},
 		{
-			name: "growth beyond the free CPUs: Deferred like the container",
+			name: "growth beyond the free CPUs: refused like the container",
 			containers: []ctr{
 				{pod: "big", name: "app", res: gu(4000, 1)},
 				{pod: "p", name: "app", res: gu(2000, 1)},
 			},
 			updates: []podUpdate{{res: gu(4000, 1),
-				want: "Deferred: resizeAllocateCPUsError: cannot grow container default/p/app from 2 to 4 exclusive CPUs keeping 5-6 (free: 7): "}},
+				want: "Infeasible: resizeAllocateCPUsError: cannot grow container default/p/app from 2 to 4 exclusive CPUs keeping 5-6 (free: 7): "}},
 			thenContainer: &ctr{pod: "p", name: "app", resize: 4000},
-			want:          "Deferred: resizeAllocateCPUsError: cannot grow container default/p/app from 2 to 4 exclusive CPUs keeping 5-6 (free: 7): ",
+			want:          "Infeasible: resizeAllocateCPUsError: cannot grow container default/p/app from 2 to 4 exclusive CPUs keeping 5-6 (free: 7): ",
 		},
 		{
 			name:       "growth that never fits: Infeasible",
@@ -109,7 +109,7 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			name:       "the shared pool keeps its last CPU",
 			reserved:   &noReserved,
 			containers: []ctr{{pod: "big", name: "app", res: gu(5000, 1)}, {pod: "p", name: "app", res: gu(2000, 1)}},
-			updates:    []podUpdate{{res: gu(3000, 1), want: "Deferred: resizeAllocateCPUsError: cannot grow container default/p/app from 2 to 3"}},
+			updates:    []podUpdate{{res: gu(3000, 1), want: "Infeasible: resizeAllocateCPUsError: cannot grow container default/p/app from 2 to 3"}},
 		},
 		{
 			name:       "below the baseline CPUs",
@@ -159,12 +159,12 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			},
 		},
 		{
-			name: "several exclusive containers: Deferred while another pod holds the CPUs",
+			name: "several exclusive containers: refused while another pod holds the CPUs",
 			containers: []ctr{
 				{pod: "big", name: "app", res: gu(3000, 1)},
 				{pod: "p", name: "a", res: gu(2000, 1)}, {pod: "p", name: "b", res: gu(1000, 1)},
 			},
-			updates: []podUpdate{{res: gu(5000, 2), want: "Deferred: resizeAllocateCPUsError: cannot grow the exclusive CPUs of pod default/p from 3 to 5"}, {res: gu(4000, 2)}},
+			updates: []podUpdate{{res: gu(5000, 2), want: "Infeasible: resizeAllocateCPUsError: cannot grow the exclusive CPUs of pod default/p from 3 to 5"}, {res: gu(4000, 2)}},
 		},
 		{
 			name:       "several exclusive containers: below their baseline CPUs",
@@ -200,7 +200,7 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			// container's; the app's own growth is refused by the container level.
 			updates:       []podUpdate{{res: gu(4500, 1)}},
 			thenContainer: &ctr{pod: "p", name: "app", resize: 4000},
-			want:          "Deferred: resizeAllocateCPUsError",
+			want:          "Infeasible: resizeAllocateCPUsError",
 		},
 		{
 			name:       "a shared container keeps some CPU",
@@ -221,7 +221,7 @@ func TestUpdatePodSandboxAdmission(t *testing.T) {
 			name:         "creation totals that match the containers are checked",
 			podResources: gu(2000, 1),
 			containers:   []ctr{{pod: "big", name: "app", res: gu(5000, 1)}, {pod: "p", name: "app", res: gu(2000, 1)}},
-			updates:      []podUpdate{{res: gu(2000, 2)}, {res: gu(3000, 2), want: "Deferred: resizeAllocateCPUsError"}},
+			updates:      []podUpdate{{res: gu(2000, 2)}, {res: gu(3000, 2), want: "Infeasible: resizeAllocateCPUsError"}},
 		},
 		{
 			name:       "a pod without exclusive CPUs",
@@ -366,7 +366,7 @@ func TestPodGrowthCountsReleasingCPUs(t *testing.T) {
 	if _, err := pol.UpdatePodSandbox(m, p, policy.PodResources{Resources: gu(5000, 1)}); err != nil {
 		t.Errorf("growth into released and lent CPUs refused: %v", err)
 	}
-	if _, err := pol.UpdatePodSandbox(m, p, policy.PodResources{Resources: gu(6000, 1)}); err == nil || !strings.HasPrefix(err.Error(), "Deferred: resizeAllocateCPUsError") {
+	if _, err := pol.UpdatePodSandbox(m, p, policy.PodResources{Resources: gu(6000, 1)}); err == nil || !strings.HasPrefix(err.Error(), "Infeasible: resizeAllocateCPUsError") {
 		t.Errorf("growth beyond them: %v", err)
 	}
 }

@@ -312,11 +312,9 @@ func (p *Policy) place(pl placement, free cpumask.Mask, poolLeft int) (cpuset.CP
 	if err != nil {
 		return cpuset.New(), err
 	}
-	cpus, err := p.allocate(pl, pl.borrowed, affinity)
-	if err != nil || !cpus.Difference(pl.keep).IsSubsetOf(p.topo.CPUsInNUMANodes(affinityOr(affinity, p.topo))) {
-		if cpus, err = p.allocate(pl, avail, affinity); err != nil {
-			return cpuset.New(), err
-		}
+	cpus, err := p.placeBorrowedFirst(pl, avail, affinity)
+	if err != nil {
+		return cpuset.New(), err
 	}
 	added := cpus.Difference(pl.keep)
 	cost := p.inPoolBase(added)
@@ -327,6 +325,32 @@ func (p *Policy) place(pl placement, free cpumask.Mask, poolLeft int) (cpuset.CP
 		return cpuset.New(), fmt.Errorf("taking %s would leave the shared pool empty: %w", added, cpuallocator.ErrNotEnoughCPUs)
 	}
 	return cpus, nil
+}
+
+// placeBorrowedFirst places pl taking its borrowed CPUs (those inside the
+// affinity) before any free one: the ones it needs when they can hold the
+// request, all of them when they cannot. When that cannot be placed (whole
+// cores, the affinity) it is placed over every CPU available.
+func (p *Policy) placeBorrowedFirst(pl placement, avail cpumask.Mask, affinity cpuallocator.NodeMask) (cpuset.CPUSet, error) {
+	borrowed := pl.borrowed
+	inAffinity := maskOf(p.topo.CPUsInNUMANodes(affinityOr(affinity, p.topo)))
+	if affinity != 0 {
+		borrowed = borrowed.And(inAffinity)
+	}
+	if !borrowed.IsEmpty() {
+		var cpus cpuset.CPUSet
+		var err error
+		if borrowed.Count()+pl.keep.Size() >= pl.n {
+			cpus, err = p.allocate(pl, borrowed, affinity)
+		} else {
+			all := placement{keep: pl.keep.Union(borrowed.CPUSet()), n: pl.n}
+			cpus, err = p.allocate(all, avail.AndNot(borrowed), affinity)
+		}
+		if err == nil && maskOf(cpus.Difference(pl.keep)).AndNot(inAffinity).IsEmpty() {
+			return cpus, nil
+		}
+	}
+	return p.allocate(pl, avail, affinity)
 }
 
 // allocate runs the allocator for a placement over avail.
@@ -368,7 +392,9 @@ func (p *Policy) admitTopology(pl placement, avail cpumask.Mask) (cpuallocator.N
 	}
 	keep, n, what := pl.keep, pl.n, fmt.Sprintf("%d CPUs%s", pl.n, p.keeping(pl.keep))
 	if p.opts.TopologyScope == cpuallocator.ScopePod && (!pl.pod.IsEmpty() || pl.podNeed > n) {
-		keep, n = keep.Union(pl.pod), max(pl.n+pl.pod.Size(), pl.podNeed)
+		// The CPUs it borrows from its pod are the pod's already.
+		fromPod := min(pl.n-pl.keep.Size(), pl.borrowed.And(maskOf(pl.pod)).Count())
+		keep, n = keep.Union(pl.pod), max(pl.keep.Union(pl.pod).Size()+pl.n-pl.keep.Size()-fromPod, pl.podNeed)
 		what = fmt.Sprintf("the pod's %d CPUs%s (topologyManagerScope: pod)", n, p.keeping(keep))
 		avail = avail.AndNot(maskOf(pl.pod))
 	}

@@ -145,7 +145,7 @@ func TestRandomSequences(t *testing.T) {
 					live = append(live[:i], live[i+1:]...)
 					op = "remove " + c.pod.Name
 					if rng.IntN(2) == 0 {
-						err = d.StopContainer(c.pod, c.name)
+						err = d.StopContainer(c.pod, c.name, 137)
 					}
 					if err == nil {
 						err = d.RemoveContainer(c.pod, c.name)

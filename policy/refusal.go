@@ -60,9 +60,9 @@ type ReasonDoc struct {
 // reasons is the table of every reason, in the order the documentation
 // lists them. It is read-only.
 var reasons = []ReasonDoc{
-	{ReasonResizeAllocateCPUs, []Verdict{Deferred, Infeasible}, fromKEP5554,
-		"a growth cannot get its CPUs: not enough free CPUs or the shared pool would lose its last one (Deferred), or the topology manager policy or full-pcpus-only cannot place it (Infeasible)",
-		"Deferred: wait, or free CPUs by deleting or shrinking other pinned pods; Infeasible: put the spec back"},
+	{ReasonResizeAllocateCPUs, []Verdict{Infeasible}, fromKEP5554,
+		"a growth cannot get its CPUs: not enough free CPUs, the shared pool would lose its last one, or the topology manager policy or full-pcpus-only cannot place it (KEP-5554 calls every failed allocation of a resize Infeasible)",
+		"put the spec back; or free CPUs by deleting or shrinking other pinned pods: the kubelet retries the resize while the spec asks for it"},
 	{ReasonProhibitedCPUAllocation, []Verdict{Infeasible}, fromKEP5554,
 		"a shrink below the CPUs the container was created with, which it keeps for its whole life, or a restart of a container asking for fewer CPUs than those",
 		"put the spec back to at least the baseline count; to run on fewer CPUs, recreate the pod"},

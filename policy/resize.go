@@ -165,7 +165,7 @@ func (p *Policy) shrinkTo(m *Model, podUID, name, display string, a state.Assign
 	assigned := a.Assigned()
 	pl := placement{keep: a.Baseline, n: n}
 	if p.opts.TopologyScope == cpuallocator.ScopePod {
-		pl.pod = m.podCPUs(podUID, name)
+		pl.pod = m.podHeld(podUID, name)
 	}
 	affinity, err := p.admitTopology(pl, maskOf(assigned.Difference(a.Baseline)))
 	if err != nil {
@@ -194,7 +194,7 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 	free, poolLeft := p.availability(m)
 	cpus, err := p.placeGrowth(pl, free, poolLeft)
 	if err != nil {
-		return Decision{}, refuse(p.verdictFor(pl, err), ReasonResizeAllocateCPUs,
+		return Decision{}, refuse(Infeasible, ReasonResizeAllocateCPUs,
 			"cannot grow container %s from %d to %d exclusive CPUs keeping %s (free: %s%s): %v",
 			display, assigned.Size(), n, assigned, describe(free.CPUSet()), m.lentNote(), err)
 	}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 
@@ -38,6 +39,16 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	nm.Lending = m.Lending.Clone()
 	nm.State.DeleteContainers()
 	var notes []string
+	for _, pod := range pods {
+		if pod.UID != "" && pod.SandboxID != "" {
+			// Not confirmed: the runtime may have restarted since the
+			// sandbox ran, and would then never report its removal.
+			nm.Sandboxes[pod.SandboxID] = Sandbox{PodUID: pod.UID}
+		}
+		if m.Ending[pod.UID] {
+			nm.Ending[pod.UID] = true
+		}
+	}
 
 	live, dropped := liveContainers(containers)
 	notes = append(notes, dropped...)
@@ -67,7 +78,8 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	for _, c := range exited(containers) {
 		// Tracked stopped: the pod keeps its CPUs for their restart, and
 		// their removal tells when the pod's last container is gone.
-		nm.add(&Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: displayName(c.Pod, c.Name), Stopped: true})
+		nm.add(&Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: displayName(c.Pod, c.Name), Stopped: true,
+			Completed: c.Completed, SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name), CPULimitMilli: cpuLimitMilli(c.Resources)})
 	}
 	// From here on the pool is kept in step with every assignment made:
 	// the free CPUs are read off it (Policy.taken).
@@ -78,7 +90,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		display := displayName(c.Pod, c.Name)
 		class := Classify(c.Pod.QoS(), c.Resources)
 		t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive,
-			CPULimitMilli: cpuLimitMilli(c.Resources)}
+			CPULimitMilli: cpuLimitMilli(c.Resources), SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name)}
 		nm.add(t)
 		ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 		if byRef[ref] != c {
@@ -104,6 +116,11 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	sort.SliceStable(resized, func(i, j int) bool { return p.missedShrink(nm, resized[i]) && !p.missedShrink(nm, resized[j]) })
 	for _, c := range resized {
 		notes = append(notes, p.resizeMissed(nm, c))
+	}
+	for _, uid := range slices.Sorted(maps.Keys(nm.Ending)) {
+		if !nm.podRuns(uid) {
+			notes = append(notes, p.endPod(nm, uid, "the Kubernetes API reported it ended and none of its containers runs")...)
+		}
 	}
 	// The pool was kept in step with every assignment above (no recompute
 	// that would hide a step that was not: CheckInvariants checks it).
@@ -358,7 +375,7 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 	// overLimit runs c on the shared pool when its pod's limit cannot hold
 	// its n CPUs next to those of the containers adopted so far.
 	overLimit := func(c *Container, n int) bool {
-		note := beyondPodLimit(m, *c, n)
+		note := beyondPodLimit(m, *c, n, nil)
 		if note != "" {
 			m.edit(c.ID).Exclusive = false
 			notes = append(notes, note)

@@ -49,7 +49,7 @@ func TestPodUpdateAdmission(t *testing.T) {
 	limitFirst := scenario.KubeletResources("guaranteed", 2000, 4000, 2<<30)
 	before := rt.Applied()
 	err = rt.UpdatePod(sb, policy.PodResources{Resources: limitFirst})
-	const want = "Deferred: resizeAllocateCPUsError: cannot grow container default/gu/app from 2 to 4 exclusive CPUs keeping 6-7 (free: none): "
+	const want = "Infeasible: resizeAllocateCPUsError: cannot grow container default/gu/app from 2 to 4 exclusive CPUs keeping 6-7 (free: none): "
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("pod growth with no CPU free: %v, want the text %q", err, want)
 	}

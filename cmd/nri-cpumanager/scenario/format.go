@@ -43,7 +43,7 @@ type Topology struct {
 type Step struct {
 	Create *ContainerStep `json:"create,omitempty"`
 	Resize *ContainerStep `json:"resize,omitempty"`
-	Stop   *ContainerRef  `json:"stop,omitempty"`
+	Stop   *StopStep      `json:"stop,omitempty"`
 	Remove *ContainerRef  `json:"remove,omitempty"`
 	// Restart plays a container's exit and the kubelet's re-creation of
 	// it under a new id with the given resources; once the new one is
@@ -66,6 +66,14 @@ type ContainerRef struct {
 	Container string `json:"container"`
 }
 
+// StopStep is a container's process ending. ExitCode is its exit code
+// (default 0: it exited by itself, as an init container completes; a
+// crash exits with another code, a kill with 137).
+type StopStep struct {
+	ContainerRef `json:",inline"`
+	ExitCode     int32 `json:"exitCode,omitempty"`
+}
+
 // ContainerStep creates or resizes a container. CPU is a Kubernetes
 // quantity ("2", "1500m"), used for request and limit; QoS is guaranteed
 // (default), burstable or besteffort. A burstable container's limit is
@@ -79,6 +87,11 @@ type ContainerStep struct {
 	// PodCPU is the pod's CPU total (request and limit) as the kubelet
 	// passes it with the sandbox, set at the pod's first creation step.
 	PodCPU string `json:"podCPU,omitempty"`
+	// Role is what the pod's spec says the container is, for a driver
+	// that knows the spec (the plugin watching the Kubernetes API): init
+	// (an ordinary init container), sidecar (a restartable one) or app;
+	// empty when the spec is not known.
+	Role string `json:"role,omitempty"`
 }
 
 // PodStep is an UpdatePodSandboxResources with the pod's new CPU total.

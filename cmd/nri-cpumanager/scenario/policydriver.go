@@ -187,15 +187,20 @@ func (d *PolicyDriver) UpdateContainer(pod policy.Pod, name string, r policy.Res
 	return d.apply(confirmed)
 }
 
+// RunPod implements Driver.
+func (d *PolicyDriver) RunPod(pod policy.Pod) error {
+	return d.applyInfallible(func(m *policy.Model) policy.Decision { return d.Policy.RunPodSandbox(m, pod) })
+}
+
 // StopContainer implements Driver.
-func (d *PolicyDriver) StopContainer(pod policy.Pod, name string) error {
+func (d *PolicyDriver) StopContainer(pod policy.Pod, name string, exitCode int32) error {
 	id, ok := d.id(pod, name)
 	if !ok {
 		return fmt.Errorf("no container %s in pod %s", name, pod.Name)
 	}
 	delete(d.Applied, id)
 	return d.applyInfallible(func(m *policy.Model) policy.Decision {
-		return d.Policy.StopContainer(m, policy.Container{ID: id, Name: name, Pod: pod})
+		return d.Policy.StopContainer(m, policy.Container{ID: id, Name: name, Pod: pod, Exited: true, Completed: exitCode == 0})
 	})
 }
 
@@ -205,7 +210,7 @@ func (d *PolicyDriver) RestartContainer(pod policy.Pod, name string, r policy.Re
 	if !ok {
 		return fmt.Errorf("no container %s in pod %s", name, pod.Name)
 	}
-	if err := d.StopContainer(pod, name); err != nil {
+	if err := d.StopContainer(pod, name, 137); err != nil {
 		return err
 	}
 	if err := d.CreateContainer(pod, name, r); err != nil {
@@ -237,7 +242,7 @@ func (d *PolicyDriver) RemovePod(pod policy.Pod) error {
 			delete(d.ids, ref)
 		}
 	}
-	return d.applyInfallible(func(m *policy.Model) policy.Decision { return d.Policy.RemovePodSandbox(m, pod.UID) })
+	return d.applyInfallible(func(m *policy.Model) policy.Decision { return d.Policy.RemovePodSandbox(m, pod) })
 }
 
 // UpdatePod implements Driver.

@@ -18,8 +18,11 @@ import (
 type Driver interface {
 	CreateContainer(pod policy.Pod, name string, r policy.Resources) error
 	UpdateContainer(pod policy.Pod, name string, r policy.Resources) error
-	StopContainer(pod policy.Pod, name string) error
+	// StopContainer ends a container's process with exitCode.
+	StopContainer(pod policy.Pod, name string, exitCode int32) error
 	RemoveContainer(pod policy.Pod, name string) error
+	// RunPod runs a pod's sandbox, before its first container.
+	RunPod(pod policy.Pod) error
 	// RestartContainer stops a container, creates it again under a new id
 	// with r and, when that succeeds, removes the stopped one. A refused
 	// re-creation leaves the stopped one in place.
@@ -106,7 +109,23 @@ func (r *Runner) do(s Step) error {
 				}
 				pod.Resources = KubeletResources(qos, milli, milli, 0)
 			}
+			pod.SandboxID = "sandbox-" + pod.UID
+			if err := r.d.RunPod(pod); err != nil {
+				return err
+			}
 			r.pods[c.Pod], r.qos[c.Pod] = pod, qos
+		}
+		if c.Role != "" {
+			role, err := ParseRole(c.Role)
+			if err != nil {
+				return err
+			}
+			pod.Roles = maps.Clone(pod.Roles)
+			if pod.Roles == nil {
+				pod.Roles = map[string]policy.Role{}
+			}
+			pod.Roles[c.Container] = role
+			r.pods[c.Pod] = pod
 		}
 		res, err := resourcesOf(c, r.qos[c.Pod], 0)
 		if err != nil {
@@ -133,7 +152,7 @@ func (r *Runner) do(s Step) error {
 		if err != nil {
 			return err
 		}
-		return r.d.StopContainer(pod, s.Stop.Container)
+		return r.d.StopContainer(pod, s.Stop.Container, s.Stop.ExitCode)
 	case s.Restart != nil:
 		c := s.Restart
 		pod, err := r.pod(c.Pod)
@@ -174,6 +193,20 @@ func (r *Runner) do(s Step) error {
 		return r.d.UpdatePod(pod, policy.PodResources{Resources: KubeletResources(r.qos[s.UpdatePod.Pod], milli, milli, mem)})
 	}
 	return fmt.Errorf("step without action")
+}
+
+// ParseRole reads a container's role as a scenario names it: init (an
+// ordinary init container), sidecar (a restartable one) or app.
+func ParseRole(name string) (policy.Role, error) {
+	switch name {
+	case "init":
+		return policy.RoleInit, nil
+	case "sidecar":
+		return policy.RoleSidecar, nil
+	case "app":
+		return policy.RoleApp, nil
+	}
+	return policy.RoleUnknown, fmt.Errorf("unknown role %q (want init, sidecar or app)", name)
 }
 
 // target returns the container a step is about, if any.
