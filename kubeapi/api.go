@@ -107,6 +107,16 @@ func (a *API) PodSpec(podUID string, totalMilli int64, wait time.Duration) (poli
 	return a.pods.podSpec(podUID, totalMilli, wait)
 }
 
+// PodInfo implements plugin.API from the watch's cache, without waiting.
+func (a *API) PodInfo(podUID string) (policy.PodInfo, bool) {
+	return a.pods.podInfo(podUID)
+}
+
+// OnPodEnded sets the function told of every pod of the node the watch
+// sees in a terminal phase (once) or deleted (the plugin's
+// Plugin.EndPod). Set it before Run.
+func (a *API) OnPodEnded(fn func(podUID string)) { a.pods.onEnded(fn) }
+
 // Refused implements plugin.API: a Warning event on the pod.
 func (a *API) Refused(pod policy.Pod, container, event string, r *policy.Refusal) {
 	a.events.refused(pod, container, event, r)

@@ -43,6 +43,10 @@ type podWatch struct {
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every change of the cache
 	deleted func(uid string)
+	// ended is told of every pod the watch sees terminal or deleted
+	// (endedSent: once per pod); nil until set.
+	ended     func(uid string)
+	endedSent map[string]bool
 }
 
 // newPodWatch watches the pods lw lists: this node's.
@@ -81,16 +85,111 @@ func newPodWatch(lw cache.ListerWatcher, node string, h *health, m *metrics) *po
 		w.health.failed(FeaturePods, err)
 	})
 	_, _ = w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.notify() },
-		UpdateFunc: func(any, any) { w.notify() },
+		AddFunc: func(obj any) {
+			w.notify()
+			w.checkEnded(obj)
+		},
+		UpdateFunc: func(_, obj any) {
+			w.notify()
+			w.checkEnded(obj)
+		},
 		DeleteFunc: func(obj any) {
 			w.notify()
-			if pod, ok := podOf(obj); ok && w.deleted != nil {
-				w.deleted(string(pod.UID))
+			if pod, ok := podOf(obj); ok {
+				if w.deleted != nil {
+					w.deleted(string(pod.UID))
+				}
+				w.tellEnded(string(pod.UID), true)
 			}
 		},
 	})
 	return w
+}
+
+// checkEnded tells the plugin of a pod the watch sees in a terminal phase
+// (Succeeded, Failed): the kubelet's static policy gives such a pod's CPUs
+// back, although its sandbox may stay for long (a completed Job's pod).
+func (w *podWatch) checkEnded(obj any) {
+	if pod, ok := podOf(obj); ok && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
+		w.tellEnded(string(pod.UID), false)
+	}
+}
+
+// tellEnded tells the plugin, once, that a pod ended; deleted forgets it
+// was told.
+func (w *podWatch) tellEnded(uid string, deleted bool) {
+	w.mu.Lock()
+	ended, sent := w.ended, w.endedSent[uid]
+	if deleted {
+		delete(w.endedSent, uid)
+	} else if ended != nil {
+		if w.endedSent == nil {
+			w.endedSent = map[string]bool{}
+		}
+		w.endedSent[uid] = true
+	}
+	w.mu.Unlock()
+	if ended != nil && (deleted || !sent) {
+		ended(uid)
+	}
+}
+
+// onEnded sets the function told of ended pods.
+func (w *podWatch) onEnded(fn func(uid string)) {
+	w.mu.Lock()
+	w.ended = fn
+	w.mu.Unlock()
+}
+
+// podInfo implements API.PodInfo: what the cache's copy of pod uid says
+// of its containers, without waiting.
+func (w *podWatch) podInfo(uid string) (policy.PodInfo, bool) {
+	objs, err := w.informer.GetIndexer().ByIndex(uidIndex, uid)
+	if err != nil || len(objs) != 1 {
+		return policy.PodInfo{}, false
+	}
+	pod, ok := objs[0].(*corev1.Pod)
+	if !ok {
+		return policy.PodInfo{}, false
+	}
+	return InfoOf(pod), true
+}
+
+// InfoOf returns what a pod's spec says of its containers: their roles
+// (an init container with restartPolicy Always is a sidecar), and the
+// pod's exclusive CPU need as the kubelet's static policy computes it
+// (podGuaranteedCPUs: for a Guaranteed pod, the largest of each init
+// container's whole CPUs plus the sidecars' declared before it, and of
+// the sidecars' and app containers' sum; 0 for any other pod, and for a
+// pod with pod-level resources, which the kubelet pins no container of).
+func InfoOf(pod *corev1.Pod) policy.PodInfo {
+	info := policy.PodInfo{Roles: make(map[string]policy.Role, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))}
+	guaranteed := pod.Status.QOSClass == corev1.PodQOSGuaranteed && !resourcehelper.IsPodLevelResourcesSet(pod)
+	whole := func(c *corev1.Container) int {
+		q, ok := c.Resources.Requests[corev1.ResourceCPU]
+		if !ok || !guaranteed || q.MilliValue()%milliPerCPU != 0 {
+			return 0
+		}
+		return int(q.Value())
+	}
+	var inits, sidecars, long int
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			info.Roles[c.Name] = policy.RoleSidecar
+			sidecars += whole(c)
+			continue
+		}
+		info.Roles[c.Name] = policy.RoleInit
+		inits = max(inits, sidecars+whole(c))
+	}
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		info.Roles[c.Name] = policy.RoleApp
+		long += whole(c)
+	}
+	info.GuaranteedCPUs = max(inits, sidecars+long)
+	return info
 }
 
 // routineWatchEnd reports whether a watch ended the way watches do: its
@@ -173,14 +272,16 @@ func (w *podWatch) lookup(uid string, totalMilli int64) (policy.PodSpec, bool) {
 }
 
 // PodCPULimitMilli is the pod's CPU limit in milli-CPU as the kubelet
-// computes it for the pod's cgroup and UpdatePodSandboxResources
-// (ResourceConfigForPod): the pod-level limit when spec.resources sets
-// one, else the larger of the containers' and sidecars' sum and what any
-// init container needs while it runs, plus the pod's overhead; 0 when a
-// container has no CPU limit (the kubelet sets no pod quota then).
+// sends it with the sandbox and in UpdatePodSandboxResources: the
+// pod-level limit when spec.resources sets one, else the larger of the
+// containers' and sidecars' sum and what any init container needs while
+// it runs, without the pod's overhead (the kubelet sends that apart, and
+// its pod cgroup adds it); 0 when a container has no CPU limit (the
+// kubelet sets no pod quota then).
 func PodCPULimitMilli(pod *corev1.Pod) int64 {
 	declared := true
 	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{
+		ExcludeOverhead: true,
 		ContainerFn: func(res corev1.ResourceList, _ resourcehelper.ContainerType) {
 			if res.Cpu().IsZero() {
 				declared = false
@@ -250,10 +351,10 @@ func quotaFromMilli(milli int64) int64 {
 }
 
 // trimPod is the watch's transform: it keeps of a pod only what the
-// plugin reads (its identity, its containers' names and resources, its
-// pod-level resources and overhead), so that the cache of a full node is
-// small; managed fields, status, volumes, environment and the like are
-// dropped.
+// plugin reads (its identity, its containers' names, resources and
+// restart policies, its pod-level resources and overhead, its phase and
+// QoS class), so that the cache of a full node is small; managed fields,
+// the rest of the status, volumes, environment and the like are dropped.
 func trimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -270,6 +371,7 @@ func trimPod(obj any) (any, error) {
 			Overhead:  pod.Spec.Overhead,
 			Resources: pod.Spec.Resources,
 		},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, QOSClass: pod.Status.QOSClass},
 	}
 	out.Spec.Containers = make([]corev1.Container, len(pod.Spec.Containers))
 	for i, c := range pod.Spec.Containers {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,7 +40,7 @@ func guaranteed(name string, cpus map[string]int64) *corev1.Pod {
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 			Annotations:   map[string]string{"big": "annotation"}},
 		Spec:   corev1.PodSpec{NodeName: testNode},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, QOSClass: corev1.PodQOSGuaranteed, StartTime: &metav1.Time{}},
 	}
 	for _, n := range []string{"a", "b", "c", "d"} {
 		if c, ok := cpus[n]; ok {
@@ -178,8 +180,11 @@ func TestPodWatchIsThisNodesTrimmedPods(t *testing.T) {
 		t.Fatalf("cache holds %d objects", len(objs))
 	}
 	pod := objs[0].(*corev1.Pod)
-	if pod.ManagedFields != nil || pod.Annotations != nil || pod.Status.Phase != "" || pod.Spec.Containers[0].Image != "" {
-		t.Errorf("cached pod keeps more than admission reads: %+v", pod)
+	if pod.ManagedFields != nil || pod.Annotations != nil || pod.Status.StartTime != nil || pod.Status.Conditions != nil || pod.Spec.Containers[0].Image != "" {
+		t.Errorf("cached pod keeps more than the plugin reads: %+v", pod)
+	}
+	if pod.Status.Phase != corev1.PodRunning {
+		t.Errorf("cached pod lost its phase: %+v", pod.Status)
 	}
 	if pod.UID != "uid-p" || pod.Spec.Containers[0].Resources.Limits.Cpu().Value() != 1 {
 		t.Errorf("cached pod lost what admission reads: %+v", pod)
@@ -236,9 +241,9 @@ func TestPodCPULimitMilli(t *testing.T) {
 		want int64
 	}{
 		{"containers", func(*corev1.Pod) {}, 3000},
-		{"overhead", func(p *corev1.Pod) {
+		{"overhead, which the kubelet sends apart", func(p *corev1.Pod) {
 			p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
-		}, 3250},
+		}, 3000},
 		{"sidecar", func(p *corev1.Pod) {
 			p.Spec.InitContainers = []corev1.Container{{Name: "s", RestartPolicy: &always, Resources: whole(1)}}
 		}, 4000},
@@ -328,5 +333,99 @@ func TestRoutineWatchEnds(t *testing.T) {
 		if got := routineWatchEnd(tt.err); got != tt.want {
 			t.Errorf("routineWatchEnd(%v) = %v, want %v", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestInfoOf: the roles of a pod's containers and its exclusive CPU need
+// as the kubelet's static policy computes it (podGuaranteedCPUs).
+func TestInfoOf(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	half := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+	}
+	for _, tt := range []struct {
+		name  string
+		edit  func(*corev1.Pod)
+		want  int
+		roles map[string]policy.Role
+	}{
+		{"app containers", func(*corev1.Pod) {}, 3, map[string]policy.Role{"a": policy.RoleApp, "b": policy.RoleApp}},
+		{"an init container needing less reuses", func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "i", Resources: whole(2)}}
+		}, 3, map[string]policy.Role{"i": policy.RoleInit, "a": policy.RoleApp, "b": policy.RoleApp}},
+		{"an init container needing more", func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "i", Resources: whole(5)}}
+		}, 5, nil},
+		{"a sidecar adds up, and to the init containers after it", func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "s", RestartPolicy: &always, Resources: whole(1)}, {Name: "i", Resources: whole(3)}}
+		}, 4, map[string]policy.Role{"s": policy.RoleSidecar, "i": policy.RoleInit, "a": policy.RoleApp, "b": policy.RoleApp}},
+		{"fractional containers count nothing", func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "s", RestartPolicy: &always, Resources: half}}
+			p.Spec.Containers[1].Resources = half
+		}, 2, nil},
+		{"a pod that is not Guaranteed", func(p *corev1.Pod) { p.Status.QOSClass = corev1.PodQOSBurstable }, 0, nil},
+		{"pod-level resources", func(p *corev1.Pod) {
+			p.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6")}}
+		}, 0, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := guaranteed("p", map[string]int64{"a": 2, "b": 1})
+			tt.edit(p)
+			info := InfoOf(p)
+			if info.GuaranteedCPUs != tt.want {
+				t.Errorf("GuaranteedCPUs = %d, want %d", info.GuaranteedCPUs, tt.want)
+			}
+			if tt.roles != nil && !maps.Equal(info.Roles, tt.roles) {
+				t.Errorf("roles %v, want %v", info.Roles, tt.roles)
+			}
+		})
+	}
+}
+
+// TestPodsEndedAreToldOnce: the plugin is told of a pod the watch sees
+// terminal once, however often it changes after, and of a pod deleted;
+// a running pod is never told, and PodInfo reads the cache.
+func TestPodsEndedAreToldOnce(t *testing.T) {
+	running, done := guaranteed("run", map[string]int64{"a": 1}), guaranteed("done", map[string]int64{"a": 1})
+	client := fake.NewClientset(running, done)
+	var mu sync.Mutex
+	told := map[string]int{}
+	a, err := New(Options{NodeName: testNode, Clients: Clients{Pods: kubeapitest.Pods(client, testNode), Events: kubeapitest.Events{Client: client}}, Log: logrus.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.OnPodEnded(func(uid string) {
+		mu.Lock()
+		told[uid]++
+		mu.Unlock()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = a.Run(ctx, nil) }()
+	count := func(uid string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return told[uid]
+	}
+	waitFor(t, "the watch to sync", func() bool { _, ok := a.PodInfo("uid-run"); return ok })
+	if info, _ := a.PodInfo("uid-run"); info.GuaranteedCPUs != 1 || info.Roles["a"] != policy.RoleApp {
+		t.Errorf("PodInfo = %+v", info)
+	}
+	pods := client.CoreV1().Pods("ns")
+	for i, phase := range []corev1.PodPhase{corev1.PodSucceeded, corev1.PodSucceeded} {
+		done.Status.Phase = phase
+		done.ResourceVersion = fmt.Sprint(10 + i)
+		if _, err := pods.UpdateStatus(ctx, done, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the completed pod to be told", func() bool { return count("uid-done") == 1 })
+	if err := pods.Delete(ctx, "done", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deleted pod to be told", func() bool { return count("uid-done") == 2 })
+	if n := count("uid-run"); n != 0 {
+		t.Errorf("a running pod was told ended %d times", n)
 	}
 }

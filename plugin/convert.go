@@ -129,6 +129,10 @@ func (l payloadLimits) container(pod policy.Pod, ctr *api.Container, log *logrus
 		Resources: boundedResources(res, entry),
 		CPUs:      cpus,
 		Exited:    ctr.GetState() == api.ContainerState_CONTAINER_STOPPED,
+		// A process that ended and said so with code 0 (containerd
+		// reports an exit's code and time; the undo of a failed creation
+		// has neither).
+		Completed: ctr.GetFinishedAt() != 0 && ctr.GetExitCode() == 0,
 	}
 }
 

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -24,7 +25,7 @@ func quietLog() *logrus.Entry {
 // TestConvertMissingFields feeds payloads with missing parts: nothing
 // panics and missing values read as unset.
 func TestConvertMissingFields(t *testing.T) {
-	if got := podFromNRI(nil); got != (policy.Pod{}) {
+	if got := podFromNRI(nil); !reflect.DeepEqual(got, policy.Pod{}) {
 		t.Errorf("podFromNRI(nil) = %+v", got)
 	}
 	if got := boundedResources(nil, nil); got != (policy.Resources{}) {

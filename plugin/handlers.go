@@ -23,13 +23,17 @@ func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.E
 	return 0, nil
 }
 
-// RunPodSandbox remembers the pod.
-func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+// RunPodSandbox remembers the pod and its new sandbox, which replaces
+// any other of the pod (a re-created sandbox keeps the pod's CPUs).
+func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) (err error) {
+	defer recoverInto(&err, "RunPodSandbox", p.log)
 	defer p.metrics.observeEvent("RunPodSandbox", time.Now())
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ledger.event()
-	p.rememberPod(pod)
+	if d := p.policy.RunPodSandbox(p.model, p.rememberPod(pod)); d.Model != p.model {
+		p.apply("RunPodSandbox", d)
+	}
 	return nil
 }
 
@@ -100,10 +104,11 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) (err e
 func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (adj *api.ContainerAdjustment, updates []*api.ContainerUpdate, err error) {
 	defer recoverInto(&err, "CreateContainer", p.log)
 	defer p.metrics.observeEvent("CreateContainer", time.Now())
+	info := p.withPodInfo(podFromNRI(pod)) // (the API's cache, outside the lock)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ledger.event()
-	c := p.containerFromNRI(p.rememberPod(pod), ctr)
+	c := p.containerFromNRI(p.rememberPod(pod).WithInfo(policy.PodInfo{Roles: info.Roles, GuaranteedCPUs: info.GuaranteedCPUs}), ctr)
 	log := p.containerLog(c)
 	if p.debugging() {
 		log.WithField("resources", describeNRI(ctr.GetLinux().GetResources())).Debug("CreateContainer request")

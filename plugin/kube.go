@@ -19,6 +19,10 @@ type API interface {
 	// limit of totalMilli in all (the totals the runtime just sent);
 	// false when that view does not come within wait.
 	PodSpec(podUID string, totalMilli int64, wait time.Duration) (policy.PodSpec, bool)
+	// PodInfo returns what the spec of pod podUID says of its containers
+	// (their roles, the kubelet's exclusive CPU need), from what the API
+	// server last said, without waiting; false when that is not known.
+	PodInfo(podUID string) (policy.PodInfo, bool)
 	// Refused reports a refused request of a pod (container "" for a
 	// pod-level one; event is the NRI event refused: CreateContainer,
 	// UpdateContainer, UpdatePodSandbox): an event on the pod.
@@ -99,6 +103,30 @@ func (p *Plugin) podSpec(podUID string, totalMilli int64) policy.PodSpec {
 		return nil
 	}
 	return spec
+}
+
+// withPodInfo returns pod with what its spec in the Kubernetes API says of
+// its containers, when the plugin watches the API and knows the pod.
+// Called outside the plugin's lock.
+func (p *Plugin) withPodInfo(pod policy.Pod) policy.Pod {
+	if p.opts.API == nil || pod.UID == "" {
+		return pod
+	}
+	if info, ok := p.opts.API.PodInfo(pod.UID); ok {
+		return pod.WithInfo(info)
+	}
+	return pod
+}
+
+// EndPod is told by the Kubernetes API that a pod is terminal or deleted:
+// its CPUs go back to the shared pool once none of its containers runs,
+// as the kubelet's static policy gives them back (removeStaleState).
+func (p *Plugin) EndPod(podUID string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if d := p.policy.EndPod(p.model, podUID); d.Model != p.model {
+		p.apply("PodEnded", d)
+	}
 }
 
 // cpusetChanged tells the API that the exclusive CPUs may have changed.

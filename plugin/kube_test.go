@@ -22,6 +22,8 @@ type fakeAPI struct {
 	changed int
 }
 
+func (f *fakeAPI) PodInfo(string) (policy.PodInfo, bool) { return policy.PodInfo{}, false }
+
 func (f *fakeAPI) PodSpec(string, int64, time.Duration) (policy.PodSpec, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

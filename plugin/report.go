@@ -206,6 +206,9 @@ func (p *Plugin) reportCreation(log *logrus.Entry, c policy.Container, d policy.
 	}
 	fields["others"] = others
 	withNotes(log.WithFields(fields), d.Notes).Info("container created")
+	for _, w := range d.Warnings {
+		log.Warn(w)
+	}
 }
 
 // reportResize logs and counts a resize, applied or not.

@@ -40,12 +40,18 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	return updatesToNRI(d.Others), nil
 }
 
-// rememberPods replaces the pods the plugin knows with the runtime's.
+// rememberPods replaces the pods the plugin knows with the runtime's,
+// with what the Kubernetes API says of their containers when it is
+// watched (a read of its cache).
 func (p *Plugin) rememberPods(pods []*api.PodSandbox) []policy.Pod {
 	p.pods = map[string]policy.Pod{}
 	out := make([]policy.Pod, 0, len(pods))
 	for _, pod := range pods {
-		out = append(out, p.rememberPod(pod))
+		pp := p.withPodInfo(p.rememberPod(pod))
+		if pp.SandboxID != "" {
+			p.pods[pp.SandboxID] = pp
+		}
+		out = append(out, pp)
 	}
 	return out
 }

@@ -36,6 +36,21 @@ type Pod struct {
 	Roles map[string]Role
 }
 
+// PodInfo is what a pod's spec says of its containers.
+type PodInfo struct {
+	// Roles are the containers' roles by name.
+	Roles map[string]Role
+	// GuaranteedCPUs is the pod's exclusive CPU need as the kubelet
+	// computes it (Pod.GuaranteedCPUs).
+	GuaranteedCPUs int
+}
+
+// WithInfo returns p with what its spec says of its containers.
+func (p Pod) WithInfo(info PodInfo) Pod {
+	p.Roles, p.GuaranteedCPUs = info.Roles, info.GuaranteedCPUs
+	return p
+}
+
 // RoleOf returns what the pod's spec says container name is (RoleUnknown
 // without the spec).
 func (p Pod) RoleOf(name string) Role { return p.Roles[name] }

@@ -93,6 +93,9 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if kube != nil {
+		kube.OnPodEnded(p.EndPod) // a pod terminal or deleted in the API gives its CPUs back
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
