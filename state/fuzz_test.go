@@ -3,11 +3,8 @@ package state
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
-
-	"k8s.io/utils/cpuset"
 )
 
 // The seed corpora are checked in under testdata/fuzz/<target>: valid and
@@ -26,7 +23,7 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkUnmarshalAccepts(t, data)
 
-		var cp checkpointV2
+		var cp diskCheckpoint
 		if json.Unmarshal(data, &cp) != nil {
 			return
 		}
@@ -96,61 +93,6 @@ func FuzzImportKubelet(f *testing.F) {
 		}
 		if back, err := Unmarshal(out, crashOnline); err != nil || !back.Equal(s) {
 			t.Fatalf("imported state does not survive a round trip (%v)\n%q", err, data)
-		}
-	})
-}
-
-// FuzzJournal feeds arbitrary bytes to the journal reader as journal
-// generation 1 of a state directory of the journal design without a
-// checkpoint file. Reading must never panic; replaying the records it
-// accepts over their own result must change nothing (each op names its
-// key and value); and whatever state replay accepts must be valid and
-// savable.
-func FuzzJournal(f *testing.F) {
-	f.Add(journalHeader(1))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		records, err := parseJournal(data, 1)
-		s, replayErr := replay(New(cpuset.New()), journalRefV1{}, "", []journalData{{path: journalName(1), gen: 1, data: data}}, crashOnline)
-		var c *corruption
-		if err != nil {
-			if records != nil {
-				t.Fatalf("parseJournal returned records with error %v", err)
-			}
-			if !errors.As(replayErr, &c) {
-				t.Fatalf("replay did not refuse a journal parseJournal refuses: %v", replayErr)
-			}
-			return
-		}
-		replayed := New(cpuset.New())
-		for _, r := range records {
-			for _, o := range r.ops {
-				o.apply(replayed)
-			}
-		}
-		again := replayed.Clone()
-		for _, r := range records {
-			for _, o := range r.ops {
-				o.apply(again)
-			}
-		}
-		if !again.Equal(replayed) {
-			t.Fatal("replaying the records over their own result changed the state")
-		}
-		if replayErr != nil {
-			if !errors.As(replayErr, &c) && !errors.Is(replayErr, ErrNoCheckpoint) {
-				t.Fatalf("replay failed with neither corruption nor no checkpoint: %v", replayErr)
-			}
-			return
-		}
-		if !s.Equal(replayed) {
-			t.Fatal("replay accepted a state that is not the replay of the records")
-		}
-		out, err := Marshal(s)
-		if err != nil {
-			t.Fatalf("accepted state cannot be saved: %v", err)
-		}
-		if back, err := Unmarshal(out, crashOnline); err != nil || !back.Equal(s) {
-			t.Fatalf("accepted state does not survive a round trip (%v)", err)
 		}
 	})
 }

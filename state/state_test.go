@@ -55,9 +55,9 @@ func sampleState(t testing.TB) *State {
 	return s
 }
 
-// sampleStateV2 is sampleState with what format version 2 adds: CPU 8
-// held for pod-b, and a configuration record.
-func sampleStateV2(t testing.TB) *State {
+// sampleStateFull is sampleState with every other part of a state: CPU 8
+// held for pod-b, and a configuration record (testdata/checkpoint-v3.json).
+func sampleStateFull(t testing.TB) *State {
 	s := sampleState(t)
 	s.SetDefaultCPUSet(cpus(t, "0,9-15"))
 	s.SetHold("pod-b", Hold{CPUs: cpus(t, "8"), Since: time.Date(2026, 11, 25, 12, 0, 0, 500000000, time.UTC)})
@@ -302,7 +302,7 @@ func TestCloneIsDeep(t *testing.T) {
 }
 
 func TestHoldsAndConfigRecord(t *testing.T) {
-	s := sampleStateV2(t)
+	s := sampleStateFull(t)
 	since := time.Date(2026, 11, 25, 12, 0, 0, 500000000, time.UTC)
 	if h, ok := s.Hold("pod-b"); !ok || h.CPUs.String() != "8" || !h.Since.Equal(since) {
 		t.Errorf("Hold(pod-b) = %+v, %v", h, ok)
@@ -347,7 +347,7 @@ func TestHoldsAndConfigRecord(t *testing.T) {
 }
 
 func TestCloneCopiesHoldsAndConfigRecord(t *testing.T) {
-	s := sampleStateV2(t)
+	s := sampleStateFull(t)
 	c := s.Clone()
 	c.SetHold("pod-b", Hold{CPUs: cpus(t, "8-9")})
 	c.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "1")})

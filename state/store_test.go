@@ -238,12 +238,12 @@ func TestLeftoverTempFilesAreRemovedBySave(t *testing.T) {
 
 // validCheckpoint returns a consistent checkpoint of the current version
 // to spoil.
-func validCheckpoint(t testing.TB) checkpointV2 {
-	return encodeV2(sampleStateV2(t))
+func validCheckpoint(t testing.TB) diskCheckpoint {
+	return encodeDisk(sampleStateFull(t))
 }
 
 // sealed encodes cp with a checksum that matches, whatever it holds.
-func sealed(t testing.TB, cp checkpointV2) []byte {
+func sealed(t testing.TB, cp diskCheckpoint) []byte {
 	t.Helper()
 	cp.Checksum = 0
 	data, err := seal(cp)
@@ -261,7 +261,7 @@ func corruptionCases(t *testing.T) []struct {
 	reason string
 } {
 	good := sealed(t, validCheckpoint(t))
-	spoil := func(f func(cp *checkpointV2)) []byte {
+	spoil := func(f func(cp *diskCheckpoint)) []byte {
 		cp := validCheckpoint(t)
 		f(&cp)
 		return sealed(t, cp)
@@ -284,97 +284,85 @@ func corruptionCases(t *testing.T) []struct {
 		{"no formatVersion (KEP-5554 example)", []byte(`{"policyName":"static","defaultCpuSet":"0,5-15",
 			"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-4"}}},"checksum":1822250518}`),
 			"no formatVersion: not a checkpoint written by nri-cpumanager"},
-		{"formatVersion 0", spoil(func(cp *checkpointV2) { cp.FormatVersion = 0 }), "unknown formatVersion 0"},
+		{"formatVersion 0", spoil(func(cp *diskCheckpoint) { cp.FormatVersion = 0 }), "unknown formatVersion 0"},
 		{"formatVersion not a number", []byte(`{"formatVersion":"1"}`), `formatVersion "1" is not an integer`},
 		{"unknown field", bytes.Replace(good, []byte(`{"policyName"`), []byte(`{"extra":1,"policyName"`), 1),
 			`unknown field "extra"`},
-		{"unknown policy name", spoil(func(cp *checkpointV2) { cp.PolicyName = "none" }),
+		{"unknown policy name", spoil(func(cp *diskCheckpoint) { cp.PolicyName = "none" }),
 			`unknown policy name "none"`},
-		{"defaultCpuSet does not parse", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,8-x" }),
+		{"defaultCpuSet does not parse", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,8-x" }),
 			`defaultCpuSet "0,8-x" does not parse: "8-x": "x" is not a CPU number`},
-		{"original does not parse", spoil(func(cp *checkpointV2) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "7-6"}
+		{"original does not parse", spoil(func(cp *diskCheckpoint) {
+			cp.Entries["pod-b"]["db"] = diskEntry{Original: "7-6"}
 		}), `pod "pod-b" container "db": original "7-6" does not parse: "7-6": range runs backwards`},
-		{"resized does not parse", spoil(func(cp *checkpointV2) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "6-7", Resized: "6-7,"}
+		{"resized does not parse", spoil(func(cp *diskCheckpoint) {
+			cp.Entries["pod-b"]["db"] = diskEntry{Original: "6-7", Resized: "6-7,"}
 		}), `pod "pod-b" container "db": resized "6-7," does not parse: "": missing CPU number`},
-		{"huge CPU number", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0-2147483647" }),
+		{"huge CPU number", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0-2147483647" }),
 			"CPU 2147483647 is above the largest supported CPU 65535"},
-		{"defaultCpuSet outside online", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,9-17" }),
+		{"defaultCpuSet outside online", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,9-17" }),
 			`defaultCpuSet "0,9-17" lies outside the online CPUs "0-15" (CPUs "16-17")`},
-		{"assignment outside online", spoil(func(cp *checkpointV2) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "6-7", Resized: "6-7,31"}
+		{"assignment outside online", spoil(func(cp *diskCheckpoint) {
+			cp.Entries["pod-b"]["db"] = diskEntry{Original: "6-7", Resized: "6-7,31"}
 		}), `pod "pod-b" container "db": resized "6-7,31" lies outside the online CPUs "0-15" (CPUs "31")`},
-		{"two containers overlap", spoil(func(cp *checkpointV2) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "4,6-7"}
+		{"two containers overlap", spoil(func(cp *diskCheckpoint) {
+			cp.Entries["pod-b"]["db"] = diskEntry{Original: "4,6-7"}
 		}), `pod "pod-a" container "app" (CPUs "1-4") and pod "pod-b" container "db" (CPUs "4,6-7") overlap on CPUs "4"`},
-		{"assignment overlaps defaultCpuSet", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,7,9-15" }),
+		{"assignment overlaps defaultCpuSet", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,7,9-15" }),
 			`pod "pod-b" container "db" (CPUs "6-7") overlaps defaultCpuSet "0,7,9-15" on CPUs "7"`},
-		{"resized not a superset of original", spoil(func(cp *checkpointV2) {
-			cp.Entries["pod-a"]["app"] = containerCPUsV2{Original: "1-2", Resized: "2-4"}
+		{"resized not a superset of original", spoil(func(cp *diskCheckpoint) {
+			cp.Entries["pod-a"]["app"] = diskEntry{Original: "1-2", Resized: "2-4"}
 		}), `pod "pod-a" container "app": resized "2-4" does not contain original "1-2" (missing CPUs "1")`},
-		{"empty original", spoil(func(cp *checkpointV2) {
-			cp.Entries["pod-a"]["sidecar"] = containerCPUsV2{Original: "", Resized: "5"}
+		{"empty original", spoil(func(cp *diskCheckpoint) {
+			cp.Entries["pod-a"]["sidecar"] = diskEntry{Original: "", Resized: "5"}
 		}), `pod "pod-a" container "sidecar": empty original cpuset`},
-		{"container id without entry", spoil(func(cp *checkpointV2) {
-			cp.Containers["c-ghost"] = containerRefV2{PodUID: "pod-a", Name: "ghost"}
+		{"container id without entry", spoil(func(cp *diskCheckpoint) {
+			cp.Containers["c-ghost"] = diskContainerRef{PodUID: "pod-a", Name: "ghost"}
 		}), `containers["c-ghost"] points at pod "pod-a" container "ghost", which has no entry`},
-		{"two container ids for one entry", spoil(func(cp *checkpointV2) {
-			cp.Containers["c-db-2"] = containerRefV2{PodUID: "pod-b", Name: "db"}
+		{"two container ids for one entry", spoil(func(cp *diskCheckpoint) {
+			cp.Containers["c-db-2"] = diskContainerRef{PodUID: "pod-b", Name: "db"}
 		}), `containers["c-db"] and containers["c-db-2"] both point at pod "pod-b" container "db"`},
-		{"empty pod UID", spoil(func(cp *checkpointV2) {
-			cp.Entries[""] = map[string]containerCPUsV2{"x": {Original: "9"}}
+		{"empty pod UID", spoil(func(cp *diskCheckpoint) {
+			cp.Entries[""] = map[string]diskEntry{"x": {Original: "9"}}
 			cp.DefaultCPUSet = "0,10-15"
 		}), "an entry has an empty pod UID"},
-		{"empty container name", spoil(func(cp *checkpointV2) {
-			cp.Entries["pod-b"][""] = containerCPUsV2{Original: "9"}
+		{"empty container name", spoil(func(cp *diskCheckpoint) {
+			cp.Entries["pod-b"][""] = diskEntry{Original: "9"}
 			cp.DefaultCPUSet = "0,10-15"
 		}), `pod "pod-b" has an entry with an empty container name`},
-		{"version-1 file with a field of version 2", bytes.Replace(v1Golden(t), []byte(`,"checksum"`), []byte(`,"holds":{},"checksum"`), 1),
-			`bad JSON for format version 1: json: unknown field "holds"`},
-		{"version-1 file with a bad checksum", spoilChecksum(v1Golden(t)), "checksum mismatch: the file says"},
-		{"config reservedCpuSet does not parse", spoil(func(cp *checkpointV2) { cp.Config.ReservedCPUSet = "x" }),
+		{"formatVersion 1", spoil(func(cp *diskCheckpoint) { cp.FormatVersion = 1 }),
+			"formatVersion 1 is an earlier format that was never released, which this build does not read"},
+		{"config reservedCpuSet does not parse", spoil(func(cp *diskCheckpoint) { cp.Config.ReservedCPUSet = "x" }),
 			`config: reservedCpuSet "x" does not parse`},
-		{"config reservedCpuSet outside online", spoil(func(cp *checkpointV2) { cp.Config.ReservedCPUSet = "0,16" }),
+		{"config reservedCpuSet outside online", spoil(func(cp *diskCheckpoint) { cp.Config.ReservedCPUSet = "0,16" }),
 			`config reservedCpuSet "0,16" lies outside the online CPUs "0-15" (CPUs "16")`},
-		{"hold does not parse", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "8-", Since: "2026-11-25T12:00:00Z"} }),
+		{"hold does not parse", spoil(func(cp *diskCheckpoint) { cp.Holds["pod-b"] = diskHold{CPUs: "8-", Since: "2026-11-25T12:00:00Z"} }),
 			`hold of pod "pod-b": cpus "8-" does not parse`},
-		{"hold since not RFC 3339", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "8", Since: "yesterday"} }),
+		{"hold since not RFC 3339", spoil(func(cp *diskCheckpoint) { cp.Holds["pod-b"] = diskHold{CPUs: "8", Since: "yesterday"} }),
 			`hold of pod "pod-b": since "yesterday" is not an RFC 3339 time`},
-		{"empty hold", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "", Since: "2026-11-25T12:00:00Z"} }),
+		{"empty hold", spoil(func(cp *diskCheckpoint) { cp.Holds["pod-b"] = diskHold{CPUs: "", Since: "2026-11-25T12:00:00Z"} }),
 			`hold of pod "pod-b": empty cpuset`},
-		{"hold outside online", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "8,20", Since: "2026-11-25T12:00:00Z"} }),
+		{"hold outside online", spoil(func(cp *diskCheckpoint) { cp.Holds["pod-b"] = diskHold{CPUs: "8,20", Since: "2026-11-25T12:00:00Z"} }),
 			`hold of pod "pod-b" "8,20" lies outside the online CPUs "0-15" (CPUs "20")`},
-		{"hold overlaps defaultCpuSet", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,8-15" }),
+		{"hold overlaps defaultCpuSet", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,8-15" }),
 			`hold of pod "pod-b" (CPUs "8") overlaps defaultCpuSet "0,8-15" on CPUs "8"`},
-		{"hold overlaps an assignment", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "5,8", Since: "2026-11-25T12:00:00Z"} }),
+		{"hold overlaps an assignment", spoil(func(cp *diskCheckpoint) { cp.Holds["pod-b"] = diskHold{CPUs: "5,8", Since: "2026-11-25T12:00:00Z"} }),
 			`hold of pod "pod-b" (CPUs "5,8") and pod "pod-a" container "sidecar" (CPUs "5") overlap on CPUs "5"`},
-		{"two holds overlap", spoil(func(cp *checkpointV2) {
-			cp.Holds["pod-c"] = holdV2{CPUs: "8-9", Since: "2026-11-25T12:00:00Z"}
+		{"two holds overlap", spoil(func(cp *diskCheckpoint) {
+			cp.Holds["pod-c"] = diskHold{CPUs: "8-9", Since: "2026-11-25T12:00:00Z"}
 			cp.DefaultCPUSet = "0,10-15"
 		}), `holds of pods "pod-b" (CPUs "8") and "pod-c" (CPUs "8-9") overlap on CPUs "8"`},
-		{"hold of an empty pod UID", spoil(func(cp *checkpointV2) {
-			cp.Holds[""] = holdV2{CPUs: "9", Since: "2026-11-25T12:00:00Z"}
+		{"hold of an empty pod UID", spoil(func(cp *diskCheckpoint) {
+			cp.Holds[""] = diskHold{CPUs: "9", Since: "2026-11-25T12:00:00Z"}
 			cp.DefaultCPUSet = "0,10-15"
 		}), "a hold has an empty pod UID"},
-		{"unknown field of version 2", bytes.Replace(good, []byte(`"holds":`), []byte(`"held":{},"holds":`), 1),
+		{"unknown field of an object", bytes.Replace(good, []byte(`"holds":`), []byte(`"held":{},"holds":`), 1),
 			`bad JSON for format version 2: json: unknown field "held"`},
-		{"empty container id", spoil(func(cp *checkpointV2) {
+		{"empty container id", spoil(func(cp *diskCheckpoint) {
 			delete(cp.Containers, "c-db")
-			cp.Containers[""] = containerRefV2{PodUID: "pod-b", Name: "db"}
+			cp.Containers[""] = diskContainerRef{PodUID: "pod-b", Name: "db"}
 		}), `containers has an empty container id (pointing at pod "pod-b" container "db")`},
 	}
-}
-
-// v1Golden returns testdata/checkpoint-v1.json, sampleState in format
-// version 1.
-func v1Golden(t testing.TB) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "checkpoint-v1.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.TrimSuffix(data, []byte("\n"))
 }
 
 // spoilChecksum changes the checksum's last digit.
@@ -512,5 +500,108 @@ func TestCheckpointIsCurrentAfterEverySave(t *testing.T) {
 		if got, err := os.ReadFile(st.Path()); err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("after Save %d the file holds\n%s\nwant\n%s", i, got, want)
 		}
+	}
+}
+
+// dirImage returns what dir holds, file name → content and mode, without
+// the lock file (which NewStore creates once).
+func dirImage(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := map[string]string{}
+	for _, e := range entries {
+		if e.Name() == lockFile {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		image[e.Name()] = info.Mode().String() + " " + info.ModTime().String() + " " + string(data)
+	}
+	return image
+}
+
+// TestLoadWritesNothing: starting (NewStore and Load) changes no file of
+// the state directory, whatever it holds, as long as it can be trusted.
+func TestLoadWritesNothing(t *testing.T) {
+	for name, files := range map[string]map[string]string{
+		"empty": {},
+		"a checkpoint file and a leftover temp file": {
+			CheckpointFile:     string(referenceEncoding(t, sampleStateFull(t))),
+			tempPrefix + "123": "{",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, content := range files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := dirImage(t, dir)
+			if _, err := openTestStore(t, dir).Load(kepOnline); err != nil && !errors.Is(err, ErrNoCheckpoint) {
+				t.Fatalf("Load: %v", err)
+			}
+			if after := dirImage(t, dir); !maps.Equal(before, after) {
+				t.Errorf("NewStore and Load changed the directory:\nbefore %q\nafter  %q", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
+			}
+		})
+	}
+}
+
+// TestLoadMovesALeftoverJournalAside: a journal an unreleased earlier
+// format kept next to the checkpoint file makes the state untrusted,
+// whether or not there is a checkpoint file and whatever it holds: Load
+// moves the journals and the file aside and says why.
+func TestLoadMovesALeftoverJournalAside(t *testing.T) {
+	journals := []string{journalPrefix + "00000000000000000001", journalPrefix + "00000000000000000002"}
+	for name, checkpoint := range map[string][]byte{
+		"no checkpoint file":      nil,
+		"a valid checkpoint file": referenceEncoding(t, sampleState(t)),
+		"an earlier format": bytes.Replace(referenceEncoding(t, sampleState(t)),
+			[]byte(fmt.Sprintf(`"formatVersion":%d`, FormatVersion)), []byte(`"formatVersion":1`), 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := newTestStore(t)
+			dir := filepath.Dir(st.Path())
+			st.now = func() time.Time { return time.Date(2026, 11, 22, 12, 34, 56, 789, time.UTC) }
+			files := map[string][]byte{journals[0]: []byte("NRICPUJ1"), journals[1]: {}, "notes.txt": []byte("x")}
+			if checkpoint != nil {
+				files[CheckpointFile] = checkpoint
+			}
+			for name, data := range files {
+				if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := st.Load(kepOnline)
+			var cerr *CorruptError
+			reason := "a journal of an earlier format that was never released; this build keeps no journal and does not read one"
+			if !errors.As(err, &cerr) || cerr.Path != filepath.Join(dir, journals[0]) || cerr.Reason != reason {
+				t.Fatalf("Load: %v, want a *CorruptError of %s saying %q", err, journals[0], reason)
+			}
+			want := []string{lockFile}
+			for name := range files {
+				if name != "notes.txt" {
+					name += ".corrupt-20261122T123456.000000789Z"
+				}
+				want = append(want, name)
+			}
+			slices.Sort(want)
+			if got := slices.Sorted(maps.Keys(readStateFiles(t, dir))); !slices.Equal(got, want) {
+				t.Errorf("the directory holds %q, want %q", got, want)
+			}
+			if _, err := st.Load(kepOnline); !errors.Is(err, ErrNoCheckpoint) {
+				t.Errorf("Load after the move: %v, want ErrNoCheckpoint", err)
+			}
+		})
 	}
 }

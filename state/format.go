@@ -7,69 +7,74 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
-// The types below are format version 2 as it is on disk, frozen like
-// version 1's (see format_v1.go): version 1 and the optional "config" and
-// "holds", and no "journal".
+// The types below are the checkpoint file as it is on disk (format
+// version FormatVersion). They do not reuse the package's exported types,
+// so that adding a field to, say, ResourceRecord cannot change the file
+// format by accident; a change of them is a new format version.
 
-// checkpointV2 is a whole version-2 checkpoint file. Field order matters:
-// it is the order of the canonical encoding the checksum covers, and the
+// diskCheckpoint is a whole checkpoint file. Field order matters: it is
+// the order of the canonical encoding the checksum covers, and the
 // checksum comes last.
-type checkpointV2 struct {
-	PolicyName    string                                `json:"policyName"`
-	FormatVersion int                                   `json:"formatVersion"`
-	DefaultCPUSet string                                `json:"defaultCpuSet"`
-	Entries       map[string]map[string]containerCPUsV2 `json:"entries,omitempty"`
-	Containers    map[string]containerRefV2             `json:"containers,omitempty"`
-	Pods          map[string]podResourcesV2             `json:"pods,omitempty"`
-	Config        *configV2                             `json:"config,omitempty"`
-	Holds         map[string]holdV2                     `json:"holds,omitempty"`
-	Checksum      uint32                                `json:"checksum"`
+type diskCheckpoint struct {
+	PolicyName    string                          `json:"policyName"`
+	FormatVersion int                             `json:"formatVersion"`
+	DefaultCPUSet string                          `json:"defaultCpuSet"`
+	Entries       map[string]map[string]diskEntry `json:"entries,omitempty"`
+	Containers    map[string]diskContainerRef     `json:"containers,omitempty"`
+	Pods          map[string]diskPod              `json:"pods,omitempty"`
+	Config        *diskConfig                     `json:"config,omitempty"`
+	Holds         map[string]diskHold             `json:"holds,omitempty"`
+	Checksum      uint32                          `json:"checksum"`
 }
 
-type containerCPUsV2 struct {
+// diskEntry is one container's CPUs; "resized" is "" until the first
+// resize.
+type diskEntry struct {
 	Original string `json:"original"`
 	Resized  string `json:"resized"`
 }
 
-type containerRefV2 struct {
+type diskContainerRef struct {
 	PodUID string `json:"podUID"`
 	Name   string `json:"name"`
 }
 
-type podResourcesV2 struct {
-	Resources resourcesV2 `json:"resources"`
-	Overhead  resourcesV2 `json:"overhead"`
+type diskPod struct {
+	Resources diskResources `json:"resources"`
+	Overhead  diskResources `json:"overhead"`
 }
 
-type resourcesV2 struct {
+type diskResources struct {
 	CPUShares   uint64 `json:"cpuShares,omitempty"`
 	CPUQuota    int64  `json:"cpuQuota,omitempty"`
 	CPUPeriod   uint64 `json:"cpuPeriod,omitempty"`
 	MemoryLimit int64  `json:"memoryLimit,omitempty"`
 }
 
-// configV2 is the configuration the assignments were made under.
-type configV2 struct {
+// diskConfig is the configuration the assignments were made under.
+type diskConfig struct {
 	ReservedCPUSet string            `json:"reservedCpuSet"`
 	Keys           map[string]string `json:"keys,omitempty"`
 }
 
-// holdV2 is the CPUs held for a pod; Since is RFC 3339 in UTC.
-type holdV2 struct {
+// diskHold is the CPUs held for a pod; Since is RFC 3339 in UTC.
+type diskHold struct {
 	CPUs  string `json:"cpus"`
 	Since string `json:"since"`
 }
 
-// The checksum of format version 2 is that of version 1: the CRC-32C of
-// the canonical encoding of checkpointV2 with "checksum" set to 0.
+// The checksum is the CRC-32C (Castagnoli) of the canonical encoding of
+// diskCheckpoint with "checksum" set to 0: what encoding/json writes for
+// it, compact, fields in declaration order, map keys sorted, empty maps
+// omitted (README.md "Checksum").
 
-// decodeV2 decodes and verifies a version-2 checkpoint: no unknown fields,
-// a matching checksum, the static policy, cpusets and times that parse.
-// It does not check the cpusets against each other or the machine
-// (Unmarshal does).
-func decodeV2(data []byte) (*State, error) {
-	var cp checkpointV2
-	if err := decodeStrict(data, &cp, 2); err != nil {
+// decode decodes and verifies a checkpoint of the current format: no
+// unknown fields, a matching checksum, the static policy, cpusets and
+// times that parse. It does not check the cpusets against each other or
+// the machine (Unmarshal does).
+func decode(data []byte) (*State, error) {
+	var cp diskCheckpoint
+	if err := decodeStrict(data, &cp); err != nil {
 		return nil, err
 	}
 	claimed := cp.Checksum
@@ -83,9 +88,8 @@ func decodeV2(data []byte) (*State, error) {
 	return cp.toState()
 }
 
-// toState converts a decoded version-2 checkpoint (the current version,
-// which older ones migrate to), parsing its cpusets and times.
-func (cp *checkpointV2) toState() (*State, error) {
+// toState converts a decoded checkpoint, parsing its cpusets and times.
+func (cp *diskCheckpoint) toState() (*State, error) {
 	defaultSet, err := cpumask.Parse(cp.DefaultCPUSet, cpumask.MaxID)
 	if err != nil {
 		return nil, fmt.Errorf("defaultCpuSet %q does not parse: %w", cp.DefaultCPUSet, err)
