@@ -1,10 +1,17 @@
-package integration
+// Package fakeruntime plays containerd 2.4's side of NRI in-process, with
+// NRI's own runtime library (github.com/containerd/nri/pkg/adaptation) over
+// a real socket, for tests of a plugin. Its Runtime holds one lock while it
+// delivers an event and applies the reply, applies the updates of other
+// containers in the order given and the target's last, applies
+// unsolicited updates under the same lock, and checks after every single
+// applied update that no CPU is in two exclusive containers' cpusets nor
+// in an exclusive and a shared one (see Violations).
+package fakeruntime
 
 import (
 	"context"
 	"fmt"
 	"maps"
-	"math/bits"
 	"os"
 	"path"
 	"path/filepath"
@@ -23,8 +30,10 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
-// fakeRuntime plays containerd 2.4's NRI integration.
-type fakeRuntime struct {
+// Runtime plays containerd 2.4's NRI integration. Its methods are safe for
+// concurrent use. The pods and containers it returns are its own: read
+// only their ids, names and cgroups paths, or change them within Locked.
+type Runtime struct {
 	t      testing.TB
 	online cpuset.CPUSet
 	nri    *adaptation.Adaptation
@@ -40,17 +49,14 @@ type fakeRuntime struct {
 	// violations records every invariant violation seen.
 	violations []string
 	// log records every update applied, in order.
-	log []appliedUpdate
+	log []Update
 	// unchecked suspends the invariant check (while no plugin runs, as on a
 	// node where the plugin is down, new containers get every CPU).
 	// Atomic: it is turned off at the moment a plugin is killed, while a
 	// request may hold mu.
 	unchecked atomic.Bool
 	// cgroupRoot, when set, is a cgroup tree where the runtime writes
-	// every container's cpuset.cpus, for the plugin's verification: a v1
-	// tree (cpuset hierarchy at cgroupRoot/cpuset), or v2 when cgroupV2 is
-	// set. A pod whose cgroup parent is a systemd slice gets the systemd
-	// driver's paths (cgroupsPath, cgroupDir).
+	// every container's cpuset.cpus (see SetCgroupRoot).
 	cgroupRoot string
 	cgroupV2   bool
 	// failing names containers whose updates fail (containerd logs such a
@@ -66,7 +72,7 @@ type fakeRuntime struct {
 	// where a request goes on without a plugin that failed to answer it.
 	ignoresFailurePolicies bool
 	// stats, when not nil, records every request's round trip.
-	stats *runtimeStats
+	stats *Stats
 
 	// expectShared names containers the test expects on the shared pool
 	// whatever their resources say (see ExpectShared).
@@ -77,17 +83,19 @@ type fakeRuntime struct {
 	classes  map[classKey]bool
 }
 
-func newFakeRuntime(t testing.TB, online cpuset.CPUSet) *fakeRuntime {
+// New starts a runtime on a machine whose online CPUs are online, with its
+// NRI socket in a test directory (Socket); t's cleanup stops it.
+func New(t testing.TB, online cpuset.CPUSet) *Runtime {
 	t.Helper()
-	return newFakeRuntimeWith(t, online)
+	return NewWith(t, online)
 }
 
-// newFakeRuntimeWith is newFakeRuntime with more options of NRI's runtime
-// library (a default validator, say).
-func newFakeRuntimeWith(t testing.TB, online cpuset.CPUSet, options ...adaptation.Option) *fakeRuntime {
+// NewWith is New with more options of NRI's runtime library (a default
+// validator, say).
+func NewWith(t testing.TB, online cpuset.CPUSet, options ...adaptation.Option) *Runtime {
 	t.Helper()
 	dir := t.TempDir()
-	r := &fakeRuntime{
+	r := &Runtime{
 		t:          t,
 		online:     online,
 		socket:     filepath.Join(dir, "nri.sock"),
@@ -118,9 +126,58 @@ func newFakeRuntimeWith(t testing.TB, online cpuset.CPUSet, options ...adaptatio
 	return r
 }
 
+// Socket returns the path of the runtime's NRI socket.
+func (r *Runtime) Socket() string { return r.socket }
+
+// SetCgroupRoot makes the runtime write every container's cpuset.cpus,
+// as runc does, into a cgroup tree at dir, for the plugin to verify: a
+// cgroup v1 tree (the cpuset hierarchy at dir/cpuset), or v2 when v2 is
+// set. A pod whose cgroup parent is a systemd slice gets the systemd
+// driver's paths. Set it before the first container is created.
+func (r *Runtime) SetCgroupRoot(dir string, v2 bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cgroupRoot, r.cgroupV2 = dir, v2
+}
+
+// CgroupRoot returns the cgroup tree's root ("" when none is written).
+func (r *Runtime) CgroupRoot() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cgroupRoot
+}
+
+// CgroupDir returns the directory of a container's cgroup in the tree
+// (see SetCgroupRoot).
+func (r *Runtime) CgroupDir(c *api.Container) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cgroupDir(c)
+}
+
+// SetIgnoresFailurePolicies plays a runtime with NRI older than v0.12.5
+// (containerd 2.4.2 carries v0.12.3): a request goes on without a plugin
+// that failed to answer it, whatever the plugin's failure policy.
+func (r *Runtime) SetIgnoresFailurePolicies(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ignoresFailurePolicies = on
+}
+
+// InRequest reports whether an NRI request is in progress.
+func (r *Runtime) InRequest() bool { return r.inRequest.Load() > 0 }
+
+// BlockPluginSync waits for a plugin's Synchronize in progress to end and
+// blocks the next ones until Unblock. NRI delivers events to a plugin only
+// once its Synchronize returned: BlockPluginSync().Unblock() waits for
+// that, as containerd does before it relays a CRI request.
+func (r *Runtime) BlockPluginSync() *adaptation.PluginSyncBlock {
+	return r.nri.BlockPluginSync()
+}
+
 // synchronize hands every pod and container to a connecting plugin and
 // applies its updates, as containerd's syncPlugin does.
-func (r *fakeRuntime) synchronize(ctx context.Context, cb adaptation.SyncCB) error {
+func (r *Runtime) synchronize(ctx context.Context, cb adaptation.SyncCB) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pods := slices.Collect(maps.Values(r.pods))
@@ -138,44 +195,45 @@ func (r *fakeRuntime) synchronize(ctx context.Context, cb adaptation.SyncCB) err
 }
 
 // Syncs returns how many Synchronizes the runtime applied.
-func (r *fakeRuntime) Syncs() int {
+func (r *Runtime) Syncs() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.syncs
 }
 
-// runtimeStats are what a load run measures at the runtime: each
-// request's round trip through NRI (request, the plugin's decision and
-// commit, reply), and the updates of other containers applied.
-type runtimeStats struct {
-	latency map[string][]time.Duration
-	// replyUpdates counts the updates of other containers that came with
-	// replies; unsolicited those that came on their own.
-	replyUpdates, unsolicited int
+// Stats are what a load run measures at the runtime: each request's round
+// trip through NRI (request, the plugin's decision and commit, reply), and
+// the updates of other containers applied.
+type Stats struct {
+	// Latency holds the round trips by event, in order.
+	Latency map[string][]time.Duration
+	// ReplyUpdates counts the updates of other containers that came with
+	// replies; Unsolicited those that came on their own.
+	ReplyUpdates, Unsolicited int
 }
 
-// RecordStats starts recording runtimeStats (from zero).
-func (r *fakeRuntime) RecordStats() {
+// RecordStats starts recording Stats (from zero).
+func (r *Runtime) RecordStats() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.stats = &runtimeStats{latency: map[string][]time.Duration{}}
+	r.stats = &Stats{Latency: map[string][]time.Duration{}}
 }
 
 // Stats returns a copy of what was recorded since RecordStats.
-func (r *fakeRuntime) Stats() runtimeStats {
+func (r *Runtime) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := runtimeStats{latency: map[string][]time.Duration{},
-		replyUpdates: r.stats.replyUpdates, unsolicited: r.stats.unsolicited}
-	for k, v := range r.stats.latency {
-		out.latency[k] = slices.Clone(v)
+	out := Stats{Latency: map[string][]time.Duration{},
+		ReplyUpdates: r.stats.ReplyUpdates, Unsolicited: r.stats.Unsolicited}
+	for k, v := range r.stats.Latency {
+		out.Latency[k] = slices.Clone(v)
 	}
 	return out
 }
 
 // timed runs one NRI request and records its round trip. Called with mu
 // held.
-func (r *fakeRuntime) timed(event string, call func() error) error {
+func (r *Runtime) timed(event string, call func() error) error {
 	start := time.Now()
 	r.inRequest.Add(1)
 	err := call()
@@ -187,29 +245,34 @@ func (r *fakeRuntime) timed(event string, call func() error) error {
 		err = nil
 	}
 	if r.stats != nil {
-		r.stats.latency[event] = append(r.stats.latency[event], time.Since(start))
+		r.stats.Latency[event] = append(r.stats.Latency[event], time.Since(start))
 	}
 	return err
 }
 
 // updateContainers applies unsolicited updates under the NRI lock.
-func (r *fakeRuntime) updateContainers(_ context.Context, updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+func (r *Runtime) updateContainers(_ context.Context, updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.unsolicited += len(updates)
 	if r.stats != nil {
-		r.stats.unsolicited += len(updates)
+		r.stats.Unsolicited += len(updates)
 	}
 	return r.apply("unsolicited", updates), nil
 }
 
-// appliedUpdate is one update as the runtime applied it.
-type appliedUpdate struct {
-	origin, container, cpus string
+// Update is one update as the runtime applied it.
+type Update struct {
+	// Origin is where it came from: "Synchronize", "pre-create",
+	// "pre-update" (another container's, in an UpdateContainer reply),
+	// "target" (the updated container's), "post-stop" or "unsolicited".
+	Origin string
+	// Container is the container's name, CPUs its cpuset after the update.
+	Container, CPUs string
 }
 
 // Log returns the updates applied so far.
-func (r *fakeRuntime) Log() []appliedUpdate {
+func (r *Runtime) Log() []Update {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.log)
@@ -217,7 +280,7 @@ func (r *fakeRuntime) Log() []appliedUpdate {
 
 // SetChecking turns the invariant check on or off (and checks at once when
 // turned on). Turning it off does not wait for a request in progress.
-func (r *fakeRuntime) SetChecking(on bool) {
+func (r *Runtime) SetChecking(on bool) {
 	if !on {
 		r.unchecked.Store(true)
 		return
@@ -230,7 +293,7 @@ func (r *fakeRuntime) SetChecking(on bool) {
 }
 
 // Unsolicited returns how many unsolicited updates were applied so far.
-func (r *fakeRuntime) Unsolicited() int {
+func (r *Runtime) Unsolicited() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.unsolicited
@@ -238,9 +301,9 @@ func (r *fakeRuntime) Unsolicited() int {
 
 // apply applies updates one at a time, checking after each; it returns
 // those naming unknown containers (containerd ignores them).
-func (r *fakeRuntime) apply(origin string, updates []*api.ContainerUpdate) []*api.ContainerUpdate {
+func (r *Runtime) apply(origin string, updates []*api.ContainerUpdate) []*api.ContainerUpdate {
 	if r.stats != nil && origin != "unsolicited" {
-		r.stats.replyUpdates += len(updates)
+		r.stats.ReplyUpdates += len(updates)
 	}
 	var failed []*api.ContainerUpdate
 	for _, u := range updates {
@@ -255,7 +318,7 @@ func (r *fakeRuntime) apply(origin string, updates []*api.ContainerUpdate) []*ap
 		if mems := u.GetLinux().GetResources().GetCpu().GetMems(); mems != "" {
 			c.Linux.Resources.Cpu.Mems = mems
 		}
-		r.log = append(r.log, appliedUpdate{origin, c.Name, c.Linux.Resources.Cpu.Cpus})
+		r.log = append(r.log, Update{origin, c.Name, c.Linux.Resources.Cpu.Cpus})
 		r.writeCgroup(c)
 		r.track(c)
 		r.check(fmt.Sprintf("%s update of %s", origin, c.Name))
@@ -264,7 +327,7 @@ func (r *fakeRuntime) apply(origin string, updates []*api.ContainerUpdate) []*ap
 }
 
 // writeCgroup writes a container's cpuset where the plugin verifies it.
-func (r *fakeRuntime) writeCgroup(c *api.Container) {
+func (r *Runtime) writeCgroup(c *api.Container) {
 	if r.cgroupRoot == "" {
 		return
 	}
@@ -299,7 +362,7 @@ func cgroupsPath(parent, id string) string {
 // cgroupDir is the directory runc gives a container's cgroup: under the
 // systemd driver the scope cri-containerd-<id>.scope in the pod's slice
 // (the kubelet's parent is the slice's full path), else its cgroups path.
-func (r *fakeRuntime) cgroupDir(c *api.Container) string {
+func (r *Runtime) cgroupDir(c *api.Container) string {
 	base := r.cgroupRoot
 	if !r.cgroupV2 {
 		base = filepath.Join(base, "cpuset")
@@ -310,47 +373,18 @@ func (r *fakeRuntime) cgroupDir(c *api.Container) string {
 	return filepath.Join(base, c.Linux.CgroupsPath)
 }
 
-// SetFailing makes the updates of a container fail (or succeed again).
-func (r *fakeRuntime) SetFailing(name string, failing bool) {
+// SetFailing makes the updates of the containers named name fail (or
+// succeed again).
+func (r *Runtime) SetFailing(name string, failing bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failing[name] = failing
 }
 
-// exclusive tells whether a container holds exclusive CPUs: a Guaranteed
-// container with whole CPUs (its pool never changes, the plugin refuses it)
-// that the test does not expect on the shared pool (see ExpectShared). Each
-// distinct cgroup parent and resources is classified once.
-func (r *fakeRuntime) exclusive(c *api.Container) bool {
-	if r.expectShared[c.Id] {
-		return false
-	}
-	pod := r.pods[c.PodSandboxId]
-	res := c.GetLinux().GetResources()
-	key := classKey{parent: pod.GetLinux().GetCgroupParent(), res: policy.Resources{
-		CPUShares:   res.GetCpu().GetShares().GetValue(),
-		CPUQuota:    res.GetCpu().GetQuota().GetValue(),
-		CPUPeriod:   res.GetCpu().GetPeriod().GetValue(),
-		MemoryLimit: res.GetMemory().GetLimit().GetValue(),
-	}}
-	excl, ok := r.classes[key]
-	if !ok {
-		excl = policy.Classify(policy.QoSFromCgroupParent(key.parent), key.res).Exclusive
-		r.classes[key] = excl
-	}
-	return excl
-}
-
-// classKey is what decides a container's class.
-type classKey struct {
-	parent string
-	res    policy.Resources
-}
-
 // ExpectShared says that a container the test knows the plugin cannot pin
 // (no pod UID, say) runs on the shared pool, though its resources ask for
 // exclusive CPUs.
-func (r *fakeRuntime) ExpectShared(id string) {
+func (r *Runtime) ExpectShared(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.expectShared[id] = true
@@ -359,191 +393,47 @@ func (r *fakeRuntime) ExpectShared(id string) {
 	}
 }
 
-// check records a violation of the no-overlap invariant among running
-// containers. It runs after every single applied update, so it reads the
-// per-CPU counts that track keeps (see overlaps) and only looks closer
-// when they show an overlap: a check costs nothing, an update as many
-// steps as CPUs change.
-func (r *fakeRuntime) check(after string) {
-	if r.unchecked.Load() || r.overlaps.bad == 0 {
-		return
-	}
-	r.explain(after)
-}
-
-// track brings the invariant check's counts up to date with container c
-// (its cpuset, resources and state, and whether it still exists), after
-// any change of it. Called with mu held.
-func (r *fakeRuntime) track(c *api.Container) {
-	running := c.State != api.ContainerState_CONTAINER_STOPPED && r.containers[c.Id] == c
-	m, ok := r.parse(c.Linux.Resources.Cpu.Cpus)
-	if !ok {
-		if running && !r.unchecked.Load() {
-			r.violations = append(r.violations, fmt.Sprintf("%s has invalid cpuset %q", c.Name, c.Linux.Resources.Cpu.Cpus))
-		}
-		m = nil
-	}
-	r.overlaps.set(c.Id, m, r.exclusive(c), running)
-}
-
-// untrack drops a removed container from the invariant check's counts.
-func (r *fakeRuntime) untrack(id string) {
-	r.overlaps.set(id, nil, false, false)
-}
-
-// resync rebuilds the invariant check's counts from every container.
-func (r *fakeRuntime) resync() {
-	r.overlaps = newOverlaps()
-	for _, c := range r.containers {
-		r.track(c)
-	}
-}
-
-// overlaps counts, for every CPU, the running exclusive and shared
-// containers whose cpuset holds it, and how many CPUs are held by two
-// exclusive containers or by an exclusive and a shared one.
-type overlaps struct {
-	sets              map[string]countedSet
-	exclusive, shared []int32
-	bad               int
-}
-
-// countedSet is a container's cpuset as counted.
-type countedSet struct {
-	mask      cpumask.Mask
-	exclusive bool
-}
-
-func newOverlaps() *overlaps { return &overlaps{sets: map[string]countedSet{}} }
-
-// set makes container id count with mask (nothing when not running).
-func (o *overlaps) set(id string, mask cpumask.Mask, exclusive, running bool) {
-	old, had := o.sets[id]
-	if had && running && old.exclusive == exclusive {
-		// Only the CPUs that change: a shared container's update moves a
-		// few CPUs of a pool of thousands.
-		for w := 0; w < max(len(old.mask), len(mask)); w++ {
-			var a, b uint64
-			if w < len(old.mask) {
-				a = old.mask[w]
-			}
-			if w < len(mask) {
-				b = mask[w]
-			}
-			for x := a ^ b; x != 0; x &= x - 1 {
-				bit := bits.TrailingZeros64(x)
-				if a&(1<<bit) != 0 {
-					o.count(w*64+bit, exclusive, -1)
-				} else {
-					o.count(w*64+bit, exclusive, 1)
-				}
-			}
-		}
-		o.sets[id] = countedSet{mask: mask, exclusive: exclusive}
-		return
-	}
-	if had {
-		for cpu := range old.mask.All() {
-			o.count(cpu, old.exclusive, -1)
-		}
-		delete(o.sets, id)
-	}
-	if running {
-		for cpu := range mask.All() {
-			o.count(cpu, exclusive, 1)
-		}
-		o.sets[id] = countedSet{mask: mask, exclusive: exclusive}
-	}
-}
-
-// count adds delta to the exclusive or shared holders of cpu.
-func (o *overlaps) count(cpu int, exclusive bool, delta int32) {
-	if cpu >= len(o.exclusive) {
-		n := max(cpu+1, 2*len(o.exclusive))
-		o.exclusive = append(o.exclusive, make([]int32, n-len(o.exclusive))...)
-		o.shared = append(o.shared, make([]int32, n-len(o.shared))...)
-	}
-	was := o.overlapping(cpu)
-	if exclusive {
-		o.exclusive[cpu] += delta
-	} else {
-		o.shared[cpu] += delta
-	}
-	if now := o.overlapping(cpu); now != was {
-		if now {
-			o.bad++
-		} else {
-			o.bad--
-		}
-	}
-}
-
-func (o *overlaps) overlapping(cpu int) bool {
-	return o.exclusive[cpu] >= 2 || (o.exclusive[cpu] >= 1 && o.shared[cpu] >= 1)
-}
-
-// explain records which containers overlap (the slow, precise check, run
-// only once check found an overlap).
-func (r *fakeRuntime) explain(after string) {
-	applied := map[string]cpuset.CPUSet{}
-	excl := map[string]bool{}
-	for id, c := range r.containers {
-		if c.State == api.ContainerState_CONTAINER_STOPPED {
-			continue
-		}
-		cpus, err := cpuset.Parse(c.Linux.Resources.Cpu.Cpus)
-		if err != nil {
-			continue
-		}
-		applied[id] = cpus
-		excl[id] = r.exclusive(c)
-	}
-	if err := policy.CheckApplied(applied, func(id string) bool { return excl[id] }); err != nil {
-		r.violations = append(r.violations, fmt.Sprintf("after %s: %v", after, err))
-	}
-}
-
-// parse returns the bitmap of a cpuset text, parsed once per distinct text.
-func (r *fakeRuntime) parse(text string) (cpumask.Mask, bool) {
-	if m, ok := r.parsed[text]; ok {
-		return m, m != nil
-	}
-	cpus, err := cpumask.Parse(text, cpumask.MaxID)
-	var m cpumask.Mask
-	if err == nil {
-		m, _ = cpumask.Of(cpus)
-		if m == nil {
-			m = cpumask.Mask{}
-		}
-	}
-	if len(r.parsed) > 1<<16 { // a long run: start over rather than grow without bound
-		clear(r.parsed)
-	}
-	r.parsed[text] = m
-	return m, m != nil
-}
-
 // Violations returns the invariant violations seen so far.
-func (r *fakeRuntime) Violations() []string {
+func (r *Runtime) Violations() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.violations)
 }
 
-func (r *fakeRuntime) ctx() (context.Context, context.CancelFunc) {
+func (r *Runtime) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 10*time.Second)
 }
 
-// waitPluginGone waits until the runtime has noticed that the plugin's
+// Locked runs f with the runtime's lock held: for a test that changes a
+// pod or a container the runtime holds (its UID, its cpuset) behind the
+// runtime's back, without racing its requests.
+func (r *Runtime) Locked(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f()
+}
+
+// Send runs f with the runtime's lock held and its NRI adaptation: for
+// requests containerd would not send (malformed payloads, duplicate ids).
+// Nothing f sends changes what the runtime holds, nor is applied.
+func (r *Runtime) Send(f func(ctx context.Context, nri *adaptation.Adaptation) error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ctx, cancel := r.ctx()
+	defer cancel()
+	return f(ctx, r.nri)
+}
+
+// WaitPluginGone waits until the runtime has noticed that the plugin's
 // connection closed. It notices asynchronously, as containerd does: a
 // request relayed to the plugin meanwhile fails with "ttrpc: closed". The
 // probe is the removal of a pod nobody knows, which a live plugin ignores
 // and a runtime without plugins does not relay.
-func (r *fakeRuntime) waitPluginGone(t testing.TB) {
-	t.Helper()
+func (r *Runtime) WaitPluginGone() {
+	r.t.Helper()
 	probe := &api.PodSandbox{Id: "sandbox-probe", Name: "probe", Uid: "probe-uid", Namespace: "probe",
 		Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/besteffort/podprobe-uid"}}
-	waitFor(t, "the runtime to drop the stopped plugin", func() bool {
+	r.waitFor("the runtime to drop the stopped plugin", func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		ctx, cancel := r.ctx()
@@ -552,13 +442,26 @@ func (r *fakeRuntime) waitPluginGone(t testing.TB) {
 	})
 }
 
+// waitFor polls cond for up to 5 s, and fails the test when it does not
+// hold by then.
+func (r *Runtime) waitFor(what string, cond func() bool) {
+	r.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("timed out waiting for: %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // RunPod starts a pod sandbox (with p.Resources as its pod resources, when
 // set).
-func (r *fakeRuntime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
+func (r *Runtime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
 	pod := &api.PodSandbox{Id: "sandbox-" + p.UID, Name: p.Name, Uid: p.UID, Namespace: p.Namespace,
 		Linux: &api.LinuxPodSandbox{CgroupParent: p.CgroupParent}}
 	if p.Resources != (policy.Resources{}) {
-		pod.Linux.PodResources = toNRIResources(p.Resources)
+		pod.Linux.PodResources = NRIResources(p.Resources)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -571,10 +474,18 @@ func (r *fakeRuntime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
 	return pod, nil
 }
 
+// NextContainerID returns the id the next container CreateContainer
+// creates will have.
+func (r *Runtime) NextContainerID(pod *api.PodSandbox, name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID+1)
+}
+
 // CreateContainer creates and starts a container: CreateContainer (other
 // containers' updates applied first, then the container created with its
 // adjusted cpuset), PostCreateContainer, StartContainer, PostStartContainer.
-func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res policy.Resources) (*api.Container, error) {
+func (r *Runtime) CreateContainer(pod *api.PodSandbox, name string, res policy.Resources) (*api.Container, error) {
 	r.mu.Lock()
 	r.nextID++
 	id := fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID)
@@ -584,13 +495,13 @@ func (r *fakeRuntime) CreateContainer(pod *api.PodSandbox, name string, res poli
 
 // CreateContainerWithID is CreateContainer with a container id of the
 // caller's: a runtime bug that reuses an id, or gives none.
-func (r *fakeRuntime) CreateContainerWithID(pod *api.PodSandbox, id, name string, res policy.Resources) (*api.Container, error) {
+func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, res policy.Resources) (*api.Container, error) {
 	r.mu.Lock()
 	c := &api.Container{
 		Id: id, PodSandboxId: pod.Id, Name: name,
 		State: api.ContainerState_CONTAINER_CREATED,
 		Linux: &api.LinuxContainer{
-			Resources:   toNRIResources(res),
+			Resources:   NRIResources(res),
 			CgroupsPath: cgroupsPath(pod.Linux.CgroupParent, id),
 		},
 	}
@@ -650,7 +561,7 @@ func (r *fakeRuntime) CreateContainerWithID(pod *api.PodSandbox, id, name string
 // answered (runc refuses the spec, say): the reply's updates are applied,
 // the container never exists, and containerd sends StopContainer and
 // RemoveContainer for it.
-func (r *fakeRuntime) CreateContainerFailing(pod *api.PodSandbox, name string, res policy.Resources) error {
+func (r *Runtime) CreateContainerFailing(pod *api.PodSandbox, name string, res policy.Resources) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.nextID++
@@ -658,7 +569,7 @@ func (r *fakeRuntime) CreateContainerFailing(pod *api.PodSandbox, name string, r
 	c := &api.Container{
 		Id: id, PodSandboxId: pod.Id, Name: name,
 		State: api.ContainerState_CONTAINER_CREATED,
-		Linux: &api.LinuxContainer{Resources: toNRIResources(res), CgroupsPath: cgroupsPath(pod.Linux.CgroupParent, id)},
+		Linux: &api.LinuxContainer{Resources: NRIResources(res), CgroupsPath: cgroupsPath(pod.Linux.CgroupParent, id)},
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
@@ -679,31 +590,22 @@ func (r *fakeRuntime) CreateContainerFailing(pod *api.PodSandbox, name string, r
 // UpdateContainer resizes a container like CRI UpdateContainerResources:
 // UpdateContainer (others first, then the target with the resources the
 // plugins returned), then PostUpdateContainer.
-func (r *fakeRuntime) UpdateContainer(c *api.Container, res policy.Resources) error {
-	_, err := r.updateContainer(c, res)
-	return err
-}
-
-// updateContainer is UpdateContainer; it also returns how long the NRI
-// request itself took (request, plugin decision and commit, reply).
-func (r *fakeRuntime) updateContainer(c *api.Container, res policy.Resources) (time.Duration, error) {
+func (r *Runtime) UpdateContainer(c *api.Container, res policy.Resources) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pod := r.pods[c.PodSandboxId]
 	ctx, cancel := r.ctx()
 	defer cancel()
-	start := time.Now()
 	var rpl *api.UpdateContainerResponse
 	err := r.timed("UpdateContainer", func() (err error) {
-		rpl, err = r.nri.UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: pod, Container: c, LinuxResources: toNRIResources(res)})
+		rpl, err = r.nri.UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: pod, Container: c, LinuxResources: NRIResources(res)})
 		return err
 	})
-	took := time.Since(start)
 	if err != nil {
-		return took, err
+		return err
 	}
 	r.applyUpdateReply(c, res, rpl.GetUpdate())
-	return took, r.timed("PostUpdateContainer", func() error {
+	return r.timed("PostUpdateContainer", func() error {
 		return r.nri.PostUpdateContainer(ctx, &api.PostUpdateContainerRequest{Pod: pod, Container: c})
 	})
 }
@@ -711,7 +613,7 @@ func (r *fakeRuntime) updateContainer(c *api.Container, res policy.Resources) (t
 // applyUpdateReply applies an UpdateContainer reply: the other
 // containers' updates in order, then the target with the requested
 // resources and the cpuset the plugin chose.
-func (r *fakeRuntime) applyUpdateReply(c *api.Container, res policy.Resources, updates []*api.ContainerUpdate) {
+func (r *Runtime) applyUpdateReply(c *api.Container, res policy.Resources, updates []*api.ContainerUpdate) {
 	if n := len(updates); n > 0 {
 		r.apply("pre-update", updates[:n-1])
 	}
@@ -725,16 +627,16 @@ func (r *fakeRuntime) applyUpdateReply(c *api.Container, res policy.Resources, u
 			mems = v
 		}
 	}
-	c.Linux.Resources = toNRIResources(merged)
+	c.Linux.Resources = NRIResources(merged)
 	c.Linux.Resources.Cpu.Cpus, c.Linux.Resources.Cpu.Mems = cpus, mems
-	r.log = append(r.log, appliedUpdate{"target", c.Name, cpus})
+	r.log = append(r.log, Update{"target", c.Name, cpus})
 	r.writeCgroup(c)
 	r.track(c)
 	r.check("update of " + c.Name)
 }
 
 // StopContainer stops a container and applies the reply's updates.
-func (r *fakeRuntime) StopContainer(c *api.Container) error {
+func (r *Runtime) StopContainer(c *api.Container) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
@@ -754,7 +656,7 @@ func (r *fakeRuntime) StopContainer(c *api.Container) error {
 }
 
 // RemoveContainer removes a container.
-func (r *fakeRuntime) RemoveContainer(c *api.Container) error {
+func (r *Runtime) RemoveContainer(c *api.Container) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
@@ -767,7 +669,7 @@ func (r *fakeRuntime) RemoveContainer(c *api.Container) error {
 }
 
 // RemovePod stops and removes a pod sandbox (its containers first).
-func (r *fakeRuntime) RemovePod(pod *api.PodSandbox) error {
+func (r *Runtime) RemovePod(pod *api.PodSandbox) error {
 	for _, c := range r.containersOf(pod) {
 		if c.State != api.ContainerState_CONTAINER_STOPPED {
 			if err := r.StopContainer(c); err != nil {
@@ -790,14 +692,14 @@ func (r *fakeRuntime) RemovePod(pod *api.PodSandbox) error {
 }
 
 // UpdatePod relays CRI UpdatePodSandboxResources.
-func (r *fakeRuntime) UpdatePod(pod *api.PodSandbox, res policy.PodResources) error {
+func (r *Runtime) UpdatePod(pod *api.PodSandbox, res policy.PodResources) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
 	defer cancel()
 	err := r.timed("UpdatePodSandbox", func() error {
 		_, err := r.nri.UpdatePodSandbox(ctx, &api.UpdatePodSandboxRequest{Pod: pod,
-			OverheadLinuxResources: toNRIResources(res.Overhead), LinuxResources: toNRIResources(res.Resources)})
+			OverheadLinuxResources: NRIResources(res.Overhead), LinuxResources: NRIResources(res.Resources)})
 		return err
 	})
 	if err != nil {
@@ -808,7 +710,7 @@ func (r *fakeRuntime) UpdatePod(pod *api.PodSandbox, res policy.PodResources) er
 	})
 }
 
-func (r *fakeRuntime) containersOf(pod *api.PodSandbox) []*api.Container {
+func (r *Runtime) containersOf(pod *api.PodSandbox) []*api.Container {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []*api.Container
@@ -820,8 +722,9 @@ func (r *fakeRuntime) containersOf(pod *api.PodSandbox) []*api.Container {
 	return out
 }
 
-// CPUs returns a container's applied cpuset.
-func (r *fakeRuntime) CPUs(id string) (cpuset.CPUSet, bool) {
+// CPUs returns a running container's applied cpuset (false when it does
+// not run, or its cpuset does not parse).
+func (r *Runtime) CPUs(id string) (cpuset.CPUSet, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := r.containers[id]
@@ -832,8 +735,8 @@ func (r *fakeRuntime) CPUs(id string) (cpuset.CPUSet, bool) {
 	return cpus, err == nil
 }
 
-// Applied returns every running container's cpuset.
-func (r *fakeRuntime) Applied() map[string]cpuset.CPUSet {
+// Applied returns every running container's cpuset, by container id.
+func (r *Runtime) Applied() map[string]cpuset.CPUSet {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := map[string]cpuset.CPUSet{}
@@ -847,7 +750,49 @@ func (r *fakeRuntime) Applied() map[string]cpuset.CPUSet {
 	return out
 }
 
-func toNRIResources(r policy.Resources) *api.LinuxResources {
+// Pods returns the runtime's pod sandboxes, by id.
+func (r *Runtime) Pods() []*api.PodSandbox {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*api.PodSandbox
+	for _, id := range slices.Sorted(maps.Keys(r.pods)) {
+		out = append(out, r.pods[id])
+	}
+	return out
+}
+
+// Running returns the running containers, by id.
+func (r *Runtime) Running() []*api.Container {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*api.Container
+	for _, id := range slices.Sorted(maps.Keys(r.containers)) {
+		if c := r.containers[id]; c.State != api.ContainerState_CONTAINER_STOPPED {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// PodOf returns a container's pod sandbox (nil when the runtime has none).
+func (r *Runtime) PodOf(c *api.Container) *api.PodSandbox {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pods[c.PodSandboxId]
+}
+
+// Exclusive reports whether the invariant check counts a container as
+// holding exclusive CPUs: a Guaranteed container with whole CPUs that is
+// not expected on the shared pool (ExpectShared).
+func (r *Runtime) Exclusive(c *api.Container) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.exclusive(c)
+}
+
+// NRIResources returns resources as NRI carries them (CRI's Linux
+// container resources, without a cpuset).
+func NRIResources(r policy.Resources) *api.LinuxResources {
 	out := &api.LinuxResources{Cpu: &api.LinuxCPU{}, Memory: &api.LinuxMemory{}}
 	if r.CPUShares != 0 {
 		out.Cpu.Shares = api.UInt64(r.CPUShares)
@@ -870,35 +815,5 @@ func fromNRIResources(r *api.LinuxResources) policy.Resources {
 		CPUQuota:    r.GetCpu().GetQuota().GetValue(),
 		CPUPeriod:   r.GetCpu().GetPeriod().GetValue(),
 		MemoryLimit: r.GetMemory().GetLimit().GetValue(),
-	}
-}
-
-// TestRuntimeCheckFindsOverlaps checks the checker: without a plugin every
-// container gets every CPU, so a second pinned container overlaps the first
-// and a shared one both; removing them clears the counts.
-func TestRuntimeCheckFindsOverlaps(t *testing.T) {
-	rt := newFakeRuntime(t, cpuset.New(0, 1, 2, 3))
-	g1 := mustCreate(t, rt, pod(t, rt, "g1", "guaranteed"), "app", guaranteed(1))
-	if v := rt.Violations(); len(v) != 0 {
-		t.Fatalf("one container: %v", v)
-	}
-	mustCreate(t, rt, pod(t, rt, "g2", "guaranteed"), "app", guaranteed(1))
-	v := rt.Violations()
-	if len(v) != 1 || !strings.Contains(v[0], "is applied to exclusive containers") {
-		t.Fatalf("two pinned containers on every CPU: %v", v)
-	}
-	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(100))
-	if v := rt.Violations(); len(v) != 2 || !strings.Contains(v[1], "and to a shared container") {
-		t.Fatalf("and a shared one: %v", v)
-	}
-	for _, c := range []*api.Container{g1, web} {
-		if err := rt.StopContainer(c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.overlaps.bad != 0 {
-		t.Errorf("%d CPUs still counted overlapping with one container left", rt.overlaps.bad)
 	}
 }
