@@ -6,9 +6,9 @@
 // whole checkpoint file at every commit, as the kubelet does: a temp file,
 // fsync, rename over cpu_manager_state, fsync of the directory, so the file
 // always holds the last state saved. The file keeps the shape of the
-// kubelet's KEP-5554 cpu_manager_state (policyName, defaultCpuSet, entries
-// → {original, resized}, checksum) so an operator who knows the kubelet's
-// file can read it.
+// kubelet's cpu_manager_state (policyName, defaultCpuSet, entries,
+// checksum), each entry {baseline, resized} as in KEP-5554, so an operator
+// who knows the kubelet's file can read it.
 //
 // This package is the only one in the project that touches the state
 // directory. README.md describes the checkpoint format, its checksum, what

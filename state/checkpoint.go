@@ -16,7 +16,7 @@ import (
 // newer nri-cpumanager and is refused with a *NewerFormatError, and left
 // in place; one with a lower version is of a format that was never
 // released, and is corrupt.
-const FormatVersion = 2
+const FormatVersion = 3
 
 // Marshal encodes a state in the checkpoint format, checksum included. It
 // refuses a state that Unmarshal would refuse for reasons other than the

@@ -36,7 +36,11 @@ func encodeDisk(s *State) diskCheckpoint {
 		}
 		entries := make(map[string]diskEntry, len(containers))
 		for name, a := range containers {
-			entries[name] = diskEntry{Original: cpumask.Format(a.Baseline), Resized: cpumask.Format(a.Resized)}
+			e := diskEntry{Baseline: cpumask.Format(a.Baseline), Resized: cpumask.Format(a.Resized), Init: a.Init}
+			if !a.Delayed.IsEmpty() || !a.ReleaseAt.IsZero() {
+				e.Delayed = &diskDelayed{CPUs: cpumask.Format(a.Delayed), ReleaseAt: a.ReleaseAt.UTC().Format(time.RFC3339Nano)}
+			}
+			entries[name] = e
 		}
 		cp.Entries[podUID] = entries
 	}
@@ -87,10 +91,17 @@ func TestEncoderMatchesEncodingJSON(t *testing.T) {
 	podsOnly.SetPodResources("p", PodRecord{Overhead: ResourceRecord{CPUPeriod: 1}})
 	emptyPod := sampleState(t)
 	emptyPod.entries["ghost"] = map[string]Assignment{}
+	releases := New(cpus(t, "0"))
+	releases.SetAssignment("p", "whole-second", Assignment{Baseline: cpus(t, "1"), Delayed: cpus(t, "2-3,5"),
+		ReleaseAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("X", -7*3600))})
+	releases.SetAssignment("p", "nanoseconds", Assignment{Baseline: cpus(t, "6"), Resized: cpus(t, "6-7"), Init: true,
+		Delayed: cpus(t, "8"), ReleaseAt: time.Date(9999, 12, 31, 23, 59, 59, 1, time.UTC)})
 	states := map[string]*State{
 		"empty":                    New(cpuset.New()),
 		"zero value":               {},
 		"sample":                   sampleState(t),
+		"every part of a state":    sampleStateFull(t),
+		"init and delayed entries": releases,
 		"names that need escaping": escaping,
 		"pod resources only":       podsOnly,
 		"a pod with an empty map":  emptyPod,

@@ -27,11 +27,20 @@ type diskCheckpoint struct {
 	Checksum      uint32                          `json:"checksum"`
 }
 
-// diskEntry is one container's CPUs; "resized" is "" until the first
-// resize.
+// diskEntry is one container's CPUs (Assignment): "resized" is "" until
+// the first resize; "init" and "delayed" are left out unless set.
 type diskEntry struct {
-	Original string `json:"original"`
-	Resized  string `json:"resized"`
+	Baseline string       `json:"baseline"`
+	Resized  string       `json:"resized"`
+	Init     bool         `json:"init,omitempty"`
+	Delayed  *diskDelayed `json:"delayed,omitempty"`
+}
+
+// diskDelayed is the CPUs a decrease released that the container keeps
+// until releaseAt (RFC 3339 in UTC).
+type diskDelayed struct {
+	CPUs      string `json:"cpus"`
+	ReleaseAt string `json:"releaseAt"`
 }
 
 type diskContainerRef struct {
@@ -97,16 +106,11 @@ func (cp *diskCheckpoint) toState() (*State, error) {
 	s := New(defaultSet)
 	for podUID, containers := range cp.Entries {
 		for name, e := range containers {
-			ref := ContainerRef{PodUID: podUID, Name: name}
-			original, err := cpumask.Parse(e.Original, cpumask.MaxID)
+			a, err := e.assignment()
 			if err != nil {
-				return nil, fmt.Errorf("%s: original %q does not parse: %w", ref, e.Original, err)
+				return nil, fmt.Errorf("%s: %w", ContainerRef{PodUID: podUID, Name: name}, err)
 			}
-			resized, err := cpumask.Parse(e.Resized, cpumask.MaxID)
-			if err != nil {
-				return nil, fmt.Errorf("%s: resized %q does not parse: %w", ref, e.Resized, err)
-			}
-			s.SetAssignment(podUID, name, Assignment{Baseline: original, Resized: resized})
+			s.SetAssignment(podUID, name, a)
 		}
 	}
 	for id, ref := range cp.Containers {
@@ -134,4 +138,25 @@ func (cp *diskCheckpoint) toState() (*State, error) {
 		s.SetHold(podUID, Hold{CPUs: held, Since: since})
 	}
 	return s, nil
+}
+
+// assignment parses an entry's cpusets and time.
+func (e diskEntry) assignment() (a Assignment, err error) {
+	a.Init = e.Init
+	if a.Baseline, err = cpumask.Parse(e.Baseline, cpumask.MaxID); err != nil {
+		return a, fmt.Errorf("baseline %q does not parse: %w", e.Baseline, err)
+	}
+	if a.Resized, err = cpumask.Parse(e.Resized, cpumask.MaxID); err != nil {
+		return a, fmt.Errorf("resized %q does not parse: %w", e.Resized, err)
+	}
+	if e.Delayed == nil {
+		return a, nil
+	}
+	if a.Delayed, err = cpumask.Parse(e.Delayed.CPUs, cpumask.MaxID); err != nil {
+		return a, fmt.Errorf("delayed cpus %q does not parse: %w", e.Delayed.CPUs, err)
+	}
+	if a.ReleaseAt, err = time.Parse(time.RFC3339Nano, e.Delayed.ReleaseAt); err != nil {
+		return a, fmt.Errorf("delayed releaseAt %q is not an RFC 3339 time: %w", e.Delayed.ReleaseAt, err)
+	}
+	return a, nil
 }

@@ -17,9 +17,12 @@ import (
 // decoded leniently, given a matching checksum and decoded again, so the
 // checks behind the checksum are fuzzed too.
 func FuzzUnmarshal(f *testing.F) {
-	f.Add([]byte(`{"policyName":"static","formatVersion":2,"defaultCpuSet":"0-15","checksum":0}`))
-	f.Add([]byte(`{"policyName":"static","formatVersion":2,"defaultCpuSet":"1-15","config":{"reservedCpuSet":"0","keys":{"a":"b"}},` +
+	f.Add([]byte(`{"policyName":"static","formatVersion":3,"defaultCpuSet":"0-15","checksum":0}`))
+	f.Add([]byte(`{"policyName":"static","formatVersion":3,"defaultCpuSet":"1-15","config":{"reservedCpuSet":"0","keys":{"a":"b"}},` +
 		`"holds":{"p":{"cpus":"2","since":"2026-11-25T12:00:00Z"}},"checksum":0}`))
+	f.Add([]byte(`{"policyName":"static","formatVersion":3,"defaultCpuSet":"0,6-15","entries":{"p":{` +
+		`"a":{"baseline":"2-3","resized":"","delayed":{"cpus":"4","releaseAt":"2026-11-25T12:00:00.000000001Z"}},` +
+		`"i":{"baseline":"1-2","resized":"","init":true},"s":{"baseline":"1","resized":"1,5"}}},"checksum":0}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkUnmarshalAccepts(t, data)
 

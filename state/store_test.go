@@ -254,7 +254,8 @@ func sealed(t testing.TB, cp diskCheckpoint) []byte {
 }
 
 // corruptionCases are checkpoints that must never be trusted, each with
-// the part of the reason that says what was wrong. online is 0-15.
+// the part of the reason that says what was wrong: sampleStateFull
+// spoiled, and other files. online is 0-15.
 func corruptionCases(t *testing.T) []struct {
 	name   string
 	file   []byte
@@ -278,60 +279,82 @@ func corruptionCases(t *testing.T) []struct {
 		{"bad JSON", []byte(`{"policyName": static}`), "bad JSON at byte 16"},
 		{"trailing garbage", append(append([]byte{}, good...), "xyz"...), "bad JSON at byte"},
 		{"not an object", []byte(`[1,2]`), "top level is a JSON array, not an object"},
-		{"checksum mismatch", bytes.Replace(good, []byte(`"original":"6-7"`), []byte(`"original":"6-9"`), 1),
+		{"checksum mismatch", bytes.Replace(good, []byte(`"baseline":"6-7"`), []byte(`"baseline":"6-9"`), 1),
 			"checksum mismatch: the file says"},
 		{"checksum of another file", spoilChecksum(good), "checksum mismatch"},
 		{"no formatVersion (KEP-5554 example)", []byte(`{"policyName":"static","defaultCpuSet":"0,5-15",
 			"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-4"}}},"checksum":1822250518}`),
 			"no formatVersion: not a checkpoint written by nri-cpumanager"},
 		{"formatVersion 0", spoil(func(cp *diskCheckpoint) { cp.FormatVersion = 0 }), "unknown formatVersion 0"},
+		{"formatVersion 1", spoil(func(cp *diskCheckpoint) { cp.FormatVersion = 1 }),
+			"formatVersion 1 is an earlier format that was never released, which this build does not read (it reads format 3 only)"},
+		{"formatVersion 2", spoil(func(cp *diskCheckpoint) { cp.FormatVersion = 2 }),
+			"formatVersion 2 is an earlier format that was never released, which this build does not read (it reads format 3 only)"},
 		{"formatVersion not a number", []byte(`{"formatVersion":"1"}`), `formatVersion "1" is not an integer`},
 		{"unknown field", bytes.Replace(good, []byte(`{"policyName"`), []byte(`{"extra":1,"policyName"`), 1),
 			`unknown field "extra"`},
+		{"unknown field of an object", bytes.Replace(good, []byte(`"holds":`), []byte(`"held":{},"holds":`), 1),
+			`bad JSON for format version 3: json: unknown field "held"`},
 		{"unknown policy name", spoil(func(cp *diskCheckpoint) { cp.PolicyName = "none" }),
 			`unknown policy name "none"`},
 		{"defaultCpuSet does not parse", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,8-x" }),
 			`defaultCpuSet "0,8-x" does not parse: "8-x": "x" is not a CPU number`},
-		{"original does not parse", spoil(func(cp *diskCheckpoint) {
-			cp.Entries["pod-b"]["db"] = diskEntry{Original: "7-6"}
-		}), `pod "pod-b" container "db": original "7-6" does not parse: "7-6": range runs backwards`},
-		{"resized does not parse", spoil(func(cp *diskCheckpoint) {
-			cp.Entries["pod-b"]["db"] = diskEntry{Original: "6-7", Resized: "6-7,"}
-		}), `pod "pod-b" container "db": resized "6-7," does not parse: "": missing CPU number`},
+		{"baseline does not parse", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"] = diskEntry{Baseline: "7-6"} }),
+			`pod "pod-b" container "db": baseline "7-6" does not parse: "7-6": range runs backwards`},
+		{"resized does not parse", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"] = diskEntry{Baseline: "6-7", Resized: "6-7,"} }),
+			`pod "pod-b" container "db": resized "6-7," does not parse: "": missing CPU number`},
+		{"delayed does not parse", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"].Delayed.CPUs = "9-" }),
+			`pod "pod-b" container "db": delayed cpus "9-" does not parse`},
+		{"release time not RFC 3339", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"].Delayed.ReleaseAt = "soon" }),
+			`pod "pod-b" container "db": delayed releaseAt "soon" is not an RFC 3339 time`},
 		{"huge CPU number", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0-2147483647" }),
 			"CPU 2147483647 is above the largest supported CPU 65535"},
-		{"defaultCpuSet outside online", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,9-17" }),
-			`defaultCpuSet "0,9-17" lies outside the online CPUs "0-15" (CPUs "16-17")`},
-		{"assignment outside online", spoil(func(cp *diskCheckpoint) {
-			cp.Entries["pod-b"]["db"] = diskEntry{Original: "6-7", Resized: "6-7,31"}
-		}), `pod "pod-b" container "db": resized "6-7,31" lies outside the online CPUs "0-15" (CPUs "31")`},
-		{"two containers overlap", spoil(func(cp *diskCheckpoint) {
-			cp.Entries["pod-b"]["db"] = diskEntry{Original: "4,6-7"}
-		}), `pod "pod-a" container "app" (CPUs "1-4") and pod "pod-b" container "db" (CPUs "4,6-7") overlap on CPUs "4"`},
-		{"assignment overlaps defaultCpuSet", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,7,9-15" }),
-			`pod "pod-b" container "db" (CPUs "6-7") overlaps defaultCpuSet "0,7,9-15" on CPUs "7"`},
-		{"resized not a superset of original", spoil(func(cp *diskCheckpoint) {
-			cp.Entries["pod-a"]["app"] = diskEntry{Original: "1-2", Resized: "2-4"}
-		}), `pod "pod-a" container "app": resized "2-4" does not contain original "1-2" (missing CPUs "1")`},
-		{"empty original", spoil(func(cp *diskCheckpoint) {
-			cp.Entries["pod-a"]["sidecar"] = diskEntry{Original: "", Resized: "5"}
-		}), `pod "pod-a" container "sidecar": empty original cpuset`},
-		{"container id without entry", spoil(func(cp *diskCheckpoint) {
-			cp.Containers["c-ghost"] = diskContainerRef{PodUID: "pod-a", Name: "ghost"}
-		}), `containers["c-ghost"] points at pod "pod-a" container "ghost", which has no entry`},
-		{"two container ids for one entry", spoil(func(cp *diskCheckpoint) {
-			cp.Containers["c-db-2"] = diskContainerRef{PodUID: "pod-b", Name: "db"}
-		}), `containers["c-db"] and containers["c-db-2"] both point at pod "pod-b" container "db"`},
+		{"defaultCpuSet outside online", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,11-17" }),
+			`defaultCpuSet "0,11-17" lies outside the online CPUs "0-15" (CPUs "16-17")`},
+		{"assignment outside online", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"] = diskEntry{Baseline: "6-7", Resized: "6-7,31"} }),
+			`pod "pod-b" container "db": resized "6-7,31" lies outside the online CPUs "0-15" (CPUs "31")`},
+		{"delayed outside online", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"].Delayed.CPUs = "9-10,16" }),
+			`pod "pod-b" container "db": delayed "9-10,16" lies outside the online CPUs "0-15" (CPUs "16")`},
+		{"empty baseline", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-a"]["sidecar"] = diskEntry{Baseline: "", Resized: "5"} }),
+			`pod "pod-a" container "sidecar": empty baseline cpuset`},
+		{"resized not a superset of baseline", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-a"]["app"] = diskEntry{Baseline: "1-2", Resized: "2-4"} }),
+			`pod "pod-a" container "app": resized "2-4" does not contain baseline "1-2" (missing CPUs "1")`},
+		{"delayed without a release time", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"].Delayed.ReleaseAt = "0001-01-01T00:00:00Z" }),
+			`pod "pod-b" container "db": delayed CPUs "9-10" have no release time`},
+		{"a release time without delayed CPUs", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"].Delayed.CPUs = "" }),
+			`pod "pod-b" container "db": release time 2026-11-25T12:00:30.25Z is set but no CPUs are delayed`},
+		{"delayed overlaps the assigned set", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"].Delayed.CPUs = "7,9-10" }),
+			`pod "pod-b" container "db": delayed "7,9-10" overlaps its assigned CPUs "6-7" on CPUs "7"`},
+		{"two pods overlap", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"] = diskEntry{Baseline: "4,6-7"} }),
+			`pod "pod-a" container "app" (CPUs "1-4") and pod "pod-b" container "db" (CPUs "4,6-7") overlap on CPUs "4"`},
+		{"delayed CPUs in another pod", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-c"] = map[string]diskEntry{"x": {Baseline: "10"}} }),
+			`pod "pod-b" container "db" (CPUs "6-7,9-10") and pod "pod-c" container "x" (CPUs "10") overlap on CPUs "10"`},
+		{"an init container's CPUs in another pod", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-a"]["setup"] = diskEntry{Baseline: "1-2,6", Init: true} }),
+			`pod "pod-a" container "setup" (CPUs "1-2,6") and pod "pod-b" container "db" (CPUs "6-7,9-10") overlap on CPUs "6"`},
+		{"two containers of a pod overlap", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-a"]["sidecar"] = diskEntry{Baseline: "4-5"} }),
+			`pod "pod-a" container "app" (CPUs "1-4") and pod "pod-a" container "sidecar" (CPUs "4-5") overlap on CPUs "4", and neither is an init container`},
+		{"assignment overlaps defaultCpuSet", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,7,11-15" }),
+			`pod "pod-b" container "db" (CPUs "6-7,9-10") overlaps defaultCpuSet "0,7,11-15" on CPUs "7"`},
+		{"delayed CPUs in defaultCpuSet", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,10-15" }),
+			`pod "pod-b" container "db" (CPUs "6-7,9-10") overlaps defaultCpuSet "0,10-15" on CPUs "10"`},
+		{"an init container's CPUs in defaultCpuSet", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-a"]["setup"] = diskEntry{Baseline: "1-2,11", Init: true} }),
+			`pod "pod-a" container "setup" (CPUs "1-2,11") overlaps defaultCpuSet "0,11-15" on CPUs "11"`},
+		{"container id without entry", spoil(func(cp *diskCheckpoint) { cp.Containers["c-ghost"] = diskContainerRef{PodUID: "pod-a", Name: "ghost"} }),
+			`containers["c-ghost"] points at pod "pod-a" container "ghost", which has no entry`},
+		{"two container ids for one entry", spoil(func(cp *diskCheckpoint) { cp.Containers["c-db-2"] = diskContainerRef{PodUID: "pod-b", Name: "db"} }),
+			`containers["c-db"] and containers["c-db-2"] both point at pod "pod-b" container "db"`},
+		{"empty container id", spoil(func(cp *diskCheckpoint) {
+			delete(cp.Containers, "c-db")
+			cp.Containers[""] = diskContainerRef{PodUID: "pod-b", Name: "db"}
+		}), `containers has an empty container id (pointing at pod "pod-b" container "db")`},
 		{"empty pod UID", spoil(func(cp *diskCheckpoint) {
-			cp.Entries[""] = map[string]diskEntry{"x": {Original: "9"}}
-			cp.DefaultCPUSet = "0,10-15"
+			cp.Entries[""] = map[string]diskEntry{"x": {Baseline: "11"}}
+			cp.DefaultCPUSet = "0,12-15"
 		}), "an entry has an empty pod UID"},
 		{"empty container name", spoil(func(cp *diskCheckpoint) {
-			cp.Entries["pod-b"][""] = diskEntry{Original: "9"}
-			cp.DefaultCPUSet = "0,10-15"
+			cp.Entries["pod-b"][""] = diskEntry{Baseline: "11"}
+			cp.DefaultCPUSet = "0,12-15"
 		}), `pod "pod-b" has an entry with an empty container name`},
-		{"formatVersion 1", spoil(func(cp *diskCheckpoint) { cp.FormatVersion = 1 }),
-			"formatVersion 1 is an earlier format that was never released, which this build does not read"},
 		{"config reservedCpuSet does not parse", spoil(func(cp *diskCheckpoint) { cp.Config.ReservedCPUSet = "x" }),
 			`config: reservedCpuSet "x" does not parse`},
 		{"config reservedCpuSet outside online", spoil(func(cp *diskCheckpoint) { cp.Config.ReservedCPUSet = "0,16" }),
@@ -344,24 +367,20 @@ func corruptionCases(t *testing.T) []struct {
 			`hold of pod "pod-b": empty cpuset`},
 		{"hold outside online", spoil(func(cp *diskCheckpoint) { cp.Holds["pod-b"] = diskHold{CPUs: "8,20", Since: "2026-11-25T12:00:00Z"} }),
 			`hold of pod "pod-b" "8,20" lies outside the online CPUs "0-15" (CPUs "20")`},
-		{"hold overlaps defaultCpuSet", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,8-15" }),
-			`hold of pod "pod-b" (CPUs "8") overlaps defaultCpuSet "0,8-15" on CPUs "8"`},
+		{"hold overlaps defaultCpuSet", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,8,11-15" }),
+			`hold of pod "pod-b" (CPUs "8") overlaps defaultCpuSet "0,8,11-15" on CPUs "8"`},
 		{"hold overlaps an assignment", spoil(func(cp *diskCheckpoint) { cp.Holds["pod-b"] = diskHold{CPUs: "5,8", Since: "2026-11-25T12:00:00Z"} }),
 			`hold of pod "pod-b" (CPUs "5,8") and pod "pod-a" container "sidecar" (CPUs "5") overlap on CPUs "5"`},
+		{"hold overlaps delayed CPUs", spoil(func(cp *diskCheckpoint) { cp.Holds["pod-b"] = diskHold{CPUs: "8-9", Since: "2026-11-25T12:00:00Z"} }),
+			`hold of pod "pod-b" (CPUs "8-9") and pod "pod-b" container "db" (CPUs "6-7,9-10") overlap on CPUs "9"`},
 		{"two holds overlap", spoil(func(cp *diskCheckpoint) {
-			cp.Holds["pod-c"] = diskHold{CPUs: "8-9", Since: "2026-11-25T12:00:00Z"}
-			cp.DefaultCPUSet = "0,10-15"
-		}), `holds of pods "pod-b" (CPUs "8") and "pod-c" (CPUs "8-9") overlap on CPUs "8"`},
+			cp.Holds["pod-c"] = diskHold{CPUs: "8,11", Since: "2026-11-25T12:00:00Z"}
+			cp.DefaultCPUSet = "0,12-15"
+		}), `holds of pods "pod-b" (CPUs "8") and "pod-c" (CPUs "8,11") overlap on CPUs "8"`},
 		{"hold of an empty pod UID", spoil(func(cp *diskCheckpoint) {
-			cp.Holds[""] = diskHold{CPUs: "9", Since: "2026-11-25T12:00:00Z"}
-			cp.DefaultCPUSet = "0,10-15"
+			cp.Holds[""] = diskHold{CPUs: "11", Since: "2026-11-25T12:00:00Z"}
+			cp.DefaultCPUSet = "0,12-15"
 		}), "a hold has an empty pod UID"},
-		{"unknown field of an object", bytes.Replace(good, []byte(`"holds":`), []byte(`"held":{},"holds":`), 1),
-			`bad JSON for format version 2: json: unknown field "held"`},
-		{"empty container id", spoil(func(cp *diskCheckpoint) {
-			delete(cp.Containers, "c-db")
-			cp.Containers[""] = diskContainerRef{PodUID: "pod-b", Name: "db"}
-		}), `containers has an empty container id (pointing at pod "pod-b" container "db")`},
 	}
 }
 
@@ -461,7 +480,7 @@ func TestValidateChecksOnline(t *testing.T) {
 		t.Errorf("Validate on the full machine: %v", err)
 	}
 	err := s.Validate(cpus(t, "0-6,8-15"))
-	want := `pod "pod-b" container "db": original "6-7" lies outside the online CPUs "0-6,8-15" (CPUs "7")`
+	want := `pod "pod-b" container "db": baseline "6-7" lies outside the online CPUs "0-6,8-15" (CPUs "7")`
 	if err == nil || err.Error() != want {
 		t.Errorf("Validate with CPU 7 offline: %v, want %s", err, want)
 	}
@@ -540,7 +559,10 @@ func TestLoadWritesNothing(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
+			dir := filepath.Join(t.TempDir(), "state")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
 			for name, content := range files {
 				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 					t.Fatal(err)
