@@ -73,6 +73,7 @@ func checkUnmarshalAccepts(t *testing.T, data []byte) {
 // saved.
 func FuzzImportKubelet(f *testing.F) {
 	f.Add([]byte(`{"policyName":"static","defaultCpuSet":"0,3-15","entries":{"p":{"c":"1-2"}},"checksum":1}`))
+	f.Add([]byte(v4File(`{"policyName":"static","defaultCpuSet":"0,5-15","entries":{"p":{"c":"1-4"}},"baselines":{"p":{"c":{"baseline":"1-2"}}}}`)))
 	resolve := func(id string) (ContainerRef, bool) {
 		if strings.HasPrefix(id, "ctr") {
 			return ContainerRef{PodUID: "pod-of-" + id, Name: "c"}, true
