@@ -56,7 +56,8 @@ func Unmarshal(data []byte, online cpuset.CPUSet) (*State, error) {
 	case version > FormatVersion:
 		return nil, &NewerFormatError{Version: version}
 	case version >= 1 && version < FormatVersion:
-		return nil, fmt.Errorf("formatVersion %d is an earlier format that was never released, which this build does not read (it reads format %d only)", version, FormatVersion)
+		return nil, fmt.Errorf("formatVersion %d is an earlier format that was never released, "+
+			"which this build does not read (it reads format %d only)", version, FormatVersion)
 	case version != FormatVersion:
 		return nil, fmt.Errorf("unknown formatVersion %d (this build reads format %d only)", version, FormatVersion)
 	}

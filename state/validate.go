@@ -188,8 +188,9 @@ func (s *State) validateEntries(shared, onlineMask cpumask.Mask, online *cpuset.
 		for _, name := range keys(containers, sorted) {
 			a := containers[name]
 			ref := ContainerRef{PodUID: podUID, Name: name}
-			baseline, assigned, delayed := a.Baseline.UnsortedList(), []int(nil), a.Delayed.UnsortedList()
-			if assigned = baseline; a.Resized.Size() > 0 {
+			baseline, delayed := a.Baseline.UnsortedList(), a.Delayed.UnsortedList()
+			assigned := baseline
+			if a.Resized.Size() > 0 {
 				assigned = a.Resized.UnsortedList()
 			}
 			if name == "" || !entryWithin(a, baseline, assigned, delayed, &mine, onlineMask, online != nil) {
@@ -255,7 +256,7 @@ func rfc3339Year(t time.Time) bool {
 }
 
 // validateHolds checks each hold on its own and against the shared pool,
-// the assigned CPUs (claimed) and the other holds.
+// the containers' CPUs (claimed) and the other holds.
 func (s *State) validateHolds(shared, claimed, onlineMask cpumask.Mask, online *cpuset.CPUSet, sorted bool) error {
 	var held cpumask.Mask
 	for _, podUID := range keys(s.holds, sorted) {
