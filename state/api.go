@@ -6,14 +6,13 @@
 // whole checkpoint file at every commit, as the kubelet does: a temp file,
 // fsync, rename over cpu_manager_state, fsync of the directory, so the file
 // always holds the last state saved. The file keeps the shape of the
-// kubelet's KEP-5554 cpu_manager_state (policyName, defaultCpuSet, entries
-// → {original, resized}, checksum) so an operator who knows the kubelet's
-// file can read it.
+// kubelet's cpu_manager_state (policyName, defaultCpuSet, entries,
+// checksum), each entry {baseline, resized} as in KEP-5554, so an operator
+// who knows the kubelet's file can read it.
 //
 // This package is the only one in the project that touches the state
 // directory. README.md describes the checkpoint format, its checksum, what
-// Load refuses, how the journals of earlier versions are read once, and
-// what ImportKubelet verifies.
+// Load refuses, and what ImportKubelet reads and verifies.
 package state
 
 import (
@@ -135,21 +134,19 @@ type State struct {
 }
 
 // ErrNoCheckpoint is returned by Load and Inspect when the state directory
-// holds no saved state: no checkpoint file (and no journal record of an
-// earlier version).
+// holds no saved state: no checkpoint file.
 var ErrNoCheckpoint = errors.New("no checkpoint file")
 
 // CorruptError says why the saved state was not trusted and where its
 // files were moved aside. Load returns it for a checkpoint file that is
 // empty or truncated, bad JSON, fails its checksum, has an unknown policy
-// name or format version, or values that fail State.Validate (cpusets that
-// do not parse, overlap each other or lie outside the machine, and the
-// like), and for a journal of an earlier version with a bad header, a
-// damaged record in its middle, missing records, or records that make the
-// state inconsistent. The caller rebuilds the state from the runtime's
-// view.
+// name, an earlier or unknown format version, or values that fail
+// State.Validate (cpusets that do not parse, overlap each other or lie
+// outside the machine, and the like), and for a journal an unreleased
+// earlier format kept next to it. The caller rebuilds the state from the
+// runtime's view.
 type CorruptError struct {
-	// Path is the file at fault: the checkpoint file or a journal.
+	// Path is the file at fault: the checkpoint file or a leftover journal.
 	Path string
 	// MovedTo is where that file now is (<name>.corrupt-<timestamp>), or
 	// "" if it was not moved (moving failed, or Inspect, which moves
@@ -167,36 +164,28 @@ func (e *CorruptError) Error() string {
 	return msg
 }
 
-// NewerFormatError says that a file of the state directory was written by
-// a newer nri-cpumanager, in a format version this build does not know:
-// a checkpoint file whose formatVersion is higher than FormatVersion, or a
-// journal whose header says so. Load and Inspect return it and leave the
-// file where it is: nothing is moved or written, and a Store whose Load
-// returned it refuses to Save over it. Treating the file as corrupt would
-// rebuild the state from the runtime and lose every original and resized
-// set (a rollback of the plugin would wipe them), so the plugin refuses
-// to start instead.
+// NewerFormatError says that the checkpoint file was written by a newer
+// nri-cpumanager, in a format version above FormatVersion. Load and
+// Inspect return it and leave the file where it is: nothing is moved or
+// written, and a Store whose Load returned it refuses to Save over it.
+// Treating the file as corrupt would rebuild the state from the runtime
+// and lose every baseline and resized set (a rollback of the plugin would
+// wipe them), so the plugin refuses to start instead.
 type NewerFormatError struct {
 	// Path is the file.
 	Path string
 	// Version is the file's format version.
 	Version int
-	// Newest is the newest version of that kind of file this build reads.
-	Newest int
 }
 
 func (e *NewerFormatError) Error() string {
-	known := fmt.Sprintf("formats 1–%d", e.Newest)
-	if e.Newest == 1 {
-		known = "format 1"
-	}
 	what := "checkpoint"
 	if e.Path != "" {
 		what += " " + e.Path
 	}
-	return fmt.Sprintf("%s was written by a newer nri-cpumanager (format %d; this build reads %s): "+
+	return fmt.Sprintf("%s was written by a newer nri-cpumanager (format %d; this build reads format %d): "+
 		"refusing to start rather than lose it; roll forward, or move the file away to start empty",
-		what, e.Version, known)
+		what, e.Version, FormatVersion)
 }
 
 // InconsistentError is Save's error for a state that fails validation:

@@ -11,11 +11,12 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-// FormatVersion is the checkpoint format version this build writes. Load
-// reads this version and every earlier one; a file with a higher version
-// was written by a newer nri-cpumanager and is refused with a
-// *NewerFormatError, and left in place.
-const FormatVersion = 2
+// FormatVersion is the checkpoint format version this build writes and
+// the only one it reads. A file with a higher version was written by a
+// newer nri-cpumanager and is refused with a *NewerFormatError, and left
+// in place; one with a lower version is of a format that was never
+// released, and is corrupt.
+const FormatVersion = 3
 
 // Marshal encodes a state in the checkpoint format, checksum included. It
 // refuses a state that Unmarshal would refuse for reasons other than the
@@ -46,49 +47,28 @@ func marshalCurrent(s *State) []byte {
 // carries one, and a kubelet cpu_manager_state (which has none) must be
 // brought in with ImportKubelet, whose checks fit that file. A file of a
 // newer version gives a *NewerFormatError.
-//
-// A file of an earlier version may name the journal that continued it;
-// Unmarshal returns the file's state alone (Store.Load and Inspect replay
-// the journal).
 func Unmarshal(data []byte, online cpuset.CPUSet) (*State, error) {
-	s, _, err := unmarshalFile(data, online)
-	return s, err
-}
-
-// unmarshalFile is Unmarshal that also returns the journal reference of a
-// file of the journal design, nil when the file is a whole state.
-func unmarshalFile(data []byte, online cpuset.CPUSet) (*State, *journalRefV1, error) {
 	version, err := peekFormatVersion(data)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	s, ref, err := decodeVersion(version, data)
+	switch {
+	case version > FormatVersion:
+		return nil, &NewerFormatError{Version: version}
+	case version >= 1 && version < FormatVersion:
+		return nil, fmt.Errorf("formatVersion %d is an earlier format that was never released, "+
+			"which this build does not read (it reads format %d only)", version, FormatVersion)
+	case version != FormatVersion:
+		return nil, fmt.Errorf("unknown formatVersion %d (this build reads format %d only)", version, FormatVersion)
+	}
+	s, err := decode(data)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := s.Validate(online); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return s, ref, nil
-}
-
-// decodeVersion decodes a checkpoint of the given format version into the
-// current in-memory State. Each version's decoder verifies its own
-// checksum. When the format changes, version N+1 gets its types and
-// decoder, and older versions are decoded by their own decoder and then
-// migrated forward one version at a time.
-func decodeVersion(version int, data []byte) (*State, *journalRefV1, error) {
-	switch {
-	case version == 1:
-		return decodeV1(data)
-	case version == 2:
-		s, err := decodeV2(data)
-		return s, nil, err
-	case version > FormatVersion:
-		return nil, nil, &NewerFormatError{Version: version, Newest: FormatVersion}
-	default:
-		return nil, nil, fmt.Errorf("unknown formatVersion %d (this build reads 1 to %d)", version, FormatVersion)
-	}
+	return s, nil
 }
 
 // castagnoli is the CRC-32C table of the checksums.
@@ -97,15 +77,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // crc32c returns the CRC-32C (Castagnoli) of data.
 func crc32c(data []byte) uint32 { return crc32.Checksum(data, castagnoli) }
 
-// crc32cUpdate returns the CRC-32C of the data crc covers followed by data.
-func crc32cUpdate(crc uint32, data []byte) uint32 { return crc32.Update(crc, castagnoli, data) }
-
 // zeroChecksumSuffix ends every canonical encoding: the checksum is the
 // last field, and 0 while the checksum is computed.
 const zeroChecksumSuffix = `,"checksum":0}`
 
 // verifyChecksum checks that claimed is the checksum of cp, a decoded
-// checkpoint of any version whose checksum field is 0 (see seal).
+// checkpoint whose checksum field is 0 (see sealCanonical).
 func verifyChecksum(cp any, claimed uint32) error {
 	canonical, err := json.Marshal(cp)
 	if err != nil {
@@ -119,14 +96,14 @@ func verifyChecksum(cp any, claimed uint32) error {
 
 // decodeStrict decodes data, one JSON object and nothing after it, into
 // cp, refusing unknown fields.
-func decodeStrict(data []byte, cp any, version int) error {
+func decodeStrict(data []byte, cp any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(cp); err != nil {
-		return fmt.Errorf("bad JSON for format version %d: %w", version, err)
+		return fmt.Errorf("bad JSON for format version %d: %w", FormatVersion, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("bad JSON for format version %d: data after the checkpoint object", version)
+		return fmt.Errorf("bad JSON for format version %d: data after the checkpoint object", FormatVersion)
 	}
 	return nil
 }

@@ -22,15 +22,17 @@ var kepOnline = cpuset.New(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 
 // kepView is the part of a checkpoint the KEP's example shows.
 type kepView struct {
-	PolicyName    string                                `json:"policyName"`
-	DefaultCPUSet string                                `json:"defaultCpuSet"`
-	Entries       map[string]map[string]containerCPUsV1 `json:"entries"`
+	PolicyName    string                          `json:"policyName"`
+	DefaultCPUSet string                          `json:"defaultCpuSet"`
+	Entries       map[string]map[string]diskEntry `json:"entries"`
 }
 
 // TestKEP5554WalkThrough applies the six steps of KEP-5554's "Checkpoint
-// file example during resize" to one state, saves and loads it after each
-// step, and compares the file with the KEP's file entry by entry (the
-// checksums differ by design: see README.md).
+// file example during resize" (its first text, whose per-container
+// {original, resized} this file keeps as {baseline, resized}) to one
+// state, saves and loads it after each step, and compares the file with
+// the KEP's file entry by entry (the checksums differ by design: see
+// README.md).
 func TestKEP5554WalkThrough(t *testing.T) {
 	const pod1, pod2, c1, c2 = "gu-pod-1-uid", "gu-pod-2-uid", "gu-container-1", "gu-container-2"
 	steps := []struct {
@@ -50,7 +52,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 				s.defaultCPUSet = cpus(t, "0,3-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,3-15",
-				"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":""}}}}`,
+				"entries":{"gu-pod-1-uid":{"gu-container-1":{"baseline":"1-2","resized":""}}}}`,
 		},
 		{
 			name: "gu-pod-1 grown by 2 CPUs",
@@ -59,7 +61,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 				s.defaultCPUSet = cpus(t, "0,5-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,5-15",
-				"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-4"}}}}`,
+				"entries":{"gu-pod-1-uid":{"gu-container-1":{"baseline":"1-2","resized":"1-4"}}}}`,
 		},
 		{
 			name: "gu-pod-1 shrunk by 2 CPUs",
@@ -68,7 +70,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 				s.defaultCPUSet = cpus(t, "0,3-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,3-15",
-				"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-2"}}}}`,
+				"entries":{"gu-pod-1-uid":{"gu-container-1":{"baseline":"1-2","resized":"1-2"}}}}`,
 		},
 		{
 			name: "gu-pod-2 created with two 2-CPU containers",
@@ -78,9 +80,9 @@ func TestKEP5554WalkThrough(t *testing.T) {
 				s.defaultCPUSet = cpus(t, "0,7-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,7-15","entries":{
-				"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-2"}},
-				"gu-pod-2-uid":{"gu-container-1":{"original":"3-4","resized":""},
-				                "gu-container-2":{"original":"5-6","resized":""}}}}`,
+				"gu-pod-1-uid":{"gu-container-1":{"baseline":"1-2","resized":"1-2"}},
+				"gu-pod-2-uid":{"gu-container-1":{"baseline":"3-4","resized":""},
+				                "gu-container-2":{"baseline":"5-6","resized":""}}}}`,
 		},
 		{
 			name: "gu-pod-1 deleted, gu-pod-2's first container grown by 2 CPUs",
@@ -91,8 +93,8 @@ func TestKEP5554WalkThrough(t *testing.T) {
 				s.defaultCPUSet = cpus(t, "0,2,8-15")
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,2,8-15","entries":{
-				"gu-pod-2-uid":{"gu-container-1":{"original":"3-4","resized":"1,3-4,7"},
-				                "gu-container-2":{"original":"5-6","resized":"5-6"}}}}`,
+				"gu-pod-2-uid":{"gu-container-1":{"baseline":"3-4","resized":"1,3-4,7"},
+				                "gu-container-2":{"baseline":"5-6","resized":"5-6"}}}}`,
 		},
 		{
 			name: "first container shrunk by 2, second grown by 2",
@@ -101,8 +103,8 @@ func TestKEP5554WalkThrough(t *testing.T) {
 				s.SetAssignment(pod2, c2, Assignment{Baseline: cpus(t, "5-6"), Resized: cpus(t, "1,5-7")})
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,2,8-15","entries":{
-				"gu-pod-2-uid":{"gu-container-1":{"original":"3-4","resized":"3-4"},
-				                "gu-container-2":{"original":"5-6","resized":"1,5-7"}}}}`,
+				"gu-pod-2-uid":{"gu-container-1":{"baseline":"3-4","resized":"3-4"},
+				                "gu-container-2":{"baseline":"5-6","resized":"1,5-7"}}}}`,
 		},
 	}
 
@@ -142,7 +144,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 	}
 }
 
-func entriesEqual(a, b map[string]map[string]containerCPUsV1) bool {
+func entriesEqual(a, b map[string]map[string]diskEntry) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -172,7 +174,7 @@ func TestRoundTrip(t *testing.T) {
 			s.SetPodResources("burstable", PodRecord{Resources: ResourceRecord{CPUShares: 2, MemoryLimit: -1}})
 			return s
 		}},
-		{"holds and a configuration record", func(t *testing.T) *State { return sampleStateV2(t) }},
+		{"holds and a configuration record", func(t *testing.T) *State { return sampleStateFull(t) }},
 		{"holds since the zero time and in another zone", func(t *testing.T) *State {
 			s := New(cpus(t, "3-15"))
 			s.SetHold("p1", Hold{CPUs: cpus(t, "0-1"), Since: time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("X", -7*3600))})
@@ -213,7 +215,7 @@ func TestRoundTrip(t *testing.T) {
 // independently of the code that writes it: CRC-32C of the file with the
 // checksum's value replaced by 0.
 func TestChecksumIsCRC32COfCanonicalEncoding(t *testing.T) {
-	data, err := Marshal(sampleStateV2(t))
+	data, err := Marshal(sampleStateFull(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,49 +231,30 @@ func TestChecksumIsCRC32COfCanonicalEncoding(t *testing.T) {
 	if sum := crc32.Checksum(canonical, crc32.MakeTable(crc32.Castagnoli)); uint64(sum) != claimed {
 		t.Errorf("file says checksum %d, CRC-32C of the canonical encoding is %d", claimed, sum)
 	}
-	if !bytes.HasPrefix(data, []byte(`{"policyName":"static","formatVersion":2,"defaultCpuSet":`)) {
+	if !bytes.HasPrefix(data, []byte(`{"policyName":"static","formatVersion":3,"defaultCpuSet":`)) {
 		t.Errorf("file does not start with the documented fields:\n%s", data)
 	}
 }
 
-// TestGoldenFiles pins the format versions: every checked-in file must
-// keep loading in every later build, to the state it was written from;
-// this build writes the current version exactly as checked in, and older
-// ones as the current version (migrated forward).
-func TestGoldenFiles(t *testing.T) {
-	tests := []struct {
-		file    string
-		state   func(testing.TB) *State
-		current bool
-	}{
-		{"checkpoint-v1.json", sampleState, false},
-		{"checkpoint-v2.json", sampleStateV2, true},
+// TestGoldenFile pins the format: the checked-in file (README.md's
+// example) loads to the state it was written from, and this build writes
+// that state exactly as checked in.
+func TestGoldenFile(t *testing.T) {
+	file := fmt.Sprintf("checkpoint-v%d.json", FormatVersion)
+	golden, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range tests {
-		t.Run(tc.file, func(t *testing.T) {
-			golden, err := os.ReadFile(filepath.Join("testdata", tc.file))
-			if err != nil {
-				t.Fatal(err)
-			}
-			golden = bytes.TrimSuffix(golden, []byte("\n"))
-			s, err := Unmarshal(golden, kepOnline)
-			if err != nil {
-				t.Fatalf("golden checkpoint no longer loads: %v", err)
-			}
-			if !s.Equal(tc.state(t)) {
-				t.Error("golden checkpoint decodes to a different state")
-			}
-			data, err := Marshal(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.current && !bytes.Equal(data, golden) {
-				t.Errorf("encoding changed:\n got %s\nwant %s", data, golden)
-			}
-			if !bytes.HasPrefix(data, []byte(fmt.Sprintf(`{"policyName":"static","formatVersion":%d,`, FormatVersion))) {
-				t.Errorf("not written in the current format version:\n%s", data)
-			}
-		})
+	golden = bytes.TrimSuffix(golden, []byte("\n"))
+	s, err := Unmarshal(golden, kepOnline)
+	if err != nil {
+		t.Fatalf("%s no longer loads: %v", file, err)
+	}
+	if !s.Equal(sampleStateFull(t)) {
+		t.Errorf("%s decodes to a different state", file)
+	}
+	if data, err := Marshal(s); err != nil || !bytes.Equal(data, golden) {
+		t.Errorf("encoding changed (%v):\n got %s\nwant %s", err, data, golden)
 	}
 }
 
@@ -283,9 +266,16 @@ func TestMarshalRefusesInconsistentState(t *testing.T) {
 	}{
 		{"overlap", func(s *State) { s.SetAssignment("pod-c", "x", Assignment{Baseline: cpus(t, "7")}) }, "overlap on CPUs"},
 		{"shared", func(s *State) { s.defaultCPUSet = cpus(t, "0,5") }, "overlaps defaultCpuSet"},
-		{"shrunk below original", func(s *State) {
+		{"shrunk below baseline", func(s *State) {
 			s.SetAssignment("pod-a", "app", Assignment{Baseline: cpus(t, "1-2"), Resized: cpus(t, "2-3")})
-		}, "does not contain original"},
+		}, "does not contain baseline"},
+		{"delayed and shared", func(s *State) {
+			s.SetAssignment("pod-b", "db", Assignment{Baseline: cpus(t, "6-7"), Delayed: cpus(t, "8"), ReleaseAt: time.Unix(1, 0)})
+		}, `pod "pod-b" container "db" (CPUs "6-8") overlaps defaultCpuSet "0,8-15" on CPUs "8"`},
+		{"released at a year RFC 3339 cannot write", func(s *State) {
+			s.SetDefaultCPUSet(cpus(t, "0,9-15"))
+			s.SetAssignment("pod-b", "db", Assignment{Baseline: cpus(t, "6-7"), Delayed: cpus(t, "8"), ReleaseAt: time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)})
+		}, "release time -0001-01-01 00:00:00 +0000 UTC is outside the years 0000-9999"},
 		{"dangling id", func(s *State) { s.SetContainer("c-x", ContainerRef{PodUID: "pod-x", Name: "x"}) }, "has no entry"},
 		{"held and assigned", func(s *State) { s.SetHold("pod-x", Hold{CPUs: cpus(t, "2")}) }, `hold of pod "pod-x" (CPUs "2") and pod "pod-a" container "app"`},
 		{"held and shared", func(s *State) { s.SetHold("pod-x", Hold{CPUs: cpus(t, "15")}) }, "overlaps defaultCpuSet"},

@@ -88,7 +88,7 @@ func TestSaveFailsWithTheDisksReasonAndRecovers(t *testing.T) {
 		{"sync", "fsync temp file: sync (injected): no space left on device", syscall.ENOSPC},
 		{"rename", "rename temp file: rename (injected): input/output error", syscall.EIO},
 	}
-	before, after := sampleState(t), sampleStateV2(t)
+	before, after := sampleState(t), sampleStateFull(t)
 	for _, tc := range tests {
 		t.Run(tc.op, func(t *testing.T) {
 			dir := t.TempDir()
@@ -170,7 +170,7 @@ func TestStartAndSaveOnAFullDisk(t *testing.T) {
 	if got, err := st.Load(kepOnline); err != nil || !got.Equal(sampleState(t)) {
 		t.Fatalf("Load on a full disk: %v", err)
 	}
-	err := st.Save(sampleStateV2(t))
+	err := st.Save(sampleStateFull(t))
 	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "no space left on device") {
 		t.Fatalf("Save on a full disk: %v, want no space left on device", err)
 	}
@@ -180,10 +180,10 @@ func TestStartAndSaveOnAFullDisk(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Save(sampleStateV2(t)); err != nil {
+	if err := st.Save(sampleStateFull(t)); err != nil {
 		t.Fatalf("Save once there is room: %v", err)
 	}
-	if got := inspectDir(t, dir); !got.Equal(sampleStateV2(t)) {
+	if got := inspectDir(t, dir); !got.Equal(sampleStateFull(t)) {
 		t.Error("the Save once there is room is not on disk")
 	}
 }
@@ -249,16 +249,16 @@ func TestStartAndSaveOnAReadOnlyDisk(t *testing.T) {
 			if got, err := st.Load(kepOnline); err != nil || !got.Equal(sampleState(t)) {
 				t.Fatalf("Load on a read-only disk: %v", err)
 			}
-			err = st.Save(sampleStateV2(t))
+			err = st.Save(sampleStateFull(t))
 			if !errors.Is(err, syscall.EROFS) || !strings.Contains(err.Error(), "read-only file system") {
 				t.Fatalf("Save on a read-only disk: %v, want read-only file system", err)
 			}
 
 			remount(t, mnt, false)
-			if err := st.Save(sampleStateV2(t)); err != nil {
+			if err := st.Save(sampleStateFull(t)); err != nil {
 				t.Fatalf("Save once the disk is writable: %v", err)
 			}
-			if got := inspectDir(t, dir); !got.Equal(sampleStateV2(t)) {
+			if got := inspectDir(t, dir); !got.Equal(sampleStateFull(t)) {
 				t.Error("the Save once the disk is writable is not on disk")
 			}
 		})

@@ -25,13 +25,15 @@ type encoder struct {
 	mask cpumask.Mask
 }
 
-// canonical returns the canonical encoding of s in the format this build
-// writes (version 2, checkpointV2), with "checksum":0. The bytes are the
+// canonical returns the canonical encoding of s (diskCheckpoint), with
+// "checksum":0. The bytes are the
 // encoder's, until its next use.
 func (e *encoder) canonical(s *State) []byte {
 	e.buf = append(e.buf[:0], `{"policyName":`...)
 	e.buf = appendJSONString(e.buf, PolicyName)
-	e.buf = append(e.buf, `,"formatVersion":2,"defaultCpuSet":`...)
+	e.buf = append(e.buf, `,"formatVersion":`...)
+	e.buf = strconv.AppendInt(e.buf, FormatVersion, 10)
+	e.buf = append(e.buf, `,"defaultCpuSet":`...)
 	e.cpuList(s.defaultCPUSet)
 
 	pods := make([]string, 0, len(s.entries))
@@ -48,11 +50,7 @@ func (e *encoder) canonical(s *State) []byte {
 		for j, name := range sortedKeys(containers) {
 			a := containers[name]
 			e.key(j, "", name)
-			e.buf = append(e.buf, `{"original":`...)
-			e.cpuList(a.Baseline)
-			e.buf = append(e.buf, `,"resized":`...)
-			e.cpuList(a.Resized)
-			e.buf = append(e.buf, '}')
+			e.entry(a)
 		}
 		e.buf = append(e.buf, '}')
 	}
@@ -104,15 +102,43 @@ func (e *encoder) canonical(s *State) []byte {
 		e.key(i, `,"holds":{`, podUID)
 		e.buf = append(e.buf, `{"cpus":`...)
 		e.cpuList(h.CPUs)
-		e.buf = append(e.buf, `,"since":"`...)
-		e.buf = h.Since.UTC().AppendFormat(e.buf, time.RFC3339Nano)
-		e.buf = append(e.buf, `"}`...)
+		e.buf = append(e.buf, `,"since":`...)
+		e.time(h.Since)
+		e.buf = append(e.buf, '}')
 	}
 	if len(s.holds) > 0 {
 		e.buf = append(e.buf, '}')
 	}
 	e.buf = append(e.buf, zeroChecksumSuffix...)
 	return e.buf
+}
+
+// entry appends a as encoding/json encodes diskEntry: "init" and
+// "delayed" only when set.
+func (e *encoder) entry(a Assignment) {
+	e.buf = append(e.buf, `{"baseline":`...)
+	e.cpuList(a.Baseline)
+	e.buf = append(e.buf, `,"resized":`...)
+	e.cpuList(a.Resized)
+	if a.Init {
+		e.buf = append(e.buf, `,"init":true`...)
+	}
+	if !a.Delayed.IsEmpty() || !a.ReleaseAt.IsZero() {
+		e.buf = append(e.buf, `,"delayed":{"cpus":`...)
+		e.cpuList(a.Delayed)
+		e.buf = append(e.buf, `,"releaseAt":`...)
+		e.time(a.ReleaseAt)
+		e.buf = append(e.buf, '}')
+	}
+	e.buf = append(e.buf, '}')
+}
+
+// time appends t as a quoted RFC 3339 time in UTC, with nanoseconds when
+// it has any (digits, letters and punctuation: nothing to escape).
+func (e *encoder) time(t time.Time) {
+	e.buf = append(e.buf, '"')
+	e.buf = t.UTC().AppendFormat(e.buf, time.RFC3339Nano)
+	e.buf = append(e.buf, '"')
 }
 
 // sortedKeys returns the keys of m, sorted.
@@ -137,8 +163,8 @@ func (e *encoder) key(i int, open, key string) {
 	e.buf = append(e.buf, ':')
 }
 
-// resources appends resources as encoding/json encodes resourcesV2: zero
-// values left out.
+// resources appends resources as encoding/json encodes diskResources:
+// zero values left out.
 func (e *encoder) resources(r ResourceRecord) {
 	e.buf = append(e.buf, '{')
 	sep := ""

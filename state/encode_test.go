@@ -14,58 +14,53 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
-// The reference encoder: a state converted to the frozen version-1 types
-// and encoded by encoding/json, which is what Load re-encodes to verify
-// the checksum. The tests also use it to write files that Save would
-// refuse to write.
+// The reference encoder: a state converted to the on-disk types and
+// encoded by encoding/json, which is what Load re-encodes to verify the
+// checksum. The tests also use it to write files that Save would refuse
+// to write.
 
-// encodeV1 converts a state into its version-1 form, checksum unset.
-func encodeV1(s *State) checkpointV1 {
-	cp := checkpointV1{
+// encodeDisk converts a state into its on-disk form, checksum unset.
+func encodeDisk(s *State) diskCheckpoint {
+	cp := diskCheckpoint{
 		PolicyName:    PolicyName,
-		FormatVersion: 1,
+		FormatVersion: FormatVersion,
 		DefaultCPUSet: cpumask.Format(s.defaultCPUSet),
-		Entries:       make(map[string]map[string]containerCPUsV1, len(s.entries)),
-		Containers:    make(map[string]containerRefV1, len(s.containers)),
-		Pods:          make(map[string]podResourcesV1, len(s.pods)),
+		Entries:       make(map[string]map[string]diskEntry, len(s.entries)),
+		Containers:    make(map[string]diskContainerRef, len(s.containers)),
+		Pods:          make(map[string]diskPod, len(s.pods)),
+		Holds:         make(map[string]diskHold, len(s.holds)),
 	}
 	for podUID, containers := range s.entries {
 		if len(containers) == 0 {
 			continue
 		}
-		entries := make(map[string]containerCPUsV1, len(containers))
+		entries := make(map[string]diskEntry, len(containers))
 		for name, a := range containers {
-			entries[name] = containerCPUsV1{Original: cpumask.Format(a.Baseline), Resized: cpumask.Format(a.Resized)}
+			e := diskEntry{Baseline: cpumask.Format(a.Baseline), Resized: cpumask.Format(a.Resized), Init: a.Init}
+			if !a.Delayed.IsEmpty() || !a.ReleaseAt.IsZero() {
+				e.Delayed = &diskDelayed{CPUs: cpumask.Format(a.Delayed), ReleaseAt: a.ReleaseAt.UTC().Format(time.RFC3339Nano)}
+			}
+			entries[name] = e
 		}
 		cp.Entries[podUID] = entries
 	}
 	for id, ref := range s.containers {
-		cp.Containers[id] = containerRefV1(ref)
+		cp.Containers[id] = diskContainerRef(ref)
 	}
 	for podUID, r := range s.pods {
-		cp.Pods[podUID] = podResourcesV1{Resources: resourcesV1(r.Resources), Overhead: resourcesV1(r.Overhead)}
+		cp.Pods[podUID] = diskPod{Resources: diskResources(r.Resources), Overhead: diskResources(r.Overhead)}
 	}
-	return cp
-}
-
-// encodeV2 converts a state into its version-2 form, checksum unset.
-func encodeV2(s *State) checkpointV2 {
-	v1 := encodeV1(s)
-	cp := *v1.migrate()
 	if s.config != nil {
-		cp.Config = &configV2{ReservedCPUSet: cpumask.Format(s.config.ReservedCPUs), Keys: s.config.Keys}
+		cp.Config = &diskConfig{ReservedCPUSet: cpumask.Format(s.config.ReservedCPUs), Keys: s.config.Keys}
 	}
-	if len(s.holds) > 0 {
-		cp.Holds = make(map[string]holdV2, len(s.holds))
-		for podUID, h := range s.holds {
-			cp.Holds[podUID] = holdV2{CPUs: cpumask.Format(h.CPUs), Since: h.Since.UTC().Format(time.RFC3339Nano)}
-		}
+	for podUID, h := range s.holds {
+		cp.Holds[podUID] = diskHold{CPUs: cpumask.Format(h.CPUs), Since: h.Since.UTC().Format(time.RFC3339Nano)}
 	}
 	return cp
 }
 
-// seal encodes cp, a checkpoint of any version whose checksum field is 0,
-// with encoding/json and its checksum.
+// seal encodes cp, a checkpoint (or a look-alike of another version) whose
+// checksum field is 0, with encoding/json and its checksum.
 func seal(cp any) ([]byte, error) {
 	canonical, err := json.Marshal(cp)
 	if err != nil {
@@ -80,7 +75,7 @@ func seal(cp any) ([]byte, error) {
 // referenceEncoding is what encoding/json writes for s.
 func referenceEncoding(t testing.TB, s *State) []byte {
 	t.Helper()
-	data, err := seal(encodeV2(s))
+	data, err := seal(encodeDisk(s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +91,17 @@ func TestEncoderMatchesEncodingJSON(t *testing.T) {
 	podsOnly.SetPodResources("p", PodRecord{Overhead: ResourceRecord{CPUPeriod: 1}})
 	emptyPod := sampleState(t)
 	emptyPod.entries["ghost"] = map[string]Assignment{}
+	releases := New(cpus(t, "0"))
+	releases.SetAssignment("p", "whole-second", Assignment{Baseline: cpus(t, "1"), Delayed: cpus(t, "2-3,5"),
+		ReleaseAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("X", -7*3600))})
+	releases.SetAssignment("p", "nanoseconds", Assignment{Baseline: cpus(t, "6"), Resized: cpus(t, "6-7"), Init: true,
+		Delayed: cpus(t, "8"), ReleaseAt: time.Date(9999, 12, 31, 23, 59, 59, 1, time.UTC)})
 	states := map[string]*State{
 		"empty":                    New(cpuset.New()),
 		"zero value":               {},
 		"sample":                   sampleState(t),
+		"every part of a state":    sampleStateFull(t),
+		"init and delayed entries": releases,
 		"names that need escaping": escaping,
 		"pod resources only":       podsOnly,
 		"a pod with an empty map":  emptyPod,

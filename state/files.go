@@ -9,6 +9,9 @@ import (
 )
 
 const (
+	// journalPrefix starts the name of a journal an unreleased earlier
+	// format kept next to the checkpoint file.
+	journalPrefix = CheckpointFile + ".journal."
 	// tempPrefix starts the name of a checkpoint being written.
 	tempPrefix = CheckpointFile + ".tmp-"
 	// corruptSuffix, followed by a UTC timestamp, ends the name of a file
@@ -53,21 +56,26 @@ func writeFileAtomic(fsys fileSystem, dir, path string, data []byte) (err error)
 	return fsys.SyncDir(dir)
 }
 
-// removeObsolete deletes what a whole checkpoint file makes obsolete: the
-// journals of earlier versions and the temp files of writes that never
-// finished. It syncs the directory if it removed anything.
-func removeObsolete(fsys fileSystem, dir string) error {
+// isJournal reports whether name is a journal of an unreleased earlier
+// format (one moved aside is not).
+func isJournal(name string) bool {
+	return strings.HasPrefix(name, journalPrefix) && !strings.Contains(name, corruptSuffix)
+}
+
+// removeTempFiles deletes the temp files of writes that never finished.
+// It syncs the directory if it removed anything.
+func removeTempFiles(fsys fileSystem, dir string) error {
 	names, err := fsys.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("list state directory: %w", err)
 	}
 	removed := false
 	for _, name := range names {
-		if _, journal := parseJournalName(name); !journal && !strings.HasPrefix(name, tempPrefix) {
+		if !strings.HasPrefix(name, tempPrefix) {
 			continue
 		}
 		if err := fsys.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove obsolete file: %w", err)
+			return fmt.Errorf("remove temp file: %w", err)
 		}
 		removed = true
 	}
@@ -78,7 +86,7 @@ func removeObsolete(fsys fileSystem, dir string) error {
 }
 
 // stateFiles returns the paths of dir's checkpoint file (if it exists) and
-// journals.
+// leftover journals.
 func stateFiles(fsys fileSystem, dir string) ([]string, error) {
 	names, err := fsys.ReadDir(dir)
 	if err != nil {
@@ -86,7 +94,7 @@ func stateFiles(fsys fileSystem, dir string) ([]string, error) {
 	}
 	var paths []string
 	for _, name := range names {
-		if _, journal := parseJournalName(name); journal || name == CheckpointFile {
+		if name == CheckpointFile || isJournal(name) {
 			paths = append(paths, filepath.Join(dir, name))
 		}
 	}

@@ -9,10 +9,9 @@ import (
 	"testing"
 )
 
-// The files of testdata/future were "written by a newer nri-cpumanager":
-// checkpoint-v3.json, a checkpoint of format version 3 with fields this
-// build does not know and a checksum it cannot check, and journal/, a
-// journal whose header says journal format 2.
+// testdata/future/checkpoint-v4.json was "written by a newer
+// nri-cpumanager": a checkpoint of format version 4 with fields this build
+// does not know and a checksum it cannot check.
 
 // futureFile returns the content of testdata/future/<name>.
 func futureFile(t testing.TB, name string) []byte {
@@ -24,44 +23,22 @@ func futureFile(t testing.TB, name string) []byte {
 	return data
 }
 
-// TestFileFromTheFuture: a checkpoint or a journal of a newer format is
-// refused with a *NewerFormatError that says what happened and what to do,
-// whatever else the directory holds, and the directory is left as it is:
-// nothing moved aside, nothing written, not even by a later Save.
+// TestFileFromTheFuture: a checkpoint of a newer format is refused with a
+// *NewerFormatError that says what happened and what to do, whatever else
+// the directory holds, and the directory is left as it is: nothing moved
+// aside, nothing written, not even by a later Save.
 func TestFileFromTheFuture(t *testing.T) {
-	futureJournal := futureFile(t, "journal/"+journalName(1))
-	damagedJournal, err := os.ReadFile(filepath.Join("testdata", "journal", "damaged-middle-record", journalName(2)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1Ref := encodeV1(sampleState(t))
-	v1Ref.Journal = &journalRefV1{Generation: 1}
-	v1WithJournal, err := seal(v1Ref)
-	if err != nil {
-		t.Fatal(err)
-	}
+	future := futureFile(t, "checkpoint-v4.json")
 	tests := []struct {
-		name    string
-		files   map[string][]byte
-		path    string // of the file at fault
-		version int
-		text    string
+		name  string
+		files map[string][]byte
 	}{
-		{"a checkpoint of format 3", map[string][]byte{CheckpointFile: futureFile(t, "checkpoint-v3.json")},
-			CheckpointFile, 3, "format 3; this build reads formats 1–2"},
-		{"a checkpoint of format 3 and a damaged journal", map[string][]byte{
-			CheckpointFile:   futureFile(t, "checkpoint-v3.json"),
-			journalName(2):   damagedJournal,
-			tempPrefix + "7": []byte("{"),
-		}, CheckpointFile, 3, "format 3; this build reads formats 1–2"},
-		{"a journal of format 2", map[string][]byte{journalName(1): futureJournal},
-			journalName(1), 2, "format 2; this build reads format 1"},
-		{"a journal of format 2 continuing a version-1 file", map[string][]byte{
-			CheckpointFile: v1WithJournal, journalName(1): futureJournal,
-		}, journalName(1), 2, "format 2; this build reads format 1"},
-		{"a journal of format 2 next to a whole file", map[string][]byte{
-			CheckpointFile: referenceEncoding(t, sampleState(t)), journalName(1): futureJournal,
-		}, journalName(1), 2, "format 2; this build reads format 1"},
+		{"a checkpoint of format 4", map[string][]byte{CheckpointFile: future}},
+		{"a checkpoint of format 4, a journal and a temp file", map[string][]byte{
+			CheckpointFile:         future,
+			journalPrefix + "0001": []byte("NRICPUJ1"),
+			tempPrefix + "7":       []byte("{"),
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,16 +52,16 @@ func TestFileFromTheFuture(t *testing.T) {
 				}
 			}
 			before := dirImage(t, dir)
-			path := filepath.Join(dir, tc.path)
-			want := "checkpoint " + path + " was written by a newer nri-cpumanager (" + tc.text +
-				"): refusing to start rather than lose it; roll forward, or move the file away to start empty"
+			path := filepath.Join(dir, CheckpointFile)
+			want := "checkpoint " + path + " was written by a newer nri-cpumanager (format 4; this build reads format 3): " +
+				"refusing to start rather than lose it; roll forward, or move the file away to start empty"
 
 			_, err := Inspect(dir, kepOnline)
-			checkNewer(t, "Inspect", err, path, tc.version, want)
+			checkNewer(t, "Inspect", err, path, 4, want)
 
 			st := openTestStore(t, dir)
 			_, err = st.Load(kepOnline)
-			checkNewer(t, "Load", err, path, tc.version, want)
+			checkNewer(t, "Load", err, path, 4, want)
 			err = st.Save(sampleState(t))
 			var newer *NewerFormatError
 			if !errors.As(err, &newer) || !strings.Contains(err.Error(), want) {
@@ -114,8 +91,8 @@ func checkNewer(t *testing.T, what string, err error, path string, version int, 
 }
 
 func TestUnmarshalOfANewerFormat(t *testing.T) {
-	_, err := Unmarshal(futureFile(t, "checkpoint-v3.json"), kepOnline)
-	want := "checkpoint was written by a newer nri-cpumanager (format 3; this build reads formats 1–2): " +
+	_, err := Unmarshal(futureFile(t, "checkpoint-v4.json"), kepOnline)
+	want := "checkpoint was written by a newer nri-cpumanager (format 4; this build reads format 3): " +
 		"refusing to start rather than lose it; roll forward, or move the file away to start empty"
 	var newer *NewerFormatError
 	if !errors.As(err, &newer) || err.Error() != want {

@@ -3,11 +3,8 @@ package state
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
-
-	"k8s.io/utils/cpuset"
 )
 
 // The seed corpora are checked in under testdata/fuzz/<target>: valid and
@@ -20,13 +17,16 @@ import (
 // decoded leniently, given a matching checksum and decoded again, so the
 // checks behind the checksum are fuzzed too.
 func FuzzUnmarshal(f *testing.F) {
-	f.Add([]byte(`{"policyName":"static","formatVersion":2,"defaultCpuSet":"0-15","checksum":0}`))
-	f.Add([]byte(`{"policyName":"static","formatVersion":2,"defaultCpuSet":"1-15","config":{"reservedCpuSet":"0","keys":{"a":"b"}},` +
+	f.Add([]byte(`{"policyName":"static","formatVersion":3,"defaultCpuSet":"0-15","checksum":0}`))
+	f.Add([]byte(`{"policyName":"static","formatVersion":3,"defaultCpuSet":"1-15","config":{"reservedCpuSet":"0","keys":{"a":"b"}},` +
 		`"holds":{"p":{"cpus":"2","since":"2026-11-25T12:00:00Z"}},"checksum":0}`))
+	f.Add([]byte(`{"policyName":"static","formatVersion":3,"defaultCpuSet":"0,6-15","entries":{"p":{` +
+		`"a":{"baseline":"2-3","resized":"","delayed":{"cpus":"4","releaseAt":"2026-11-25T12:00:00.000000001Z"}},` +
+		`"i":{"baseline":"1-2","resized":"","init":true},"s":{"baseline":"1","resized":"1,5"}}},"checksum":0}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkUnmarshalAccepts(t, data)
 
-		var cp checkpointV2
+		var cp diskCheckpoint
 		if json.Unmarshal(data, &cp) != nil {
 			return
 		}
@@ -73,6 +73,7 @@ func checkUnmarshalAccepts(t *testing.T, data []byte) {
 // saved.
 func FuzzImportKubelet(f *testing.F) {
 	f.Add([]byte(`{"policyName":"static","defaultCpuSet":"0,3-15","entries":{"p":{"c":"1-2"}},"checksum":1}`))
+	f.Add([]byte(v4File(`{"policyName":"static","defaultCpuSet":"0,5-15","entries":{"p":{"c":"1-4"}},"baselines":{"p":{"c":{"baseline":"1-2"}}}}`)))
 	resolve := func(id string) (ContainerRef, bool) {
 		if strings.HasPrefix(id, "ctr") {
 			return ContainerRef{PodUID: "pod-of-" + id, Name: "c"}, true
@@ -96,61 +97,6 @@ func FuzzImportKubelet(f *testing.F) {
 		}
 		if back, err := Unmarshal(out, crashOnline); err != nil || !back.Equal(s) {
 			t.Fatalf("imported state does not survive a round trip (%v)\n%q", err, data)
-		}
-	})
-}
-
-// FuzzJournal feeds arbitrary bytes to the journal reader as journal
-// generation 1 of a state directory of the journal design without a
-// checkpoint file. Reading must never panic; replaying the records it
-// accepts over their own result must change nothing (each op names its
-// key and value); and whatever state replay accepts must be valid and
-// savable.
-func FuzzJournal(f *testing.F) {
-	f.Add(journalHeader(1))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		records, err := parseJournal(data, 1)
-		s, replayErr := replay(New(cpuset.New()), journalRefV1{}, "", []journalData{{path: journalName(1), gen: 1, data: data}}, crashOnline)
-		var c *corruption
-		if err != nil {
-			if records != nil {
-				t.Fatalf("parseJournal returned records with error %v", err)
-			}
-			if !errors.As(replayErr, &c) {
-				t.Fatalf("replay did not refuse a journal parseJournal refuses: %v", replayErr)
-			}
-			return
-		}
-		replayed := New(cpuset.New())
-		for _, r := range records {
-			for _, o := range r.ops {
-				o.apply(replayed)
-			}
-		}
-		again := replayed.Clone()
-		for _, r := range records {
-			for _, o := range r.ops {
-				o.apply(again)
-			}
-		}
-		if !again.Equal(replayed) {
-			t.Fatal("replaying the records over their own result changed the state")
-		}
-		if replayErr != nil {
-			if !errors.As(replayErr, &c) && !errors.Is(replayErr, ErrNoCheckpoint) {
-				t.Fatalf("replay failed with neither corruption nor no checkpoint: %v", replayErr)
-			}
-			return
-		}
-		if !s.Equal(replayed) {
-			t.Fatal("replay accepted a state that is not the replay of the records")
-		}
-		out, err := Marshal(s)
-		if err != nil {
-			t.Fatalf("accepted state cannot be saved: %v", err)
-		}
-		if back, err := Unmarshal(out, crashOnline); err != nil || !back.Equal(s) {
-			t.Fatalf("accepted state does not survive a round trip (%v)", err)
 		}
 	})
 }

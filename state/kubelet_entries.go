@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"maps"
 	"slices"
 	"strings"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // kubeletImport collects what a kubelet checkpoint says while it is
@@ -112,6 +113,61 @@ func (imp *kubeletImport) add(ref ContainerRef, where, originalText, resizedText
 	}
 	imp.containers[ref] = a
 	imp.source[ref] = where
+	return nil
+}
+
+// applyBaselines gives the containers the baselines V4's data recorded
+// (baselines, or originals in the KEP's earlier drafts): a container's
+// entry holds its current CPUs, which become its resized set when they
+// differ from its baseline and must contain it.
+func (imp *kubeletImport) applyBaselines(baselines, originals map[string]map[string]kubeletBaseline) error {
+	key := "baselines"
+	switch {
+	case len(baselines) > 0 && len(originals) > 0:
+		return fmt.Errorf("data holds both baselines and originals: it is not a layout the kubelet writes")
+	case len(originals) > 0:
+		baselines, key = originals, "originals"
+	}
+	for _, podUID := range slices.Sorted(maps.Keys(baselines)) {
+		for _, name := range slices.Sorted(maps.Keys(baselines[podUID])) {
+			ref := ContainerRef{PodUID: podUID, Name: name}
+			where := fmt.Sprintf("%s[%q][%q]", key, podUID, name)
+			b := baselines[podUID][name]
+			text := b.Baseline
+			if text == nil {
+				text = b.Original
+			}
+			if text == nil {
+				return fmt.Errorf("%s has neither %q nor %q", where, "baseline", "original")
+			}
+			baseline, err := cpumask.Parse(*text, cpumask.MaxID)
+			if err != nil {
+				return fmt.Errorf("%s: baseline %q does not parse: %w", where, *text, err)
+			}
+			a, ok := imp.containers[ref]
+			switch {
+			case !ok:
+				imp.warn("%s: %s has a baseline (CPUs %q) but no entry; not imported", where, ref, *text)
+				continue
+			case baseline.IsEmpty():
+				imp.warn("%s: %s has an empty baseline; its current CPUs are imported as its baseline", where, ref)
+				continue
+			}
+			current := a.Assigned()
+			if !baseline.IsSubsetOf(current) {
+				return fmt.Errorf("%s: %s runs on CPUs %q (%s), which do not contain its baseline %q (missing CPUs %q): "+
+					"a resize never takes baseline CPUs away", where, ref, current, imp.source[ref], baseline, baseline.Difference(current))
+			}
+			a = Assignment{Baseline: baseline}
+			if !current.Equals(baseline) {
+				a.Resized = current
+			}
+			if err := validateAssignment(ref, a, &imp.online); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+			imp.containers[ref] = a
+		}
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,7 +15,17 @@ import (
 
 // The files under testdata/kubelet are in the kubelet's layouts; their
 // checksums are not the kubelet's real ones except in none.json, v2.json
-// and kep5554-v3.json (ImportKubelet does not verify them).
+// and kep5554-v3.json (ImportKubelet does not verify them). The v4-*
+// files are V4 (CPUManagerCheckpointData in "data"): without baselines
+// (v4-data-1.37.json), with baselines of containers never resized
+// (v4-baselines.json), with KEP-5554's example of resized containers
+// (v4-resized.json), and that example in the KEP's earlier naming
+// (v4-originals-draft.json).
+
+// v4File returns a V4 checkpoint whose "data" is data.
+func v4File(data string) string {
+	return `{"policyName":"static","defaultCpuSet":"0","checksum":0,"data":` + strconv.Quote(data) + `,"dataChecksum":1}`
+}
 
 // resolveFrom returns a v1 resolver backed by a map.
 func resolveFrom(ids map[string]ContainerRef) func(string) (ContainerRef, bool) {
@@ -36,7 +47,7 @@ func TestImportKubelet(t *testing.T) {
 		online   string
 		resolve  func(string) (ContainerRef, bool)
 		defaults string
-		entries  map[ContainerRef]string // ref → "original" or "original/resized"
+		entries  map[ContainerRef]string // ref → "baseline" or "baseline/resized"
 		warnings []string                // substrings, one per warning, in order
 	}{
 		{
@@ -104,6 +115,48 @@ func TestImportKubelet(t *testing.T) {
 			file:   `{"policyName":"static","defaultCpuSet":"0,3-15","entries":{"p":{"c":"1-2"}},"checksum":0,"data":""}`,
 			online: "0-15", defaults: "0,3-15",
 			entries: map[ContainerRef]string{{PodUID: "p", Name: "c"}: "1-2"},
+		},
+		{
+			name: "V4 with baselines, none resized", file: "v4-baselines.json", online: "0-15",
+			defaults: "0,5-15",
+			entries: map[ContainerRef]string{
+				{PodUID: "pod-a", Name: "app"}: "1-2", {PodUID: "pod-a", Name: "sidecar"}: "3", {PodUID: "pod-b", Name: "db"}: "4",
+			},
+		},
+		{
+			name: "V4 with resized containers (KEP-5554's example)", file: "v4-resized.json", online: "0-15",
+			defaults: "0-2,7,10-15",
+			entries: map[ContainerRef]string{
+				{PodUID: "gu-pod-2-uid", Name: "gu-container-1"}: "3-4/3-4,8-9",
+				{PodUID: "gu-pod-2-uid", Name: "gu-container-2"}: "5-6",
+			},
+		},
+		{
+			name: "V4 in the KEP draft's naming: originals", file: "v4-originals-draft.json", online: "0-15",
+			defaults: "0-2,7,10-15",
+			entries: map[ContainerRef]string{
+				{PodUID: "gu-pod-2-uid", Name: "gu-container-1"}: "3-4/3-4,8-9",
+				{PodUID: "gu-pod-2-uid", Name: "gu-container-2"}: "5-6",
+			},
+		},
+		{
+			name: "V4 baselines without an entry, empty, and an unknown field of data",
+			file: v4File(`{"policyName":"static","defaultCpuSet":"0,4-7","entries":{"p":{"a":"1-2","b":"3"}},` +
+				`"baselines":{"p":{"a":{"baseline":""},"gone":{"baseline":"5"}}},"resizes":{}}`),
+			online: "0-7", defaults: "0,4-7",
+			entries: map[ContainerRef]string{{PodUID: "p", Name: "a"}: "1-2", {PodUID: "p", Name: "b"}: "3"},
+			warnings: []string{
+				`baselines["p"]["a"]: pod "p" container "a" has an empty baseline; its current CPUs are imported as its baseline`,
+				`baselines["p"]["gone"]: pod "p" container "gone" has a baseline (CPUs "5") but no entry; not imported`,
+				`unknown field of data "resizes" ignored`,
+			},
+		},
+		{
+			name:   "baselines outside data are not the kubelet's",
+			file:   `{"policyName":"static","defaultCpuSet":"0,3-7","entries":{"p":{"c":"1-2"}},"baselines":{"p":{"c":{"baseline":"1"}}}}`,
+			online: "0-7", defaults: "0,3-7",
+			entries:  map[ContainerRef]string{{PodUID: "p", Name: "c"}: "1-2"},
+			warnings: []string{`unknown top-level field "baselines" ignored`},
 		},
 		{
 			name:   "empty cpuset and unknown field",
@@ -191,7 +244,7 @@ func TestImportKubeletRefuses(t *testing.T) {
 		{"defaultCpuSet outside online", `{"policyName":"static","defaultCpuSet":"0-9"}`, "0-7", nil,
 			`defaultCpuSet "0-9" lies outside the online CPUs "0-7" (CPUs "8-9")`},
 		{"entry outside online", `{"policyName":"static","defaultCpuSet":"0-3","entries":{"p":{"c":"4-8"}}}`, "0-7", nil,
-			`entries["p"]["c"]: pod "p" container "c": original "4-8" lies outside the online CPUs "0-7" (CPUs "8")`},
+			`entries["p"]["c"]: pod "p" container "c": baseline "4-8" lies outside the online CPUs "0-7" (CPUs "8")`},
 		{"entry does not parse", `{"policyName":"static","defaultCpuSet":"0-3","entries":{"p":{"c":"4,,5"}}}`, "0-7", nil,
 			`entries["p"]["c"]: cpuset "4,,5" does not parse`},
 		{"entry overlaps defaultCpuSet", `{"policyName":"static","defaultCpuSet":"0-4","entries":{"p":{"c":"4-5"}}}`, "0-7", nil,
@@ -205,7 +258,7 @@ func TestImportKubeletRefuses(t *testing.T) {
 		{"pod entry outside online", `{"policyName":"static","defaultCpuSet":"0","podEntries":{"p1":{"cpuSet":"7-8"}}}`, "0-7", nil,
 			`podEntries["p1"]: cpuSet "7-8" lies outside the online CPUs`},
 		{"resized not a superset", `{"policyName":"static","defaultCpuSet":"0","entries":{"p":{"c":{"original":"1-2","resized":"2-3"}}}}`, "0-7", nil,
-			`pod "p" container "c": resized "2-3" does not contain original "1-2" (missing CPUs "1")`},
+			`pod "p" container "c": resized "2-3" does not contain baseline "1-2" (missing CPUs "1")`},
 		{"entry of the wrong type", `{"policyName":"static","defaultCpuSet":"0","entries":{"p":7}}`, "0-7", nil,
 			`entries["p"] is 7: neither a cpuset string (v1) nor a map of containers`},
 		{"container of the wrong type", `{"policyName":"static","defaultCpuSet":"0","entries":{"p":{"c":[1]}}}`, "0-7", nil,
@@ -219,6 +272,17 @@ func TestImportKubeletRefuses(t *testing.T) {
 		{"data is not a string", `{"policyName":"static","defaultCpuSet":"0","data":{}}`, "0-7", nil, "data is not a JSON string"},
 		{"data is not a checkpoint", `{"policyName":"static","defaultCpuSet":"0","data":"{\"policyName\""}`, "0-7", nil,
 			"data does not hold a checkpoint: truncated file"},
+		{"V4 baseline not in the current CPUs", v4File(`{"policyName":"static","defaultCpuSet":"0","entries":{"p":{"c":"2-3"}},` +
+			`"baselines":{"p":{"c":{"baseline":"1-2"}}}}`), "0-7", nil,
+			`baselines["p"]["c"]: pod "p" container "c" runs on CPUs "2-3" (entries["p"]["c"]), which do not contain its baseline "1-2" ` +
+				`(missing CPUs "1"): a resize never takes baseline CPUs away`},
+		{"V4 baseline does not parse", v4File(`{"policyName":"static","defaultCpuSet":"0","entries":{"p":{"c":"2-3"}},` +
+			`"baselines":{"p":{"c":{"baseline":"3-2"}}}}`), "0-7", nil, `baselines["p"]["c"]: baseline "3-2" does not parse`},
+		{"V4 baseline without a cpuset", v4File(`{"policyName":"static","defaultCpuSet":"0","entries":{"p":{"c":"2-3"}},` +
+			`"baselines":{"p":{"c":{}}}}`), "0-7", nil, `baselines["p"]["c"] has neither "baseline" nor "original"`},
+		{"V4 both baselines and originals", v4File(`{"policyName":"static","defaultCpuSet":"0","entries":{"p":{"c":"2-3"}},` +
+			`"baselines":{"p":{"c":{"baseline":"2"}}},"originals":{"p":{"c":{"original":"2"}}}}`), "0-7", nil,
+			"data holds both baselines and originals"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

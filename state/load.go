@@ -17,11 +17,6 @@ import (
 // a *NewerFormatError, moving nothing, for a file a newer nri-cpumanager
 // wrote (the Store then refuses to Save over it), and a plain error,
 // moving nothing, when a file cannot be read.
-//
-// A directory of an earlier version, whose checkpoint file names a journal
-// or that holds only journals, is read with its journals replayed (a torn
-// last record, from a crash in a Save that never returned, is ignored);
-// the next Save writes the whole file and deletes them.
 func (st *Store) Load(online cpuset.CPUSet) (*State, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -45,8 +40,8 @@ func (st *Store) Load(online cpuset.CPUSet) (*State, error) {
 	return s, nil
 }
 
-// moveAsideLocked renames the checkpoint file and the journals of an
-// untrusted state to <name>.corrupt-<UTC timestamp>, logs why, and returns
+// moveAsideLocked renames the checkpoint file and the leftover journals of
+// an untrusted state to <name>.corrupt-<UTC timestamp>, logs why, and returns
 // the *CorruptError that says so. When a file cannot be moved, the next
 // Save tries again before it writes. Called with mu held.
 func (st *Store) moveAsideLocked(c *corruption) error {
@@ -125,12 +120,13 @@ func (c *corruption) Error() string {
 }
 
 // readStateDir reads the state saved in dir, changing nothing. It returns
-// ErrNoCheckpoint when dir holds no saved state, a *corruption when a file
-// cannot be trusted, and any other error when a file cannot be read.
+// ErrNoCheckpoint when dir holds no saved state, a *NewerFormatError for a
+// checkpoint file of a newer format, a *corruption when the state cannot
+// be trusted, and any other error when a file cannot be read.
 //
-// The checkpoint file is the whole state unless it is a file of the
-// journal design that names a journal, or there is no file and there are
-// journals: those journals are then replayed (see replay).
+// A journal an unreleased earlier format kept next to the file makes the
+// state untrusted, whatever the file holds; a newer file is refused first,
+// so that nothing of it is moved aside.
 func readStateDir(fsys fileSystem, dir string, online cpuset.CPUSet) (*State, error) {
 	names, err := fsys.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -139,59 +135,31 @@ func readStateDir(fsys fileSystem, dir string, online cpuset.CPUSet) (*State, er
 	if err != nil {
 		return nil, fmt.Errorf("list state directory: %w", err)
 	}
-	// The journals are read before the checkpoint file: the first Save of
-	// a running plugin deletes them only after it has renamed a whole
-	// file into place, which does not need them.
-	var journals []journalData
-	for _, gen := range journalGens(names) {
-		path := filepath.Join(dir, journalName(gen))
-		data, err := fsys.ReadFile(path)
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("read journal: %w", err)
-		}
-		journals = append(journals, journalData{path: path, gen: gen, data: data, gone: err != nil})
-	}
-
 	path := filepath.Join(dir, CheckpointFile)
 	data, err := fsys.ReadFile(path)
 	haveFile := err == nil
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("read checkpoint: %w", err)
 	}
-	// A file of a newer version is refused before anything is judged
-	// corrupt, so that nothing of it is moved aside.
-	base, ref := New(cpuset.New()), &journalRefV1{}
-	var fileErr error
+	var s *State
 	if haveFile {
-		base, ref, fileErr = unmarshalFile(data, online)
 		var newer *NewerFormatError
-		if errors.As(fileErr, &newer) {
+		if s, err = Unmarshal(data, online); errors.As(err, &newer) {
 			newer.Path = path
 			return nil, newer
 		}
 	}
-	for _, j := range journals {
-		if err := newerJournal(j.path, j.data); err != nil {
-			return nil, err
+	for _, name := range names {
+		if isJournal(name) {
+			return nil, &corruption{filepath.Join(dir, name), "a journal of an earlier format that was never released; " +
+				"this build keeps no journal and does not read one"}
 		}
 	}
-	if haveFile {
-		if fileErr != nil {
-			return nil, &corruption{path, fileErr.Error()}
-		}
-		if ref == nil {
-			return base, nil // a whole state: journals next to it are obsolete
-		}
-	} else {
-		path = ""
+	switch {
+	case !haveFile:
+		return nil, ErrNoCheckpoint
+	case err != nil:
+		return nil, &corruption{path, err.Error()}
 	}
-	for len(journals) > 0 && journals[0].gen < ref.Generation {
-		journals = journals[1:] // their records are in the file
-	}
-	for _, j := range journals {
-		if j.gone {
-			return nil, &corruption{j.path, "the journal disappeared while the state directory was read"}
-		}
-	}
-	return replay(base, *ref, path, journals, online)
+	return s, nil
 }

@@ -302,19 +302,17 @@ func powerLossWorkload(t *testing.T, base *State) []*State {
 }
 
 // powerLossStarts are the directories the workload starts in: an empty
-// one, and one of the journal design, whose first Save deletes the
-// journals.
+// one, and one with a checkpoint file, which the first Save replaces.
 func powerLossStarts(t *testing.T) map[string]func() (*memFS, *State) {
 	const dir = "/state"
 	return map[string]func() (*memFS, *State){
 		"empty directory": func() (*memFS, *State) { return newMemFS(dir), nil },
-		"directory of the journal design": func() (*memFS, *State) {
+		"a checkpoint file": func() (*memFS, *State) {
 			m := newMemFS(dir)
-			for name, data := range readStateFiles(t, filepath.Join("testdata", "journal", "snapshot-and-journal")) {
-				ino := &inode{data: data, synced: data}
-				m.files[name], m.durable[name] = ino, ino
-			}
-			return m, fixtureWant(t, "snapshot-and-journal")
+			data := referenceEncoding(t, sampleStateFull(t))
+			ino := &inode{data: data, synced: data}
+			m.files[CheckpointFile], m.durable[CheckpointFile] = ino, ino
+			return m, sampleStateFull(t)
 		},
 	}
 }

@@ -21,7 +21,8 @@ func New(defaultCPUSet cpuset.CPUSet) *State {
 }
 
 // Clone returns a deep copy: changing one never changes the other. The
-// cpusets are shared, as they are immutable values.
+// cpusets are shared, as they are immutable values; an Assignment is
+// copied whole.
 func (s *State) Clone() *State {
 	c := &State{
 		defaultCPUSet: s.defaultCPUSet,
@@ -75,12 +76,19 @@ func (s *State) entriesContain(o *State) bool {
 	for podUID, containers := range o.entries {
 		for name, a := range containers {
 			b, ok := s.Assignment(podUID, name)
-			if !ok || !cpumask.Equal(a.Baseline, b.Baseline) || !cpumask.Equal(a.Resized, b.Resized) {
+			if !ok || !a.equal(b) {
 				return false
 			}
 		}
 	}
 	return true
+}
+
+// equal reports whether a and b are the same assignment (ReleaseAt the
+// same instant).
+func (a Assignment) equal(b Assignment) bool {
+	return a.Init == b.Init && a.ReleaseAt.Equal(b.ReleaseAt) && cpumask.Equal(a.Baseline, b.Baseline) &&
+		cpumask.Equal(a.Resized, b.Resized) && cpumask.Equal(a.Delayed, b.Delayed)
 }
 
 // DefaultCPUSet returns the shared pool (checkpoint key "defaultCpuSet").
@@ -172,12 +180,14 @@ func (s *State) DeletePod(podUID string) {
 	maps.DeleteFunc(s.containers, func(_ string, r ContainerRef) bool { return r.PodUID == podUID })
 }
 
-// ExclusiveCPUs returns the union of every assigned set.
+// ExclusiveCPUs returns the union of every container's CPUs (Held: the
+// assigned ones and those whose release is delayed).
 func (s *State) ExclusiveCPUs() cpuset.CPUSet {
 	var cpus []int
 	for _, containers := range s.entries {
 		for _, a := range containers {
 			cpus = append(cpus, a.Assigned().UnsortedList()...)
+			cpus = append(cpus, a.Delayed.UnsortedList()...)
 		}
 	}
 	return cpuset.New(cpus...)

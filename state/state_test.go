@@ -27,7 +27,7 @@ func TestAssignmentAssigned(t *testing.T) {
 	}{
 		{"never resized", Assignment{Baseline: cpuset.New(1, 2)}, "1-2"},
 		{"grown", Assignment{Baseline: cpuset.New(1, 2), Resized: cpuset.New(1, 2, 3, 4)}, "1-4"},
-		{"shrunk back to original", Assignment{Baseline: cpuset.New(1, 2), Resized: cpuset.New(1, 2)}, "1-2"},
+		{"shrunk back to baseline", Assignment{Baseline: cpuset.New(1, 2), Resized: cpuset.New(1, 2)}, "1-2"},
 		{"empty", Assignment{}, ""},
 	}
 	for _, tc := range tests {
@@ -55,11 +55,16 @@ func sampleState(t testing.TB) *State {
 	return s
 }
 
-// sampleStateV2 is sampleState with what format version 2 adds: CPU 8
+// sampleStateFull is sampleState with every other part of a state
+// (testdata/checkpoint-v3.json): an init container whose CPUs pod-a's app
+// reuses, CPUs 9-10 pod-b's db keeps until their delayed release, CPU 8
 // held for pod-b, and a configuration record.
-func sampleStateV2(t testing.TB) *State {
+func sampleStateFull(t testing.TB) *State {
 	s := sampleState(t)
-	s.SetDefaultCPUSet(cpus(t, "0,9-15"))
+	s.SetAssignment("pod-a", "setup", Assignment{Baseline: cpus(t, "1-2"), Init: true})
+	s.SetAssignment("pod-b", "db", Assignment{Baseline: cpus(t, "6-7"), Resized: cpus(t, "6-7"),
+		Delayed: cpus(t, "9-10"), ReleaseAt: time.Date(2026, 11, 25, 12, 0, 30, 250000000, time.UTC)})
+	s.SetDefaultCPUSet(cpus(t, "0,11-15"))
 	s.SetHold("pod-b", Hold{CPUs: cpus(t, "8"), Since: time.Date(2026, 11, 25, 12, 0, 0, 500000000, time.UTC)})
 	s.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "0"), Keys: map[string]string{
 		"cpuManagerPolicyOptions.full-pcpus-only": "true",
@@ -69,11 +74,26 @@ func sampleStateV2(t testing.TB) *State {
 	return s
 }
 
+func TestAssignmentHeld(t *testing.T) {
+	for _, tc := range []struct {
+		a    Assignment
+		want string
+	}{
+		{Assignment{Baseline: cpuset.New(1, 2)}, "1-2"},
+		{Assignment{Baseline: cpuset.New(1), Resized: cpuset.New(1, 2)}, "1-2"},
+		{Assignment{Baseline: cpuset.New(1), Resized: cpuset.New(1, 2), Delayed: cpuset.New(5, 6)}, "1-2,5-6"},
+	} {
+		if got := tc.a.Held().String(); got != tc.want {
+			t.Errorf("%+v.Held() = %q, want %q", tc.a, got, tc.want)
+		}
+	}
+}
+
 func TestStateQueries(t *testing.T) {
 	s := sampleState(t)
 
 	if a, ok := s.Assignment("pod-a", "app"); !ok || a.Assigned().String() != "1-4" || a.Baseline.String() != "1-2" {
-		t.Errorf("Assignment(pod-a, app) = %v, %v; want original 1-2 assigned 1-4", a, ok)
+		t.Errorf("Assignment(pod-a, app) = %v, %v; want baseline 1-2 assigned 1-4", a, ok)
 	}
 	if _, ok := s.Assignment("pod-a", "missing"); ok {
 		t.Error("Assignment of an unknown container reported ok")
@@ -83,6 +103,9 @@ func TestStateQueries(t *testing.T) {
 	}
 	if got := s.ExclusiveCPUs().String(); got != "1-7" {
 		t.Errorf("ExclusiveCPUs() = %q, want 1-7", got)
+	}
+	if got := sampleStateFull(t).ExclusiveCPUs().String(); got != "1-7,9-10" {
+		t.Errorf("ExclusiveCPUs() with an init container and delayed CPUs = %q, want 1-7,9-10", got)
 	}
 	if got := s.ContainersOfPod("pod-a"); !slices.Equal(got, []string{"app", "sidecar"}) {
 		t.Errorf("ContainersOfPod(pod-a) = %v", got)
@@ -174,6 +197,9 @@ func TestDeletePod(t *testing.T) {
 }
 
 func TestCloneIsIndependent(t *testing.T) {
+	if full := sampleStateFull(t); !full.Clone().Equal(full) {
+		t.Fatal("the clone of a state with init and delayed entries differs from it")
+	}
 	s := sampleState(t)
 	c := s.Clone()
 	if !c.Equal(s) {
@@ -210,9 +236,19 @@ func sinceOf(s *State, podUID string) time.Time {
 
 func TestEqual(t *testing.T) {
 	base := sampleState(t)
-	base.SetDefaultCPUSet(cpus(t, "0,9-15"))
+	base.SetDefaultCPUSet(cpus(t, "0,10-15"))
 	base.SetHold("pod-a", Hold{CPUs: cpus(t, "8"), Since: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)})
+	releaseAt := time.Date(2026, 11, 25, 12, 0, 30, 0, time.UTC)
+	db := Assignment{Baseline: cpus(t, "6-7"), Resized: cpus(t, "6-7"), Delayed: cpus(t, "9"), ReleaseAt: releaseAt}
+	base.SetAssignment("pod-b", "db", db)
 	base.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "0")})
+	withDB := func(change func(a *Assignment)) func(s *State) {
+		return func(s *State) {
+			a := db
+			change(&a)
+			s.SetAssignment("pod-b", "db", a)
+		}
+	}
 	tests := []struct {
 		name   string
 		change func(s *State)
@@ -222,13 +258,16 @@ func TestEqual(t *testing.T) {
 		{"empty pod map is no pod", func(s *State) { s.entries["ghost"] = map[string]Assignment{} }, true},
 		{"nil maps are empty maps", nil, true},
 		{"default set", func(s *State) { s.defaultCPUSet = cpus(t, "0,8-14") }, false},
-		{"original", func(s *State) { s.SetAssignment("pod-b", "db", Assignment{Baseline: cpus(t, "6")}) }, false},
+		{"baseline", func(s *State) { s.SetAssignment("pod-b", "db", Assignment{Baseline: cpus(t, "6")}) }, false},
 		{"resized", func(s *State) {
 			s.SetAssignment("pod-a", "app", Assignment{Baseline: cpus(t, "1-2"), Resized: cpus(t, "1-3")})
 		}, false},
-		{"resized equal to original is not unset", func(s *State) {
-			s.SetAssignment("pod-b", "db", Assignment{Baseline: cpus(t, "6-7"), Resized: cpus(t, "6-7")})
-		}, false},
+		{"resized equal to baseline is not unset", withDB(func(a *Assignment) { a.Resized = cpuset.New() }), false},
+		{"an init container", withDB(func(a *Assignment) { a.Init = true }), false},
+		{"delayed CPUs", withDB(func(a *Assignment) { a.Delayed = cpus(t, "8-9") }), false},
+		{"no delayed CPUs", withDB(func(a *Assignment) { a.Delayed, a.ReleaseAt = cpuset.New(), time.Time{} }), false},
+		{"the release time", withDB(func(a *Assignment) { a.ReleaseAt = releaseAt.Add(time.Nanosecond) }), false},
+		{"the same release time in another zone", withDB(func(a *Assignment) { a.ReleaseAt = releaseAt.In(time.FixedZone("X", 3600)) }), true},
 		{"extra assignment", func(s *State) { s.SetAssignment("pod-c", "x", Assignment{Baseline: cpus(t, "8")}) }, false},
 		{"missing assignment", func(s *State) { s.DeleteAssignment("pod-b", "db") }, false},
 		{"container id", func(s *State) { s.SetContainer("c-db", ContainerRef{PodUID: "pod-b", Name: "other"}) }, false},
@@ -302,7 +341,7 @@ func TestCloneIsDeep(t *testing.T) {
 }
 
 func TestHoldsAndConfigRecord(t *testing.T) {
-	s := sampleStateV2(t)
+	s := sampleStateFull(t)
 	since := time.Date(2026, 11, 25, 12, 0, 0, 500000000, time.UTC)
 	if h, ok := s.Hold("pod-b"); !ok || h.CPUs.String() != "8" || !h.Since.Equal(since) {
 		t.Errorf("Hold(pod-b) = %+v, %v", h, ok)
@@ -347,7 +386,7 @@ func TestHoldsAndConfigRecord(t *testing.T) {
 }
 
 func TestCloneCopiesHoldsAndConfigRecord(t *testing.T) {
-	s := sampleStateV2(t)
+	s := sampleStateFull(t)
 	c := s.Clone()
 	c.SetHold("pod-b", Hold{CPUs: cpus(t, "8-9")})
 	c.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "1")})

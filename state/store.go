@@ -32,9 +32,8 @@ type Store struct {
 	// without a lock file.
 	lock   *os.File
 	closed bool
-	// tidy says that no journal of an earlier version nor temp file of an
-	// unfinished write is left in the directory; until then each Save
-	// looks for them.
+	// tidy says that no temp file of an unfinished write is left in the
+	// directory; until then each Save looks for them.
 	tidy bool
 	// enc encodes the state; its buffers are reused by the next Save.
 	enc encoder
@@ -138,8 +137,8 @@ func (st *Store) Path() string {
 // succeed. Save refuses an inconsistent state (see Marshal) with an
 // *InconsistentError and then writes nothing. It keeps nothing of s.
 //
-// The first Save that succeeds also deletes the journals of an earlier
-// version and the temp files of writes that never finished, if any.
+// The first Save that succeeds also deletes the temp files of writes that
+// never finished, if any.
 func (st *Store) Save(s *State) error {
 	if s == nil {
 		return errors.New("save checkpoint: nil state")
@@ -163,8 +162,8 @@ func (st *Store) Save(s *State) error {
 		return fmt.Errorf("save checkpoint %s: %w", st.Path(), err)
 	}
 	if !st.tidy {
-		if err := removeObsolete(st.fs, st.dir); err != nil {
-			st.log.WithError(err).Warn("could not delete obsolete files of the state directory; the next Save will try again")
+		if err := removeTempFiles(st.fs, st.dir); err != nil {
+			st.log.WithError(err).Warn("could not delete leftover temp files of the state directory; the next Save will try again")
 		} else {
 			st.tidy = true
 		}

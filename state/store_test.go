@@ -238,12 +238,12 @@ func TestLeftoverTempFilesAreRemovedBySave(t *testing.T) {
 
 // validCheckpoint returns a consistent checkpoint of the current version
 // to spoil.
-func validCheckpoint(t testing.TB) checkpointV2 {
-	return encodeV2(sampleStateV2(t))
+func validCheckpoint(t testing.TB) diskCheckpoint {
+	return encodeDisk(sampleStateFull(t))
 }
 
 // sealed encodes cp with a checksum that matches, whatever it holds.
-func sealed(t testing.TB, cp checkpointV2) []byte {
+func sealed(t testing.TB, cp diskCheckpoint) []byte {
 	t.Helper()
 	cp.Checksum = 0
 	data, err := seal(cp)
@@ -254,14 +254,15 @@ func sealed(t testing.TB, cp checkpointV2) []byte {
 }
 
 // corruptionCases are checkpoints that must never be trusted, each with
-// the part of the reason that says what was wrong. online is 0-15.
+// the part of the reason that says what was wrong: sampleStateFull
+// spoiled, and other files. online is 0-15.
 func corruptionCases(t *testing.T) []struct {
 	name   string
 	file   []byte
 	reason string
 } {
 	good := sealed(t, validCheckpoint(t))
-	spoil := func(f func(cp *checkpointV2)) []byte {
+	spoil := func(f func(cp *diskCheckpoint)) []byte {
 		cp := validCheckpoint(t)
 		f(&cp)
 		return sealed(t, cp)
@@ -278,103 +279,109 @@ func corruptionCases(t *testing.T) []struct {
 		{"bad JSON", []byte(`{"policyName": static}`), "bad JSON at byte 16"},
 		{"trailing garbage", append(append([]byte{}, good...), "xyz"...), "bad JSON at byte"},
 		{"not an object", []byte(`[1,2]`), "top level is a JSON array, not an object"},
-		{"checksum mismatch", bytes.Replace(good, []byte(`"original":"6-7"`), []byte(`"original":"6-9"`), 1),
+		{"checksum mismatch", bytes.Replace(good, []byte(`"baseline":"6-7"`), []byte(`"baseline":"6-9"`), 1),
 			"checksum mismatch: the file says"},
 		{"checksum of another file", spoilChecksum(good), "checksum mismatch"},
 		{"no formatVersion (KEP-5554 example)", []byte(`{"policyName":"static","defaultCpuSet":"0,5-15",
 			"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-4"}}},"checksum":1822250518}`),
 			"no formatVersion: not a checkpoint written by nri-cpumanager"},
-		{"formatVersion 0", spoil(func(cp *checkpointV2) { cp.FormatVersion = 0 }), "unknown formatVersion 0"},
+		{"formatVersion 0", spoil(func(cp *diskCheckpoint) { cp.FormatVersion = 0 }), "unknown formatVersion 0"},
+		{"formatVersion 1", spoil(func(cp *diskCheckpoint) { cp.FormatVersion = 1 }),
+			"formatVersion 1 is an earlier format that was never released, which this build does not read (it reads format 3 only)"},
+		{"formatVersion 2", spoil(func(cp *diskCheckpoint) { cp.FormatVersion = 2 }),
+			"formatVersion 2 is an earlier format that was never released, which this build does not read (it reads format 3 only)"},
 		{"formatVersion not a number", []byte(`{"formatVersion":"1"}`), `formatVersion "1" is not an integer`},
 		{"unknown field", bytes.Replace(good, []byte(`{"policyName"`), []byte(`{"extra":1,"policyName"`), 1),
 			`unknown field "extra"`},
-		{"unknown policy name", spoil(func(cp *checkpointV2) { cp.PolicyName = "none" }),
+		{"unknown field of an object", bytes.Replace(good, []byte(`"holds":`), []byte(`"held":{},"holds":`), 1),
+			`bad JSON for format version 3: json: unknown field "held"`},
+		{"unknown policy name", spoil(func(cp *diskCheckpoint) { cp.PolicyName = "none" }),
 			`unknown policy name "none"`},
-		{"defaultCpuSet does not parse", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,8-x" }),
+		{"defaultCpuSet does not parse", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,8-x" }),
 			`defaultCpuSet "0,8-x" does not parse: "8-x": "x" is not a CPU number`},
-		{"original does not parse", spoil(func(cp *checkpointV2) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "7-6"}
-		}), `pod "pod-b" container "db": original "7-6" does not parse: "7-6": range runs backwards`},
-		{"resized does not parse", spoil(func(cp *checkpointV2) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "6-7", Resized: "6-7,"}
-		}), `pod "pod-b" container "db": resized "6-7," does not parse: "": missing CPU number`},
-		{"huge CPU number", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0-2147483647" }),
+		{"baseline does not parse", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"] = diskEntry{Baseline: "7-6"} }),
+			`pod "pod-b" container "db": baseline "7-6" does not parse: "7-6": range runs backwards`},
+		{"resized does not parse", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"] = diskEntry{Baseline: "6-7", Resized: "6-7,"} }),
+			`pod "pod-b" container "db": resized "6-7," does not parse: "": missing CPU number`},
+		{"delayed does not parse", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"].Delayed.CPUs = "9-" }),
+			`pod "pod-b" container "db": delayed cpus "9-" does not parse`},
+		{"release time not RFC 3339", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"].Delayed.ReleaseAt = "soon" }),
+			`pod "pod-b" container "db": delayed releaseAt "soon" is not an RFC 3339 time`},
+		{"huge CPU number", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0-2147483647" }),
 			"CPU 2147483647 is above the largest supported CPU 65535"},
-		{"defaultCpuSet outside online", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,9-17" }),
-			`defaultCpuSet "0,9-17" lies outside the online CPUs "0-15" (CPUs "16-17")`},
-		{"assignment outside online", spoil(func(cp *checkpointV2) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "6-7", Resized: "6-7,31"}
-		}), `pod "pod-b" container "db": resized "6-7,31" lies outside the online CPUs "0-15" (CPUs "31")`},
-		{"two containers overlap", spoil(func(cp *checkpointV2) {
-			cp.Entries["pod-b"]["db"] = containerCPUsV2{Original: "4,6-7"}
-		}), `pod "pod-a" container "app" (CPUs "1-4") and pod "pod-b" container "db" (CPUs "4,6-7") overlap on CPUs "4"`},
-		{"assignment overlaps defaultCpuSet", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,7,9-15" }),
-			`pod "pod-b" container "db" (CPUs "6-7") overlaps defaultCpuSet "0,7,9-15" on CPUs "7"`},
-		{"resized not a superset of original", spoil(func(cp *checkpointV2) {
-			cp.Entries["pod-a"]["app"] = containerCPUsV2{Original: "1-2", Resized: "2-4"}
-		}), `pod "pod-a" container "app": resized "2-4" does not contain original "1-2" (missing CPUs "1")`},
-		{"empty original", spoil(func(cp *checkpointV2) {
-			cp.Entries["pod-a"]["sidecar"] = containerCPUsV2{Original: "", Resized: "5"}
-		}), `pod "pod-a" container "sidecar": empty original cpuset`},
-		{"container id without entry", spoil(func(cp *checkpointV2) {
-			cp.Containers["c-ghost"] = containerRefV2{PodUID: "pod-a", Name: "ghost"}
-		}), `containers["c-ghost"] points at pod "pod-a" container "ghost", which has no entry`},
-		{"two container ids for one entry", spoil(func(cp *checkpointV2) {
-			cp.Containers["c-db-2"] = containerRefV2{PodUID: "pod-b", Name: "db"}
-		}), `containers["c-db"] and containers["c-db-2"] both point at pod "pod-b" container "db"`},
-		{"empty pod UID", spoil(func(cp *checkpointV2) {
-			cp.Entries[""] = map[string]containerCPUsV2{"x": {Original: "9"}}
-			cp.DefaultCPUSet = "0,10-15"
-		}), "an entry has an empty pod UID"},
-		{"empty container name", spoil(func(cp *checkpointV2) {
-			cp.Entries["pod-b"][""] = containerCPUsV2{Original: "9"}
-			cp.DefaultCPUSet = "0,10-15"
-		}), `pod "pod-b" has an entry with an empty container name`},
-		{"version-1 file with a field of version 2", bytes.Replace(v1Golden(t), []byte(`,"checksum"`), []byte(`,"holds":{},"checksum"`), 1),
-			`bad JSON for format version 1: json: unknown field "holds"`},
-		{"version-1 file with a bad checksum", spoilChecksum(v1Golden(t)), "checksum mismatch: the file says"},
-		{"config reservedCpuSet does not parse", spoil(func(cp *checkpointV2) { cp.Config.ReservedCPUSet = "x" }),
-			`config: reservedCpuSet "x" does not parse`},
-		{"config reservedCpuSet outside online", spoil(func(cp *checkpointV2) { cp.Config.ReservedCPUSet = "0,16" }),
-			`config reservedCpuSet "0,16" lies outside the online CPUs "0-15" (CPUs "16")`},
-		{"hold does not parse", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "8-", Since: "2026-11-25T12:00:00Z"} }),
-			`hold of pod "pod-b": cpus "8-" does not parse`},
-		{"hold since not RFC 3339", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "8", Since: "yesterday"} }),
-			`hold of pod "pod-b": since "yesterday" is not an RFC 3339 time`},
-		{"empty hold", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "", Since: "2026-11-25T12:00:00Z"} }),
-			`hold of pod "pod-b": empty cpuset`},
-		{"hold outside online", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "8,20", Since: "2026-11-25T12:00:00Z"} }),
-			`hold of pod "pod-b" "8,20" lies outside the online CPUs "0-15" (CPUs "20")`},
-		{"hold overlaps defaultCpuSet", spoil(func(cp *checkpointV2) { cp.DefaultCPUSet = "0,8-15" }),
-			`hold of pod "pod-b" (CPUs "8") overlaps defaultCpuSet "0,8-15" on CPUs "8"`},
-		{"hold overlaps an assignment", spoil(func(cp *checkpointV2) { cp.Holds["pod-b"] = holdV2{CPUs: "5,8", Since: "2026-11-25T12:00:00Z"} }),
-			`hold of pod "pod-b" (CPUs "5,8") and pod "pod-a" container "sidecar" (CPUs "5") overlap on CPUs "5"`},
-		{"two holds overlap", spoil(func(cp *checkpointV2) {
-			cp.Holds["pod-c"] = holdV2{CPUs: "8-9", Since: "2026-11-25T12:00:00Z"}
-			cp.DefaultCPUSet = "0,10-15"
-		}), `holds of pods "pod-b" (CPUs "8") and "pod-c" (CPUs "8-9") overlap on CPUs "8"`},
-		{"hold of an empty pod UID", spoil(func(cp *checkpointV2) {
-			cp.Holds[""] = holdV2{CPUs: "9", Since: "2026-11-25T12:00:00Z"}
-			cp.DefaultCPUSet = "0,10-15"
-		}), "a hold has an empty pod UID"},
-		{"unknown field of version 2", bytes.Replace(good, []byte(`"holds":`), []byte(`"held":{},"holds":`), 1),
-			`bad JSON for format version 2: json: unknown field "held"`},
-		{"empty container id", spoil(func(cp *checkpointV2) {
+		{"defaultCpuSet outside online", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,11-17" }),
+			`defaultCpuSet "0,11-17" lies outside the online CPUs "0-15" (CPUs "16-17")`},
+		{"assignment outside online", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"] = diskEntry{Baseline: "6-7", Resized: "6-7,31"} }),
+			`pod "pod-b" container "db": resized "6-7,31" lies outside the online CPUs "0-15" (CPUs "31")`},
+		{"delayed outside online", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"].Delayed.CPUs = "9-10,16" }),
+			`pod "pod-b" container "db": delayed "9-10,16" lies outside the online CPUs "0-15" (CPUs "16")`},
+		{"empty baseline", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-a"]["sidecar"] = diskEntry{Baseline: "", Resized: "5"} }),
+			`pod "pod-a" container "sidecar": empty baseline cpuset`},
+		{"resized not a superset of baseline", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-a"]["app"] = diskEntry{Baseline: "1-2", Resized: "2-4"} }),
+			`pod "pod-a" container "app": resized "2-4" does not contain baseline "1-2" (missing CPUs "1")`},
+		{"delayed without a release time", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"].Delayed.ReleaseAt = "0001-01-01T00:00:00Z" }),
+			`pod "pod-b" container "db": delayed CPUs "9-10" have no release time`},
+		{"a release time without delayed CPUs", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"].Delayed.CPUs = "" }),
+			`pod "pod-b" container "db": release time 2026-11-25T12:00:30.25Z is set but no CPUs are delayed`},
+		{"delayed overlaps the assigned set", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"].Delayed.CPUs = "7,9-10" }),
+			`pod "pod-b" container "db": delayed "7,9-10" overlaps its assigned CPUs "6-7" on CPUs "7"`},
+		{"two pods overlap", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-b"]["db"] = diskEntry{Baseline: "4,6-7"} }),
+			`pod "pod-a" container "app" (CPUs "1-4") and pod "pod-b" container "db" (CPUs "4,6-7") overlap on CPUs "4"`},
+		{"delayed CPUs in another pod", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-c"] = map[string]diskEntry{"x": {Baseline: "10"}} }),
+			`pod "pod-b" container "db" (CPUs "6-7,9-10") and pod "pod-c" container "x" (CPUs "10") overlap on CPUs "10"`},
+		{"an init container's CPUs in another pod", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-a"]["setup"] = diskEntry{Baseline: "1-2,6", Init: true} }),
+			`pod "pod-a" container "setup" (CPUs "1-2,6") and pod "pod-b" container "db" (CPUs "6-7,9-10") overlap on CPUs "6"`},
+		{"two containers of a pod overlap", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-a"]["sidecar"] = diskEntry{Baseline: "4-5"} }),
+			`pod "pod-a" container "app" (CPUs "1-4") and pod "pod-a" container "sidecar" (CPUs "4-5") overlap on CPUs "4", and neither is an init container`},
+		{"assignment overlaps defaultCpuSet", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,7,11-15" }),
+			`pod "pod-b" container "db" (CPUs "6-7,9-10") overlaps defaultCpuSet "0,7,11-15" on CPUs "7"`},
+		{"delayed CPUs in defaultCpuSet", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,10-15" }),
+			`pod "pod-b" container "db" (CPUs "6-7,9-10") overlaps defaultCpuSet "0,10-15" on CPUs "10"`},
+		{"an init container's CPUs in defaultCpuSet", spoil(func(cp *diskCheckpoint) { cp.Entries["pod-a"]["setup"] = diskEntry{Baseline: "1-2,11", Init: true} }),
+			`pod "pod-a" container "setup" (CPUs "1-2,11") overlaps defaultCpuSet "0,11-15" on CPUs "11"`},
+		{"container id without entry", spoil(func(cp *diskCheckpoint) { cp.Containers["c-ghost"] = diskContainerRef{PodUID: "pod-a", Name: "ghost"} }),
+			`containers["c-ghost"] points at pod "pod-a" container "ghost", which has no entry`},
+		{"two container ids for one entry", spoil(func(cp *diskCheckpoint) { cp.Containers["c-db-2"] = diskContainerRef{PodUID: "pod-b", Name: "db"} }),
+			`containers["c-db"] and containers["c-db-2"] both point at pod "pod-b" container "db"`},
+		{"empty container id", spoil(func(cp *diskCheckpoint) {
 			delete(cp.Containers, "c-db")
-			cp.Containers[""] = containerRefV2{PodUID: "pod-b", Name: "db"}
+			cp.Containers[""] = diskContainerRef{PodUID: "pod-b", Name: "db"}
 		}), `containers has an empty container id (pointing at pod "pod-b" container "db")`},
+		{"empty pod UID", spoil(func(cp *diskCheckpoint) {
+			cp.Entries[""] = map[string]diskEntry{"x": {Baseline: "11"}}
+			cp.DefaultCPUSet = "0,12-15"
+		}), "an entry has an empty pod UID"},
+		{"empty container name", spoil(func(cp *diskCheckpoint) {
+			cp.Entries["pod-b"][""] = diskEntry{Baseline: "11"}
+			cp.DefaultCPUSet = "0,12-15"
+		}), `pod "pod-b" has an entry with an empty container name`},
+		{"config reservedCpuSet does not parse", spoil(func(cp *diskCheckpoint) { cp.Config.ReservedCPUSet = "x" }),
+			`config: reservedCpuSet "x" does not parse`},
+		{"config reservedCpuSet outside online", spoil(func(cp *diskCheckpoint) { cp.Config.ReservedCPUSet = "0,16" }),
+			`config reservedCpuSet "0,16" lies outside the online CPUs "0-15" (CPUs "16")`},
+		{"hold does not parse", spoil(func(cp *diskCheckpoint) { cp.Holds["pod-b"] = diskHold{CPUs: "8-", Since: "2026-11-25T12:00:00Z"} }),
+			`hold of pod "pod-b": cpus "8-" does not parse`},
+		{"hold since not RFC 3339", spoil(func(cp *diskCheckpoint) { cp.Holds["pod-b"] = diskHold{CPUs: "8", Since: "yesterday"} }),
+			`hold of pod "pod-b": since "yesterday" is not an RFC 3339 time`},
+		{"empty hold", spoil(func(cp *diskCheckpoint) { cp.Holds["pod-b"] = diskHold{CPUs: "", Since: "2026-11-25T12:00:00Z"} }),
+			`hold of pod "pod-b": empty cpuset`},
+		{"hold outside online", spoil(func(cp *diskCheckpoint) { cp.Holds["pod-b"] = diskHold{CPUs: "8,20", Since: "2026-11-25T12:00:00Z"} }),
+			`hold of pod "pod-b" "8,20" lies outside the online CPUs "0-15" (CPUs "20")`},
+		{"hold overlaps defaultCpuSet", spoil(func(cp *diskCheckpoint) { cp.DefaultCPUSet = "0,8,11-15" }),
+			`hold of pod "pod-b" (CPUs "8") overlaps defaultCpuSet "0,8,11-15" on CPUs "8"`},
+		{"hold overlaps an assignment", spoil(func(cp *diskCheckpoint) { cp.Holds["pod-b"] = diskHold{CPUs: "5,8", Since: "2026-11-25T12:00:00Z"} }),
+			`hold of pod "pod-b" (CPUs "5,8") and pod "pod-a" container "sidecar" (CPUs "5") overlap on CPUs "5"`},
+		{"hold overlaps delayed CPUs", spoil(func(cp *diskCheckpoint) { cp.Holds["pod-b"] = diskHold{CPUs: "8-9", Since: "2026-11-25T12:00:00Z"} }),
+			`hold of pod "pod-b" (CPUs "8-9") and pod "pod-b" container "db" (CPUs "6-7,9-10") overlap on CPUs "9"`},
+		{"two holds overlap", spoil(func(cp *diskCheckpoint) {
+			cp.Holds["pod-c"] = diskHold{CPUs: "8,11", Since: "2026-11-25T12:00:00Z"}
+			cp.DefaultCPUSet = "0,12-15"
+		}), `holds of pods "pod-b" (CPUs "8") and "pod-c" (CPUs "8,11") overlap on CPUs "8"`},
+		{"hold of an empty pod UID", spoil(func(cp *diskCheckpoint) {
+			cp.Holds[""] = diskHold{CPUs: "11", Since: "2026-11-25T12:00:00Z"}
+			cp.DefaultCPUSet = "0,12-15"
+		}), "a hold has an empty pod UID"},
 	}
-}
-
-// v1Golden returns testdata/checkpoint-v1.json, sampleState in format
-// version 1.
-func v1Golden(t testing.TB) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "checkpoint-v1.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.TrimSuffix(data, []byte("\n"))
 }
 
 // spoilChecksum changes the checksum's last digit.
@@ -473,7 +480,7 @@ func TestValidateChecksOnline(t *testing.T) {
 		t.Errorf("Validate on the full machine: %v", err)
 	}
 	err := s.Validate(cpus(t, "0-6,8-15"))
-	want := `pod "pod-b" container "db": original "6-7" lies outside the online CPUs "0-6,8-15" (CPUs "7")`
+	want := `pod "pod-b" container "db": baseline "6-7" lies outside the online CPUs "0-6,8-15" (CPUs "7")`
 	if err == nil || err.Error() != want {
 		t.Errorf("Validate with CPU 7 offline: %v, want %s", err, want)
 	}
@@ -512,5 +519,111 @@ func TestCheckpointIsCurrentAfterEverySave(t *testing.T) {
 		if got, err := os.ReadFile(st.Path()); err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("after Save %d the file holds\n%s\nwant\n%s", i, got, want)
 		}
+	}
+}
+
+// dirImage returns what dir holds, file name → content and mode, without
+// the lock file (which NewStore creates once).
+func dirImage(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := map[string]string{}
+	for _, e := range entries {
+		if e.Name() == lockFile {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		image[e.Name()] = info.Mode().String() + " " + info.ModTime().String() + " " + string(data)
+	}
+	return image
+}
+
+// TestLoadWritesNothing: starting (NewStore and Load) changes no file of
+// the state directory, whatever it holds, as long as it can be trusted.
+func TestLoadWritesNothing(t *testing.T) {
+	for name, files := range map[string]map[string]string{
+		"empty": {},
+		"a checkpoint file and a leftover temp file": {
+			CheckpointFile:     string(referenceEncoding(t, sampleStateFull(t))),
+			tempPrefix + "123": "{",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			for name, content := range files {
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := dirImage(t, dir)
+			if _, err := openTestStore(t, dir).Load(kepOnline); err != nil && !errors.Is(err, ErrNoCheckpoint) {
+				t.Fatalf("Load: %v", err)
+			}
+			if after := dirImage(t, dir); !maps.Equal(before, after) {
+				t.Errorf("NewStore and Load changed the directory:\nbefore %q\nafter  %q", slices.Sorted(maps.Keys(before)), slices.Sorted(maps.Keys(after)))
+			}
+		})
+	}
+}
+
+// TestLoadMovesALeftoverJournalAside: a journal an unreleased earlier
+// format kept next to the checkpoint file makes the state untrusted,
+// whether or not there is a checkpoint file and whatever it holds: Load
+// moves the journals and the file aside and says why.
+func TestLoadMovesALeftoverJournalAside(t *testing.T) {
+	journals := []string{journalPrefix + "00000000000000000001", journalPrefix + "00000000000000000002"}
+	for name, checkpoint := range map[string][]byte{
+		"no checkpoint file":      nil,
+		"a valid checkpoint file": referenceEncoding(t, sampleState(t)),
+		"an earlier format": bytes.Replace(referenceEncoding(t, sampleState(t)),
+			[]byte(fmt.Sprintf(`"formatVersion":%d`, FormatVersion)), []byte(`"formatVersion":1`), 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := newTestStore(t)
+			dir := filepath.Dir(st.Path())
+			st.now = func() time.Time { return time.Date(2026, 11, 22, 12, 34, 56, 789, time.UTC) }
+			files := map[string][]byte{journals[0]: []byte("NRICPUJ1"), journals[1]: {}, "notes.txt": []byte("x")}
+			if checkpoint != nil {
+				files[CheckpointFile] = checkpoint
+			}
+			for name, data := range files {
+				if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := st.Load(kepOnline)
+			var cerr *CorruptError
+			reason := "a journal of an earlier format that was never released; this build keeps no journal and does not read one"
+			if !errors.As(err, &cerr) || cerr.Path != filepath.Join(dir, journals[0]) || cerr.Reason != reason {
+				t.Fatalf("Load: %v, want a *CorruptError of %s saying %q", err, journals[0], reason)
+			}
+			want := []string{lockFile}
+			for name := range files {
+				if name != "notes.txt" {
+					name += ".corrupt-20261122T123456.000000789Z"
+				}
+				want = append(want, name)
+			}
+			slices.Sort(want)
+			if got := slices.Sorted(maps.Keys(readStateFiles(t, dir))); !slices.Equal(got, want) {
+				t.Errorf("the directory holds %q, want %q", got, want)
+			}
+			if _, err := st.Load(kepOnline); !errors.Is(err, ErrNoCheckpoint) {
+				t.Errorf("Load after the move: %v, want ErrNoCheckpoint", err)
+			}
+		})
 	}
 }

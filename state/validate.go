@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 	"unicode/utf8"
 
 	"k8s.io/utils/cpuset"
@@ -14,14 +15,19 @@ import (
 
 // Validate runs the consistency checks that Load runs on a checkpoint:
 // every cpuset names CPUs 0 to 65535 only (what Load reads) and lies inside
-// online; every original set is non-empty; every resized set is empty or a
-// superset of its original; no CPU is assigned to two containers or to a
-// container and the shared pool; every hold is non-empty and no CPU is
-// held and also assigned, shared or held for another pod; every container
-// id points at an existing entry and no two ids point at the same one; no
-// pod UID, container name or container id is empty, and every name is
-// valid UTF-8; the configuration record's reserved CPUs lie inside online. It returns the first problem
-// found, in a deterministic order, with the values involved.
+// online; every baseline set is non-empty; every resized set is empty or a
+// superset of its baseline; every delayed set is disjoint from its
+// container's assigned set and non-empty exactly when its release time is
+// set; a container's CPUs (Held: assigned and delayed) are in no other
+// pod's container, not in the shared pool, and in no other container of
+// its pod unless one of the two is an init container; every hold is
+// non-empty and no CPU is held and also a container's, shared or held for
+// another pod; every container id points at an existing entry and no two
+// ids point at the same one; no pod UID, container name or container id
+// is empty, and every name is valid UTF-8; every time is within the years
+// an RFC 3339 time can name; the configuration record's reserved CPUs lie
+// inside online. It returns the first problem found, in a deterministic
+// order, with the values involved.
 func (s *State) Validate(online cpuset.CPUSet) error {
 	return s.validate(&online)
 }
@@ -168,55 +174,89 @@ func setError(what string, set cpuset.CPUSet, online *cpuset.CPUSet) error {
 
 // validateEntries checks each assignment on its own and against the
 // others and the shared pool, whose mask is shared. It returns the mask of
-// the assigned CPUs.
+// the containers' CPUs.
 func (s *State) validateEntries(shared, onlineMask cpumask.Mask, online *cpuset.CPUSet, sorted bool) (cpumask.Mask, error) {
-	claimed := cpumask.New(len(shared) * 64)
-	var original cpumask.Mask // scratch, all zeros between assignments
+	claimed := cpumask.New(len(shared) * 64) // the CPUs of the pods before this one
+	var mine, nonInit cpumask.Mask           // scratch, all zeros between entries and between pods
+	var podCPUs []int
 	for _, podUID := range keys(s.entries, sorted) {
 		if podUID == "" {
 			return nil, errors.New("an entry has an empty pod UID")
 		}
 		containers := s.entries[podUID]
+		podCPUs = podCPUs[:0]
 		for _, name := range keys(containers, sorted) {
 			a := containers[name]
-			originalIDs, resizedIDs := a.Baseline.UnsortedList(), a.Resized.UnsortedList()
-			ok := name != "" && len(originalIDs) > 0 && addWithin(&original, originalIDs, onlineMask, online != nil)
-			resized := 0
-			for _, cpu := range resizedIDs {
-				if !ok || cpu < 0 || cpu > cpumask.MaxID || online != nil && !onlineMask.Has(cpu) {
-					ok = false
-					break
+			ref := ContainerRef{PodUID: podUID, Name: name}
+			baseline, delayed := a.Baseline.UnsortedList(), a.Delayed.UnsortedList()
+			assigned := baseline
+			if a.Resized.Size() > 0 {
+				assigned = a.Resized.UnsortedList()
+			}
+			if name == "" || !entryWithin(a, baseline, assigned, delayed, &mine, onlineMask, online != nil) {
+				return nil, validateAssignment(ref, a, online)
+			}
+			clear(mine)
+			for _, ids := range [2][]int{assigned, delayed} {
+				for _, cpu := range ids {
+					if shared.Has(cpu) || claimed.Has(cpu) || !a.Init && nonInit.Has(cpu) {
+						return nil, s.overlapError(ref)
+					}
 				}
-				if original.Has(cpu) {
-					resized++
+				podCPUs = append(podCPUs, ids...)
+				if !a.Init {
+					for _, cpu := range ids {
+						nonInit.Add(cpu)
+					}
 				}
 			}
-			ok = ok && (len(resizedIDs) == 0 || resized == len(originalIDs)) // resized holds every original CPU
-			for _, cpu := range originalIDs {
-				if cpu >= 0 && cpu <= cpumask.MaxID {
-					original.Remove(cpu)
-				}
-			}
-			if !ok {
-				return nil, validateAssignment(ContainerRef{PodUID: podUID, Name: name}, a, online)
-			}
-			assigned := originalIDs
-			if len(resizedIDs) > 0 {
-				assigned = resizedIDs
-			}
-			for _, cpu := range assigned {
-				if shared.Has(cpu) || claimed.Has(cpu) {
-					return nil, s.overlapError(ContainerRef{PodUID: podUID, Name: name})
-				}
-				claimed.Add(cpu)
-			}
+		}
+		for _, cpu := range podCPUs {
+			claimed.Add(cpu)
+			nonInit.Remove(cpu)
 		}
 	}
 	return claimed, nil
 }
 
+// entryWithin reports whether a, whose baseline, assigned and delayed
+// CPUs are given, is valid on its own (validateAssignment says why not).
+// It uses mine, all zeros, as scratch.
+func entryWithin(a Assignment, baseline, assigned, delayed []int, mine *cpumask.Mask, online cpumask.Mask, checkOnline bool) bool {
+	if len(baseline) == 0 || !addWithin(mine, baseline, online, checkOnline) {
+		return false
+	}
+	if a.Resized.Size() > 0 { // assigned is Resized: it must hold every baseline CPU
+		inBaseline := 0
+		for _, cpu := range assigned {
+			if mine.Has(cpu) {
+				inBaseline++
+			}
+		}
+		if inBaseline != len(baseline) || !addWithin(mine, assigned, online, checkOnline) {
+			return false
+		}
+	}
+	if (len(delayed) > 0) == a.ReleaseAt.IsZero() || !a.ReleaseAt.IsZero() && !rfc3339Year(a.ReleaseAt) {
+		return false
+	}
+	for _, cpu := range delayed {
+		if mine.Has(cpu) { // assigned
+			return false
+		}
+	}
+	return addWithin(mine, delayed, online, checkOnline)
+}
+
+// rfc3339Year reports whether t's year (in UTC) is one an RFC 3339 time
+// can name.
+func rfc3339Year(t time.Time) bool {
+	year := t.UTC().Year()
+	return year >= 0 && year <= 9999
+}
+
 // validateHolds checks each hold on its own and against the shared pool,
-// the assigned CPUs (claimed) and the other holds.
+// the containers' CPUs (claimed) and the other holds.
 func (s *State) validateHolds(shared, claimed, onlineMask cpumask.Mask, online *cpuset.CPUSet, sorted bool) error {
 	var held cpumask.Mask
 	for _, podUID := range keys(s.holds, sorted) {
@@ -227,7 +267,7 @@ func (s *State) validateHolds(shared, claimed, onlineMask cpumask.Mask, online *
 			return errors.New("a hold has an empty pod UID")
 		case h.CPUs.IsEmpty():
 			return fmt.Errorf("%s: empty cpuset", what)
-		case h.Since.UTC().Year() < 0 || h.Since.UTC().Year() > 9999:
+		case !rfc3339Year(h.Since):
 			return fmt.Errorf("%s: since %s is outside the years 0000-9999 an RFC 3339 time can name", what, h.Since)
 		}
 		m, ok := maskWithin(h.CPUs, onlineMask, online != nil)
@@ -243,8 +283,8 @@ func (s *State) validateHolds(shared, claimed, onlineMask cpumask.Mask, online *
 }
 
 // holdOverlapError names what the CPUs held for podUID overlap: the shared
-// pool, an assignment (the first in sorted order), or the hold of a pod
-// whose UID sorts first.
+// pool, a container's CPUs (the first in sorted order), or the hold of a
+// pod whose UID sorts first.
 func (s *State) holdOverlapError(podUID string) error {
 	h := s.holds[podUID]
 	if common := h.CPUs.Intersection(s.defaultCPUSet); !common.IsEmpty() {
@@ -252,8 +292,8 @@ func (s *State) holdOverlapError(podUID string) error {
 	}
 	var found error
 	s.ForEach(func(ref ContainerRef, a Assignment) {
-		if common := h.CPUs.Intersection(a.Assigned()); found == nil && !common.IsEmpty() {
-			found = fmt.Errorf("hold of pod %q (CPUs %q) and %s (CPUs %q) overlap on CPUs %q", podUID, h.CPUs, ref, a.Assigned(), common)
+		if common := h.CPUs.Intersection(a.Held()); found == nil && !common.IsEmpty() {
+			found = fmt.Errorf("hold of pod %q (CPUs %q) and %s (CPUs %q) overlap on CPUs %q", podUID, h.CPUs, ref, a.Held(), common)
 		}
 	})
 	if found != nil {
@@ -268,34 +308,32 @@ func (s *State) holdOverlapError(podUID string) error {
 	return fmt.Errorf("hold of pod %q (CPUs %q) overlaps other CPUs", podUID, h.CPUs) // not reached
 }
 
-// overlapError names the first CPU of ref's assigned set (in CPU order)
-// that the shared pool or an assignment before ref (in the order of
-// validateEntries) holds too.
+// overlapError names what ref's CPUs (Held) overlap: the shared pool, or
+// the first container in sorted order whose CPUs it must not share.
 func (s *State) overlapError(ref ContainerRef) error {
-	assigned := s.entries[ref.PodUID][ref.Name].Assigned()
-	owner := map[int]ContainerRef{}
-	for _, podUID := range slices.Sorted(maps.Keys(s.entries)) {
-		for _, name := range slices.Sorted(maps.Keys(s.entries[podUID])) {
-			if podUID == ref.PodUID && name == ref.Name {
-				for _, cpu := range assigned.List() {
-					if s.defaultCPUSet.Contains(cpu) {
-						return fmt.Errorf("%s (CPUs %q) overlaps defaultCpuSet %q on CPUs %q",
-							ref, assigned, s.defaultCPUSet, assigned.Intersection(s.defaultCPUSet))
-					}
-					if other, taken := owner[cpu]; taken {
-						otherSet := s.entries[other.PodUID][other.Name].Assigned()
-						return fmt.Errorf("%s (CPUs %q) and %s (CPUs %q) overlap on CPUs %q",
-							other, otherSet, ref, assigned, otherSet.Intersection(assigned))
-					}
-				}
-				return fmt.Errorf("%s (CPUs %q) overlaps another set", ref, assigned) // not reached
-			}
-			for _, cpu := range s.entries[podUID][name].Assigned().UnsortedList() {
-				owner[cpu] = ContainerRef{PodUID: podUID, Name: name}
-			}
-		}
+	a := s.entries[ref.PodUID][ref.Name]
+	held := a.Held()
+	if common := held.Intersection(s.defaultCPUSet); !common.IsEmpty() {
+		return fmt.Errorf("%s (CPUs %q) overlaps defaultCpuSet %q on CPUs %q", ref, held, s.defaultCPUSet, common)
 	}
-	return fmt.Errorf("%s has no entry", ref) // not reached
+	var found error
+	s.ForEach(func(other ContainerRef, b Assignment) {
+		samePod := other.PodUID == ref.PodUID
+		if found != nil || other == ref || samePod && (a.Init || b.Init) {
+			return
+		}
+		if common := b.Held().Intersection(held); !common.IsEmpty() {
+			neither := ""
+			if samePod {
+				neither = ", and neither is an init container"
+			}
+			found = fmt.Errorf("%s (CPUs %q) and %s (CPUs %q) overlap on CPUs %q%s", other, b.Held(), ref, held, common, neither)
+		}
+	})
+	if found == nil {
+		found = fmt.Errorf("%s (CPUs %q) overlaps another set", ref, held) // not reached
+	}
+	return found
 }
 
 // validateAssignment says what is wrong with one assignment on its own.
@@ -304,25 +342,35 @@ func validateAssignment(ref ContainerRef, a Assignment, online *cpuset.CPUSet) e
 		return fmt.Errorf("pod %q has an entry with an empty container name", ref.PodUID)
 	}
 	if a.Baseline.IsEmpty() {
-		return fmt.Errorf("%s: empty original cpuset", ref)
+		return fmt.Errorf("%s: empty baseline cpuset", ref)
 	}
-	if err := inRange(ref.String()+": original", a.Baseline); err != nil {
-		return err
-	}
-	if err := inRange(ref.String()+": resized", a.Resized); err != nil {
-		return err
-	}
-	if online != nil {
-		if err := insideOnline(ref.String()+": original", a.Baseline, *online); err != nil {
-			return err
-		}
-		if err := insideOnline(ref.String()+": resized", a.Resized, *online); err != nil {
+	sets := []struct {
+		what string
+		set  cpuset.CPUSet
+	}{{"baseline", a.Baseline}, {"resized", a.Resized}, {"delayed", a.Delayed}}
+	for _, c := range sets {
+		if err := inRange(ref.String()+": "+c.what, c.set); err != nil {
 			return err
 		}
 	}
-	if !a.Resized.IsEmpty() && !a.Baseline.IsSubsetOf(a.Resized) {
-		return fmt.Errorf("%s: resized %q does not contain original %q (missing CPUs %q)",
+	for _, c := range sets {
+		if err := insideOnlineIfKnown(ref.String()+": "+c.what, c.set, online); err != nil {
+			return err
+		}
+	}
+	switch {
+	case !a.Resized.IsEmpty() && !a.Baseline.IsSubsetOf(a.Resized):
+		return fmt.Errorf("%s: resized %q does not contain baseline %q (missing CPUs %q)",
 			ref, a.Resized, a.Baseline, a.Baseline.Difference(a.Resized))
+	case !a.Delayed.IsEmpty() && a.ReleaseAt.IsZero():
+		return fmt.Errorf("%s: delayed CPUs %q have no release time", ref, a.Delayed)
+	case a.Delayed.IsEmpty() && !a.ReleaseAt.IsZero():
+		return fmt.Errorf("%s: release time %s is set but no CPUs are delayed", ref, a.ReleaseAt.UTC().Format(time.RFC3339Nano))
+	case !a.ReleaseAt.IsZero() && !rfc3339Year(a.ReleaseAt):
+		return fmt.Errorf("%s: release time %s is outside the years 0000-9999 an RFC 3339 time can name", ref, a.ReleaseAt)
+	}
+	if common := a.Delayed.Intersection(a.Assigned()); !common.IsEmpty() {
+		return fmt.Errorf("%s: delayed %q overlaps its assigned CPUs %q on CPUs %q", ref, a.Delayed, a.Assigned(), common)
 	}
 	return nil
 }
@@ -359,6 +407,14 @@ func inRange(what string, set cpuset.CPUSet) error {
 		return fmt.Errorf("%s names CPUs %v, outside the CPU ids 0-%d a checkpoint can hold", what, cpuset.New(outside...).List(), cpumask.MaxID)
 	}
 	return nil
+}
+
+// insideOnlineIfKnown is insideOnline when online is known.
+func insideOnlineIfKnown(what string, set cpuset.CPUSet, online *cpuset.CPUSet) error {
+	if online == nil {
+		return nil
+	}
+	return insideOnline(what, set, *online)
 }
 
 // insideOnline reports the CPUs of set that are not online.

@@ -9,6 +9,7 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
 // systemdPod returns a pod as the kubelet's systemd cgroup driver places
@@ -44,8 +45,8 @@ func TestVerificationOnEveryCgroupLayout(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
-			rt := newFakeRuntime(t, n.topo.CPUs())
-			rt.cgroupRoot, rt.cgroupV2 = t.TempDir(), tc.v2
+			rt := fakeruntime.New(t, n.topo.CPUs())
+			rt.SetCgroupRoot(t.TempDir(), tc.v2)
 			rp := startPluginWith(t, rt, n.pol, t.TempDir(), func(o *plugin.Options) { o.VerifyInterval = 0 })
 			mkPod := func(name, qos string) policy.Pod {
 				if tc.systemd {
@@ -76,7 +77,7 @@ func TestVerificationOnEveryCgroupLayout(t *testing.T) {
 			})
 			rt.SetChecking(true)
 			wantCPUs(t, rt, g, "1-2")
-			file := filepath.Join(rt.cgroupDir(web), "cpuset.cpus")
+			file := filepath.Join(rt.CgroupDir(web), "cpuset.cpus")
 			if data, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(data)) != "0,3-7" {
 				t.Errorf("%s: %q (%v), want 0,3-7", file, data, err)
 			}

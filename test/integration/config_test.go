@@ -15,6 +15,7 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
+	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
 // withConfig starts the plugin with n's configuration recorded, as the
@@ -36,7 +37,7 @@ func withConfig(n *node) func(*plugin.Options) {
 func TestRestartUnderAReservationOfPinnedCPUs(t *testing.T) {
 	spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}
 	before := newNode(t, spec, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, before.topo.CPUs())
+	rt := fakeruntime.New(t, before.topo.CPUs())
 	stateDir := t.TempDir()
 	rp := startPluginWith(t, rt, before.pol, stateDir, withConfig(before))
 	g := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(2))
@@ -55,7 +56,7 @@ func TestRestartUnderAReservationOfPinnedCPUs(t *testing.T) {
 	other := mustCreate(t, rt, pod(t, rt, "other", "guaranteed"), "app", guaranteed(1))
 	wantCPUs(t, rt, other, "3")
 
-	if err := rt.RemovePod(rt.pods[g.PodSandboxId]); err != nil {
+	if err := rt.RemovePod(rt.PodOf(g)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the new configuration applied", func() bool { return !rp.ConfigPending() })
@@ -78,7 +79,7 @@ func TestRestartUnderAReservationOfPinnedCPUs(t *testing.T) {
 // whole and config_rejected says so, and the file put right clears it.
 func TestReloadThroughTheFileWatcher(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	stateDir := t.TempDir()
 	rp := startPluginWith(t, rt, n.pol, stateDir, withConfig(n))
 	g := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(2))

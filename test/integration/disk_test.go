@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
 // TestPluginOnAFullDisk starts the plugin with its state directory on a
@@ -29,7 +30,7 @@ func TestPluginOnAFullDisk(t *testing.T) {
 	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
 	stateDir := filepath.Join(mnt, "state")
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	rp := startPlugin(t, rt, n.pol, stateDir)
 	g := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(2))
 	rp.Stop()

@@ -1,14 +1,16 @@
 package integration
 
 import (
-	"fmt"
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
 // TestNoPoisonPills sends, through NRI, what used to make the plugin refuse
@@ -21,17 +23,15 @@ import (
 // and the node goes on pinning.
 func TestNoPoisonPills(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	stateDir := t.TempDir()
 	rp := startPlugin(t, rt, n.pol, stateDir)
 	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
 
 	// No pod UID: runs on the shared pool.
 	noUID := pod(t, rt, "nouid", "guaranteed")
-	rt.mu.Lock()
-	noUID.Uid = ""
-	rt.mu.Unlock()
-	rt.ExpectShared(rt.nextContainerID(noUID, "app"))
+	rt.Locked(func() { noUID.Uid = "" })
+	rt.ExpectShared(rt.NextContainerID(noUID, "app"))
 	orphan := mustCreate(t, rt, noUID, "app", guaranteed(2))
 	gu := pod(t, rt, "gu", "guaranteed")
 	g := mustCreate(t, rt, gu, "app", guaranteed(2))
@@ -40,9 +40,7 @@ func TestNoPoisonPills(t *testing.T) {
 	wantCPUs(t, rt, orphan, "0,3-7")
 
 	// A cpuset of a hundred million CPUs in the container's payload.
-	rt.mu.Lock()
-	g.Linux.Resources.Cpu.Cpus = "0-99999999"
-	rt.mu.Unlock()
+	rt.Locked(func() { g.Linux.Resources.Cpu.Cpus = "0-99999999" })
 	if err := rt.UpdateContainer(g, guaranteed(3)); err != nil {
 		t.Fatalf("a resize of a container reporting a huge cpuset: %v", err)
 	}
@@ -59,13 +57,13 @@ func TestNoPoisonPills(t *testing.T) {
 	}
 
 	// A creation under a running container's id.
-	ctx, cancel := rt.ctx()
-	defer cancel()
 	dup := &api.Container{Id: twin.Id, PodSandboxId: web.PodSandboxId, Name: "other",
-		Linux: &api.LinuxContainer{Resources: toNRIResources(guaranteed(1))}}
-	rt.mu.Lock()
-	_, err := rt.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: rt.pods[web.PodSandboxId], Container: dup})
-	rt.mu.Unlock()
+		Linux: &api.LinuxContainer{Resources: fakeruntime.NRIResources(guaranteed(1))}}
+	webPod := rt.PodOf(web)
+	err := rt.Send(func(ctx context.Context, nri *adaptation.Adaptation) error {
+		_, err := nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: webPod, Container: dup})
+		return err
+	})
 	if err == nil || !strings.Contains(err.Error(), "Infeasible: invalidContainerIDError: container id "+twin.Id) {
 		t.Errorf("a creation under a running container's id: %v", err)
 	}
@@ -90,12 +88,4 @@ func TestNoPoisonPills(t *testing.T) {
 	wantCPUs(t, rt, twin, "1-3")
 	wantCPUs(t, rt, orphan, "0,5-7")
 	noViolations(t, rt)
-}
-
-// nextContainerID returns the id the next container the runtime creates
-// will have.
-func (r *fakeRuntime) nextContainerID(pod *api.PodSandbox, name string) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID+1)
 }

@@ -15,13 +15,14 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
 // runningPlugin is a plugin connected to a fake runtime.
 type runningPlugin struct {
 	*plugin.Plugin
 	t        testing.TB
-	rt       *fakeRuntime
+	rt       *fakeruntime.Runtime
 	registry *prometheus.Registry
 	stateDir string
 	cancel   context.CancelFunc
@@ -48,13 +49,13 @@ func (w logWriter) Write(p []byte) (int, error) {
 
 // startPlugin starts a plugin on stateDir against rt and waits until it is
 // registered and synchronized.
-func startPlugin(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir string) *runningPlugin {
+func startPlugin(t testing.TB, rt *fakeruntime.Runtime, pol *policy.Policy, stateDir string) *runningPlugin {
 	t.Helper()
 	return startPluginWith(t, rt, pol, stateDir, nil)
 }
 
 // startPluginWith is startPlugin with options changed by configure.
-func startPluginWith(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir string, configure func(*plugin.Options)) *runningPlugin {
+func startPluginWith(t testing.TB, rt *fakeruntime.Runtime, pol *policy.Policy, stateDir string, configure func(*plugin.Options)) *runningPlugin {
 	t.Helper()
 	store, err := state.NewStore(stateDir)
 	if err != nil {
@@ -66,8 +67,8 @@ func startPluginWith(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir
 		t.Fatal(err)
 	}
 	opts := plugin.Options{
-		Socket:         rt.socket,
-		CgroupfsRoot:   rt.cgroupRoot,
+		Socket:         rt.Socket(),
+		CgroupfsRoot:   rt.CgroupRoot(),
 		VerifyInterval: 50 * time.Millisecond,
 		Log:            testLogger(t),
 		Metrics:        metrics,
@@ -101,7 +102,7 @@ func startPluginWith(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir
 	// The runtime adds a plugin to those it delivers events to only once
 	// its Synchronize returned: wait for the end of that sync, as
 	// containerd does before it relays CRI requests.
-	rt.nri.BlockPluginSync().Unblock()
+	rt.BlockPluginSync().Unblock()
 	return rp
 }
 
@@ -110,7 +111,7 @@ func startPluginWith(t testing.TB, rt *fakeRuntime, pol *policy.Policy, stateDir
 func (rp *runningPlugin) Stop() {
 	rp.cancel()
 	<-rp.done
-	rp.rt.waitPluginGone(rp.t)
+	rp.rt.WaitPluginGone()
 }
 
 // waitFor polls cond for up to 5 s.
@@ -127,7 +128,7 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 // settled reports whether the runtime runs every container on the cpuset
 // the plugin wants for it, with no unsolicited update in flight.
-func settled(rp *runningPlugin, rt *fakeRuntime) bool {
+func settled(rp *runningPlugin, rt *fakeruntime.Runtime) bool {
 	snap := rp.Snapshot()
 	if snap.Lending != "" {
 		return false
@@ -161,7 +162,7 @@ func checkpointState(t testing.TB, dir string, online cpuset.CPUSet) *state.Stat
 }
 
 // noViolations fails the test if the runtime ever saw an overlap.
-func noViolations(t testing.TB, rt *fakeRuntime) {
+func noViolations(t testing.TB, rt *fakeruntime.Runtime) {
 	t.Helper()
 	for _, v := range rt.Violations() {
 		t.Error("invariant violated: " + v)
@@ -171,7 +172,7 @@ func noViolations(t testing.TB, rt *fakeRuntime) {
 // nriDriver runs scenarios through the fake runtime and the plugin.
 type nriDriver struct {
 	t    testing.TB
-	rt   *fakeRuntime
+	rt   *fakeruntime.Runtime
 	rp   *runningPlugin
 	pol  *policy.Policy
 	pods map[string]*api.PodSandbox
@@ -179,7 +180,7 @@ type nriDriver struct {
 }
 
 func newNRIDriver(t testing.TB, pol *policy.Policy) *nriDriver {
-	rt := newFakeRuntime(t, pol.Allocator().Topology().CPUs())
+	rt := fakeruntime.New(t, pol.Allocator().Topology().CPUs())
 	return &nriDriver{t: t, rt: rt, rp: startPlugin(t, rt, pol, t.TempDir()), pol: pol,
 		pods: map[string]*api.PodSandbox{}, ctrs: map[string]*api.Container{}}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
 // TestIsolatedCPUsReload switches isolatedCPUs on a running plugin: the
@@ -15,7 +16,7 @@ import (
 func TestIsolatedCPUsReload(t *testing.T) {
 	spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8, Isolated: []int{4, 5, 6, 7}}
 	n := newNode(t, spec, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	rp := startPlugin(t, rt, n.pol, t.TempDir())
 	r := assemble.NewReloader(testLogger(t), rp.Plugin, n.topo, n.cfg)
 	next := func(change func(*config.Config)) *config.Config {
@@ -61,7 +62,7 @@ func TestIsolatedCPUsReload(t *testing.T) {
 func TestIsolatedCPUsEmptyPoolRejected(t *testing.T) {
 	spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8, Isolated: []int{2, 3, 4, 5, 6, 7}}
 	n := newNode(t, spec, "reservedSystemCPUs: \"0-1\"\nisolatedCPUs: exclusive")
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	rp := startPlugin(t, rt, n.pol, t.TempDir())
 	r := assemble.NewReloader(testLogger(t), rp.Plugin, n.topo, n.cfg)
 	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))

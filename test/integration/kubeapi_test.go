@@ -20,6 +20,7 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
 const apiNode = "integration-node"
@@ -93,7 +94,7 @@ func (c *apiCluster) resize(t *testing.T, pod *corev1.Pod, total int64) {
 // first and stops when it fails; then the containers' decreases, then
 // their increases, stopping at the first failure; a net decrease ends with
 // UpdatePodSandboxResources; an unchanged total sends none.
-func kubeletResize(rt *fakeRuntime, sb *api.PodSandbox, ctrs []*api.Container, from, to []int64) error {
+func kubeletResize(rt *fakeruntime.Runtime, sb *api.PodSandbox, ctrs []*api.Container, from, to []int64) error {
 	var before, after int64
 	for i := range from {
 		before, after = before+from[i], after+to[i]
@@ -138,7 +139,7 @@ func node16(t *testing.T, extra string) *node {
 func TestKEPMultiContainerRowsWithTheAPI(t *testing.T) {
 	n := node16(t, "")
 	cluster := startAPI(t)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	rp := startPluginWith(t, rt, n.pol, t.TempDir(), func(o *plugin.Options) { o.API = cluster.api })
 	cluster.run(t, rp.Plugin)
 
@@ -188,7 +189,7 @@ func TestPodResizeAllOrNothingWithTheAPI(t *testing.T) {
 			n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8, ThreadsPerCore: 2},
 				"reservedSystemCPUs: \"0-1\"\ncpuManagerPolicyOptions: {full-pcpus-only: \"true\"}\n")
 			cluster := startAPI(t)
-			rt := newFakeRuntime(t, n.topo.CPUs())
+			rt := fakeruntime.New(t, n.topo.CPUs())
 			rp := startPluginWith(t, rt, n.pol, t.TempDir(), func(o *plugin.Options) {
 				if withAPI {
 					o.API = cluster.api
@@ -237,7 +238,7 @@ func TestPodResizeAllOrNothingWithTheAPI(t *testing.T) {
 }
 
 // unchangedSince fails the test when a cpuset or the checkpoint changed.
-func unchangedSince(t *testing.T, rt *fakeRuntime, rp *runningPlugin, online cpuset.CPUSet, before map[string]cpuset.CPUSet, saved *state.State) {
+func unchangedSince(t *testing.T, rt *fakeruntime.Runtime, rp *runningPlugin, online cpuset.CPUSet, before map[string]cpuset.CPUSet, saved *state.State) {
 	t.Helper()
 	waitFor(t, "settled", func() bool { return settled(rp, rt) })
 	after := rt.Applied()

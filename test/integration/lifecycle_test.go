@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
 // node is a fixture machine with a configuration.
@@ -61,7 +64,7 @@ func burstable(milli int64) policy.Resources {
 	return scenario.KubeletResources("burstable", milli, 0, 0)
 }
 
-func pod(t testing.TB, rt *fakeRuntime, name, qos string) *api.PodSandbox {
+func pod(t testing.TB, rt *fakeruntime.Runtime, name, qos string) *api.PodSandbox {
 	t.Helper()
 	sb, err := rt.RunPod(policyPod(t, name, qos))
 	if err != nil {
@@ -70,7 +73,7 @@ func pod(t testing.TB, rt *fakeRuntime, name, qos string) *api.PodSandbox {
 	return sb
 }
 
-func mustCreate(t testing.TB, rt *fakeRuntime, sb *api.PodSandbox, name string, r policy.Resources) *api.Container {
+func mustCreate(t testing.TB, rt *fakeruntime.Runtime, sb *api.PodSandbox, name string, r policy.Resources) *api.Container {
 	t.Helper()
 	c, err := rt.CreateContainer(sb, name, r)
 	if err != nil {
@@ -79,7 +82,7 @@ func mustCreate(t testing.TB, rt *fakeRuntime, sb *api.PodSandbox, name string, 
 	return c
 }
 
-func wantCPUs(t testing.TB, rt *fakeRuntime, c *api.Container, want string) {
+func wantCPUs(t testing.TB, rt *fakeruntime.Runtime, c *api.Container, want string) {
 	t.Helper()
 	got, _ := rt.CPUs(c.Id)
 	if got.String() != want {
@@ -92,7 +95,7 @@ func wantCPUs(t testing.TB, rt *fakeRuntime, c *api.Container, want string) {
 // into the released CPUs only afterwards, through an unsolicited update.
 func TestShrinkDefersSharedGrowth(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	rp := startPlugin(t, rt, n.pol, t.TempDir())
 
 	shared := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
@@ -113,7 +116,7 @@ func TestShrinkDefersSharedGrowth(t *testing.T) {
 	wantCPUs(t, rt, shared, "0,3-7")
 
 	got := rt.Log()[mark:]
-	want := []appliedUpdate{{"target", "app", "1-2"}, {"unsolicited", "nginx", "0,3-7"}}
+	want := []fakeruntime.Update{{Origin: "target", Container: "app", CPUs: "1-2"}, {Origin: "unsolicited", Container: "nginx", CPUs: "0,3-7"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("updates applied for the shrink: %v, want %v", got, want)
 	}
@@ -124,7 +127,7 @@ func TestShrinkDefersSharedGrowth(t *testing.T) {
 // containers' shrink comes in the same reply, before the target.
 func TestGrowthShrinksSharedFirst(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	startPlugin(t, rt, n.pol, t.TempDir())
 	mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
 	g := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(2))
@@ -133,7 +136,7 @@ func TestGrowthShrinksSharedFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := rt.Log()[mark:]
-	want := []appliedUpdate{{"pre-update", "nginx", "0,4-7"}, {"target", "app", "1-3"}}
+	want := []fakeruntime.Update{{Origin: "pre-update", Container: "nginx", CPUs: "0,4-7"}, {Origin: "target", Container: "app", CPUs: "1-3"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("updates applied for the growth: %v, want %v", got, want)
 	}
@@ -148,7 +151,7 @@ func TestGrowthShrinksSharedFirst(t *testing.T) {
 // and puts the shared containers back on the shared pool.
 func TestPluginRestartKeepsCPUs(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, NUMAPerSocket: 2, CoresPerNUMA: 4, ThreadsPerCore: 2}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	stateDir := t.TempDir()
 	rp := startPlugin(t, rt, n.pol, stateDir)
 
@@ -202,7 +205,7 @@ func TestPluginRestartKeepsCPUs(t *testing.T) {
 // from the runtime's view (the current cpusets become the original ones).
 func TestCorruptCheckpointRebuilds(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	stateDir := t.TempDir()
 	rp := startPlugin(t, rt, n.pol, stateDir)
 	gu := pod(t, rt, "gu", "guaranteed")
@@ -259,7 +262,7 @@ func TestCorruptCheckpointRebuilds(t *testing.T) {
 // of the same change apply at once).
 func TestConfigReload(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	rp := startPlugin(t, rt, n.pol, t.TempDir())
 	r := assemble.NewReloader(testLogger(t), rp.Plugin, n.topo, n.cfg)
 	next := func(change func(*config.Config)) *config.Config {
@@ -316,35 +319,43 @@ func TestConfigReload(t *testing.T) {
 // the plugin answers without crashing and stays connected.
 func TestMalformedPayloads(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	rp := startPlugin(t, rt, n.pol, t.TempDir())
-	ctx, cancel := rt.ctx()
-	defer cancel()
 	bare := &api.PodSandbox{Id: "bare"}
-	rt.mu.Lock()
-	rt.pods[bare.Id] = bare
-	_, err := rt.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: bare, Container: &api.Container{Id: "x", PodSandboxId: "bare"}})
-	if err != nil {
-		t.Errorf("CreateContainer without Linux: %v", err)
-	}
-	_, err = rt.nri.UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: bare, Container: &api.Container{Id: "unknown"}})
-	if err != nil {
-		t.Errorf("UpdateContainer of an unknown container without resources: %v", err)
-	}
-	_, err = rt.nri.StopContainer(ctx, &api.StopContainerRequest{Pod: bare, Container: &api.Container{Id: "unknown"}})
-	if err != nil {
-		t.Errorf("StopContainer of an unknown container: %v", err)
-	}
-	if err := rt.nri.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: bare, Container: &api.Container{Id: "unknown"}}); err != nil {
-		t.Errorf("RemoveContainer of an unknown container: %v", err)
-	}
 	bad := &api.Container{Id: "bad", PodSandboxId: "bare", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Cpus: "9-x"}}}}
-	if _, err := rt.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: bare, Container: bad}); err != nil {
-		t.Errorf("CreateContainer with an invalid cpuset: %v", err)
-	}
-	rt.mu.Unlock()
-	if err := rt.RemovePod(bare); err != nil {
-		t.Errorf("RemovePod: %v", err)
+	for _, tc := range []struct {
+		name string
+		send func(ctx context.Context, nri *adaptation.Adaptation) error
+	}{
+		{"CreateContainer without Linux", func(ctx context.Context, nri *adaptation.Adaptation) error {
+			_, err := nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: bare, Container: &api.Container{Id: "x", PodSandboxId: "bare"}})
+			return err
+		}},
+		{"UpdateContainer of an unknown container without resources", func(ctx context.Context, nri *adaptation.Adaptation) error {
+			_, err := nri.UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: bare, Container: &api.Container{Id: "unknown"}})
+			return err
+		}},
+		{"StopContainer of an unknown container", func(ctx context.Context, nri *adaptation.Adaptation) error {
+			_, err := nri.StopContainer(ctx, &api.StopContainerRequest{Pod: bare, Container: &api.Container{Id: "unknown"}})
+			return err
+		}},
+		{"RemoveContainer of an unknown container", func(ctx context.Context, nri *adaptation.Adaptation) error {
+			return nri.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: bare, Container: &api.Container{Id: "unknown"}})
+		}},
+		{"CreateContainer with an invalid cpuset", func(ctx context.Context, nri *adaptation.Adaptation) error {
+			_, err := nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: bare, Container: bad})
+			return err
+		}},
+		{"StopPodSandbox of a pod without fields", func(ctx context.Context, nri *adaptation.Adaptation) error {
+			return nri.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: bare})
+		}},
+		{"RemovePodSandbox of a pod without fields", func(ctx context.Context, nri *adaptation.Adaptation) error {
+			return nri.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: bare})
+		}},
+	} {
+		if err := rt.Send(tc.send); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
 	}
 	if !rp.Ready() {
 		t.Errorf("plugin disconnected")
@@ -459,7 +470,7 @@ func TestRandomThroughNRI(t *testing.T) {
 // unsolicited update (a RemoveContainer reply carries none).
 func TestFailedCreationReleasesCPUs(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	stateDir := t.TempDir()
 	rp := startPlugin(t, rt, n.pol, stateDir)
 	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
@@ -472,7 +483,7 @@ func TestFailedCreationReleasesCPUs(t *testing.T) {
 		t.Errorf("checkpoint after the failed creation: entries %d, shared pool %s", st.NumAssignments(), st.DefaultCPUSet())
 	}
 	got := rt.Log()
-	want := []appliedUpdate{{"pre-create", "nginx", "0,4-7"}, {"unsolicited", "nginx", "0-7"}}
+	want := []fakeruntime.Update{{Origin: "pre-create", Container: "nginx", CPUs: "0,4-7"}, {Origin: "unsolicited", Container: "nginx", CPUs: "0-7"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("updates applied: %v, want %v", got, want)
 	}
@@ -487,13 +498,11 @@ func TestFailedCreationReleasesCPUs(t *testing.T) {
 // have promised it all of 4-7.
 func TestKubeletCheckpointImported(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	rt.SetChecking(false) // no plugin yet: containers get every CPU
 	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
 	app := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(4))
-	rt.mu.Lock()
-	app.Linux.Resources.Cpu.Cpus = "4-7" // where the kubelet's static policy put it
-	rt.mu.Unlock()
+	rt.Locked(func() { app.Linux.Resources.Cpu.Cpus = "4-7" }) // where the kubelet's static policy put it
 	kubelet := filepath.Join(t.TempDir(), "cpu_manager_state")
 	text := `{"policyName":"static","defaultCpuSet":"0-3","entries":{"gu-uid":{"app":{"original":"5-6","resized":"4-7"}}},"checksum":1}`
 	if err := os.WriteFile(kubelet, []byte(text), 0o600); err != nil {
@@ -526,8 +535,8 @@ func TestKubeletCheckpointImported(t *testing.T) {
 // plugin sent them nothing since it last read them.
 func TestPodUpdateReconcilesThePodsContainers(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
-	rt.cgroupRoot = t.TempDir()
+	rt := fakeruntime.New(t, n.topo.CPUs())
+	rt.SetCgroupRoot(t.TempDir(), false)
 	// No periodic pass: only the pod update may find the difference.
 	var passes atomic.Int64
 	rp := startPluginWith(t, rt, n.pol, t.TempDir(), func(o *plugin.Options) {
@@ -541,7 +550,7 @@ func TestPodUpdateReconcilesThePodsContainers(t *testing.T) {
 	// The read that follows the creation happens first, so that only the
 	// pod update can find what follows.
 	waitFor(t, "the verification after the creation", func() bool { return passes.Load() > before })
-	file := filepath.Join(rt.cgroupRoot, "cpuset", g.Linux.CgroupsPath, "cpuset.cpus")
+	file := filepath.Join(rt.CgroupDir(g), "cpuset.cpus")
 	quiet := passes.Load()
 	if err := os.WriteFile(file, []byte("0-7\n"), 0o644); err != nil { // changed behind the plugin's back
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
 // loadCase is a node and its workload for a load run: pinned and shared
@@ -78,8 +79,8 @@ type loadResult struct {
 func runLoad(t testing.TB, lc loadCase, ops, workers int) loadResult {
 	t.Helper()
 	online := cpusOf(t, lc.spec)
-	rt := newFakeRuntime(t, online)
-	rt.cgroupRoot = memDir(t)
+	rt := fakeruntime.New(t, online)
+	rt.SetCgroupRoot(memDir(t), false)
 	pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, lc.spec), stateDir: t.TempDir(), yaml: lc.config,
 		env: strings.Fields(os.Getenv("NRI_CPUMANAGER_LOAD_ENV")), metrics: true})
 
@@ -185,14 +186,14 @@ func runLoad(t testing.TB, lc loadCase, ops, workers int) loadResult {
 		t.Errorf("scraping the plugin's metrics: %v", err)
 	}
 	st := rt.Stats()
-	res.latency = st.latency
-	for _, d := range st.latency {
+	res.latency = st.Latency
+	for _, d := range st.Latency {
 		slices.Sort(d)
 		res.events += len(d)
 		res.all = append(res.all, d...)
 	}
 	slices.Sort(res.all)
-	res.updates, res.unsolicit = st.replyUpdates+st.unsolicited, st.unsolicited
+	res.updates, res.unsolicit = st.ReplyUpdates+st.Unsolicited, st.Unsolicited
 	res.driftLines = pp.logLines("differs from")
 	res.drift = len(res.driftLines)
 	if testing.Verbose() {
@@ -224,7 +225,7 @@ func memDir(t testing.TB) string {
 // waitForState waits until the checkpoint on disk and the runtime agree:
 // every running pinned container runs on its assigned CPUs, every other one
 // on the shared pool.
-func waitForState(t testing.TB, rt *fakeRuntime, dir string, online cpuset.CPUSet) {
+func waitForState(t testing.TB, rt *fakeruntime.Runtime, dir string, online cpuset.CPUSet) {
 	t.Helper()
 	var why string
 	deadline := time.Now().Add(20 * time.Second)
@@ -241,26 +242,24 @@ func waitForState(t testing.TB, rt *fakeRuntime, dir string, online cpuset.CPUSe
 
 // stateMismatch says how the runtime differs from the checkpoint on disk
 // ("" when it does not).
-func stateMismatch(rt *fakeRuntime, dir string, online cpuset.CPUSet) string {
+func stateMismatch(rt *fakeruntime.Runtime, dir string, online cpuset.CPUSet) string {
 	st, err := state.Inspect(dir, online)
 	if err != nil {
 		return err.Error()
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	for _, id := range slices.Sorted(maps.Keys(rt.containers)) {
-		c := rt.containers[id]
-		if c.State == api.ContainerState_CONTAINER_STOPPED {
-			continue
+	applied := rt.Applied()
+	for _, c := range rt.Running() {
+		pod := rt.PodOf(c)
+		got, ok := applied[c.Id]
+		if !ok {
+			return fmt.Sprintf("%s/%s started after the runtime's cpusets were read", pod.GetName(), c.Name)
 		}
-		pod := rt.pods[c.PodSandboxId]
 		want := st.DefaultCPUSet()
-		if a, ok := st.Assignment(pod.GetUid(), c.Name); ok && !rt.expectShared[id] {
+		if a, ok := st.Assignment(pod.GetUid(), c.Name); ok && rt.Exclusive(c) {
 			want = a.Assigned()
 		}
-		got, err := cpuset.Parse(c.Linux.Resources.Cpu.Cpus)
-		if err != nil || !got.Equals(want) {
-			return fmt.Sprintf("%s/%s runs on %q, the checkpoint says %s", pod.GetName(), c.Name, c.Linux.Resources.Cpu.Cpus, want)
+		if !got.Equals(want) {
+			return fmt.Sprintf("%s/%s runs on %s, the checkpoint says %s", pod.GetName(), c.Name, got, want)
 		}
 	}
 	return ""

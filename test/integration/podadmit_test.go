@@ -8,6 +8,7 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
 // TestPodUpdateAdmission plays a CPU growth as the kubelet does, through
@@ -18,7 +19,7 @@ import (
 // free both calls are accepted and checkpointed, and the container grows.
 func TestPodUpdateAdmission(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	rp := startPlugin(t, rt, n.pol, t.TempDir())
 	online := n.topo.CPUs()
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
 // The plugin's command, built once per test binary by pluginBinary (without
@@ -98,7 +99,7 @@ type processConfig struct {
 // startProcess starts the plugin's command against rt and waits until its
 // first Synchronize has been applied and the runtime delivers events to
 // it.
-func startProcess(t testing.TB, rt *fakeRuntime, pc processConfig) *pluginProcess {
+func startProcess(t testing.TB, rt *fakeruntime.Runtime, pc processConfig) *pluginProcess {
 	t.Helper()
 	bin := pluginBinary(t)
 	logLevel := "info"
@@ -115,7 +116,7 @@ func startProcess(t testing.TB, rt *fakeRuntime, pc processConfig) *pluginProces
 		l.Close()
 	}
 	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nsysfsRoot: %s\ncgroupfsRoot: %q\nmetricsAddress: %q\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: %s\n%s\n",
-		rt.socket, pc.stateDir, pc.sysfsRoot, rt.cgroupRoot, metricsAddress, logLevel, pc.yaml)
+		rt.Socket(), pc.stateDir, pc.sysfsRoot, rt.CgroupRoot(), metricsAddress, logLevel, pc.yaml)
 	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func startProcess(t testing.TB, rt *fakeRuntime, pc processConfig) *pluginProces
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	rt.nri.BlockPluginSync().Unblock()
+	rt.BlockPluginSync().Unblock()
 	return pp
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
 // TestRestartKeepsCPUs plays a crash as containerd and the kubelet do it
@@ -22,7 +23,7 @@ import (
 // nothing.
 func TestRestartKeepsCPUs(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
-	rt := newFakeRuntime(t, n.topo.CPUs())
+	rt := fakeruntime.New(t, n.topo.CPUs())
 	stateDir := t.TempDir()
 	rp := startPlugin(t, rt, n.pol, stateDir)
 	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
@@ -68,7 +69,7 @@ func TestRestartKeepsCPUs(t *testing.T) {
 // cpuset are as before.
 func TestRefusedCreationChangesNothing(t *testing.T) {
 	type setup struct {
-		rt *fakeRuntime
+		rt *fakeruntime.Runtime
 		gu *api.PodSandbox
 		// running is a pinned container that runs; stopped one that
 		// exited and is re-created by the case.
@@ -122,7 +123,7 @@ func TestRefusedCreationChangesNothing(t *testing.T) {
 			// 4 cores × 2 threads, NUMA nodes of 2 cores; CPU 0 reserved.
 			n := newNode(t, fakesysfs.Spec{Sockets: 1, NUMAPerSocket: 2, CoresPerNUMA: 2, ThreadsPerCore: 2},
 				"reservedSystemCPUs: \"0\"\n"+tc.config)
-			rt := newFakeRuntime(t, n.topo.CPUs())
+			rt := fakeruntime.New(t, n.topo.CPUs())
 			stateDir := t.TempDir()
 			rp := startPlugin(t, rt, n.pol, stateDir)
 			mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))

@@ -16,6 +16,7 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
 // TestSIGKILLMidRequest kills the plugin's command (its own process) with
@@ -60,16 +61,16 @@ func sigkillRun(t *testing.T, ignoresFailurePolicies bool, seed uint64, kills in
 		options = append(options, adaptation.WithDefaultValidator(&validator.DefaultValidatorConfig{
 			Enable: true, RequiredPlugins: []string{"cpumanager"}}))
 	}
-	rt := newFakeRuntimeWith(t, online, options...)
-	rt.cgroupRoot = memDir(t)
-	rt.ignoresFailurePolicies = ignoresFailurePolicies
+	rt := fakeruntime.NewWith(t, online, options...)
+	rt.SetCgroupRoot(memDir(t), false)
+	rt.SetIgnoresFailurePolicies(ignoresFailurePolicies)
 	pc := processConfig{sysfsRoot: sysfsTree(t, spec), stateDir: t.TempDir(), yaml: "reservedSystemCPUs: \"0-1\""}
 	pp := startProcess(t, rt, pc)
 	rnd := rand.New(rand.NewPCG(seed, 7))
 
 	next := 0
 	op := func() error {
-		pods := rt.podsByUID()
+		pods := podsByUID(rt)
 		switch k := rnd.IntN(10); {
 		case k < 4 || len(pods) < 4:
 			next++
@@ -83,8 +84,8 @@ func sigkillRun(t *testing.T, ignoresFailurePolicies bool, seed uint64, kills in
 			return err
 		case k < 8:
 			var pinned []*api.Container
-			for _, c := range rt.running() {
-				if rt.podOf(c).GetLinux().GetCgroupParent() != "" && rt.isGuaranteed(c) {
+			for _, c := range rt.Running() {
+				if rt.PodOf(c).GetLinux().GetCgroupParent() != "" && rt.Exclusive(c) {
 					pinned = append(pinned, c)
 				}
 			}
@@ -126,7 +127,7 @@ func sigkillRun(t *testing.T, ignoresFailurePolicies bool, seed uint64, kills in
 			// plugin's doing: the check resumes after its Synchronize.
 			rt.SetChecking(false)
 		}
-		if rt.inRequest.Load() > 0 {
+		if rt.InRequest() {
 			midRequest++
 		}
 		pp.Kill()
@@ -140,7 +141,7 @@ func sigkillRun(t *testing.T, ignoresFailurePolicies bool, seed uint64, kills in
 		after := originals(t, pc.stateDir, online)
 		applied := rt.Applied()
 		for ref, orig := range before {
-			id, live := rt.containerOf(ref)
+			id, live := containerOf(rt, ref)
 			if !live {
 				continue // its pod was removed
 			}
@@ -181,51 +182,20 @@ func originals(t *testing.T, dir string, online cpuset.CPUSet) map[state.Contain
 }
 
 // podsByUID returns the runtime's pods by UID.
-func (r *fakeRuntime) podsByUID() map[string]*api.PodSandbox {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func podsByUID(rt *fakeruntime.Runtime) map[string]*api.PodSandbox {
 	out := map[string]*api.PodSandbox{}
-	for _, p := range r.pods {
+	for _, p := range rt.Pods() {
 		out[p.Uid] = p
 	}
 	return out
 }
 
-// running returns the running containers, by id.
-func (r *fakeRuntime) running() []*api.Container {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []*api.Container
-	for _, id := range slices.Sorted(maps.Keys(r.containers)) {
-		if c := r.containers[id]; c.State != api.ContainerState_CONTAINER_STOPPED {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// podOf returns a container's pod.
-func (r *fakeRuntime) podOf(c *api.Container) *api.PodSandbox {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.pods[c.PodSandboxId]
-}
-
-// isGuaranteed tells whether a container asks for exclusive CPUs.
-func (r *fakeRuntime) isGuaranteed(c *api.Container) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.exclusive(c)
-}
-
 // containerOf returns the id of the running container of a pod UID and
 // name.
-func (r *fakeRuntime) containerOf(ref state.ContainerRef) (string, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for id, c := range r.containers {
-		if c.State != api.ContainerState_CONTAINER_STOPPED && c.Name == ref.Name && r.pods[c.PodSandboxId].GetUid() == ref.PodUID {
-			return id, true
+func containerOf(rt *fakeruntime.Runtime, ref state.ContainerRef) (string, bool) {
+	for _, c := range rt.Running() {
+		if c.Name == ref.Name && rt.PodOf(c).GetUid() == ref.PodUID {
+			return c.Id, true
 		}
 	}
 	return "", false

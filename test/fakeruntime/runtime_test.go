@@ -1,0 +1,82 @@
+package fakeruntime
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/containerd/nri/pkg/api"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+)
+
+// kubeletPod returns a pod as the kubelet runs it: its cgroup parent says
+// its QoS class.
+func kubeletPod(name, qos string) policy.Pod {
+	parent := map[string]string{
+		"guaranteed": "/kubepods/pod" + name + "-uid",
+		"burstable":  "/kubepods/burstable/pod" + name + "-uid",
+		"besteffort": "/kubepods/besteffort/pod" + name + "-uid",
+	}[qos]
+	return policy.Pod{UID: name + "-uid", Namespace: "default", Name: name, CgroupParent: parent}
+}
+
+// guaranteed returns the kubelet's resources of a container with cpus
+// whole CPUs as request and limit.
+func guaranteed(cpus int64) policy.Resources {
+	return policy.Resources{CPUShares: uint64(cpus * 1024), CPUQuota: cpus * 100000, CPUPeriod: 100000, MemoryLimit: 1 << 30}
+}
+
+// burstable returns the kubelet's resources of a container with a request
+// of milli millicores and no limit.
+func burstable(milli int64) policy.Resources {
+	return policy.Resources{CPUShares: uint64(milli * 1024 / 1000)}
+}
+
+func runPod(t testing.TB, rt *Runtime, name, qos string) *api.PodSandbox {
+	t.Helper()
+	sb, err := rt.RunPod(kubeletPod(name, qos))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+func create(t testing.TB, rt *Runtime, sb *api.PodSandbox, name string, r policy.Resources) *api.Container {
+	t.Helper()
+	c, err := rt.CreateContainer(sb, name, r)
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	return c
+}
+
+// TestCheckFindsOverlaps checks the checker: without a plugin every
+// container gets every CPU, so a second pinned container overlaps the first
+// and a shared one both; stopping them clears the counts.
+func TestCheckFindsOverlaps(t *testing.T) {
+	rt := New(t, cpuset.New(0, 1, 2, 3))
+	g1 := create(t, rt, runPod(t, rt, "g1", "guaranteed"), "app", guaranteed(1))
+	if v := rt.Violations(); len(v) != 0 {
+		t.Fatalf("one container: %v", v)
+	}
+	create(t, rt, runPod(t, rt, "g2", "guaranteed"), "app", guaranteed(1))
+	v := rt.Violations()
+	if len(v) != 1 || !strings.Contains(v[0], "is applied to exclusive containers") {
+		t.Fatalf("two pinned containers on every CPU: %v", v)
+	}
+	web := create(t, rt, runPod(t, rt, "web", "burstable"), "nginx", burstable(100))
+	if v := rt.Violations(); len(v) != 2 || !strings.Contains(v[1], "and to a shared container") {
+		t.Fatalf("and a shared one: %v", v)
+	}
+	for _, c := range []*api.Container{g1, web} {
+		if err := rt.StopContainer(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.overlaps.bad != 0 {
+		t.Errorf("%d CPUs still counted overlapping with one container left", rt.overlaps.bad)
+	}
+}
