@@ -1,0 +1,402 @@
+package policy_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
+)
+
+// life plays a pod's life through the policy, the way the runtime reports
+// a kubelet's actions, and checks after every step that the model keeps
+// its invariants and its state would save.
+type life struct {
+	t    *testing.T
+	pol  *policy.Policy
+	m    *policy.Model
+	next int
+	// running maps container id → the container as created.
+	running map[string]policy.Container
+	// warnings are the warnings of the last decision.
+	warnings []string
+}
+
+func newLife(t *testing.T, pol *policy.Policy) *life {
+	return &life{t: t, pol: pol, m: policy.NewModel(pol.NewState()), running: map[string]policy.Container{}}
+}
+
+// pod returns a Guaranteed pod whose total (the kubelet's, with the
+// sandbox) is totalMilli, with roles when given ("name=role" pairs).
+func (l *life) pod(name string, totalMilli int64, roles ...string) policy.Pod {
+	l.t.Helper()
+	pod, err := scenario.KubeletPod(name, "guaranteed")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	pod.Resources = scenario.KubeletResources("guaranteed", totalMilli, totalMilli, 1<<30)
+	for _, r := range roles {
+		name, role, _ := strings.Cut(r, "=")
+		parsed, err := scenario.ParseRole(role)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		if pod.Roles == nil {
+			pod.Roles = map[string]policy.Role{}
+		}
+		pod.Roles[name] = parsed
+	}
+	return pod
+}
+
+func (l *life) step(what string, d policy.Decision) {
+	l.t.Helper()
+	saves(l.t, l.pol, what, d.Model)
+	l.m, l.warnings = d.Model, d.Warnings
+}
+
+// sandbox runs a new sandbox of pod and returns the pod as its events
+// name it.
+func (l *life) sandbox(pod policy.Pod) policy.Pod {
+	l.t.Helper()
+	l.next++
+	pod.SandboxID = fmt.Sprintf("sandbox-%d", l.next)
+	l.step("run "+pod.SandboxID, l.pol.RunPodSandbox(l.m, pod))
+	return pod
+}
+
+// create creates container name with milli CPUs and returns its id.
+func (l *life) create(pod policy.Pod, name string, milli int64) string {
+	l.t.Helper()
+	id, err := l.tryCreate(pod, name, milli)
+	if err != nil {
+		l.t.Fatalf("create %s/%s: %v", pod.Name, name, err)
+	}
+	return id
+}
+
+func (l *life) tryCreate(pod policy.Pod, name string, milli int64) (string, error) {
+	l.t.Helper()
+	l.next++
+	c := policy.Container{ID: fmt.Sprintf("%s-%s-%d", pod.Name, name, l.next), Name: name, Pod: pod,
+		Resources: scenario.KubeletResources("guaranteed", milli, milli, 1<<30)}
+	d, err := l.pol.CreateContainer(l.m, c)
+	if err != nil {
+		return "", err
+	}
+	l.step("create "+c.ID, d)
+	l.running[c.ID] = c
+	return c.ID, nil
+}
+
+// exit ends container id's process with code.
+func (l *life) exit(id string, code int32) {
+	l.t.Helper()
+	c := l.running[id]
+	c.Exited, c.Completed = true, code == 0
+	l.step("exit "+id, l.pol.StopContainer(l.m, c))
+}
+
+// remove is the garbage collection of container id.
+func (l *life) remove(id string) {
+	l.t.Helper()
+	l.step("remove "+id, l.pol.RemoveContainer(l.m, l.running[id]))
+}
+
+func (l *life) removeSandbox(pod policy.Pod) {
+	l.t.Helper()
+	l.step("remove "+pod.SandboxID, l.pol.RemovePodSandbox(l.m, pod))
+}
+
+func (l *life) resize(id string, milli int64) error {
+	l.t.Helper()
+	c := l.running[id]
+	d, err := l.pol.UpdateContainer(l.m, c, scenario.KubeletResources("guaranteed", milli, milli, 1<<30))
+	if err != nil {
+		return err
+	}
+	l.step("resize "+id, d)
+	c.Resources = scenario.KubeletResources("guaranteed", milli, milli, 1<<30)
+	l.running[id] = c
+	l.step("confirm "+id, l.pol.Confirm(l.m, id))
+	return nil
+}
+
+// podUpdate is UpdatePodSandboxResources with the pod's new total.
+func (l *life) podUpdate(pod policy.Pod, milli int64) {
+	l.t.Helper()
+	d, err := l.pol.UpdatePodSandbox(l.m, pod, policy.PodResources{Resources: scenario.KubeletResources("guaranteed", milli, milli, 2<<30)})
+	if err != nil {
+		l.t.Fatalf("pod update to %dm: %v", milli, err)
+	}
+	l.step("pod update", d)
+}
+
+func (l *life) cpus(id string) cpuset.CPUSet { return l.m.CPUsOf(id) }
+
+func (l *life) pool() string { return l.m.SharedPool().String() }
+
+// want fails unless container id runs on cpus and the shared pool is pool.
+func (l *life) want(what, id, cpus, pool string) {
+	l.t.Helper()
+	if got := l.cpus(id).String(); got != cpus {
+		l.t.Errorf("%s: %s runs on %q, want %q", what, id, got, cpus)
+	}
+	if got := l.pool(); got != pool {
+		l.t.Errorf("%s: shared pool %q, want %q", what, got, pool)
+	}
+}
+
+// TestInitContainerCPUsGoToTheAppContainer: the kubelet runs a pod's init
+// container, then its app container, and passes the pod's total
+// max(init, app) with the sandbox. The app container reuses the init
+// container's CPUs (it is pinned, not put on the shared pool for going
+// over the pod's total), the pod holds max(init, app) CPUs for its whole
+// life, and the app container's restart keeps its CPUs — with the pod's
+// spec known (roles) and without it (a completed container is taken for
+// an init container).
+func TestInitContainerCPUsGoToTheAppContainer(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		init, app  int64
+		roles      []string
+		appCPUs    string
+		podCPUs    string // the pool without them: 0 is reserved, 1-7 allocatable
+		appRestart string
+	}{
+		{"1+1, spec known", 1000, 1000, []string{"init=init", "app=app"}, "1", "0,2-7", "1"},
+		{"1+1, spec unknown", 1000, 1000, nil, "1", "0,2-7", "1"},
+		{"2 then 1", 2000, 1000, nil, "1", "0,3-7", "1"},
+		{"1 then 3", 1000, 3000, []string{"init=init"}, "1-3", "0,4-7", "1-3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLife(t, eightCPUs(t))
+			pod := l.sandbox(l.pod("gu", max(tc.init, tc.app), tc.roles...))
+			init := l.create(pod, "init", tc.init)
+			l.exit(init, 0)
+			app := l.create(pod, "app", tc.app)
+			l.want("app created", app, tc.appCPUs, tc.podCPUs)
+			l.exit(app, 137)
+			again := l.create(pod, "app", tc.app)
+			l.want("app restarted", again, tc.appRestart, tc.podCPUs)
+			l.remove(app)
+			l.want("dead app removed", again, tc.appRestart, tc.podCPUs)
+		})
+	}
+}
+
+// TestSandboxRecreationKeepsThePodsCPUs: the pause container dies (or the
+// node reboots); the kubelet stops the pod's containers, purges its init
+// containers, runs a new sandbox, runs the init container again, then the
+// app container, and garbage-collects the old sandbox later. Every
+// container gets its CPUs back (the init container its own, not the
+// app's), and the old sandbox's removal frees nothing: the next pod
+// cannot get the pod's CPUs. The pod's CPUs go back with its last
+// sandbox.
+func TestSandboxRecreationKeepsThePodsCPUs(t *testing.T) {
+	for _, roles := range [][]string{nil, {"init=init", "app=app"}} {
+		t.Run(fmt.Sprintf("roles %v", roles), func(t *testing.T) {
+			l := newLife(t, eightCPUs(t))
+			gu := l.pod("gu", 3000, roles...)
+			old := l.sandbox(gu)
+			init := l.create(old, "init", 2000)
+			l.exit(init, 0)
+			app := l.create(old, "app", 3000)
+			l.want("started", app, "1-3", "0,4-7")
+			if err := l.resize(app, 4000); err != nil {
+				t.Fatal(err)
+			}
+			l.want("grown", app, "1-4", "0,5-7")
+
+			l.exit(app, 137)
+			l.remove(init) // purgeInitContainers, before the new sandbox
+			now := l.sandbox(gu)
+			init2 := l.create(now, "init", 2000)
+			l.want("init container again", init2, "1-2", "0,5-7")
+			l.exit(init2, 0)
+			app2 := l.create(now, "app", 4000)
+			l.want("app container again", app2, "1-4", "0,5-7")
+			l.remove(app)
+			l.removeSandbox(old)
+			l.want("old sandbox removed", app2, "1-4", "0,5-7")
+			other := l.sandbox(l.pod("other", 4000))
+			if _, err := l.tryCreate(other, "app", 4000); err == nil {
+				t.Errorf("another pod got 4 CPUs while gu holds 4 of the 7 allocatable: two owners")
+			}
+			a, _ := l.m.State.Assignment(gu.UID, "app")
+			if a.Baseline.String() != "1-3" {
+				t.Errorf("baseline %s after the re-creation, want 1-3 (kept)", a.Baseline)
+			}
+			l.exit(app2, 137)
+			l.remove(init2)
+			l.remove(app2)
+			l.want("containers removed, sandbox left", app2, "", "0,5-7")
+			l.removeSandbox(now)
+			if got := l.pool(); got != "0-7" {
+				t.Errorf("shared pool %s once the pod's last sandbox is gone, want 0-7", got)
+			}
+		})
+	}
+}
+
+// TestGarbageCollectionOrderNeverMatters: the kubelet removes a crashed
+// container before or after it re-creates it; either way the re-created
+// container gets the same CPUs and a refused shrink below its baseline
+// stays refused.
+func TestGarbageCollectionOrderNeverMatters(t *testing.T) {
+	for _, removeFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("remove the dead container first: %v", removeFirst), func(t *testing.T) {
+			l := newLife(t, eightCPUs(t))
+			pod := l.sandbox(l.pod("gu", 2000))
+			app := l.create(pod, "app", 2000)
+			if err := l.resize(app, 4000); err != nil {
+				t.Fatal(err)
+			}
+			l.exit(app, 1)
+			if removeFirst {
+				l.remove(app)
+			}
+			again := l.create(pod, "app", 4000)
+			if !removeFirst {
+				l.remove(app)
+			}
+			l.want("re-created", again, "1-4", "0,5-7")
+			if err := l.resize(again, 1000); err == nil || !strings.Contains(err.Error(), "prohibitedCPUAllocationError") {
+				t.Errorf("shrink below the baseline after the re-creation: %v, want prohibitedCPUAllocationError", err)
+			}
+		})
+	}
+}
+
+// TestSidecarKeepsItsCPUs: the kubelet lets a pod's app container reuse
+// an ordinary init container's CPUs, never a sidecar's. A sidecar that
+// crashes while the app container is created keeps its CPUs when the
+// pod's spec says it is a sidecar, and when it crashed (exit code not 0);
+// one that exited with 0 without the spec is taken for an init container,
+// and its restart moves to other CPUs with a warning, never onto the app
+// container's.
+func TestSidecarKeepsItsCPUs(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		roles     []string
+		code      int32
+		appCPUs   string
+		pool      string
+		sidecar   string
+		warnMoved bool
+	}{
+		{"spec known", []string{"side=sidecar", "app=app"}, 0, "2", "0,3-7", "1", false},
+		{"crashed, spec unknown", nil, 1, "2", "0,3-7", "1", false},
+		{"exited 0, spec unknown", nil, 0, "1", "0,2-7", "2", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLife(t, eightCPUs(t))
+			pod := l.sandbox(l.pod("gu", 2000, tc.roles...))
+			side := l.create(pod, "side", 1000)
+			l.exit(side, tc.code)
+			app := l.create(pod, "app", 1000)
+			l.want("app created", app, tc.appCPUs, tc.pool)
+			side2 := l.create(pod, "side", 1000)
+			if got := l.cpus(side2).String(); got != tc.sidecar {
+				t.Errorf("sidecar restarts on %s, want %s", got, tc.sidecar)
+			}
+			if moved := len(l.warnings) > 0; moved != tc.warnMoved {
+				t.Errorf("warnings %q, want a warning of a move: %v", l.warnings, tc.warnMoved)
+			}
+		})
+	}
+}
+
+// TestCompletedPodGivesItsCPUsBack: the kubelet gives back the CPUs of a
+// pod that turned terminal (a completed Job) although its sandbox and dead
+// containers stay; a pod reported ended while a container still runs (a
+// forced deletion) gives them back when it stops.
+func TestCompletedPodGivesItsCPUsBack(t *testing.T) {
+	l := newLife(t, eightCPUs(t))
+	job := l.sandbox(l.pod("job", 2000))
+	worker := l.create(job, "worker", 2000)
+	l.exit(worker, 0)
+	l.step("ended", l.pol.EndPod(l.m, job.UID))
+	if got := l.pool(); got != "0-7" {
+		t.Errorf("shared pool %s after the Job completed, want 0-7", got)
+	}
+	l.remove(worker)
+	l.removeSandbox(job)
+
+	forced := l.sandbox(l.pod("forced", 2000))
+	c := l.create(forced, "app", 2000)
+	l.step("deleted while running", l.pol.EndPod(l.m, forced.UID))
+	l.want("still running", c, "1-2", "0,3-7")
+	l.exit(c, 137)
+	if got := l.pool(); got != "0-7" {
+		t.Errorf("shared pool %s once the last container of the ended pod stopped, want 0-7", got)
+	}
+}
+
+// TestHoldSettlesWithAStoppedSibling: a pod's resize that completes while
+// one of its containers is stopped (crashing) returns the CPUs held for
+// it: the stopped container still counts in the pod's total.
+func TestHoldSettlesWithAStoppedSibling(t *testing.T) {
+	l := newLife(t, eightCPUs(t))
+	pod := l.sandbox(l.pod("gu", 4000))
+	big := l.create(pod, "big", 2000)
+	small := l.create(pod, "small", 2000)
+	l.podUpdate(pod, 6000)
+	if err := l.resize(big, 4000); err != nil {
+		t.Fatal(err)
+	}
+	l.exit(small, 1)
+	if err := l.resize(big, 2000); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := l.m.State.Hold(pod.UID); !held {
+		t.Fatalf("the decrease's CPUs are not held while the pod's resize is in flight")
+	}
+	l.podUpdate(pod, 4000)
+	if h, held := l.m.State.Hold(pod.UID); held {
+		t.Errorf("CPUs %s still held once the pod's total is its containers'", h.CPUs)
+	}
+}
+
+// TestPodScopeCountsTheKubeletsNeed: under topologyManagerScope: pod the
+// topology manager admits the pod's exclusive CPUs; a fractional
+// container's limit is in the pod's total but not in what the kubelet
+// pins. With the pod's spec, the need is the kubelet's; without it, the
+// pod's total in whole CPUs.
+func TestPodScopeCountsTheKubeletsNeed(t *testing.T) {
+	var cpus []cpuallocator.CPUInfo
+	for i := 0; i < 8; i++ {
+		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i, NUMANode: i / 4, UncoreCache: i / 4})
+	}
+	topo, err := cpuallocator.NewTopology(cpus, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := policyOn(t, topo, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true,
+		TopologyPolicy: cpuallocator.TopologySingleNUMANode, TopologyScope: cpuallocator.ScopePod})
+	for _, tc := range []struct {
+		name       string
+		guaranteed int
+		refused    bool
+	}{
+		{"spec known: 3 whole CPUs", 3, false},
+		{"spec unknown: 4500m counts as 4", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLife(t, pol)
+			l.create(l.sandbox(l.pod("other", 3000)), "app", 3000)   // fills NUMA node 0: 1-3
+			l.create(l.sandbox(l.pod("other2", 1000)), "app", 1000) // leaves 3 CPUs of node 1
+			pod := l.pod("mixed", 4500)
+			pod.GuaranteedCPUs = tc.guaranteed
+			pod = l.sandbox(pod)
+			_, err := l.tryCreate(pod, "app", 3000)
+			if refused := err != nil; refused != tc.refused {
+				t.Errorf("refused %v (%v), want %v", refused, err, tc.refused)
+			}
+		})
+	}
+}
