@@ -107,6 +107,11 @@ func (a *API) PodSpec(podUID string, totalMilli int64, wait time.Duration) (poli
 	return a.pods.podSpec(podUID, totalMilli, wait)
 }
 
+// ContainerSpec implements plugin.API from the watch of this node's pods.
+func (a *API) ContainerSpec(podUID, container string, limitMilli int64, wait time.Duration) (policy.PodSpec, bool) {
+	return a.pods.containerSpec(podUID, container, limitMilli, wait)
+}
+
 // PodInfo implements plugin.API from the watch's cache, without waiting.
 func (a *API) PodInfo(podUID string) (policy.PodInfo, bool) {
 	return a.pods.podInfo(podUID)

@@ -230,6 +230,21 @@ func (w *podWatch) next() <-chan struct{} {
 // wait while the watch is not synced or its last request failed: the
 // cache may be stale then, and the plugin goes on with NRI alone.
 func (w *podWatch) podSpec(uid string, totalMilli int64, wait time.Duration) (policy.PodSpec, bool) {
+	return w.specWhen(uid, func(pod *corev1.Pod) bool { return PodCPULimitMilli(pod) == totalMilli }, wait)
+}
+
+// containerSpec implements API.ContainerSpec: podSpec, for a version of
+// the pod whose spec asks container for a CPU limit of limitMilli.
+func (w *podWatch) containerSpec(uid, container string, limitMilli int64, wait time.Duration) (policy.PodSpec, bool) {
+	return w.specWhen(uid, func(pod *corev1.Pod) bool {
+		r, ok := SpecOf(pod)[container]
+		return ok && policy.CPULimitMilli(r) == limitMilli
+	}, wait)
+}
+
+// specWhen waits at most wait for the cache to hold a version of pod uid
+// that match accepts, and returns its spec.
+func (w *podWatch) specWhen(uid string, match func(*corev1.Pod) bool, wait time.Duration) (policy.PodSpec, bool) {
 	if !w.informer.HasSynced() || !w.health.ok(FeaturePods) {
 		w.count(specNoWatch)
 		return nil, false
@@ -238,7 +253,7 @@ func (w *podWatch) podSpec(uid string, totalMilli int64, wait time.Duration) (po
 	defer timer.Stop()
 	for {
 		changed := w.next() // before the look-up: a change after it wakes us
-		if spec, ok := w.lookup(uid, totalMilli); ok {
+		if spec, ok := w.lookup(uid, match); ok {
 			w.count(specMatched)
 			return spec, true
 		}
@@ -257,15 +272,15 @@ func (w *podWatch) count(outcome string) {
 	}
 }
 
-// lookup returns the spec of pod uid when the cache holds it with a CPU
-// limit of totalMilli.
-func (w *podWatch) lookup(uid string, totalMilli int64) (policy.PodSpec, bool) {
+// lookup returns the spec of pod uid when the cache holds it and match
+// accepts it.
+func (w *podWatch) lookup(uid string, match func(*corev1.Pod) bool) (policy.PodSpec, bool) {
 	objs, err := w.informer.GetIndexer().ByIndex(uidIndex, uid)
 	if err != nil || len(objs) != 1 {
 		return nil, false
 	}
 	pod, ok := objs[0].(*corev1.Pod)
-	if !ok || PodCPULimitMilli(pod) != totalMilli {
+	if !ok || !match(pod) {
 		return nil, false
 	}
 	return SpecOf(pod), true

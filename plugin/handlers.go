@@ -167,16 +167,19 @@ func (p *Plugin) PostStartContainer(_ context.Context, _ *api.PodSandbox, ctr *a
 func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (updates []*api.ContainerUpdate, err error) {
 	defer recoverInto(&err, "UpdateContainer", p.log)
 	defer p.metrics.observeEvent("UpdateContainer", time.Now())
+	spec := p.resizeSpec(pod, ctr, boundedResources(res, nil)) // (may wait for the API, outside the lock)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ledger.event()
 	c := p.containerFromNRI(p.rememberPod(pod), ctr)
 	log := p.containerLog(c)
 	if p.debugging() {
-		log.WithFields(logrus.Fields{"current": describeNRI(ctr.GetLinux().GetResources()), "requested": describeNRI(res)}).Debug("UpdateContainer request")
+		log.WithFields(logrus.Fields{"current": describeNRI(ctr.GetLinux().GetResources()), "requested": describeNRI(res), "spec": spec != nil}).Debug("UpdateContainer request")
 	}
 	requested := boundedResources(res, log)
-	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.UpdateContainer(m, c, requested) })
+	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) {
+		return p.policy.UpdateContainerWithSpec(m, c, requested, spec)
+	})
 	if err == nil {
 		err = p.commit(d.Model)
 	}

@@ -3,6 +3,8 @@ package plugin
 import (
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
+
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
@@ -19,6 +21,10 @@ type API interface {
 	// limit of totalMilli in all (the totals the runtime just sent);
 	// false when that view does not come within wait.
 	PodSpec(podUID string, totalMilli int64, wait time.Duration) (policy.PodSpec, bool)
+	// ContainerSpec is PodSpec for a resize of one container: it waits for
+	// a view of the pod whose spec asks container for a CPU limit of
+	// limitMilli.
+	ContainerSpec(podUID, container string, limitMilli int64, wait time.Duration) (policy.PodSpec, bool)
 	// PodInfo returns what the spec of pod podUID says of its containers
 	// (their roles, the kubelet's exclusive CPU need), from what the API
 	// server last said, without waiting; false when that is not known.
@@ -99,6 +105,32 @@ func (p *Plugin) podSpec(podUID string, totalMilli int64) policy.PodSpec {
 		return nil
 	}
 	spec, ok := p.opts.API.PodSpec(podUID, totalMilli, podSpecWait)
+	if !ok {
+		return nil
+	}
+	return spec
+}
+
+// resizeSpec asks the API for a pod's spec for a decrease of one of its
+// containers (an UpdateContainer), outside the plugin's lock: a resize
+// whose pod total does not change sends no UpdatePodSandbox, and its
+// first request is a decrease, where the whole resize is decided (see
+// policy.UpdateContainerWithSpec). Nil without the API, for any other
+// request, or when the API does not answer.
+func (p *Plugin) resizeSpec(pod *api.PodSandbox, ctr *api.Container, requested policy.Resources) policy.PodSpec {
+	if p.opts.API == nil {
+		return nil
+	}
+	current := boundedResources(ctr.GetLinux().GetResources(), nil)
+	want := policy.CPULimitMilli(policy.MergeResources(current, requested))
+	if want == 0 || want >= policy.CPULimitMilli(current) {
+		return nil
+	}
+	uid, name := bounded(pod.GetUid(), maxUIDLen), bounded(ctr.GetName(), maxNameLen)
+	if uid == "" || name == "" {
+		return nil
+	}
+	spec, ok := p.opts.API.ContainerSpec(uid, name, want, podSpecWait)
 	if !ok {
 		return nil
 	}

@@ -24,6 +24,10 @@ type fakeAPI struct {
 
 func (f *fakeAPI) PodInfo(string) (policy.PodInfo, bool) { return policy.PodInfo{}, false }
 
+func (f *fakeAPI) ContainerSpec(string, string, int64, time.Duration) (policy.PodSpec, bool) {
+	return nil, false
+}
+
 func (f *fakeAPI) PodSpec(string, int64, time.Duration) (policy.PodSpec, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

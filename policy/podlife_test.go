@@ -400,3 +400,60 @@ func TestPodScopeCountsTheKubeletsNeed(t *testing.T) {
 		})
 	}
 }
+
+// TestResizeWithAnUnchangedTotalIsDecidedWhole: a resize that moves CPUs
+// from one container of a pod to another changes no pod total, so the
+// kubelet sends no UpdatePodSandbox: the decrease comes first, alone.
+// With the pod's spec the whole resize is decided at the decrease, and a
+// sibling's growth that cannot be placed refuses it (nothing applied);
+// without the spec only the growth is refused, and the decrease stays.
+func TestResizeWithAnUnchangedTotalIsDecidedWhole(t *testing.T) {
+	var cpus []cpuallocator.CPUInfo
+	for i := 0; i < 8; i++ {
+		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i, NUMANode: i / 4, UncoreCache: i / 4})
+	}
+	topo, err := cpuallocator.NewTopology(cpus, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := policyOn(t, topo, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true, TopologyPolicy: cpuallocator.TopologySingleNUMANode})
+	for _, withSpec := range []bool{true, false} {
+		t.Run(fmt.Sprintf("spec known: %v", withSpec), func(t *testing.T) {
+			l := newLife(t, pol)
+			pod := l.sandbox(l.pod("gu", 4000))
+			c1 := l.create(pod, "c1", 2000)
+			c2 := l.create(pod, "c2", 2000)
+			l.podUpdate(pod, 5000)
+			if err := l.resize(c1, 3000); err != nil {
+				t.Fatal(err)
+			}
+			l.create(l.sandbox(l.pod("other", 2000)), "app", 2000)
+			l.want("before", c1, "1-3", "0")
+			if got := l.cpus(c2).String(); got != "4-5" {
+				t.Fatalf("c2 on %s, want 4-5", got)
+			}
+			// The spec: c1 to 2 CPUs, c2 to 3; the pod's total stays 5.
+			c := l.running[c1]
+			asked := scenario.KubeletResources("guaranteed", 2000, 2000, 1<<30)
+			var spec policy.PodSpec
+			if withSpec {
+				spec = policy.PodSpec{"c1": asked, "c2": scenario.KubeletResources("guaranteed", 3000, 3000, 1<<30)}
+			}
+			d, err := pol.UpdateContainerWithSpec(l.m, c, asked, spec)
+			if withSpec {
+				if err == nil || !strings.Contains(err.Error(), "TopologyAffinity") && !strings.Contains(err.Error(), "resizeAllocateCPUsError") || !strings.Contains(err.Error(), "container c2") {
+					t.Fatalf("the decrease of a resize whose growth cannot be placed: %v, want c2's refusal", err)
+				}
+				l.want("refused as a whole", c1, "1-3", "0")
+				return
+			}
+			if err != nil {
+				t.Fatalf("without the spec the decrease is the container level's: %v", err)
+			}
+			l.step("decrease", d)
+			if err := l.resize(c2, 3000); err == nil {
+				t.Errorf("c2's growth onto another NUMA node was placed under single-numa-node")
+			}
+		})
+	}
+}

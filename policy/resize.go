@@ -45,6 +45,53 @@ func (p *Policy) settleResize(m *Model, d *Decision, c Container) {
 	}
 }
 
+// UpdateContainerWithSpec is UpdateContainer when the pod's spec is known
+// (the plugin watches the Kubernetes API) and asks container c for what
+// update does: when the spec changes the CPUs of the pod's other
+// exclusive containers too — a resize whose pod total does not change
+// sends no UpdatePodSandbox, so nothing checked the whole of it — the
+// whole resize is decided first, as UpdatePodSandboxWithSpec does, and
+// this container's part is refused with the reason of the container that
+// fails: a sibling's growth that cannot be placed never leaves the pod
+// with only its decrease applied.
+func (p *Policy) UpdateContainerWithSpec(m *Model, c Container, update Resources, spec PodSpec) (Decision, error) {
+	if err := p.admitWithSiblings(m, c, update, spec); err != nil {
+		return Decision{Operation: RequestedOperation(c, update)}, err
+	}
+	return p.UpdateContainer(m, c, update)
+}
+
+// admitWithSiblings refuses a resize of c to update that is part of a
+// pod resize (spec) its containers cannot all get.
+func (p *Policy) admitWithSiblings(m *Model, c Container, update Resources, spec PodSpec) error {
+	if spec == nil {
+		return nil
+	}
+	pm := m.podMembers(c.Pod.UID)
+	if len(pm.exclusive) < 2 {
+		return nil
+	}
+	asked, ok := pm.asked(spec)
+	if !ok {
+		return nil
+	}
+	qos, want := c.Pod.QoS(), Classify(c.Pod.QoS(), MergeResources(c.Resources, update))
+	others := false
+	for i, e := range pm.exclusive {
+		n := Classify(qos, asked[i]).CPUs
+		switch {
+		case e.t.ID == c.ID && n != want.CPUs:
+			return nil // the spec is not (yet) this resize's: the container level decides
+		case e.t.ID != c.ID && n != e.a.Assigned().Size():
+			others = true
+		}
+	}
+	if !others {
+		return nil
+	}
+	return p.admitPodSpec(m.settled(), c.Pod, pm, asked)
+}
+
 // decideResize is UpdateContainer before the container's new CPU limit is
 // recorded.
 func (p *Policy) decideResize(m *Model, c Container, update Resources) (Decision, error) {
