@@ -54,6 +54,11 @@ type Config struct {
 	// InPlaceResize allows changing the CPU count of exclusive containers
 	// (inPlaceResize). When false such changes are refused.
 	InPlaceResize bool
+	// ScaleDownDelay keeps the CPUs a decrease of an exclusive container
+	// releases with the container that long, so its application can move
+	// its threads off them first (scaleDownDelay); 0 releases them at
+	// once.
+	ScaleDownDelay time.Duration
 	// AlignMemory also sets cpuset.mems to the NUMA nodes of a container's
 	// exclusive CPUs (alignMemory).
 	AlignMemory bool

@@ -51,6 +51,7 @@ var keyRules = []keyRule{
 		return canonicalOptions(c.TopologyManagerPolicyOptions.Map())
 	}},
 	{"inPlaceResize", applyLive, func(c *Config) string { return strconv.FormatBool(c.InPlaceResize) }},
+	{"scaleDownDelay", applyLive, func(c *Config) string { return c.ScaleDownDelay.String() }},
 	{"alignMemory", applyLive, func(c *Config) string { return strconv.FormatBool(c.AlignMemory) }},
 	{"metricsAddress", applyAtRestart, func(c *Config) string { return c.MetricsAddress }},
 	{"debugAddress", applyAtRestart, func(c *Config) string { return c.DebugAddress }},
@@ -74,8 +75,9 @@ func canonicalOptions(m map[string]string) string {
 // Changes lists the keys whose values differ between two configs, grouped
 // by when a running plugin may apply them. Each list is in schema order.
 type Changes struct {
-	// Live keys (logLevel, inPlaceResize, alignMemory) can be applied at
-	// once; inPlaceResize and alignMemory affect only later decisions.
+	// Live keys (logLevel, inPlaceResize, scaleDownDelay, alignMemory) can
+	// be applied at once; inPlaceResize, scaleDownDelay and alignMemory
+	// affect only later decisions.
 	Live []string
 	// WithoutExclusive keys (reservedSystemCPUs, reservedCPUCount,
 	// isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy,

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
@@ -31,6 +32,7 @@ func TestDiffClassifiesEveryKey(t *testing.T) {
 		{"topologyManagerScope", func(c *Config) { c.TopologyManagerScope = cpuallocator.ScopePod }, Changes{WithoutExclusive: []string{"topologyManagerScope"}}},
 		{"topologyManagerPolicyOptions", func(c *Config) { c.TopologyManagerPolicyOptions.MaxAllowableNUMANodes = 2 }, Changes{WithoutExclusive: []string{"topologyManagerPolicyOptions"}}},
 		{"inPlaceResize", func(c *Config) { c.InPlaceResize = false }, Changes{Live: []string{"inPlaceResize"}}},
+		{"scaleDownDelay", func(c *Config) { c.ScaleDownDelay = 5 * time.Second }, Changes{Live: []string{"scaleDownDelay"}}},
 		{"alignMemory", func(c *Config) { c.AlignMemory = true }, Changes{Live: []string{"alignMemory"}}},
 		{"metricsAddress", func(c *Config) { c.MetricsAddress = "" }, Changes{Restart: []string{"metricsAddress"}}},
 		{"debugAddress", func(c *Config) { c.DebugAddress = ":9999" }, Changes{Restart: []string{"debugAddress"}}},

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
@@ -48,6 +49,7 @@ func TestDefaultValues(t *testing.T) {
 		"topologyManagerScope":         "container",
 		"topologyManagerPolicyOptions": "max-allowable-numa-nodes=8;prefer-closest-numa-nodes=false;",
 		"inPlaceResize":                "true",
+		"scaleDownDelay":               "0s",
 		"alignMemory":                  "false",
 		"metricsAddress":               ":9101",
 		"debugAddress":                 "127.0.0.1:9102",
@@ -89,6 +91,7 @@ func TestParseValidValues(t *testing.T) {
 		{"plugin index quoted", `pluginIndex: "05"`, func(c *Config) bool { return c.PluginIndex == "05" }},
 		{"plugin index unquoted number", `pluginIndex: 42`, func(c *Config) bool { return c.PluginIndex == "42" }},
 		{"state dir", "stateDir: /tmp/s", func(c *Config) bool { return c.StateDir == "/tmp/s" }},
+		{"scale-down delay", "scaleDownDelay: 30s", func(c *Config) bool { return c.ScaleDownDelay == 30*time.Second }},
 		{"relative sysfs root", "sysfsRoot: testdata/sys", func(c *Config) bool { return c.SysfsRoot == "testdata/sys" }},
 		{"cgroupfs root", "cgroupfsRoot: /cg", func(c *Config) bool { return c.CgroupfsRoot == "/cg" }},
 		{"no cgroupfs root: no verification", `cgroupfsRoot: ""`, func(c *Config) bool { return c.CgroupfsRoot == "" }},
@@ -195,6 +198,8 @@ func TestParseValidationMessages(t *testing.T) {
 		{"huge CPU range", `reservedSystemCPUs: "0-99999999"`, []string{`reservedSystemCPUs: "0-99999999" is not a CPU list such as "0,2-3": "0-99999999": CPU 99999999 is above the largest supported CPU 65535`}},
 		{"huge single CPU", `reservedSystemCPUs: "1,65536"`, []string{`reservedSystemCPUs: "1,65536" is not a CPU list such as "0,2-3": "65536": CPU 65536 is above the largest supported CPU 65535`}},
 		{"negative count", `reservedCPUCount: -1`, []string{`reservedCPUCount: -1 is not a CPU count ≥ 0`}},
+		{"negative scale-down delay", `scaleDownDelay: -1s`, []string{`scaleDownDelay: "-1s" is not a duration ≥ 0 such as "60s" or "2m"`}},
+		{"scale-down delay too long", `scaleDownDelay: 1h`, []string{`scaleDownDelay: 1h0m0s is longer than 10m0s: the CPUs a decrease releases would stay out of every other container's reach that long`}},
 		{"list and count", "reservedSystemCPUs: \"0-1\"\nreservedCPUCount: 2", []string{
 			`reservedSystemCPUs and reservedCPUCount are both set ("0-1" and 2): remove reservedCPUCount to reserve exactly CPUs 0-1, or remove reservedSystemCPUs to reserve 2 CPUs placed by topology`}},
 		{"default list written out and count", "reservedSystemCPUs: \"0\"\nreservedCPUCount: 1", []string{
@@ -293,10 +298,10 @@ func TestParseRejectsUnknownKeys(t *testing.T) {
 		{"wrong case", `reservedSystemCpus: "1"`, []string{`unknown key "reservedSystemCpus" (did you mean "reservedSystemCPUs"?)`}},
 		{"typo", `logLvel: debug`, []string{`unknown key "logLvel" (did you mean "logLevel"?)`}},
 		{"kubelet key this plugin has no use for", `cpuManagerPolicy: static`, []string{
-			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, kubernetesAPI, nodeResourceTopology`}},
+			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, kubernetesAPI, nodeResourceTopology`}},
 		{"every unknown key reported", "zz: 1\nlogLevel: debug\naa: 2", []string{
-			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, kubernetesAPI, nodeResourceTopology`,
-			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, kubernetesAPI, nodeResourceTopology`,
+			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, kubernetesAPI, nodeResourceTopology`,
+			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, kubernetesAPI, nodeResourceTopology`,
 		}},
 	}
 	for _, tt := range tests {

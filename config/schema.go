@@ -30,6 +30,7 @@ type file struct {
 	TopologyManagerScope         string               `json:"topologyManagerScope"`
 	TopologyManagerPolicyOptions map[string]string    `json:"topologyManagerPolicyOptions"`
 	InPlaceResize                bool                 `json:"inPlaceResize"`
+	ScaleDownDelay               string               `json:"scaleDownDelay"`
 	AlignMemory                  bool                 `json:"alignMemory"`
 	MetricsAddress               string               `json:"metricsAddress"`
 	DebugAddress                 string               `json:"debugAddress"`
@@ -68,6 +69,7 @@ func toFile(c *Config) *file {
 		TopologyManagerScope:         string(c.TopologyManagerScope),
 		TopologyManagerPolicyOptions: c.TopologyManagerPolicyOptions.Map(),
 		InPlaceResize:                c.InPlaceResize,
+		ScaleDownDelay:               c.ScaleDownDelay.String(),
 		AlignMemory:                  c.AlignMemory,
 		MetricsAddress:               c.MetricsAddress,
 		DebugAddress:                 c.DebugAddress,
@@ -125,6 +127,8 @@ func (f *file) build() (*Config, error) {
 	check("logLevel", err)
 	c.DisconnectedTimeout, err = parseDuration(f.DisconnectedTimeout)
 	check("disconnectedTimeout", err)
+	c.ScaleDownDelay, err = parseScaleDownDelay(f.ScaleDownDelay)
+	check("scaleDownDelay", err)
 
 	var optErrs []error
 	c.CPUManagerPolicyOptions, optErrs = cpuallocator.ParseStaticPolicyOptions(f.CPUManagerPolicyOptions)

@@ -139,6 +139,23 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
+// maxScaleDownDelay bounds scaleDownDelay: CPUs a decrease released stay
+// out of every other container's reach that long.
+const maxScaleDownDelay = 10 * time.Minute
+
+// parseScaleDownDelay reads scaleDownDelay: a duration from 0 to
+// maxScaleDownDelay.
+func parseScaleDownDelay(s string) (time.Duration, error) {
+	d, err := parseDuration(s)
+	if err != nil {
+		return 0, err
+	}
+	if d > maxScaleDownDelay {
+		return 0, fmt.Errorf("%s is longer than %s: the CPUs a decrease releases would stay out of every other container's reach that long", d, maxScaleDownDelay)
+	}
+	return d, nil
+}
+
 func notOneOf(value string, allowed []string) error {
 	return fmt.Errorf("%q is not one of %s", value, strings.Join(allowed, ", "))
 }

@@ -68,6 +68,13 @@ type Snapshot struct {
 type Assign struct {
 	Baseline string `json:"baseline"`
 	Resized  string `json:"resized,omitempty"`
+	// Init is set for an ordinary init container's entry, whose CPUs its
+	// pod's later containers reuse.
+	Init bool `json:"init,omitempty"`
+	// Delayed are CPUs a decrease released that the container keeps
+	// until ReleaseAt (scaleDownDelay).
+	Delayed   string `json:"delayed,omitempty"`
+	ReleaseAt string `json:"releaseAt,omitempty"`
 }
 
 // HeldView is the CPUs held for one pod's resize in flight.
@@ -102,7 +109,11 @@ func (p *Plugin) Snapshot() Snapshot {
 		if s.Exclusive[ref.PodUID] == nil {
 			s.Exclusive[ref.PodUID] = map[string]Assign{}
 		}
-		s.Exclusive[ref.PodUID][ref.Name] = Assign{Baseline: a.Baseline.String(), Resized: a.Resized.String()}
+		v := Assign{Baseline: a.Baseline.String(), Resized: a.Resized.String(), Init: a.Init, Delayed: a.Delayed.String()}
+		if !a.ReleaseAt.IsZero() {
+			v.ReleaseAt = a.ReleaseAt.UTC().Format(time.RFC3339Nano)
+		}
+		s.Exclusive[ref.PodUID][ref.Name] = v
 	}
 	for id, t := range p.model.Containers {
 		s.Containers[id] = ContainerView{Name: t.Display, Exclusive: t.Exclusive, CPUs: p.model.CPUsOf(id).String(),

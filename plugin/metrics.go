@@ -319,6 +319,7 @@ type modelCollector struct {
 	numa                                     atomic.Pointer[numaNodes]
 	exclusiveCPUs, perNode, shared, ctrCount *prometheus.Desc
 	held, holdingPods, freePerNode           *prometheus.Desc
+	delayed                                  *prometheus.Desc
 }
 
 func newModelCollector() *modelCollector {
@@ -331,6 +332,8 @@ func newModelCollector() *modelCollector {
 		held: prometheus.NewDesc(namespace+"_held_cpus",
 			"CPUs released by a container's decrease and held for its pod while the pod's resize is in flight (until its containers add up to its total, or the hold times out).", nil, nil),
 		holdingPods: prometheus.NewDesc(namespace+"_resizes_in_flight", "Pods holding CPUs for a resize in flight.", nil, nil),
+		delayed: prometheus.NewDesc(namespace+"_delayed_cpus",
+			"CPUs a container's decrease released that it keeps until its scale-down delay is over (scaleDownDelay).", nil, nil),
 		freePerNode: prometheus.NewDesc(namespace+"_numa_node_free_cpus",
 			"CPUs free for an exclusive container now, by NUMA node (reserved CPUs and CPUs held for pods excluded).", []string{"numa_node"}, nil),
 	}
@@ -345,26 +348,29 @@ func (c *modelCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.held
 	ch <- c.holdingPods
 	ch <- c.freePerNode
+	ch <- c.delayed
 }
 
-// Collect implements prometheus.Collector. Exclusive sets are disjoint:
-// their sizes add up.
+// Collect implements prometheus.Collector. A pod's entries may share CPUs
+// (an init container's with the containers that reuse them): the
+// exclusive CPUs are counted once.
 func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 	model := c.current.Load()
 	if model == nil {
 		return
 	}
-	exclusive, containers := 0, 0
+	containers, delayed := 0, 0
 	numa := c.numa.Load()
 	perNode := map[string]int{}
 	for _, a := range model.State.Assignments() {
-		cpus := a.Assigned()
-		exclusive += cpus.Size()
 		containers++
-		if numa != nil {
-			for _, cpu := range cpus.UnsortedList() {
-				perNode[numa.nodeOf[cpu]]++
-			}
+		delayed += a.Delayed.Size()
+	}
+	all := model.State.ExclusiveCPUs()
+	exclusive := all.Size()
+	if numa != nil {
+		for _, cpu := range all.UnsortedList() {
+			perNode[numa.nodeOf[cpu]]++
 		}
 	}
 	if numa != nil {
@@ -382,6 +388,7 @@ func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held))
 	ch <- prometheus.MustNewConstMetric(c.holdingPods, prometheus.GaugeValue, float64(pods))
+	ch <- prometheus.MustNewConstMetric(c.delayed, prometheus.GaugeValue, float64(delayed))
 	if pol := c.policy.Load(); pol != nil && numa != nil {
 		freePerNode := map[string]int{}
 		for _, cpu := range pol.Free(model).UnsortedList() {

@@ -117,6 +117,15 @@ func (p *Plugin) settleSend(batch []sent, lent cpuset.CPUSet, failed []*api.Cont
 	for _, id := range p.ledger.finishSend(batch, failedIDs, err, p.tracked) {
 		p.setPending(id)
 	}
+	if err == nil {
+		// A shrink it delivered (a scale-down delay that is over) is
+		// applied: the CPUs it gave up can go to the shared containers.
+		for _, s := range batch {
+			if id := s.u.ContainerID; !failedIDs[id] {
+				p.confirm(id)
+			}
+		}
+	}
 	p.metrics.unsolicited(len(batch), len(failed), err)
 	entry := p.log.WithFields(logrus.Fields{"updates": len(batch), "failed": len(failed)})
 	if err != nil || len(failed) > 0 {

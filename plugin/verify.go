@@ -35,6 +35,8 @@ func (p *Plugin) maintainLoop(ctx context.Context) {
 	}
 	holds := time.NewTicker(holdCheckInterval)
 	defer holds.Stop()
+	delays := time.NewTicker(delayCheckInterval)
+	defer delays.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -48,8 +50,32 @@ func (p *Plugin) maintainLoop(ctx context.Context) {
 		case <-holds.C:
 			p.expireHolds()
 			p.applyPending()
+		case <-delays.C:
+			if p.releaseDelayed() {
+				p.applyPending()
+			}
 		}
 	}
+}
+
+// delayCheckInterval is how often the scale-down delays are checked: a
+// container shrinks at most that long after its delay is over.
+const delayCheckInterval = time.Second
+
+// releaseDelayed shrinks the containers whose scale-down delay is over
+// (their update goes out as an unsolicited one; the CPUs they give up join
+// the shared pool once it is applied). It reports whether any did.
+func (p *Plugin) releaseDelayed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.policy.ReleaseDelayed(p.model)
+	if d.Model == p.model {
+		return false
+	}
+	p.logNotes("scaleDownDelay", d.Notes)
+	p.commitOrKeep(d.Model)
+	p.markPending(d.Others)
+	return true
 }
 
 // expireHolds returns the CPUs held for pods longer than the hold timeout

@@ -213,7 +213,7 @@ func (m *Model) CPUsOf(id string) cpuset.CPUSet {
 		return cpuset.New()
 	}
 	if a, owns := m.ownAssignment(id); owns {
-		return a.Assigned()
+		return a.Held()
 	}
 	return m.SharedPool()
 }
@@ -362,7 +362,7 @@ func (p *Policy) DesiredUpdates(m *Model, ids []string) (updates []Update, none 
 			continue
 		}
 		if a, owns := m.ownAssignment(id); owns {
-			cpus := a.Assigned()
+			cpus := a.Held()
 			updates = append(updates, Update{ContainerID: id, Display: t.Display, CPUs: cpus, Mems: p.mems(cpus)})
 			continue
 		}

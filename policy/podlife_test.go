@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/utils/cpuset"
 
@@ -456,4 +457,76 @@ func TestResizeWithAnUnchangedTotalIsDecidedWhole(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestScaleDownDelay: with scaleDownDelay the CPUs a decrease releases
+// stay with the container until the delay is over, so its application
+// can move its threads off them: its cpuset does not change at the
+// decrease, a growth takes them back first, and once the delay is over
+// the container shrinks (an unsolicited update) and, once that is
+// applied, the shared pool gets them. A restart ends the delay at once.
+func TestScaleDownDelay(t *testing.T) {
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	var cpus []cpuallocator.CPUInfo
+	for i := 0; i < 8; i++ {
+		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i})
+	}
+	topo, err := cpuallocator.NewTopology(cpus, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := policyOn(t, topo, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true,
+		ScaleDownDelay: 10 * time.Second, Now: func() time.Time { return now }})
+	l := newLife(t, pol)
+	pod := l.sandbox(l.pod("gu", 2000))
+	app := l.create(pod, "app", 2000)
+	if err := l.resize(app, 5000); err != nil {
+		t.Fatal(err)
+	}
+	l.want("grown", app, "1-5", "0,6-7")
+	if err := l.resize(app, 3000); err != nil {
+		t.Fatal(err)
+	}
+	l.want("shrunk, delayed", app, "1-5", "0,6-7")
+	a, _ := l.m.State.Assignment(pod.UID, "app")
+	if a.Assigned().String() != "1-3" || a.Delayed.String() != "4-5" || !a.ReleaseAt.Equal(now.Add(10*time.Second)) {
+		t.Errorf("assignment %+v, want assigned 1-3 keeping 4-5 until %s", a, now.Add(10*time.Second))
+	}
+	if err := l.resize(app, 4000); err != nil {
+		t.Fatal(err)
+	}
+	l.want("grown back into its delayed CPUs", app, "1-5", "0,6-7")
+	if a, _ := l.m.State.Assignment(pod.UID, "app"); a.Assigned().Size() != 4 || a.Delayed.Size() != 1 {
+		t.Errorf("assignment %+v, want 4 assigned and 1 delayed", a)
+	}
+	if err := l.resize(app, 3000); err != nil {
+		t.Fatal(err)
+	}
+	if d := pol.ReleaseDelayed(l.m); d.Model != l.m {
+		t.Errorf("released before the delay is over: %v", d.Notes)
+	}
+	now = now.Add(10 * time.Second)
+	d := pol.ReleaseDelayed(l.m)
+	if len(d.Others) != 1 || d.Others[0].ContainerID != app || d.Others[0].CPUs.String() != "1-3" {
+		t.Fatalf("updates %+v once the delay is over, want %s to 1-3", d.Others, app)
+	}
+	l.step("delay over", d)
+	if got := l.pool(); got != "0,6-7" {
+		t.Errorf("shared pool %s before the runtime applied the shrink, want 0,6-7", got)
+	}
+	l.step("applied", pol.Confirm(l.m, app))
+	l.want("released", app, "1-3", "0,4-7")
+
+	if err := l.resize(app, 5000); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.resize(app, 2000); err != nil {
+		t.Fatal(err)
+	}
+	l.exit(app, 137)
+	if got := l.pool(); got != "0,3-7" {
+		t.Errorf("shared pool %s once the container stopped, want 0,3-7 (its delayed CPUs back)", got)
+	}
+	again := l.create(pod, "app", 2000)
+	l.want("restarted", again, "1-2", "0,3-7")
 }

@@ -34,6 +34,11 @@ type Options struct {
 	// AlignMemory also sets cpuset.mems of exclusive containers to the NUMA
 	// nodes of their CPUs.
 	AlignMemory bool
+	// ScaleDownDelay keeps the CPUs a decrease releases with the container
+	// that long before they go (0: they go at once), so that its
+	// application can move its threads off them first (KEP-6122's
+	// scale-delay-time).
+	ScaleDownDelay time.Duration
 	// HoldTimeout bounds how long CPUs released by a decrease stay held
 	// for their pod while its resize is in flight (0: DefaultHoldTimeout).
 	HoldTimeout time.Duration
@@ -197,7 +202,7 @@ func (p *Policy) taken(m *Model) (taken cpumask.Mask, poolLeft int) {
 	taken = p.poolBaseMask.AndNot(pool)
 	if p.beyondPool {
 		for _, a := range m.State.Assignments() {
-			taken.AddSet(a.Assigned()) // (a resized set holds the baseline one)
+			taken.AddSet(a.Held()) // (a resized set holds the baseline one)
 		}
 		for _, h := range m.State.Holds() {
 			taken.AddSet(h.CPUs)

@@ -2,6 +2,9 @@ package policy
 
 import (
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	"k8s.io/utils/cpuset"
 
@@ -36,7 +39,7 @@ func (p *Policy) UpdateContainer(m *Model, c Container, update Resources) (Decis
 func (p *Policy) settleResize(m *Model, d *Decision, c Container) {
 	before, _ := m.State.Assignment(c.Pod.UID, c.Name)
 	after, _ := d.Model.State.Assignment(c.Pod.UID, c.Name)
-	if released := before.Assigned().Difference(after.Assigned()); p.hold(d.Model, c.Pod, released) {
+	if released := before.Held().Difference(after.Held()); p.hold(d.Model, c.Pod, released) {
 		d.Notes = append(d.Notes, fmt.Sprintf("%s: its pod's resize is in flight; %s are held for the pod", displayName(c.Pod, c.Name), released))
 	}
 	if note := p.settleHold(d.Model, c.Pod); note != "" {
@@ -144,7 +147,7 @@ func (p *Policy) decideResize(m *Model, c Container, update Resources) (Decision
 	assigned, n := a.Assigned(), newClass.CPUs
 	op = resizeOperation(assigned.Size(), n)
 	if n == assigned.Size() {
-		return Decision{Model: m, Target: p.targetUpdate(c.ID, display, assigned), Operation: op}, nil
+		return Decision{Model: m, Target: p.targetUpdate(c.ID, display, a.Held()), Operation: op}, nil
 	}
 	if err := p.admitResize(display, a, n); err != nil {
 		return Decision{}, err
@@ -181,7 +184,10 @@ func (p *Policy) admitResize(display string, a state.Assignment, n int) error {
 // shrink keeps the baseline CPUs and releases the least compact rest that
 // the topology rules allow. The released CPUs join the shared pool only
 // once the runtime confirmed the shrink (Confirm): until then they belong
-// to nobody.
+// to nobody. With a scale-down delay the container keeps them until the
+// delay is over (Assignment.Delayed, ReleaseDelayed): its cpuset does not
+// change now, and its application has that long to move its threads off
+// them.
 func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignment, n int) (Decision, error) {
 	assigned := a.Assigned()
 	nm := m.Clone()
@@ -189,17 +195,71 @@ func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignmen
 	if err != nil {
 		return Decision{}, err
 	}
-	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: kept})
 	released := assigned.Difference(kept)
-	p.returnToPool(nm, released)
-	nm.Releasing[c.ID] = nm.Releasing[c.ID].Union(released)
+	shrunk := a
+	shrunk.Resized = kept
+	note := fmt.Sprintf("%s: shrinks %s → %s, releases %s after the runtime confirms", display, assigned, kept, released)
+	if delay := p.opts.ScaleDownDelay; delay > 0 {
+		shrunk.Delayed, shrunk.ReleaseAt = a.Delayed.Union(released), p.opts.Now().Add(delay)
+		note = fmt.Sprintf("%s: shrinks %s → %s; keeps %s until %s (scaleDownDelay: %s)",
+			display, assigned, kept, shrunk.Delayed, shrunk.ReleaseAt.UTC().Format(time.RFC3339), delay)
+	}
+	nm.State.SetAssignment(c.Pod.UID, c.Name, shrunk)
+	if p.opts.ScaleDownDelay <= 0 {
+		p.returnToPool(nm, released.Difference(nm.podHeld(c.Pod.UID, c.Name)))
+		nm.Releasing[c.ID] = nm.Releasing[c.ID].Union(released)
+	}
 	p.track(nm, c, display)
 	return Decision{
 		Model:     nm,
-		Target:    p.targetUpdate(c.ID, display, kept),
+		Target:    p.targetUpdate(c.ID, display, shrunk.Held()),
 		Operation: OpDecrease,
-		Notes:     []string{fmt.Sprintf("%s: shrinks %s → %s, releases %s after the runtime confirms", display, assigned, kept, released)},
+		Notes:     []string{note},
 	}, nil
+}
+
+// ReleaseDelayed ends the scale-down delays that are over: each running
+// container that kept CPUs past a decrease shrinks to its assigned CPUs
+// (Decision.Others, an unsolicited update); the CPUs it gives up belong to
+// nobody until the runtime applied that (Releasing, Confirm), then join
+// the shared pool, or stay held for the pod while its resize is in flight.
+// A delay of a container that does not run ends at once.
+func (p *Policy) ReleaseDelayed(m *Model) Decision {
+	now := p.opts.Now()
+	var due []state.ContainerRef
+	for ref, a := range m.State.Assignments() {
+		if !a.Delayed.IsEmpty() && !now.Before(a.ReleaseAt) {
+			due = append(due, ref)
+		}
+	}
+	if len(due) == 0 {
+		return Decision{Model: m}
+	}
+	slices.SortFunc(due, func(x, y state.ContainerRef) int { return strings.Compare(x.PodUID+"/"+x.Name, y.PodUID+"/"+y.Name) })
+	nm := m.Clone()
+	var updates []Update
+	var notes []string
+	for _, ref := range due {
+		a, _ := nm.State.Assignment(ref.PodUID, ref.Name)
+		delayed := a.Delayed
+		a.Delayed, a.ReleaseAt = cpuset.New(), time.Time{}
+		nm.State.SetAssignment(ref.PodUID, ref.Name, a)
+		id, owned := nm.State.ContainerIDOf(ref)
+		t := nm.Containers[id]
+		if !owned || t == nil || t.Stopped {
+			p.giveBack(nm, ref.PodUID, delayed)
+			continue
+		}
+		given := delayed.Difference(nm.podHeld(ref.PodUID, ""))
+		p.returnToPool(nm, given)
+		nm.Releasing[id] = nm.Releasing[id].Union(delayed)
+		if pod := (Pod{UID: ref.PodUID}); p.hold(nm, pod, given) {
+			notes = append(notes, fmt.Sprintf("%s: its pod's resize is in flight; %s are held for the pod", t.Display, given))
+		}
+		updates = append(updates, *p.targetUpdate(id, t.Display, a.Held()))
+		notes = append(notes, fmt.Sprintf("%s: its scale-down delay is over; releases %s, runs on %s", t.Display, delayed, a.Held()))
+	}
+	return Decision{Model: nm, Others: updates, Notes: notes}
 }
 
 // shrinkTo chooses the n CPUs a shrink keeps: the baseline ones and the
@@ -232,13 +292,21 @@ func (p *Policy) shrinkTo(m *Model, podUID, name, display string, a state.Assign
 	return kept, nil
 }
 
-// grow keeps every assigned CPU and adds free ones (those held for its
-// pod first); the shared containers shrink first (Others), then the target
+// grow keeps every assigned CPU and adds free ones (those it keeps past a
+// decrease first, then those held for its pod and its pod's reusable
+// ones); the shared containers shrink first (Others), then the target
 // grows.
 func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment, n int) (Decision, error) {
 	assigned := a.Assigned()
 	pl := p.growth(m, c.Pod.UID, c.Name, assigned, n)
 	free, poolLeft := p.availability(m)
+	if !a.Delayed.IsEmpty() {
+		if kept := a.Delayed.Size(); assigned.Size()+kept >= n {
+			pl.borrowed = maskOf(a.Delayed) // its own, at no cost
+		} else {
+			pl.keep = assigned.Union(a.Delayed)
+		}
+	}
 	cpus, err := p.placeGrowth(pl, free, poolLeft)
 	if err != nil {
 		return Decision{}, refuse(Infeasible, ReasonResizeAllocateCPUs,
@@ -246,13 +314,18 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 			display, assigned.Size(), n, assigned, describe(free.CPUSet()), m.lentNote(), err)
 	}
 	nm := m.Clone()
-	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus})
+	grown := a
+	grown.Resized = cpus
+	if grown.Delayed = a.Delayed.Difference(cpus); grown.Delayed.IsEmpty() {
+		grown.ReleaseAt = time.Time{}
+	}
+	nm.State.SetAssignment(c.Pod.UID, c.Name, grown)
 	p.takeFromPool(nm, cpus.Difference(assigned))
 	p.takeHeld(nm, c.Pod.UID, cpus)
 	p.track(nm, c, display)
 	return Decision{
 		Model:     nm,
-		Target:    p.targetUpdate(c.ID, display, cpus),
+		Target:    p.targetUpdate(c.ID, display, grown.Held()),
 		Others:    p.syncShared(m, nm),
 		Operation: OpIncrease,
 		Notes:     []string{fmt.Sprintf("%s: grows %s → %s", display, assigned, cpus)},

@@ -138,7 +138,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		t := nm.Containers[id]
 		want, list, mems := pool, poolList, cpuset.New()
 		if a, ok := nm.ownAssignment(id); ok {
-			want, list, mems = a.Assigned(), "", p.mems(a.Assigned())
+			want, list, mems = a.Held(), "", p.mems(a.Held())
 		}
 		if cpumask.Equal(current[id], want) {
 			continue

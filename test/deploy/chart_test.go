@@ -66,6 +66,7 @@ var alternatives = map[string]map[string]any{
 	"topologyManagerPolicy": {"topologyManagerPolicy": "single-numa-node"},
 	"topologyManagerScope":  {"topologyManagerScope": "pod"},
 	"inPlaceResize":         {"inPlaceResize": false},
+	"scaleDownDelay":        {"scaleDownDelay": "30s"},
 	"alignMemory":           {"alignMemory": true},
 	"metricsAddress":        {"metricsAddress": ":9200"},
 	"logLevel":              {"logLevel": "debug"},

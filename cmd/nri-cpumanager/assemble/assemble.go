@@ -32,6 +32,7 @@ func Policy(cfg *config.Config, topo *cpuallocator.Topology) (*policy.Policy, er
 		TopologyPolicy:    cfg.TopologyManagerPolicy,
 		TopologyScope:     cfg.TopologyManagerScope,
 		InPlaceResize:     cfg.InPlaceResize,
+		ScaleDownDelay:    cfg.ScaleDownDelay,
 		AlignMemory:       cfg.AlignMemory,
 	})
 	if err != nil {
