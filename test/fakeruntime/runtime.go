@@ -10,6 +10,7 @@ package fakeruntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -41,9 +42,14 @@ type Runtime struct {
 
 	// mu is containerd's NRI lock: held while an event is delivered and its
 	// reply applied, and while unsolicited updates are applied.
-	mu         sync.Mutex
+	mu sync.Mutex
+	// pods holds the pod sandboxes by id, containers the containers.
 	pods       map[string]*api.PodSandbox
 	containers map[string]*api.Container
+	// sandboxes counts the sandboxes run for each pod UID; notReady names
+	// the stopped ones.
+	sandboxes map[string]int
+	notReady  map[string]bool
 	// unsolicited counts updates that arrived outside of replies.
 	unsolicited int
 	// violations records every invariant violation seen.
@@ -101,6 +107,8 @@ func NewWith(t testing.TB, online cpuset.CPUSet, options ...adaptation.Option) *
 		socket:     filepath.Join(dir, "nri.sock"),
 		pods:       map[string]*api.PodSandbox{},
 		containers: map[string]*api.Container{},
+		sandboxes:  map[string]int{},
+		notReady:   map[string]bool{},
 		failing:    map[string]bool{},
 
 		expectShared: map[string]bool{},
@@ -456,15 +464,19 @@ func (r *Runtime) waitFor(what string, cond func() bool) {
 }
 
 // RunPod starts a pod sandbox (with p.Resources as its pod resources, when
-// set).
+// set), as CRI RunPodSandbox does. Each sandbox has an id of its own,
+// sandbox-<UID>-<n> for the pod's nth: the kubelet runs a new sandbox for
+// a pod whose sandbox died.
 func (r *Runtime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
-	pod := &api.PodSandbox{Id: "sandbox-" + p.UID, Name: p.Name, Uid: p.UID, Namespace: p.Namespace,
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sandboxes[p.UID]++
+	pod := &api.PodSandbox{Id: fmt.Sprintf("sandbox-%s-%d", p.UID, r.sandboxes[p.UID]),
+		Name: p.Name, Uid: p.UID, Namespace: p.Namespace,
 		Linux: &api.LinuxPodSandbox{CgroupParent: p.CgroupParent}}
 	if p.Resources != (policy.Resources{}) {
 		pod.Linux.PodResources = NRIResources(p.Resources)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
 	defer cancel()
 	if err := r.timed("RunPodSandbox", func() error { return r.nri.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod}) }); err != nil {
@@ -497,6 +509,10 @@ func (r *Runtime) CreateContainer(pod *api.PodSandbox, name string, res policy.R
 // caller's: a runtime bug that reuses an id, or gives none.
 func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, res policy.Resources) (*api.Container, error) {
 	r.mu.Lock()
+	if err := r.ready(pod); err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
 	c := &api.Container{
 		Id: id, PodSandboxId: pod.Id, Name: name,
 		State: api.ContainerState_CONTAINER_CREATED,
@@ -564,6 +580,9 @@ func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, re
 func (r *Runtime) CreateContainerFailing(pod *api.PodSandbox, name string, res policy.Resources) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := r.ready(pod); err != nil {
+		return err
+	}
 	r.nextID++
 	id := fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID)
 	c := &api.Container{
@@ -668,27 +687,77 @@ func (r *Runtime) RemoveContainer(c *api.Container) error {
 	})
 }
 
-// RemovePod stops and removes a pod sandbox (its containers first).
-func (r *Runtime) RemovePod(pod *api.PodSandbox) error {
+// ready returns why no container can be created in a pod sandbox (nil
+// when one can). Called with mu held.
+func (r *Runtime) ready(pod *api.PodSandbox) error {
+	switch {
+	case r.pods[pod.GetId()] == nil:
+		return fmt.Errorf("sandbox %q not found", pod.GetId())
+	case r.notReady[pod.GetId()]:
+		return fmt.Errorf("sandbox container %q is not running", pod.GetId())
+	}
+	return nil
+}
+
+// StopPod stops a pod sandbox as CRI StopPodSandbox does: its running
+// containers are stopped (StopContainer), then NRI StopPodSandbox is
+// sent. The sandbox stays, not ready: no container can be created in it.
+// Stopping a stopped or unknown sandbox sends nothing. StopPod returns the
+// errors of the NRI requests, which containerd logs and goes on.
+func (r *Runtime) StopPod(pod *api.PodSandbox) error {
+	var errs []error
 	for _, c := range r.containersOf(pod) {
-		if c.State != api.ContainerState_CONTAINER_STOPPED {
-			if err := r.StopContainer(c); err != nil {
-				return err
-			}
-		}
-		if err := r.RemoveContainer(c); err != nil {
-			return err
+		if r.isRunning(c) {
+			errs = append(errs, r.StopContainer(c))
 		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.pods[pod.Id] == nil || r.notReady[pod.Id] {
+		return errors.Join(errs...)
+	}
+	r.notReady[pod.Id] = true
 	ctx, cancel := r.ctx()
 	defer cancel()
-	if err := r.timed("StopPodSandbox", func() error { return r.nri.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: pod}) }); err != nil {
-		return err
+	errs = append(errs, r.timed("StopPodSandbox", func() error { return r.nri.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: pod}) }))
+	return errors.Join(errs...)
+}
+
+// RemovePod removes a pod sandbox as CRI RemovePodSandbox does: it is
+// stopped (StopPod), each of its containers removed (RemoveContainer),
+// then NRI RemovePodSandbox is sent. The pod's other sandboxes stay.
+// Removing an unknown sandbox sends nothing. RemovePod returns the errors
+// of the NRI requests, which containerd logs and goes on.
+func (r *Runtime) RemovePod(pod *api.PodSandbox) error {
+	errs := []error{r.StopPod(pod)}
+	for _, c := range r.containersOf(pod) {
+		errs = append(errs, r.RemoveContainer(c))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pods[pod.Id] == nil {
+		return errors.Join(errs...)
 	}
 	delete(r.pods, pod.Id)
-	return r.timed("RemovePodSandbox", func() error { return r.nri.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: pod}) })
+	delete(r.notReady, pod.Id)
+	ctx, cancel := r.ctx()
+	defer cancel()
+	errs = append(errs, r.timed("RemovePodSandbox", func() error { return r.nri.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: pod}) }))
+	return errors.Join(errs...)
+}
+
+// Ready reports whether a pod sandbox runs (RunPod, and no StopPod since).
+func (r *Runtime) Ready(pod *api.PodSandbox) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ready(pod) == nil
+}
+
+// isRunning reports whether a container has not stopped.
+func (r *Runtime) isRunning(c *api.Container) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return c.State != api.ContainerState_CONTAINER_STOPPED
 }
 
 // UpdatePod relays CRI UpdatePodSandboxResources.

@@ -1,6 +1,8 @@
 package fakeruntime
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,5 +80,82 @@ func TestCheckFindsOverlaps(t *testing.T) {
 	defer rt.mu.Unlock()
 	if rt.overlaps.bad != 0 {
 		t.Errorf("%d CPUs still counted overlapping with one container left", rt.overlaps.bad)
+	}
+}
+
+// TestSandboxesOfOnePod runs two sandboxes of a pod (the kubelet runs a
+// new one when a pod's sandbox died): each has an id and containers of its
+// own, and stopping or removing the first sends the NRI events of the
+// first only, each once, while the second's container runs on.
+func TestSandboxesOfOnePod(t *testing.T) {
+	stopped := []string{
+		"StopContainer a-app-1 in sandbox-a-uid-1",
+		"StopPodSandbox sandbox-a-uid-1",
+	}
+	removed := append(slices.Clone(stopped),
+		"RemoveContainer a-app-1 in sandbox-a-uid-1",
+		"RemovePodSandbox sandbox-a-uid-1",
+	)
+	for _, tc := range []struct {
+		name    string
+		steps   func(rt *Runtime, first *api.PodSandbox, c *api.Container) error
+		want    []string
+		removed bool
+	}{
+		{"stopped", func(rt *Runtime, first *api.PodSandbox, _ *api.Container) error {
+			return rt.StopPod(first)
+		}, stopped, false},
+		{"stopped twice", func(rt *Runtime, first *api.PodSandbox, _ *api.Container) error {
+			return errors.Join(rt.StopPod(first), rt.StopPod(first))
+		}, stopped, false},
+		{"removed", func(rt *Runtime, first *api.PodSandbox, _ *api.Container) error {
+			return rt.RemovePod(first)
+		}, removed, true},
+		{"stopped, then removed", func(rt *Runtime, first *api.PodSandbox, _ *api.Container) error {
+			return errors.Join(rt.StopPod(first), rt.RemovePod(first))
+		}, removed, true},
+		{"its container removed, then the sandbox", func(rt *Runtime, first *api.PodSandbox, c *api.Container) error {
+			return errors.Join(rt.StopContainer(c), rt.RemoveContainer(c), rt.RemovePod(first))
+		}, []string{
+			"StopContainer a-app-1 in sandbox-a-uid-1",
+			"RemoveContainer a-app-1 in sandbox-a-uid-1",
+			"StopPodSandbox sandbox-a-uid-1",
+			"RemovePodSandbox sandbox-a-uid-1",
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := New(t, cpuset.New(0, 1, 2, 3))
+			rec := startRecorder(t, rt)
+			first := runPod(t, rt, "a", "guaranteed")
+			c1 := create(t, rt, first, "app", guaranteed(1))
+			second := runPod(t, rt, "a", "guaranteed")
+			if second.Id == first.Id {
+				t.Fatalf("a pod's second sandbox has the first's id %s", first.Id)
+			}
+			c2 := create(t, rt, second, "app", guaranteed(1))
+
+			mark := rec.Mark()
+			if err := tc.steps(rt, first, c1); err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.Events(mark); !slices.Equal(got, tc.want) {
+				t.Errorf("NRI events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			if rt.Ready(first) {
+				t.Errorf("the first sandbox is ready")
+			}
+			if _, err := rt.CreateContainer(first, "late", guaranteed(1)); err == nil {
+				t.Errorf("a container was created in the stopped sandbox")
+			}
+			if got := slices.ContainsFunc(rt.Pods(), func(p *api.PodSandbox) bool { return p.Id == first.Id }); got == tc.removed {
+				t.Errorf("the runtime has the first sandbox: %v, want %v", got, !tc.removed)
+			}
+			if !rt.Ready(second) {
+				t.Errorf("the second sandbox is not ready")
+			}
+			if running := rt.Running(); len(running) != 1 || running[0] != c2 {
+				t.Errorf("running containers %v, want only %s", running, c2.Id)
+			}
+		})
 	}
 }
