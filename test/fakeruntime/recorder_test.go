@@ -122,7 +122,11 @@ func (rec *recorder) CreateContainer(_ context.Context, pod *api.PodSandbox, c *
 }
 
 func (rec *recorder) StopContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) ([]*api.ContainerUpdate, error) {
-	rec.add("StopContainer %s in %s", c.Id, pod.GetId())
+	status := ""
+	if c.State != api.ContainerState_CONTAINER_STOPPED || c.FinishedAt == 0 {
+		status = fmt.Sprintf(" (%s, finished at %d)", c.State, c.FinishedAt)
+	}
+	rec.add("StopContainer %s in %s, exit code %d%s", c.Id, pod.GetId(), c.ExitCode, status)
 	return nil, nil
 }
 

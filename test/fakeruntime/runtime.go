@@ -515,7 +515,7 @@ func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, re
 	}
 	c := &api.Container{
 		Id: id, PodSandboxId: pod.Id, Name: name,
-		State: api.ContainerState_CONTAINER_CREATED,
+		State: api.ContainerState_CONTAINER_CREATED, CreatedAt: time.Now().UnixNano(),
 		Linux: &api.LinuxContainer{
 			Resources:   NRIResources(res),
 			CgroupsPath: cgroupsPath(pod.Linux.CgroupParent, id),
@@ -563,7 +563,7 @@ func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, re
 			return r.nri.StartContainer(ctx, &api.StartContainerRequest{Pod: pod, Container: c})
 		})
 	}
-	c.State = api.ContainerState_CONTAINER_RUNNING
+	c.State, c.StartedAt = api.ContainerState_CONTAINER_RUNNING, time.Now().UnixNano()
 	if err == nil {
 		err = r.timed("PostStartContainer", func() error {
 			return r.nri.PostStartContainer(ctx, &api.PostStartContainerRequest{Pod: pod, Container: c})
@@ -587,7 +587,7 @@ func (r *Runtime) CreateContainerFailing(pod *api.PodSandbox, name string, res p
 	id := fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID)
 	c := &api.Container{
 		Id: id, PodSandboxId: pod.Id, Name: name,
-		State: api.ContainerState_CONTAINER_CREATED,
+		State: api.ContainerState_CONTAINER_CREATED, CreatedAt: time.Now().UnixNano(),
 		Linux: &api.LinuxContainer{Resources: NRIResources(res), CgroupsPath: cgroupsPath(pod.Linux.CgroupParent, id)},
 	}
 	ctx, cancel := r.ctx()
@@ -654,13 +654,28 @@ func (r *Runtime) applyUpdateReply(c *api.Container, res policy.Resources, updat
 	r.check("update of " + c.Name)
 }
 
-// StopContainer stops a container and applies the reply's updates.
+// ExitCodeKilled is the exit code of a container killed by SIGKILL.
+const ExitCodeKilled = 128 + 9
+
+// StopContainer stops a container as CRI StopContainer does: its process
+// is killed (exit code ExitCodeKilled), NRI StopContainer is sent, and the
+// reply's updates are applied.
 func (r *Runtime) StopContainer(c *api.Container) error {
+	return r.ExitContainer(c, ExitCodeKilled)
+}
+
+// ExitContainer plays a container's process exiting by itself with exit
+// code code (a crash, an init container that completed): containerd's
+// task-exit handler sends NRI StopContainer with the container stopped,
+// its exit code and the time it finished, and applies the reply's
+// updates.
+func (r *Runtime) ExitContainer(c *api.Container, code int32) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
 	defer cancel()
 	c.State = api.ContainerState_CONTAINER_STOPPED
+	c.ExitCode, c.FinishedAt = code, time.Now().UnixNano()
 	r.track(c)
 	var rpl *api.StopContainerResponse
 	err := r.timed("StopContainer", func() (err error) {

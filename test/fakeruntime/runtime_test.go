@@ -89,7 +89,7 @@ func TestCheckFindsOverlaps(t *testing.T) {
 // first only, each once, while the second's container runs on.
 func TestSandboxesOfOnePod(t *testing.T) {
 	stopped := []string{
-		"StopContainer a-app-1 in sandbox-a-uid-1",
+		"StopContainer a-app-1 in sandbox-a-uid-1, exit code 137",
 		"StopPodSandbox sandbox-a-uid-1",
 	}
 	removed := append(slices.Clone(stopped),
@@ -117,7 +117,7 @@ func TestSandboxesOfOnePod(t *testing.T) {
 		{"its container removed, then the sandbox", func(rt *Runtime, first *api.PodSandbox, c *api.Container) error {
 			return errors.Join(rt.StopContainer(c), rt.RemoveContainer(c), rt.RemovePod(first))
 		}, []string{
-			"StopContainer a-app-1 in sandbox-a-uid-1",
+			"StopContainer a-app-1 in sandbox-a-uid-1, exit code 137",
 			"RemoveContainer a-app-1 in sandbox-a-uid-1",
 			"StopPodSandbox sandbox-a-uid-1",
 			"RemovePodSandbox sandbox-a-uid-1",
@@ -155,6 +155,41 @@ func TestSandboxesOfOnePod(t *testing.T) {
 			}
 			if running := rt.Running(); len(running) != 1 || running[0] != c2 {
 				t.Errorf("running containers %v, want only %s", running, c2.Id)
+			}
+		})
+	}
+}
+
+// TestExitCodes stops containers the ways a kubelet's pod sees them stop:
+// a process that exits by itself reaches the plugin as StopContainer with
+// its exit code and the time it finished, as containerd's task-exit
+// handler sends it; the kubelet's StopContainer kills the process.
+func TestExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		stop func(rt *Runtime, c *api.Container) error
+		want string
+	}{
+		{"an init container completes", func(rt *Runtime, c *api.Container) error { return rt.ExitContainer(c, 0) },
+			"StopContainer a-app-1 in sandbox-a-uid-1, exit code 0"},
+		{"a crash", func(rt *Runtime, c *api.Container) error { return rt.ExitContainer(c, 2) },
+			"StopContainer a-app-1 in sandbox-a-uid-1, exit code 2"},
+		{"the kubelet stops it", func(rt *Runtime, c *api.Container) error { return rt.StopContainer(c) },
+			"StopContainer a-app-1 in sandbox-a-uid-1, exit code 137"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := New(t, cpuset.New(0, 1, 2, 3))
+			rec := startRecorder(t, rt)
+			c := create(t, rt, runPod(t, rt, "a", "guaranteed"), "app", guaranteed(1))
+			mark := rec.Mark()
+			if err := tc.stop(rt, c); err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.Events(mark); !slices.Equal(got, []string{tc.want}) {
+				t.Errorf("NRI events %q, want %q", got, tc.want)
+			}
+			if cpus, running := rt.CPUs(c.Id); running {
+				t.Errorf("the stopped container runs on %s", cpus)
 			}
 		})
 	}
