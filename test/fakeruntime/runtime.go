@@ -50,6 +50,8 @@ type Runtime struct {
 	// the stopped ones.
 	sandboxes map[string]int
 	notReady  map[string]bool
+	// relayed is containerd's NRI state map (see nri.go).
+	relayed map[string]nriState
 	// unsolicited counts updates that arrived outside of replies.
 	unsolicited int
 	// violations records every invariant violation seen.
@@ -109,6 +111,7 @@ func NewWith(t testing.TB, online cpuset.CPUSet, options ...adaptation.Option) *
 		containers: map[string]*api.Container{},
 		sandboxes:  map[string]int{},
 		notReady:   map[string]bool{},
+		relayed:    map[string]nriState{},
 		failing:    map[string]bool{},
 
 		expectShared: map[string]bool{},
@@ -193,6 +196,7 @@ func (r *Runtime) synchronize(ctx context.Context, cb adaptation.SyncCB) error {
 	for _, id := range slices.Sorted(maps.Keys(r.containers)) {
 		ctrs = append(ctrs, r.containers[id])
 	}
+	r.syncState(ctrs)
 	updates, err := cb(ctx, pods, ctrs)
 	if err != nil {
 		return err
@@ -479,7 +483,7 @@ func (r *Runtime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	if err := r.timed("RunPodSandbox", func() error { return r.nri.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod}) }); err != nil {
+	if err := r.runPodSandbox(ctx, pod); err != nil {
 		return nil, err
 	}
 	r.pods[pod.Id] = pod
@@ -523,19 +527,14 @@ func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, re
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	var rpl *api.CreateContainerResponse
-	err := r.timed("CreateContainer", func() (err error) {
-		rpl, err = r.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: c})
-		return err
-	})
+	rpl, err := r.createContainer(ctx, pod, c)
 	if err != nil {
 		// containerd undoes a failed creation: StopContainer and
 		// RemoveContainer with the refused container's pod and id
-		// (internal/cri/nri UndoCreateContainer), whose reply is not
-		// applied.
+		// (internal/cri/nri UndoCreateContainer).
 		undo := &api.Container{Id: id, PodSandboxId: pod.Id, Name: name, State: api.ContainerState_CONTAINER_STOPPED}
-		_, _ = r.nri.StopContainer(ctx, &api.StopContainerRequest{Pod: pod, Container: undo})
-		_ = r.nri.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: pod, Container: undo})
+		_ = r.stopContainer(ctx, pod, undo)
+		_ = r.removeContainer(ctx, pod, undo)
 		r.mu.Unlock()
 		return nil, err
 	}
@@ -559,9 +558,7 @@ func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, re
 		return r.nri.PostCreateContainer(ctx, &api.PostCreateContainerRequest{Pod: pod, Container: c})
 	})
 	if err == nil {
-		err = r.timed("StartContainer", func() error {
-			return r.nri.StartContainer(ctx, &api.StartContainerRequest{Pod: pod, Container: c})
-		})
+		err = r.startContainer(ctx, pod, c)
 	}
 	c.State, c.StartedAt = api.ContainerState_CONTAINER_RUNNING, time.Now().UnixNano()
 	if err == nil {
@@ -592,18 +589,16 @@ func (r *Runtime) CreateContainerFailing(pod *api.PodSandbox, name string, res p
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	rpl, err := r.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: c})
+	rpl, err := r.createContainer(ctx, pod, c)
 	if err != nil {
 		return err
 	}
 	r.apply("pre-create", rpl.GetUpdate())
 	c.State = api.ContainerState_CONTAINER_STOPPED
-	stop, err := r.nri.StopContainer(ctx, &api.StopContainerRequest{Pod: pod, Container: c})
-	if err != nil {
+	if err := r.stopContainer(ctx, pod, c); err != nil {
 		return err
 	}
-	r.apply("post-stop", stop.GetUpdate())
-	return r.nri.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: pod, Container: c})
+	return r.removeContainer(ctx, pod, c)
 }
 
 // UpdateContainer resizes a container like CRI UpdateContainerResources:
@@ -668,38 +663,54 @@ func (r *Runtime) StopContainer(c *api.Container) error {
 // code code (a crash, an init container that completed): containerd's
 // task-exit handler sends NRI StopContainer with the container stopped,
 // its exit code and the time it finished, and applies the reply's
-// updates.
+// updates. A container that stopped before keeps its exit code, and no
+// second StopContainer is sent (see nri.go).
 func (r *Runtime) ExitContainer(c *api.Container, code int32) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
 	defer cancel()
+	r.exited(c, code)
+	return r.stopContainer(ctx, r.podFor(c), c)
+}
+
+// exited marks a container's process gone, unless it was. Called with mu
+// held.
+func (r *Runtime) exited(c *api.Container, code int32) {
+	if c.State == api.ContainerState_CONTAINER_STOPPED {
+		return
+	}
 	c.State = api.ContainerState_CONTAINER_STOPPED
 	c.ExitCode, c.FinishedAt = code, time.Now().UnixNano()
 	r.track(c)
-	var rpl *api.StopContainerResponse
-	err := r.timed("StopContainer", func() (err error) {
-		rpl, err = r.nri.StopContainer(ctx, &api.StopContainerRequest{Pod: r.pods[c.PodSandboxId], Container: c})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	r.apply("post-stop", rpl.GetUpdate())
-	return nil
 }
 
-// RemoveContainer removes a container.
+// podFor returns a container's pod sandbox, or one with only its id when
+// the runtime has none, as containerd sends it.
+func (r *Runtime) podFor(c *api.Container) *api.PodSandbox {
+	if pod := r.pods[c.PodSandboxId]; pod != nil {
+		return pod
+	}
+	return &api.PodSandbox{Id: c.PodSandboxId}
+}
+
+// RemoveContainer removes a container as CRI RemoveContainer does: one
+// still running is killed first (ExitCodeKilled), then NRI RemoveContainer
+// is sent (after StopContainer when containerd's NRI state map holds the
+// container as running, see nri.go). Removing an unknown container sends
+// nothing.
 func (r *Runtime) RemoveContainer(c *api.Container) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.containers[c.Id] == nil {
+		return nil
+	}
 	ctx, cancel := r.ctx()
 	defer cancel()
+	r.exited(c, ExitCodeKilled)
 	delete(r.containers, c.Id)
 	r.untrack(c.Id)
-	return r.timed("RemoveContainer", func() error {
-		return r.nri.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: r.pods[c.PodSandboxId], Container: c})
-	})
+	return r.removeContainer(ctx, r.podFor(c), c)
 }
 
 // ready returns why no container can be created in a pod sandbox (nil
@@ -715,10 +726,11 @@ func (r *Runtime) ready(pod *api.PodSandbox) error {
 }
 
 // StopPod stops a pod sandbox as CRI StopPodSandbox does: its running
-// containers are stopped (StopContainer), then NRI StopPodSandbox is
-// sent. The sandbox stays, not ready: no container can be created in it.
-// Stopping a stopped or unknown sandbox sends nothing. StopPod returns the
-// errors of the NRI requests, which containerd logs and goes on.
+// containers are stopped (StopContainer), then NRI StopPodSandbox is sent
+// when containerd's NRI state map holds the sandbox as running (see
+// nri.go). The sandbox stays, not ready: no container can be created in
+// it. StopPod returns the errors of the NRI requests, which containerd
+// logs and goes on.
 func (r *Runtime) StopPod(pod *api.PodSandbox) error {
 	var errs []error
 	for _, c := range r.containersOf(pod) {
@@ -728,21 +740,22 @@ func (r *Runtime) StopPod(pod *api.PodSandbox) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.pods[pod.Id] == nil || r.notReady[pod.Id] {
+	if r.pods[pod.Id] == nil {
 		return errors.Join(errs...)
 	}
 	r.notReady[pod.Id] = true
 	ctx, cancel := r.ctx()
 	defer cancel()
-	errs = append(errs, r.timed("StopPodSandbox", func() error { return r.nri.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: pod}) }))
+	errs = append(errs, r.stopPodSandbox(ctx, pod))
 	return errors.Join(errs...)
 }
 
 // RemovePod removes a pod sandbox as CRI RemovePodSandbox does: it is
 // stopped (StopPod), each of its containers removed (RemoveContainer),
-// then NRI RemovePodSandbox is sent. The pod's other sandboxes stay.
-// Removing an unknown sandbox sends nothing. RemovePod returns the errors
-// of the NRI requests, which containerd logs and goes on.
+// then NRI RemovePodSandbox is sent when the state map holds the sandbox.
+// The pod's other sandboxes stay. Removing an unknown sandbox sends
+// nothing. RemovePod returns the errors of the NRI requests, which
+// containerd logs and goes on.
 func (r *Runtime) RemovePod(pod *api.PodSandbox) error {
 	errs := []error{r.StopPod(pod)}
 	for _, c := range r.containersOf(pod) {
@@ -757,7 +770,7 @@ func (r *Runtime) RemovePod(pod *api.PodSandbox) error {
 	delete(r.notReady, pod.Id)
 	ctx, cancel := r.ctx()
 	defer cancel()
-	errs = append(errs, r.timed("RemovePodSandbox", func() error { return r.nri.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: pod}) }))
+	errs = append(errs, r.removePodSandbox(ctx, pod))
 	return errors.Join(errs...)
 }
 

@@ -194,3 +194,48 @@ func TestExitCodes(t *testing.T) {
 		})
 	}
 }
+
+// TestStateMap plays what containerd's NRI state map decides within one
+// containerd's life: a stop is sent once, however many ways a container
+// stops, and the removal of a running container is preceded by its stop.
+func TestStateMap(t *testing.T) {
+	const (
+		stop137 = "StopContainer a-app-1 in sandbox-a-uid-1, exit code 137"
+		remove  = "RemoveContainer a-app-1 in sandbox-a-uid-1"
+	)
+	for _, tc := range []struct {
+		name  string
+		steps func(rt *Runtime, pod *api.PodSandbox, c *api.Container) error
+		want  []string
+	}{
+		{"the kubelet stops a container that exited", func(rt *Runtime, _ *api.PodSandbox, c *api.Container) error {
+			return errors.Join(rt.ExitContainer(c, 1), rt.StopContainer(c))
+		}, []string{"StopContainer a-app-1 in sandbox-a-uid-1, exit code 1"}},
+		{"a running container removed", func(rt *Runtime, _ *api.PodSandbox, c *api.Container) error {
+			return rt.RemoveContainer(c)
+		}, []string{stop137, remove}},
+		{"a container removed twice", func(rt *Runtime, _ *api.PodSandbox, c *api.Container) error {
+			return errors.Join(rt.StopContainer(c), rt.RemoveContainer(c), rt.RemoveContainer(c))
+		}, []string{stop137, remove}},
+		{"a sandbox stopped twice, then removed", func(rt *Runtime, pod *api.PodSandbox, _ *api.Container) error {
+			return errors.Join(rt.StopPod(pod), rt.StopPod(pod), rt.RemovePod(pod))
+		}, []string{stop137, "StopPodSandbox sandbox-a-uid-1", remove, "RemovePodSandbox sandbox-a-uid-1"}},
+		{"a sandbox removed after its container completed", func(rt *Runtime, pod *api.PodSandbox, c *api.Container) error {
+			return errors.Join(rt.ExitContainer(c, 0), rt.RemovePod(pod))
+		}, []string{"StopContainer a-app-1 in sandbox-a-uid-1, exit code 0", "StopPodSandbox sandbox-a-uid-1", remove, "RemovePodSandbox sandbox-a-uid-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := New(t, cpuset.New(0, 1, 2, 3))
+			rec := startRecorder(t, rt)
+			pod := runPod(t, rt, "a", "guaranteed")
+			c := create(t, rt, pod, "app", guaranteed(1))
+			mark := rec.Mark()
+			if err := tc.steps(rt, pod, c); err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.Events(mark); !slices.Equal(got, tc.want) {
+				t.Errorf("NRI events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
