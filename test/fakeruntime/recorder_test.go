@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,20 +34,29 @@ func TestMain(m *testing.M) {
 type recorder struct {
 	mu     sync.Mutex
 	events []string
+	// synced holds what the last Synchronize carried.
+	synced struct {
+		pods []*api.PodSandbox
+		ctrs []*api.Container
+	}
 }
+
+// recorders counts the recorders started, for their names.
+var recorders atomic.Int32
 
 // startRecorder connects a recorder to rt and waits until it is
 // synchronized.
 func startRecorder(t *testing.T, rt *Runtime) *recorder {
 	t.Helper()
 	rec := &recorder{}
+	idx := fmt.Sprint(10 + recorders.Add(1)%90)
 	syncs := rt.Syncs()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			s, err := stub.New(rec, stub.WithPluginName("recorder"), stub.WithPluginIdx("50"),
+			s, err := stub.New(rec, stub.WithPluginName("recorder"), stub.WithPluginIdx(idx),
 				stub.WithSocketPath(rt.Socket()))
 			if err != nil {
 				t.Error(err)
@@ -81,6 +91,13 @@ func (rec *recorder) Events(mark int) []string {
 	return slices.Clone(rec.events[mark:])
 }
 
+// Synced returns the pods and containers of the last Synchronize.
+func (rec *recorder) Synced() ([]*api.PodSandbox, []*api.Container) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.synced.pods, rec.synced.ctrs
+}
+
 // Mark returns how many events were recorded so far.
 func (rec *recorder) Mark() int {
 	rec.mu.Lock()
@@ -98,6 +115,9 @@ func (rec *recorder) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs
 	}
 	slices.Sort(ps)
 	rec.add("Synchronize pods [%s] containers [%s]", strings.Join(ps, " "), strings.Join(cs, " "))
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.synced.pods, rec.synced.ctrs = pods, ctrs
 	return nil, nil
 }
 

@@ -186,15 +186,20 @@ func (r *Runtime) BlockPluginSync() *adaptation.PluginSyncBlock {
 	return r.nri.BlockPluginSync()
 }
 
-// synchronize hands every pod and container to a connecting plugin and
-// applies its updates, as containerd's syncPlugin does.
+// synchronize hands the pods and containers to a connecting plugin and
+// applies its updates, as containerd's syncPlugin does: every pod sandbox,
+// ready or not, with the pod resources it was run with, and every
+// container that has not stopped, with its current resources
+// (containerd's ListContainers leaves out the exited ones).
 func (r *Runtime) synchronize(ctx context.Context, cb adaptation.SyncCB) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	pods := slices.Collect(maps.Values(r.pods))
 	var ctrs []*api.Container
 	for _, id := range slices.Sorted(maps.Keys(r.containers)) {
-		ctrs = append(ctrs, r.containers[id])
+		if c := r.containers[id]; c.State != api.ContainerState_CONTAINER_STOPPED {
+			ctrs = append(ctrs, c)
+		}
 	}
 	r.syncState(ctrs)
 	updates, err := cb(ctx, pods, ctrs)

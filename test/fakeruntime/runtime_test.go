@@ -2,6 +2,7 @@ package fakeruntime
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -51,6 +52,15 @@ func create(t testing.TB, rt *Runtime, sb *api.PodSandbox, name string, r policy
 		t.Fatalf("create %s: %v", name, err)
 	}
 	return c
+}
+
+// ids returns the ids of containers.
+func ids(ctrs []*api.Container) []string {
+	var out []string
+	for _, c := range ctrs {
+		out = append(out, c.Id)
+	}
+	return out
 }
 
 // TestCheckFindsOverlaps checks the checker: without a plugin every
@@ -153,7 +163,7 @@ func TestSandboxesOfOnePod(t *testing.T) {
 			if !rt.Ready(second) {
 				t.Errorf("the second sandbox is not ready")
 			}
-			if running := rt.Running(); len(running) != 1 || running[0] != c2 {
+			if running := ids(rt.Running()); !slices.Equal(running, []string{c2.Id}) {
 				t.Errorf("running containers %v, want only %s", running, c2.Id)
 			}
 		})
@@ -237,5 +247,73 @@ func TestStateMap(t *testing.T) {
 				t.Errorf("NRI events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
+	}
+}
+
+// TestSynchronize connects a second plugin to a runtime whose pods and
+// containers went through a pod's life: its Synchronize carries every
+// sandbox, stopped or not, with the pod resources it was run with, and
+// the containers that have not stopped, with their current resources, as
+// containerd 2.4 lists them.
+func TestSynchronize(t *testing.T) {
+	rt := New(t, cpuset.New(0, 1, 2, 3, 4, 5, 6, 7))
+	startRecorder(t, rt)
+	type row struct {
+		name   string
+		change func(rt *Runtime, pod *api.PodSandbox, c *api.Container) error
+		listed bool  // the container is in Synchronize
+		quota  int64 // with this CPU quota
+	}
+	rows := []row{
+		{"running", func(*Runtime, *api.PodSandbox, *api.Container) error { return nil }, true, 100000},
+		{"resized", func(rt *Runtime, _ *api.PodSandbox, c *api.Container) error {
+			return rt.UpdateContainer(c, guaranteed(2))
+		}, true, 200000},
+		{"completed", func(rt *Runtime, _ *api.PodSandbox, c *api.Container) error { return rt.ExitContainer(c, 0) }, false, 0},
+		{"stopped", func(rt *Runtime, _ *api.PodSandbox, c *api.Container) error { return rt.StopContainer(c) }, false, 0},
+		{"sandbox stopped", func(rt *Runtime, pod *api.PodSandbox, _ *api.Container) error { return rt.StopPod(pod) }, false, 0},
+	}
+	byID := map[string]row{}
+	for i, r := range rows {
+		p := kubeletPod(fmt.Sprintf("p%d", i), "guaranteed")
+		p.Resources = guaranteed(3)
+		pod, err := rt.RunPod(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := create(t, rt, pod, "app", guaranteed(1))
+		if err := r.change(rt, pod, c); err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		byID[pod.Id], byID[c.Id] = r, r
+	}
+
+	pods, ctrs := startRecorder(t, rt).Synced()
+	if len(pods) != len(rows) {
+		t.Errorf("Synchronize carries %d pods, want %d", len(pods), len(rows))
+	}
+	for _, p := range pods {
+		if q := p.GetLinux().GetPodResources().GetCpu().GetQuota().GetValue(); q != 300000 {
+			t.Errorf("%s (%s): pod resources with quota %d, want the 300000 it was run with", p.Id, byID[p.Id].name, q)
+		}
+	}
+	listed := map[string]bool{}
+	for _, c := range ctrs {
+		r := byID[c.Id]
+		listed[r.name] = true
+		if c.State != api.ContainerState_CONTAINER_RUNNING {
+			t.Errorf("%s: listed in state %s", r.name, c.State)
+		}
+		if q := c.GetLinux().GetResources().GetCpu().GetQuota().GetValue(); q != r.quota {
+			t.Errorf("%s: listed with quota %d, want %d", r.name, q, r.quota)
+		}
+		if cpus, _ := rt.CPUs(c.Id); c.GetLinux().GetResources().GetCpu().GetCpus() != cpus.String() {
+			t.Errorf("%s: listed on CPUs %q, runs on %s", r.name, c.GetLinux().GetResources().GetCpu().GetCpus(), cpus)
+		}
+	}
+	for _, r := range rows {
+		if listed[r.name] != r.listed {
+			t.Errorf("%s: in Synchronize %v, want %v", r.name, listed[r.name], r.listed)
+		}
 	}
 }
