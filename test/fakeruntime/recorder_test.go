@@ -73,8 +73,7 @@ func startRecorder(t *testing.T, rt *Runtime) *recorder {
 		cancel()
 		<-done
 	})
-	rt.waitFor("the recorder's Synchronize", func() bool { return rt.Syncs() > syncs })
-	rt.BlockPluginSync().Unblock()
+	rt.WaitSynced(syncs + 1)
 	return rec
 }
 

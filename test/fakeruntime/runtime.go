@@ -5,7 +5,10 @@
 // containers in the order given and the target's last, applies
 // unsolicited updates under the same lock, and checks after every single
 // applied update that no CPU is in two exclusive containers' cpusets nor
-// in an exclusive and a shared one (see Violations).
+// in an exclusive and a shared one (see Violations). It plays a kubelet's
+// pod lives as containerd relays them: several sandboxes per pod, exit
+// codes, containerd's NRI state map, containerd's restart and the node's
+// reboot.
 package fakeruntime
 
 import (
@@ -37,8 +40,15 @@ import (
 type Runtime struct {
 	t      testing.TB
 	online cpuset.CPUSet
-	nri    *adaptation.Adaptation
+	dir    string
 	socket string
+	// options are the caller's options of NRI's runtime library.
+	options []adaptation.Option
+	// life is containerd's current life (see nri.go), nri its NRI
+	// adaptation. Both change under mu; nri is atomic for
+	// BlockPluginSync, which must not take mu.
+	life *life
+	nri  atomic.Pointer[adaptation.Adaptation]
 
 	// mu is containerd's NRI lock: held while an event is delivered and its
 	// reply applied, and while unsolicited updates are applied.
@@ -72,8 +82,10 @@ type Runtime struct {
 	failing map[string]bool
 	nextID  int
 
-	// syncs counts the Synchronizes applied.
-	syncs int
+	// syncs counts the plugins' Synchronizes applied; synced is closed
+	// and replaced at each.
+	syncs  int
+	synced chan struct{}
 	// inRequest counts the NRI requests in progress.
 	inRequest atomic.Int32
 	// ignoresFailurePolicies plays a runtime with NRI older than v0.12.5,
@@ -106,12 +118,14 @@ func NewWith(t testing.TB, online cpuset.CPUSet, options ...adaptation.Option) *
 	r := &Runtime{
 		t:          t,
 		online:     online,
+		dir:        dir,
 		socket:     filepath.Join(dir, "nri.sock"),
+		options:    options,
+		synced:     make(chan struct{}),
 		pods:       map[string]*api.PodSandbox{},
 		containers: map[string]*api.Container{},
 		sandboxes:  map[string]int{},
 		notReady:   map[string]bool{},
-		relayed:    map[string]nriState{},
 		failing:    map[string]bool{},
 
 		expectShared: map[string]bool{},
@@ -119,21 +133,10 @@ func NewWith(t testing.TB, online cpuset.CPUSet, options ...adaptation.Option) *
 		parsed:       map[string]cpumask.Mask{},
 		classes:      map[classKey]bool{},
 	}
-	nri, err := adaptation.New("fake-containerd", "2.4.2", r.synchronize, r.updateContainers,
-		append([]adaptation.Option{
-			adaptation.WithSocketPath(r.socket),
-			adaptation.WithPluginPath(filepath.Join(dir, "plugins")),
-			adaptation.WithPluginConfigPath(filepath.Join(dir, "conf.d")),
-		}, options...)...,
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nri.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r.nri = nri
-	t.Cleanup(nri.Stop)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.startNRI()
+	t.Cleanup(func() { r.nri.Load().Stop() })
 	return r
 }
 
@@ -183,17 +186,25 @@ func (r *Runtime) InRequest() bool { return r.inRequest.Load() > 0 }
 // once its Synchronize returned: BlockPluginSync().Unblock() waits for
 // that, as containerd does before it relays a CRI request.
 func (r *Runtime) BlockPluginSync() *adaptation.PluginSyncBlock {
-	return r.nri.BlockPluginSync()
+	return r.nri.Load().BlockPluginSync()
 }
 
 // synchronize hands the pods and containers to a connecting plugin and
 // applies its updates, as containerd's syncPlugin does: every pod sandbox,
 // ready or not, with the pod resources it was run with, and every
 // container that has not stopped, with its current resources
-// (containerd's ListContainers leaves out the exited ones).
-func (r *Runtime) synchronize(ctx context.Context, cb adaptation.SyncCB) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// (containerd's ListContainers leaves out the exited ones). The first
+// call of a life is NRI's start synchronizing its pre-installed plugins
+// (none), within startNRI, which holds mu.
+func (r *Runtime) synchronize(ctx context.Context, l *life, cb adaptation.SyncCB) error {
+	starting := l.started.CompareAndSwap(false, true)
+	if !starting {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if l != r.life {
+			return errors.New("containerd restarted")
+		}
+	}
 	pods := slices.Collect(maps.Values(r.pods))
 	var ctrs []*api.Container
 	for _, id := range slices.Sorted(maps.Keys(r.containers)) {
@@ -207,11 +218,15 @@ func (r *Runtime) synchronize(ctx context.Context, cb adaptation.SyncCB) error {
 		return err
 	}
 	r.apply("Synchronize", updates)
-	r.syncs++
+	if !starting {
+		r.syncs++
+		close(r.synced)
+		r.synced = make(chan struct{})
+	}
 	return nil
 }
 
-// Syncs returns how many Synchronizes the runtime applied.
+// Syncs returns how many times a plugin synchronized with the runtime.
 func (r *Runtime) Syncs() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -267,10 +282,14 @@ func (r *Runtime) timed(event string, call func() error) error {
 	return err
 }
 
-// updateContainers applies unsolicited updates under the NRI lock.
-func (r *Runtime) updateContainers(_ context.Context, updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+// updateContainers applies unsolicited updates under the NRI lock (none
+// that reach a containerd that restarted since).
+func (r *Runtime) updateContainers(_ context.Context, l *life, updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if l != r.life {
+		return updates, nil
+	}
 	r.unsolicited += len(updates)
 	if r.stats != nil {
 		r.stats.Unsolicited += len(updates)
@@ -438,7 +457,7 @@ func (r *Runtime) Send(f func(ctx context.Context, nri *adaptation.Adaptation) e
 	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
 	defer cancel()
-	return f(ctx, r.nri)
+	return f(ctx, r.nri.Load())
 }
 
 // WaitPluginGone waits until the runtime has noticed that the plugin's
@@ -455,7 +474,7 @@ func (r *Runtime) WaitPluginGone() {
 		defer r.mu.Unlock()
 		ctx, cancel := r.ctx()
 		defer cancel()
-		return r.nri.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: probe}) == nil
+		return r.nri.Load().RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: probe}) == nil
 	})
 }
 
@@ -560,7 +579,7 @@ func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, re
 	r.track(c)
 	r.check("creation of " + name)
 	err = r.timed("PostCreateContainer", func() error {
-		return r.nri.PostCreateContainer(ctx, &api.PostCreateContainerRequest{Pod: pod, Container: c})
+		return r.nri.Load().PostCreateContainer(ctx, &api.PostCreateContainerRequest{Pod: pod, Container: c})
 	})
 	if err == nil {
 		err = r.startContainer(ctx, pod, c)
@@ -568,7 +587,7 @@ func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, re
 	c.State, c.StartedAt = api.ContainerState_CONTAINER_RUNNING, time.Now().UnixNano()
 	if err == nil {
 		err = r.timed("PostStartContainer", func() error {
-			return r.nri.PostStartContainer(ctx, &api.PostStartContainerRequest{Pod: pod, Container: c})
+			return r.nri.Load().PostStartContainer(ctx, &api.PostStartContainerRequest{Pod: pod, Container: c})
 		})
 	}
 	r.mu.Unlock()
@@ -617,7 +636,7 @@ func (r *Runtime) UpdateContainer(c *api.Container, res policy.Resources) error 
 	defer cancel()
 	var rpl *api.UpdateContainerResponse
 	err := r.timed("UpdateContainer", func() (err error) {
-		rpl, err = r.nri.UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: pod, Container: c, LinuxResources: NRIResources(res)})
+		rpl, err = r.nri.Load().UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: pod, Container: c, LinuxResources: NRIResources(res)})
 		return err
 	})
 	if err != nil {
@@ -625,7 +644,7 @@ func (r *Runtime) UpdateContainer(c *api.Container, res policy.Resources) error 
 	}
 	r.applyUpdateReply(c, res, rpl.GetUpdate())
 	return r.timed("PostUpdateContainer", func() error {
-		return r.nri.PostUpdateContainer(ctx, &api.PostUpdateContainerRequest{Pod: pod, Container: c})
+		return r.nri.Load().PostUpdateContainer(ctx, &api.PostUpdateContainerRequest{Pod: pod, Container: c})
 	})
 }
 
@@ -800,7 +819,7 @@ func (r *Runtime) UpdatePod(pod *api.PodSandbox, res policy.PodResources) error 
 	ctx, cancel := r.ctx()
 	defer cancel()
 	err := r.timed("UpdatePodSandbox", func() error {
-		_, err := r.nri.UpdatePodSandbox(ctx, &api.UpdatePodSandboxRequest{Pod: pod,
+		_, err := r.nri.Load().UpdatePodSandbox(ctx, &api.UpdatePodSandboxRequest{Pod: pod,
 			OverheadLinuxResources: NRIResources(res.Overhead), LinuxResources: NRIResources(res.Resources)})
 		return err
 	})
@@ -808,7 +827,7 @@ func (r *Runtime) UpdatePod(pod *api.PodSandbox, res policy.PodResources) error 
 		return err
 	}
 	return r.timed("PostUpdatePodSandbox", func() error {
-		return r.nri.PostUpdatePodSandbox(ctx, &api.PostUpdatePodSandboxRequest{Pod: pod})
+		return r.nri.Load().PostUpdatePodSandbox(ctx, &api.PostUpdatePodSandboxRequest{Pod: pod})
 	})
 }
 

@@ -317,3 +317,149 @@ func TestSynchronize(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartContainerd restarts containerd under a plugin, which
+// connects again and gets Synchronize with what runs. containerd's NRI
+// state map starts empty: the stops and removals of the sandboxes run
+// before the restart no longer reach the plugin, nor the removal of a
+// container that exited before it, while those of the containers that ran
+// through it do, and everything new is sent as before.
+func TestRestartContainerd(t *testing.T) {
+	const (
+		stopA   = "StopContainer a-app-1 in sandbox-a-uid-1, exit code 137"
+		removeA = "RemoveContainer a-app-1 in sandbox-a-uid-1"
+	)
+	for _, tc := range []struct {
+		name  string
+		steps func(rt *Runtime, a, b *api.PodSandbox, ca, cb *api.Container) error
+		want  []string
+	}{
+		{"a container from before stopped and removed", func(rt *Runtime, _, _ *api.PodSandbox, ca, _ *api.Container) error {
+			return errors.Join(rt.StopContainer(ca), rt.RemoveContainer(ca))
+		}, []string{stopA, removeA}},
+		{"a sandbox from before removed", func(rt *Runtime, a, _ *api.PodSandbox, _, _ *api.Container) error {
+			return rt.RemovePod(a)
+		}, []string{stopA, removeA}},
+		{"a sandbox whose container exited before removed", func(rt *Runtime, _, b *api.PodSandbox, _, _ *api.Container) error {
+			return rt.RemovePod(b)
+		}, nil},
+		{"a new sandbox run and removed", func(rt *Runtime, _, _ *api.PodSandbox, _, _ *api.Container) error {
+			pod := runPod(t, rt, "a", "burstable")
+			create(t, rt, pod, "app", burstable(100))
+			return rt.RemovePod(pod)
+		}, []string{
+			"RunPodSandbox sandbox-a-uid-2",
+			"CreateContainer a-app-3 in sandbox-a-uid-2",
+			"StopContainer a-app-3 in sandbox-a-uid-2, exit code 137",
+			"StopPodSandbox sandbox-a-uid-2",
+			"RemoveContainer a-app-3 in sandbox-a-uid-2",
+			"RemovePodSandbox sandbox-a-uid-2",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := New(t, cpuset.New(0, 1, 2, 3))
+			rec := startRecorder(t, rt)
+			a, b := runPod(t, rt, "a", "burstable"), runPod(t, rt, "b", "burstable")
+			ca, cb := create(t, rt, a, "app", burstable(100)), create(t, rt, b, "app", burstable(100))
+			if err := rt.ExitContainer(cb, 0); err != nil {
+				t.Fatal(err)
+			}
+
+			syncs, mark := rt.Syncs(), rec.Mark()
+			rt.RestartContainerd()
+			rt.WaitSynced(syncs + 1)
+			want := "Synchronize pods [sandbox-a-uid-1 sandbox-b-uid-1] containers [a-app-1]"
+			if got := rec.Events(mark); !slices.Equal(got, []string{want}) {
+				t.Fatalf("NRI events of the restart %q, want %q", got, want)
+			}
+			if !rt.Ready(a) || !rt.Ready(b) {
+				t.Errorf("a sandbox is not ready after the restart")
+			}
+
+			mark = rec.Mark()
+			if err := tc.steps(rt, a, b, ca, cb); err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.Events(mark); !slices.Equal(got, tc.want) {
+				t.Errorf("NRI events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+// TestReboot reboots the node under a plugin: every container is stopped
+// (exit code 255) and every sandbox not ready without an NRI event, the
+// plugin connects again and gets Synchronize with the sandboxes and no
+// container. The kubelet's clean-up of the old sandboxes sends nothing,
+// its new sandboxes are sent as before, and the invariant check counts
+// no CPU of the old containers.
+func TestReboot(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps func(rt *Runtime, a, b *api.PodSandbox, ca, cb *api.Container) error
+		want  []string
+	}{
+		{"the old containers stopped and removed", func(rt *Runtime, _, _ *api.PodSandbox, ca, cb *api.Container) error {
+			return errors.Join(rt.StopContainer(ca), rt.RemoveContainer(ca), rt.StopContainer(cb), rt.RemoveContainer(cb))
+		}, nil},
+		{"the old sandboxes stopped and removed", func(rt *Runtime, a, b *api.PodSandbox, _, _ *api.Container) error {
+			return errors.Join(rt.StopPod(a), rt.RemovePod(a), rt.RemovePod(b))
+		}, nil},
+		{"a new sandbox of a pod", func(rt *Runtime, a, _ *api.PodSandbox, _, _ *api.Container) error {
+			create(t, rt, runPod(t, rt, "a", "guaranteed"), "app", guaranteed(2))
+			return rt.RemovePod(a)
+		}, []string{
+			"RunPodSandbox sandbox-a-uid-2",
+			"CreateContainer a-app-4 in sandbox-a-uid-2",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := New(t, cpuset.New(0, 1, 2, 3))
+			rec := startRecorder(t, rt)
+			b := runPod(t, rt, "b", "burstable")
+			cb := create(t, rt, b, "app", burstable(100))
+			if err := rt.ExitContainer(cb, 0); err != nil {
+				t.Fatal(err)
+			}
+			a := runPod(t, rt, "a", "guaranteed")
+			ca := create(t, rt, a, "app", guaranteed(2))
+
+			syncs, mark := rt.Syncs(), rec.Mark()
+			rt.Reboot()
+			rt.WaitSynced(syncs + 1)
+			want := "Synchronize pods [sandbox-a-uid-1 sandbox-b-uid-1] containers []"
+			if got := rec.Events(mark); !slices.Equal(got, []string{want}) {
+				t.Fatalf("NRI events of the reboot %q, want %q", got, want)
+			}
+			if running := ids(rt.Running()); len(running) != 0 {
+				t.Errorf("containers %v run after the reboot", running)
+			}
+			rt.Locked(func() {
+				for _, c := range []*api.Container{ca, cb} {
+					if c.State != api.ContainerState_CONTAINER_STOPPED || c.ExitCode != map[*api.Container]int32{ca: 255, cb: 0}[c] {
+						t.Errorf("%s after the reboot: %s, exit code %d", c.Id, c.State, c.ExitCode)
+					}
+				}
+			})
+			for _, pod := range []*api.PodSandbox{a, b} {
+				if rt.Ready(pod) {
+					t.Errorf("%s is ready after the reboot", pod.Id)
+				}
+			}
+			if _, err := rt.CreateContainer(a, "late", guaranteed(1)); err == nil {
+				t.Errorf("a container was created in a sandbox from before the reboot")
+			}
+
+			mark = rec.Mark()
+			if err := tc.steps(rt, a, b, ca, cb); err != nil {
+				t.Fatal(err)
+			}
+			if got := rec.Events(mark); !slices.Equal(got, tc.want) {
+				t.Errorf("NRI events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			if v := rt.Violations(); len(v) != 0 {
+				t.Errorf("invariant violations: %v", v)
+			}
+		})
+	}
+}
