@@ -255,6 +255,9 @@ func (r *Runtime) RecordStats() {
 func (r *Runtime) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stats == nil {
+		return Stats{}
+	}
 	out := Stats{Latency: map[string][]time.Duration{},
 		ReplyUpdates: r.stats.ReplyUpdates, Unsolicited: r.stats.Unsolicited}
 	for k, v := range r.stats.Latency {
@@ -525,6 +528,7 @@ func (r *Runtime) NextContainerID(pod *api.PodSandbox, name string) string {
 // CreateContainer creates and starts a container: CreateContainer (other
 // containers' updates applied first, then the container created with its
 // adjusted cpuset), PostCreateContainer, StartContainer, PostStartContainer.
+// In a sandbox that is not ready it fails, as containerd's does.
 func (r *Runtime) CreateContainer(pod *api.PodSandbox, name string, res policy.Resources) (*api.Container, error) {
 	r.mu.Lock()
 	r.nextID++
@@ -798,7 +802,8 @@ func (r *Runtime) RemovePod(pod *api.PodSandbox) error {
 	return errors.Join(errs...)
 }
 
-// Ready reports whether a pod sandbox runs (RunPod, and no StopPod since).
+// Ready reports whether a pod sandbox runs: it was run, and neither
+// stopped (StopPod) nor rebooted since.
 func (r *Runtime) Ready(pod *api.PodSandbox) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
