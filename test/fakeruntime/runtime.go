@@ -5,11 +5,15 @@
 // containers in the order given and the target's last, applies
 // unsolicited updates under the same lock, and checks after every single
 // applied update that no CPU is in two exclusive containers' cpusets nor
-// in an exclusive and a shared one (see Violations).
+// in an exclusive and a shared one (see Violations). It plays a kubelet's
+// pod lives as containerd relays them: several sandboxes per pod, exit
+// codes, containerd's NRI state map, containerd's restart and the node's
+// reboot.
 package fakeruntime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -36,14 +40,28 @@ import (
 type Runtime struct {
 	t      testing.TB
 	online cpuset.CPUSet
-	nri    *adaptation.Adaptation
+	dir    string
 	socket string
+	// options are the caller's options of NRI's runtime library.
+	options []adaptation.Option
+	// life is containerd's current life (see nri.go), nri its NRI
+	// adaptation. Both change under mu; nri is atomic for
+	// BlockPluginSync, which must not take mu.
+	life *life
+	nri  atomic.Pointer[adaptation.Adaptation]
 
 	// mu is containerd's NRI lock: held while an event is delivered and its
 	// reply applied, and while unsolicited updates are applied.
-	mu         sync.Mutex
+	mu sync.Mutex
+	// pods holds the pod sandboxes by id, containers the containers.
 	pods       map[string]*api.PodSandbox
 	containers map[string]*api.Container
+	// sandboxes counts the sandboxes run for each pod UID; notReady names
+	// the stopped ones.
+	sandboxes map[string]int
+	notReady  map[string]bool
+	// relayed is containerd's NRI state map (see nri.go).
+	relayed map[string]nriState
 	// unsolicited counts updates that arrived outside of replies.
 	unsolicited int
 	// violations records every invariant violation seen.
@@ -64,8 +82,10 @@ type Runtime struct {
 	failing map[string]bool
 	nextID  int
 
-	// syncs counts the Synchronizes applied.
-	syncs int
+	// syncs counts the plugins' Synchronizes applied; synced is closed
+	// and replaced at each.
+	syncs  int
+	synced chan struct{}
 	// inRequest counts the NRI requests in progress.
 	inRequest atomic.Int32
 	// ignoresFailurePolicies plays a runtime with NRI older than v0.12.5,
@@ -98,9 +118,14 @@ func NewWith(t testing.TB, online cpuset.CPUSet, options ...adaptation.Option) *
 	r := &Runtime{
 		t:          t,
 		online:     online,
+		dir:        dir,
 		socket:     filepath.Join(dir, "nri.sock"),
+		options:    options,
+		synced:     make(chan struct{}),
 		pods:       map[string]*api.PodSandbox{},
 		containers: map[string]*api.Container{},
+		sandboxes:  map[string]int{},
+		notReady:   map[string]bool{},
 		failing:    map[string]bool{},
 
 		expectShared: map[string]bool{},
@@ -108,21 +133,10 @@ func NewWith(t testing.TB, online cpuset.CPUSet, options ...adaptation.Option) *
 		parsed:       map[string]cpumask.Mask{},
 		classes:      map[classKey]bool{},
 	}
-	nri, err := adaptation.New("fake-containerd", "2.4.2", r.synchronize, r.updateContainers,
-		append([]adaptation.Option{
-			adaptation.WithSocketPath(r.socket),
-			adaptation.WithPluginPath(filepath.Join(dir, "plugins")),
-			adaptation.WithPluginConfigPath(filepath.Join(dir, "conf.d")),
-		}, options...)...,
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nri.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r.nri = nri
-	t.Cleanup(nri.Stop)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.startNRI()
+	t.Cleanup(func() { r.nri.Load().Stop() })
 	return r
 }
 
@@ -172,29 +186,47 @@ func (r *Runtime) InRequest() bool { return r.inRequest.Load() > 0 }
 // once its Synchronize returned: BlockPluginSync().Unblock() waits for
 // that, as containerd does before it relays a CRI request.
 func (r *Runtime) BlockPluginSync() *adaptation.PluginSyncBlock {
-	return r.nri.BlockPluginSync()
+	return r.nri.Load().BlockPluginSync()
 }
 
-// synchronize hands every pod and container to a connecting plugin and
-// applies its updates, as containerd's syncPlugin does.
-func (r *Runtime) synchronize(ctx context.Context, cb adaptation.SyncCB) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// synchronize hands the pods and containers to a connecting plugin and
+// applies its updates, as containerd's syncPlugin does: every pod sandbox,
+// ready or not, with the pod resources it was run with, and every
+// container that has not stopped, with its current resources
+// (containerd's ListContainers leaves out the exited ones). The first
+// call of a life is NRI's start synchronizing its pre-installed plugins
+// (none), within startNRI, which holds mu.
+func (r *Runtime) synchronize(ctx context.Context, l *life, cb adaptation.SyncCB) error {
+	starting := l.started.CompareAndSwap(false, true)
+	if !starting {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if l != r.life {
+			return errors.New("containerd restarted")
+		}
+	}
 	pods := slices.Collect(maps.Values(r.pods))
 	var ctrs []*api.Container
 	for _, id := range slices.Sorted(maps.Keys(r.containers)) {
-		ctrs = append(ctrs, r.containers[id])
+		if c := r.containers[id]; c.State != api.ContainerState_CONTAINER_STOPPED {
+			ctrs = append(ctrs, c)
+		}
 	}
+	r.syncState(ctrs)
 	updates, err := cb(ctx, pods, ctrs)
 	if err != nil {
 		return err
 	}
 	r.apply("Synchronize", updates)
-	r.syncs++
+	if !starting {
+		r.syncs++
+		close(r.synced)
+		r.synced = make(chan struct{})
+	}
 	return nil
 }
 
-// Syncs returns how many Synchronizes the runtime applied.
+// Syncs returns how many times a plugin synchronized with the runtime.
 func (r *Runtime) Syncs() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -223,6 +255,9 @@ func (r *Runtime) RecordStats() {
 func (r *Runtime) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stats == nil {
+		return Stats{}
+	}
 	out := Stats{Latency: map[string][]time.Duration{},
 		ReplyUpdates: r.stats.ReplyUpdates, Unsolicited: r.stats.Unsolicited}
 	for k, v := range r.stats.Latency {
@@ -250,10 +285,14 @@ func (r *Runtime) timed(event string, call func() error) error {
 	return err
 }
 
-// updateContainers applies unsolicited updates under the NRI lock.
-func (r *Runtime) updateContainers(_ context.Context, updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+// updateContainers applies unsolicited updates under the NRI lock (none
+// that reach a containerd that restarted since).
+func (r *Runtime) updateContainers(_ context.Context, l *life, updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if l != r.life {
+		return updates, nil
+	}
 	r.unsolicited += len(updates)
 	if r.stats != nil {
 		r.stats.Unsolicited += len(updates)
@@ -421,7 +460,7 @@ func (r *Runtime) Send(f func(ctx context.Context, nri *adaptation.Adaptation) e
 	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
 	defer cancel()
-	return f(ctx, r.nri)
+	return f(ctx, r.nri.Load())
 }
 
 // WaitPluginGone waits until the runtime has noticed that the plugin's
@@ -438,7 +477,7 @@ func (r *Runtime) WaitPluginGone() {
 		defer r.mu.Unlock()
 		ctx, cancel := r.ctx()
 		defer cancel()
-		return r.nri.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: probe}) == nil
+		return r.nri.Load().RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: probe}) == nil
 	})
 }
 
@@ -456,18 +495,22 @@ func (r *Runtime) waitFor(what string, cond func() bool) {
 }
 
 // RunPod starts a pod sandbox (with p.Resources as its pod resources, when
-// set).
+// set), as CRI RunPodSandbox does. Each sandbox has an id of its own,
+// sandbox-<UID>-<n> for the pod's nth: the kubelet runs a new sandbox for
+// a pod whose sandbox died.
 func (r *Runtime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
-	pod := &api.PodSandbox{Id: "sandbox-" + p.UID, Name: p.Name, Uid: p.UID, Namespace: p.Namespace,
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sandboxes[p.UID]++
+	pod := &api.PodSandbox{Id: fmt.Sprintf("sandbox-%s-%d", p.UID, r.sandboxes[p.UID]),
+		Name: p.Name, Uid: p.UID, Namespace: p.Namespace,
 		Linux: &api.LinuxPodSandbox{CgroupParent: p.CgroupParent}}
 	if p.Resources != (policy.Resources{}) {
 		pod.Linux.PodResources = NRIResources(p.Resources)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
 	defer cancel()
-	if err := r.timed("RunPodSandbox", func() error { return r.nri.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod}) }); err != nil {
+	if err := r.runPodSandbox(ctx, pod); err != nil {
 		return nil, err
 	}
 	r.pods[pod.Id] = pod
@@ -485,6 +528,7 @@ func (r *Runtime) NextContainerID(pod *api.PodSandbox, name string) string {
 // CreateContainer creates and starts a container: CreateContainer (other
 // containers' updates applied first, then the container created with its
 // adjusted cpuset), PostCreateContainer, StartContainer, PostStartContainer.
+// In a sandbox that is not ready it fails, as containerd's does.
 func (r *Runtime) CreateContainer(pod *api.PodSandbox, name string, res policy.Resources) (*api.Container, error) {
 	r.mu.Lock()
 	r.nextID++
@@ -497,9 +541,13 @@ func (r *Runtime) CreateContainer(pod *api.PodSandbox, name string, res policy.R
 // caller's: a runtime bug that reuses an id, or gives none.
 func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, res policy.Resources) (*api.Container, error) {
 	r.mu.Lock()
+	if err := r.ready(pod); err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
 	c := &api.Container{
 		Id: id, PodSandboxId: pod.Id, Name: name,
-		State: api.ContainerState_CONTAINER_CREATED,
+		State: api.ContainerState_CONTAINER_CREATED, CreatedAt: time.Now().UnixNano(),
 		Linux: &api.LinuxContainer{
 			Resources:   NRIResources(res),
 			CgroupsPath: cgroupsPath(pod.Linux.CgroupParent, id),
@@ -507,19 +555,14 @@ func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, re
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	var rpl *api.CreateContainerResponse
-	err := r.timed("CreateContainer", func() (err error) {
-		rpl, err = r.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: c})
-		return err
-	})
+	rpl, err := r.createContainer(ctx, pod, c)
 	if err != nil {
 		// containerd undoes a failed creation: StopContainer and
 		// RemoveContainer with the refused container's pod and id
-		// (internal/cri/nri UndoCreateContainer), whose reply is not
-		// applied.
+		// (internal/cri/nri UndoCreateContainer).
 		undo := &api.Container{Id: id, PodSandboxId: pod.Id, Name: name, State: api.ContainerState_CONTAINER_STOPPED}
-		_, _ = r.nri.StopContainer(ctx, &api.StopContainerRequest{Pod: pod, Container: undo})
-		_ = r.nri.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: pod, Container: undo})
+		_ = r.stopContainer(ctx, pod, undo)
+		_ = r.removeContainer(ctx, pod, undo)
 		r.mu.Unlock()
 		return nil, err
 	}
@@ -540,17 +583,15 @@ func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, re
 	r.track(c)
 	r.check("creation of " + name)
 	err = r.timed("PostCreateContainer", func() error {
-		return r.nri.PostCreateContainer(ctx, &api.PostCreateContainerRequest{Pod: pod, Container: c})
+		return r.nri.Load().PostCreateContainer(ctx, &api.PostCreateContainerRequest{Pod: pod, Container: c})
 	})
 	if err == nil {
-		err = r.timed("StartContainer", func() error {
-			return r.nri.StartContainer(ctx, &api.StartContainerRequest{Pod: pod, Container: c})
-		})
+		err = r.startContainer(ctx, pod, c)
 	}
-	c.State = api.ContainerState_CONTAINER_RUNNING
+	c.State, c.StartedAt = api.ContainerState_CONTAINER_RUNNING, time.Now().UnixNano()
 	if err == nil {
 		err = r.timed("PostStartContainer", func() error {
-			return r.nri.PostStartContainer(ctx, &api.PostStartContainerRequest{Pod: pod, Container: c})
+			return r.nri.Load().PostStartContainer(ctx, &api.PostStartContainerRequest{Pod: pod, Container: c})
 		})
 	}
 	r.mu.Unlock()
@@ -564,27 +605,28 @@ func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, re
 func (r *Runtime) CreateContainerFailing(pod *api.PodSandbox, name string, res policy.Resources) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if err := r.ready(pod); err != nil {
+		return err
+	}
 	r.nextID++
 	id := fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID)
 	c := &api.Container{
 		Id: id, PodSandboxId: pod.Id, Name: name,
-		State: api.ContainerState_CONTAINER_CREATED,
+		State: api.ContainerState_CONTAINER_CREATED, CreatedAt: time.Now().UnixNano(),
 		Linux: &api.LinuxContainer{Resources: NRIResources(res), CgroupsPath: cgroupsPath(pod.Linux.CgroupParent, id)},
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	rpl, err := r.nri.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: c})
+	rpl, err := r.createContainer(ctx, pod, c)
 	if err != nil {
 		return err
 	}
 	r.apply("pre-create", rpl.GetUpdate())
 	c.State = api.ContainerState_CONTAINER_STOPPED
-	stop, err := r.nri.StopContainer(ctx, &api.StopContainerRequest{Pod: pod, Container: c})
-	if err != nil {
+	if err := r.stopContainer(ctx, pod, c); err != nil {
 		return err
 	}
-	r.apply("post-stop", stop.GetUpdate())
-	return r.nri.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: pod, Container: c})
+	return r.removeContainer(ctx, pod, c)
 }
 
 // UpdateContainer resizes a container like CRI UpdateContainerResources:
@@ -598,7 +640,7 @@ func (r *Runtime) UpdateContainer(c *api.Container, res policy.Resources) error 
 	defer cancel()
 	var rpl *api.UpdateContainerResponse
 	err := r.timed("UpdateContainer", func() (err error) {
-		rpl, err = r.nri.UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: pod, Container: c, LinuxResources: NRIResources(res)})
+		rpl, err = r.nri.Load().UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: pod, Container: c, LinuxResources: NRIResources(res)})
 		return err
 	})
 	if err != nil {
@@ -606,7 +648,7 @@ func (r *Runtime) UpdateContainer(c *api.Container, res policy.Resources) error 
 	}
 	r.applyUpdateReply(c, res, rpl.GetUpdate())
 	return r.timed("PostUpdateContainer", func() error {
-		return r.nri.PostUpdateContainer(ctx, &api.PostUpdateContainerRequest{Pod: pod, Container: c})
+		return r.nri.Load().PostUpdateContainer(ctx, &api.PostUpdateContainerRequest{Pod: pod, Container: c})
 	})
 }
 
@@ -635,60 +677,144 @@ func (r *Runtime) applyUpdateReply(c *api.Container, res policy.Resources, updat
 	r.check("update of " + c.Name)
 }
 
-// StopContainer stops a container and applies the reply's updates.
+// ExitCodeKilled is the exit code of a container killed by SIGKILL.
+const ExitCodeKilled = 128 + 9
+
+// StopContainer stops a container as CRI StopContainer does: its process
+// is killed (exit code ExitCodeKilled), NRI StopContainer is sent, and the
+// reply's updates are applied.
 func (r *Runtime) StopContainer(c *api.Container) error {
+	return r.ExitContainer(c, ExitCodeKilled)
+}
+
+// ExitContainer plays a container's process exiting by itself with exit
+// code code (a crash, an init container that completed): containerd's
+// task-exit handler sends NRI StopContainer with the container stopped,
+// its exit code and the time it finished, and applies the reply's
+// updates. A container that stopped before keeps its exit code, and no
+// second StopContainer is sent (see nri.go).
+func (r *Runtime) ExitContainer(c *api.Container, code int32) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ctx, cancel := r.ctx()
 	defer cancel()
-	c.State = api.ContainerState_CONTAINER_STOPPED
-	r.track(c)
-	var rpl *api.StopContainerResponse
-	err := r.timed("StopContainer", func() (err error) {
-		rpl, err = r.nri.StopContainer(ctx, &api.StopContainerRequest{Pod: r.pods[c.PodSandboxId], Container: c})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	r.apply("post-stop", rpl.GetUpdate())
-	return nil
+	r.exited(c, code)
+	return r.stopContainer(ctx, r.podFor(c), c)
 }
 
-// RemoveContainer removes a container.
+// exited marks a container's process gone, unless it was. Called with mu
+// held.
+func (r *Runtime) exited(c *api.Container, code int32) {
+	if c.State == api.ContainerState_CONTAINER_STOPPED {
+		return
+	}
+	c.State = api.ContainerState_CONTAINER_STOPPED
+	c.ExitCode, c.FinishedAt = code, time.Now().UnixNano()
+	r.track(c)
+}
+
+// podFor returns a container's pod sandbox, or one with only its id when
+// the runtime has none, as containerd sends it.
+func (r *Runtime) podFor(c *api.Container) *api.PodSandbox {
+	if pod := r.pods[c.PodSandboxId]; pod != nil {
+		return pod
+	}
+	return &api.PodSandbox{Id: c.PodSandboxId}
+}
+
+// RemoveContainer removes a container as CRI RemoveContainer does: one
+// still running is killed first (ExitCodeKilled), then NRI RemoveContainer
+// is sent (after StopContainer when containerd's NRI state map holds the
+// container as running, see nri.go). Removing an unknown container sends
+// nothing.
 func (r *Runtime) RemoveContainer(c *api.Container) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.containers[c.Id] == nil {
+		return nil
+	}
 	ctx, cancel := r.ctx()
 	defer cancel()
+	r.exited(c, ExitCodeKilled)
 	delete(r.containers, c.Id)
 	r.untrack(c.Id)
-	return r.timed("RemoveContainer", func() error {
-		return r.nri.RemoveContainer(ctx, &api.RemoveContainerRequest{Pod: r.pods[c.PodSandboxId], Container: c})
-	})
+	return r.removeContainer(ctx, r.podFor(c), c)
 }
 
-// RemovePod stops and removes a pod sandbox (its containers first).
-func (r *Runtime) RemovePod(pod *api.PodSandbox) error {
+// ready returns why no container can be created in a pod sandbox (nil
+// when one can). Called with mu held.
+func (r *Runtime) ready(pod *api.PodSandbox) error {
+	switch {
+	case r.pods[pod.GetId()] == nil:
+		return fmt.Errorf("sandbox %q not found", pod.GetId())
+	case r.notReady[pod.GetId()]:
+		return fmt.Errorf("sandbox container %q is not running", pod.GetId())
+	}
+	return nil
+}
+
+// StopPod stops a pod sandbox as CRI StopPodSandbox does: its running
+// containers are stopped (StopContainer), then NRI StopPodSandbox is sent
+// when containerd's NRI state map holds the sandbox as running (see
+// nri.go). The sandbox stays, not ready: no container can be created in
+// it. StopPod returns the errors of the NRI requests, which containerd
+// logs and goes on.
+func (r *Runtime) StopPod(pod *api.PodSandbox) error {
+	var errs []error
 	for _, c := range r.containersOf(pod) {
-		if c.State != api.ContainerState_CONTAINER_STOPPED {
-			if err := r.StopContainer(c); err != nil {
-				return err
-			}
-		}
-		if err := r.RemoveContainer(c); err != nil {
-			return err
+		if r.isRunning(c) {
+			errs = append(errs, r.StopContainer(c))
 		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.pods[pod.Id] == nil {
+		return errors.Join(errs...)
+	}
+	r.notReady[pod.Id] = true
 	ctx, cancel := r.ctx()
 	defer cancel()
-	if err := r.timed("StopPodSandbox", func() error { return r.nri.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: pod}) }); err != nil {
-		return err
+	errs = append(errs, r.stopPodSandbox(ctx, pod))
+	return errors.Join(errs...)
+}
+
+// RemovePod removes a pod sandbox as CRI RemovePodSandbox does: it is
+// stopped (StopPod), each of its containers removed (RemoveContainer),
+// then NRI RemovePodSandbox is sent when the state map holds the sandbox.
+// The pod's other sandboxes stay. Removing an unknown sandbox sends
+// nothing. RemovePod returns the errors of the NRI requests, which
+// containerd logs and goes on.
+func (r *Runtime) RemovePod(pod *api.PodSandbox) error {
+	errs := []error{r.StopPod(pod)}
+	for _, c := range r.containersOf(pod) {
+		errs = append(errs, r.RemoveContainer(c))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pods[pod.Id] == nil {
+		return errors.Join(errs...)
 	}
 	delete(r.pods, pod.Id)
-	return r.timed("RemovePodSandbox", func() error { return r.nri.RemovePodSandbox(ctx, &api.RemovePodSandboxRequest{Pod: pod}) })
+	delete(r.notReady, pod.Id)
+	ctx, cancel := r.ctx()
+	defer cancel()
+	errs = append(errs, r.removePodSandbox(ctx, pod))
+	return errors.Join(errs...)
+}
+
+// Ready reports whether a pod sandbox runs: it was run, and neither
+// stopped (StopPod) nor rebooted since.
+func (r *Runtime) Ready(pod *api.PodSandbox) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ready(pod) == nil
+}
+
+// isRunning reports whether a container has not stopped.
+func (r *Runtime) isRunning(c *api.Container) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return c.State != api.ContainerState_CONTAINER_STOPPED
 }
 
 // UpdatePod relays CRI UpdatePodSandboxResources.
@@ -698,7 +824,7 @@ func (r *Runtime) UpdatePod(pod *api.PodSandbox, res policy.PodResources) error 
 	ctx, cancel := r.ctx()
 	defer cancel()
 	err := r.timed("UpdatePodSandbox", func() error {
-		_, err := r.nri.UpdatePodSandbox(ctx, &api.UpdatePodSandboxRequest{Pod: pod,
+		_, err := r.nri.Load().UpdatePodSandbox(ctx, &api.UpdatePodSandboxRequest{Pod: pod,
 			OverheadLinuxResources: NRIResources(res.Overhead), LinuxResources: NRIResources(res.Resources)})
 		return err
 	})
@@ -706,7 +832,7 @@ func (r *Runtime) UpdatePod(pod *api.PodSandbox, res policy.PodResources) error 
 		return err
 	}
 	return r.timed("PostUpdatePodSandbox", func() error {
-		return r.nri.PostUpdatePodSandbox(ctx, &api.PostUpdatePodSandboxRequest{Pod: pod})
+		return r.nri.Load().PostUpdatePodSandbox(ctx, &api.PostUpdatePodSandboxRequest{Pod: pod})
 	})
 }
 
