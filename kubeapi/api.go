@@ -112,6 +112,9 @@ func (a *API) ContainerSpec(podUID, container string, limitMilli int64, wait tim
 	return a.pods.containerSpec(podUID, container, limitMilli, wait)
 }
 
+// PodActive implements plugin.API from the watch's cache.
+func (a *API) PodActive(podUID string) bool { return a.pods.active(podUID) }
+
 // PodInfo implements plugin.API from the watch's cache, without waiting.
 func (a *API) PodInfo(podUID string) (policy.PodInfo, bool) {
 	return a.pods.podInfo(podUID)

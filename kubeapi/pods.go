@@ -141,6 +141,20 @@ func (w *podWatch) onEnded(fn func(uid string)) {
 	w.mu.Unlock()
 }
 
+// active implements API.PodActive: a pod the synced cache holds and
+// that is not terminal, or any pod while the cache may be stale.
+func (w *podWatch) active(uid string) bool {
+	if !w.informer.HasSynced() || !w.health.ok(FeaturePods) {
+		return true
+	}
+	objs, err := w.informer.GetIndexer().ByIndex(uidIndex, uid)
+	if err != nil || len(objs) != 1 {
+		return false
+	}
+	pod, ok := objs[0].(*corev1.Pod)
+	return ok && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+}
+
 // podInfo implements API.PodInfo: what the cache's copy of pod uid says
 // of its containers, without waiting.
 func (w *podWatch) podInfo(uid string) (policy.PodInfo, bool) {

@@ -275,8 +275,8 @@ func TestStopDuringASendIsNotUndone(t *testing.T) {
 	if _, _, err := p.CreateContainer(ctx, epod, ectr); err != nil {
 		t.Fatal(err)
 	}
-	// Removed without a stop: the shared container grows unsolicited.
-	if err := p.RemoveContainer(ctx, epod, ectr); err != nil {
+	// The pod removed without a stop: the shared container grows unsolicited.
+	if err := p.RemovePodSandbox(ctx, epod); err != nil {
 		t.Fatal(err)
 	}
 	blocking := &sendBlockingStub{entered: make(chan struct{}), release: make(chan struct{})}

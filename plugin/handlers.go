@@ -80,9 +80,19 @@ func (p *Plugin) PostUpdatePodSandbox(_ context.Context, _ *api.PodSandbox) erro
 	return nil
 }
 
-// StopPodSandbox needs nothing: the pod's containers are stopped one by
-// one, and its CPUs stay its own until it is removed.
-func (p *Plugin) StopPodSandbox(_ context.Context, _ *api.PodSandbox) error { return nil }
+// StopPodSandbox records that the pod's sandbox stopped: its CPUs stay
+// its own until it is removed, ends, or (nothing of it running, and no
+// new sandbox following) the orphan timeout passes.
+func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) (err error) {
+	defer recoverInto(&err, "StopPodSandbox", p.log)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ledger.event()
+	if d := p.policy.StopPodSandbox(p.model, podFromNRI(pod)); d.Model != p.model {
+		p.setModel(d.Model)
+	}
+	return nil
+}
 
 // RemovePodSandbox forgets the pod and anything of it still known; the
 // shared containers grow into its CPUs.

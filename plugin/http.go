@@ -2,7 +2,9 @@ package plugin
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,9 +61,18 @@ type Snapshot struct {
 	Containers map[string]ContainerView     `json:"containers"`
 	Releasing  map[string]string            `json:"releasing,omitempty"`
 	// Held are the CPUs held for pods whose resize is in flight, by pod UID.
-	Held       map[string]HeldView `json:"held,omitempty"`
-	Lending    string              `json:"lending,omitempty"`
-	Invariants string              `json:"invariants"`
+	Held    map[string]HeldView `json:"held,omitempty"`
+	Lending string              `json:"lending,omitempty"`
+	// Sandboxes are the pod sandboxes the plugin knows, by id.
+	Sandboxes map[string]SandboxView `json:"sandboxes,omitempty"`
+	// Idle are the pods nothing of which runs, whose removal the runtime
+	// may never report, and since when (they give their CPUs back after
+	// the orphan timeout), by pod UID.
+	Idle map[string]string `json:"idle,omitempty"`
+	// Ending are the pods the Kubernetes API reported ended while some of
+	// their containers still run.
+	Ending     []string `json:"ending,omitempty"`
+	Invariants string   `json:"invariants"`
 }
 
 // Assign is one exclusive assignment.
@@ -75,6 +86,15 @@ type Assign struct {
 	// until ReleaseAt (scaleDownDelay).
 	Delayed   string `json:"delayed,omitempty"`
 	ReleaseAt string `json:"releaseAt,omitempty"`
+}
+
+// SandboxView is one pod sandbox as the plugin knows it.
+type SandboxView struct {
+	PodUID string `json:"podUID"`
+	// Confirmed: the plugin saw it run (else it knows it from a
+	// Synchronize); Stopped: it saw it stop.
+	Confirmed bool `json:"confirmed,omitempty"`
+	Stopped   bool `json:"stopped,omitempty"`
 }
 
 // HeldView is the CPUs held for one pod's resize in flight.
@@ -119,6 +139,19 @@ func (p *Plugin) Snapshot() Snapshot {
 		s.Containers[id] = ContainerView{Name: t.Display, Exclusive: t.Exclusive, CPUs: p.model.CPUsOf(id).String(),
 			Applied: p.ledger.appliedTo(id).String(), Stopped: t.Stopped}
 	}
+	for id, sb := range p.model.Sandboxes {
+		if s.Sandboxes == nil {
+			s.Sandboxes = map[string]SandboxView{}
+		}
+		s.Sandboxes[id] = SandboxView{PodUID: sb.PodUID, Confirmed: sb.Confirmed, Stopped: sb.Stopped}
+	}
+	for uid, since := range p.model.Idle {
+		if s.Idle == nil {
+			s.Idle = map[string]string{}
+		}
+		s.Idle[uid] = since.UTC().Format(time.RFC3339Nano)
+	}
+	s.Ending = slices.Sorted(maps.Keys(p.model.Ending))
 	for id, cpus := range p.model.Releasing {
 		s.Releasing[id] = cpus.String()
 	}

@@ -25,6 +25,10 @@ type API interface {
 	// a view of the pod whose spec asks container for a CPU limit of
 	// limitMilli.
 	ContainerSpec(podUID, container string, limitMilli int64, wait time.Duration) (policy.PodSpec, bool)
+	// PodActive reports whether the API says pod podUID is active (it
+	// lists the pod, not terminal), or cannot say (its view is not synced
+	// or failing): then the plugin does not end a pod on its own.
+	PodActive(podUID string) bool
 	// PodInfo returns what the spec of pod podUID says of its containers
 	// (their roles, the kubelet's exclusive CPU need), from what the API
 	// server last said, without waiting; false when that is not known.

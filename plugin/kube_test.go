@@ -24,6 +24,8 @@ type fakeAPI struct {
 
 func (f *fakeAPI) PodInfo(string) (policy.PodInfo, bool) { return policy.PodInfo{}, false }
 
+func (f *fakeAPI) PodActive(string) bool { return true }
+
 func (f *fakeAPI) ContainerSpec(string, string, int64, time.Duration) (policy.PodSpec, bool) {
 	return nil, false
 }

@@ -46,6 +46,10 @@ type Options struct {
 	// flight to return before it refuses a request that needs the CPUs that
 	// update carries.
 	LendWait time.Duration
+	// MaintainInterval is how often the plugin looks for CPUs held for a
+	// pod's resize past the hold timeout and for pods idle past the
+	// orphan timeout (5 s).
+	MaintainInterval time.Duration
 	// SendDelay is how long the runtime must deliver no event before
 	// pending updates go out as an unsolicited update (1 s); until then
 	// they ride on replies. SendMaxDelay (5 s) bounds how long they wait
@@ -87,6 +91,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.LendWait <= 0 {
 		o.LendWait = 100 * time.Millisecond
+	}
+	if o.MaintainInterval <= 0 {
+		o.MaintainInterval = 5 * time.Second
 	}
 	if o.SendDelay <= 0 {
 		o.SendDelay = time.Second

@@ -97,7 +97,7 @@ func TestUnsolicitedUpdatesWaitForAQuietRuntime(t *testing.T) {
 	if _, _, err := p.CreateContainer(ctx, spod, sctr); err != nil {
 		t.Fatal(err)
 	}
-	// Three pinned containers removed without a stop, 20 ms apart: each
+	// Three pods of a pinned container removed without a stop, 20 ms apart: each
 	// makes the shared container's growth pending.
 	for _, id := range []string{"a", "b", "c"} {
 		pod, ctr := guaranteedCtr(id, 1)
@@ -107,8 +107,8 @@ func TestUnsolicitedUpdatesWaitForAQuietRuntime(t *testing.T) {
 	}
 	start := time.Now()
 	for _, id := range []string{"a", "b", "c"} {
-		pod, ctr := guaranteedCtr(id, 1)
-		if err := p.RemoveContainer(ctx, pod, ctr); err != nil {
+		pod, _ := guaranteedCtr(id, 1)
+		if err := p.RemovePodSandbox(ctx, pod); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -143,7 +143,7 @@ func TestPendingUpdatesRideOnReplies(t *testing.T) {
 	if _, _, err := p.CreateContainer(ctx, pod, ctr); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.RemoveContainer(ctx, pod, ctr); err != nil {
+	if err := p.RemovePodSandbox(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	pod2, ctr2 := guaranteedCtr("b", 1)
@@ -434,7 +434,7 @@ func TestNoSpinWhileDisconnected(t *testing.T) {
 	if _, _, err := p.CreateContainer(ctx, pod, ctr); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.RemoveContainer(ctx, pod, ctr); err != nil {
+	if err := p.RemovePodSandbox(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	p.mu.Lock()

@@ -18,10 +18,6 @@ func (p *Plugin) requestVerify() {
 	}
 }
 
-// holdCheckInterval is how often the CPUs held for pods' resizes are
-// checked for expiry.
-const holdCheckInterval = 5 * time.Second
-
 // maintainLoop compares containers' real cpusets with what the plugin
 // believes the runtime applied, after events and every VerifyInterval
 // (when the cgroups can be read), and returns CPUs held for pods longer
@@ -33,9 +29,9 @@ func (p *Plugin) maintainLoop(ctx context.Context) {
 		defer t.Stop()
 		tick = t.C
 	}
-	holds := time.NewTicker(holdCheckInterval)
+	holds := time.NewTicker(p.opts.MaintainInterval)
 	defer holds.Stop()
-	delays := time.NewTicker(delayCheckInterval)
+	delays := time.NewTicker(min(delayCheckInterval, p.opts.MaintainInterval))
 	defer delays.Stop()
 	for {
 		select {
@@ -49,6 +45,7 @@ func (p *Plugin) maintainLoop(ctx context.Context) {
 			p.verify(true)
 		case <-holds.C:
 			p.expireHolds()
+			p.expireOrphans()
 			p.applyPending()
 		case <-delays.C:
 			if p.releaseDelayed() {
@@ -58,8 +55,9 @@ func (p *Plugin) maintainLoop(ctx context.Context) {
 	}
 }
 
-// delayCheckInterval is how often the scale-down delays are checked: a
-// container shrinks at most that long after its delay is over.
+// delayCheckInterval is how often the scale-down delays are checked (or
+// MaintainInterval when shorter): a container shrinks at most that long
+// after its delay is over.
 const delayCheckInterval = time.Second
 
 // releaseDelayed shrinks the containers whose scale-down delay is over
@@ -76,6 +74,27 @@ func (p *Plugin) releaseDelayed() bool {
 	p.commitOrKeep(d.Model)
 	p.markPending(d.Others)
 	return true
+}
+
+// expireOrphans gives back the CPUs of pods that have been idle for the
+// orphan timeout (policy.ExpireOrphans), but those the Kubernetes API
+// says are active.
+func (p *Plugin) expireOrphans() {
+	var active func(string) bool
+	if p.opts.API != nil {
+		active = p.opts.API.PodActive
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.policy.ExpireOrphans(p.model, active)
+	if d.Model == p.model {
+		return
+	}
+	for _, n := range d.Notes {
+		p.log.Warn(n)
+	}
+	p.commitOrKeep(d.Model)
+	p.markPending(d.Others)
 }
 
 // expireHolds returns the CPUs held for pods longer than the hold timeout

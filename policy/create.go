@@ -55,7 +55,7 @@ func (p *Policy) createContainer(m *Model, c Container) (Decision, error) {
 	if !class.Exclusive {
 		return p.createShared(m, t, nil)
 	}
-	reuse, lenders := m.reusable(c.Pod.UID, c.Name)
+	reuse, lenders := m.reusable(c.Pod, c.Name)
 	if note := beyondPodLimit(m, c, class.CPUs, reuse); note != "" {
 		return p.createShared(m, t, []string{note})
 	}

@@ -54,12 +54,27 @@ func (p *Policy) RunPodSandbox(m *Model, pod Pod) Decision {
 		}
 	}
 	nm.Sandboxes[pod.SandboxID] = Sandbox{PodUID: pod.UID, Confirmed: true}
-	if nm.Ending[pod.UID] {
-		// A sandbox of a pod the API called ended: the runtime's word wins.
-		nm.Ending = maps.Clone(m.Ending)
-		delete(nm.Ending, pod.UID)
-	}
+	// A sandbox of a pod the API called ended: the runtime's word wins.
+	nm.clearEnding(pod.UID)
 	return Decision{Model: nm, Notes: notes}
+}
+
+// StopPodSandbox records that a pod's sandbox stopped. When nothing of
+// the pod runs any more and no new sandbox follows — a pod that completed
+// (a Job), whose end only the Kubernetes API tells — the pod is idle, and
+// gives its CPUs back after the orphan timeout (ExpireOrphans).
+func (p *Policy) StopPodSandbox(m *Model, pod Pod) Decision {
+	sb, ok := m.Sandboxes[pod.SandboxID]
+	if !ok || sb.Stopped || sb.PodUID != pod.UID {
+		return Decision{Model: m}
+	}
+	nm := m.shallow()
+	nm.Sandboxes = maps.Clone(m.Sandboxes)
+	sb.Stopped = true
+	nm.Sandboxes[pod.SandboxID] = sb
+	nm.Idle = maps.Clone(m.Idle)
+	p.markIdle(nm, pod.UID)
+	return Decision{Model: nm}
 }
 
 // StopContainer is called once a container's process is gone (an exit,
@@ -99,17 +114,16 @@ func (p *Policy) StopContainer(m *Model, c Container) Decision {
 	if nm.Ending[t.PodUID] && !nm.podRuns(t.PodUID) {
 		notes = append(notes, p.endPod(nm, t.PodUID, "the Kubernetes API reports it ended and its last container stopped")...)
 	}
+	p.markIdle(nm, t.PodUID)
 	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
 }
 
 // RemoveContainer forgets a container (c as the event names it: see
 // StopContainer). Its pod keeps its assignments: the kubelet's garbage
 // collection removes a dead container before or after it re-created it,
-// and either order gives the same outcome. Only a pod none of whose
-// sandboxes would ever be reported removed — known only from a
-// Synchronize, so possibly older than a restart of the runtime — ends
-// with the removal of its last container; the caller sends Decision.Others
-// as an unsolicited update (RemoveContainer replies carry none).
+// and either order gives the same outcome; the pod's end is its
+// sandbox's removal (RemovePodSandbox), the API's word (EndPod), or, for
+// a pod whose removal the runtime may never report, ExpireOrphans.
 func (p *Policy) RemoveContainer(m *Model, c Container) Decision {
 	id, podUID := c.ID, c.Pod.UID
 	t := m.Containers[id]
@@ -124,9 +138,53 @@ func (p *Policy) RemoveContainer(m *Model, c Container) Decision {
 	delete(nm.Releasing, id)
 	nm.State.DeleteContainer(id)
 	nm.remove(id)
+	p.markIdle(nm, podUID)
+	return Decision{Model: nm, Others: p.syncShared(m, nm)}
+}
+
+// markIdle records when a pod that holds CPUs became idle: none of its
+// containers runs and none of its sandboxes runs and is one the runtime
+// would report removed (see ExpireOrphans).
+func (p *Policy) markIdle(m *Model, podUID string) {
+	if _, idle := m.Idle[podUID]; idle || m.podRuns(podUID) || m.hasConfirmedSandbox(podUID) || !m.KnowsPod(podUID) {
+		return
+	}
+	if m.Idle == nil {
+		m.Idle = map[string]time.Time{}
+	}
+	m.Idle[podUID] = p.opts.Now()
+}
+
+// ExpireOrphans ends the pods that have been idle (markIdle) for the
+// orphan timeout, but those active says are active (the Kubernetes API
+// lists them, not terminal; nil without the API): a containerd that
+// restarted never relays the removal of the sandboxes it had before, so a
+// pod deleted since (or while the node was down) tells nothing more, and
+// would keep its CPUs for good; and without the API nothing tells that a
+// pod whose sandbox the kubelet stopped has completed. A pod the kubelet
+// still runs gets a new sandbox or container well before (a crash loop
+// backs off 5 minutes at most). Decision.Others grows the shared
+// containers into their CPUs.
+func (p *Policy) ExpireOrphans(m *Model, active func(podUID string) bool) Decision {
+	now := p.opts.Now()
+	var due []string
+	for uid, since := range m.Idle {
+		if now.Sub(since) >= p.opts.OrphanTimeout && (active == nil || !active(uid)) {
+			due = append(due, uid)
+		}
+	}
+	if len(due) == 0 {
+		return Decision{Model: m}
+	}
+	slices.Sort(due)
+	nm := m.Clone()
 	var notes []string
-	if !nm.podHasContainers(podUID) && !nm.hasConfirmedSandbox(podUID) {
-		notes = p.endPod(nm, podUID, "its last container is removed and no sandbox of it is left that the runtime would report removed")
+	for _, uid := range due {
+		delete(nm.Idle, uid)
+		if nm.podRuns(uid) || nm.hasConfirmedSandbox(uid) {
+			continue
+		}
+		notes = append(notes, p.endPod(nm, uid, fmt.Sprintf("nothing of it has run for %s and the runtime would not report its removal", p.opts.OrphanTimeout))...)
 	}
 	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
 }
@@ -135,7 +193,11 @@ func (p *Policy) RemoveContainer(m *Model, c Container) Decision {
 // ends, and its CPUs go back to the shared pool, when it has no other
 // sandbox: the removal of a sandbox the kubelet replaced (a re-created
 // sandbox, every pod after a node reboot) leaves the containers running
-// in the new one as they are.
+// in the new one as they are. When the other sandboxes are known only
+// from a Synchronize (the plugin cannot tell which one is current) and
+// nothing of the pod runs, the pod is idle: deleted, or crash-looping in
+// its current sandbox, it ends after the orphan timeout unless a
+// container or sandbox of it comes first.
 func (p *Policy) RemovePodSandbox(m *Model, pod Pod) Decision {
 	nm := m.Clone()
 	if pod.SandboxID != "" {
@@ -148,6 +210,7 @@ func (p *Policy) RemovePodSandbox(m *Model, pod Pod) Decision {
 					nm.remove(id)
 				}
 			}
+			p.markIdle(nm, pod.UID)
 			return Decision{Model: nm, Others: p.syncShared(m, nm)}
 		}
 	}
@@ -201,9 +264,8 @@ func (p *Policy) endPod(m *Model, podUID, why string) []string {
 			m.remove(id)
 		}
 	}
-	if m.Ending[podUID] {
-		delete(m.Ending, podUID)
-	}
+	delete(m.Ending, podUID)
+	delete(m.Idle, podUID)
 	m.State.DeletePod(podUID)
 	p.recomputePool(m)
 	return notes
@@ -248,11 +310,11 @@ func (m *Model) sandboxesOf(podUID string) []string {
 	return ids
 }
 
-// hasConfirmedSandbox reports whether a pod has a sandbox whose removal
-// the runtime will report.
+// hasConfirmedSandbox reports whether a pod has a sandbox that runs and
+// whose removal the runtime will report.
 func (m *Model) hasConfirmedSandbox(podUID string) bool {
 	for _, sb := range m.Sandboxes {
-		if sb.PodUID == podUID && sb.Confirmed {
+		if sb.PodUID == podUID && sb.Confirmed && !sb.Stopped {
 			return true
 		}
 	}

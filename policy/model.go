@@ -3,6 +3,7 @@ package policy
 import (
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 
@@ -139,6 +140,10 @@ type Sandbox struct {
 	// runtime, which then never relays its removal (containerd keeps the
 	// sandboxes it relays events for in memory only).
 	Confirmed bool
+	// Stopped is set at its StopPodSandbox: the kubelet stops a sandbox
+	// when it deletes its pod, re-creates it (a new one follows at once)
+	// or the pod completed (and nothing follows).
+	Stopped bool
 }
 
 // Model is everything the policy decides from: the persisted exclusive
@@ -168,6 +173,10 @@ type Model struct {
 	// while some of their containers still run: their CPUs go back once
 	// the last of those stops.
 	Ending map[string]bool
+	// Idle maps a pod that holds CPUs but none of whose containers runs,
+	// and none of whose sandboxes the runtime would report removed, to
+	// when it became so (ExpireOrphans).
+	Idle map[string]time.Time
 
 	// ids are the keys of Containers, sorted. The slice is shared between
 	// clones and never changed in place: adding or removing a container
@@ -184,6 +193,7 @@ func NewModel(st *state.State) *Model {
 		Lending:    cpuset.New(),
 		Sandboxes:  map[string]Sandbox{},
 		Ending:     map[string]bool{},
+		Idle:       map[string]time.Time{},
 	}
 }
 
@@ -199,6 +209,7 @@ func (m *Model) Clone() *Model {
 		Lending:    m.Lending,
 		Sandboxes:  maps.Clone(m.Sandboxes),
 		Ending:     maps.Clone(m.Ending),
+		Idle:       maps.Clone(m.Idle),
 		ids:        m.ids,
 	}
 }

@@ -21,19 +21,19 @@ import (
 // CPUs of the pod's ordinary init containers, less those its other
 // entries hold (a sidecar or an app container keeps its CPUs, even those
 // it took from an init container) and those a running container holds.
-// lenders names the entries they come from. An entry whose role is not
-// known (the pod's spec is not) counts as an init container's when its
-// container completed (exit code 0) and none of the name runs: the
-// kubelet starts a pod's next container only once its init container
-// completed.
-func (m *Model) reusable(podUID, name string) (cpus cpumask.Mask, lenders []string) {
+// lenders names the entries they come from. Without the pod's spec, an
+// entry counts as an init container's when its container completed (exit
+// code 0) and none of the name runs: the kubelet starts a pod's next
+// container only once its init container completed.
+func (m *Model) reusable(pod Pod, name string) (cpus cpumask.Mask, lenders []string) {
+	podUID := pod.UID
 	var keep cpumask.Mask
 	for _, other := range m.State.ContainersOfPod(podUID) {
 		if other == name {
 			continue
 		}
 		a, _ := m.State.Assignment(podUID, other)
-		if a.Init || m.completedUnknown(podUID, other) {
+		if a.Init || pod.RoleOf(other) == RoleInit || pod.Roles == nil && m.completedUnknown(podUID, other) {
 			cpus.AddSet(a.Held())
 			lenders = append(lenders, other)
 			continue
@@ -104,12 +104,16 @@ func (m *Model) runningNamesOn(podUID string, cpus cpuset.CPUSet) []string {
 	return names
 }
 
-// clearEnding forgets that the API reported a pod ended: the runtime
-// creates a container of it (the runtime's word wins).
+// clearEnding forgets that the API reported a pod ended, and that it was
+// idle: the runtime creates a container of it (the runtime's word wins).
 func (m *Model) clearEnding(podUID string) {
 	if m.Ending[podUID] {
 		m.Ending = maps.Clone(m.Ending)
 		delete(m.Ending, podUID)
+	}
+	if _, idle := m.Idle[podUID]; idle {
+		m.Idle = maps.Clone(m.Idle)
+		delete(m.Idle, podUID)
 	}
 }
 
@@ -140,7 +144,7 @@ func (p *Policy) podScope(m *Model, pod Pod, name string, n int, reuse cpumask.M
 // n CPUs: the CPUs held for the pod and its reusable ones are borrowed
 // first.
 func (p *Policy) growth(m *Model, podUID, name string, assigned cpuset.CPUSet, n int) placement {
-	reuse, _ := m.reusable(podUID, name)
+	reuse, _ := m.reusable(Pod{UID: podUID}, name)
 	pl := placement{keep: assigned, n: n, borrowed: m.heldFor(podUID).Or(reuse.AndNot(maskOf(assigned)))}
 	if p.opts.TopologyScope == cpuallocator.ScopePod {
 		pl.pod = m.podHeld(podUID, name)

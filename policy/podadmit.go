@@ -92,9 +92,12 @@ func (m *Model) PodResources(pod Pod) (Resources, bool) {
 // level accepts could add up to. It checks only a pod whose current limit
 // is exactly the sum of its running containers' limits (otherwise pod-level
 // resources, an init container or a change the plugin missed make up the
-// difference, and nothing can be attributed to a container).
+// difference, and nothing can be attributed to a container), and whose
+// exclusive containers hold the CPUs their limits say (one that restarted
+// on its CPUs with another count is not resized by the kubelet, which
+// takes it for done).
 func (p *Policy) admitPodUpdate(m *Model, pod Pod, pm podMembers, curLimit, newLimit int64) error {
-	if len(pm.exclusive) == 0 || newLimit == 0 || newLimit == curLimit || curLimit != pm.limitSum {
+	if len(pm.exclusive) == 0 || newLimit == 0 || newLimit == curLimit || curLimit != pm.limitSum || pm.mismatched() {
 		return nil
 	}
 	// Shrinks in flight are confirmed and loans come back before the
@@ -304,7 +307,11 @@ func (p *Policy) tryPodResize(m *Model, pod Pod, pm podMembers, asked []Resource
 }
 
 // asked returns what spec asks for each exclusive member, in pm.exclusive's
-// order; false when spec is nil or leaves one out.
+// order; false when spec is nil or leaves one out. A member whose CPU
+// limit in the runtime is already the spec's keeps its CPUs: the kubelet
+// resizes only the containers whose resources differ from the spec (a
+// container re-created with a count the plugin did not give it, which
+// restarted on its CPUs, is one of those it considers done).
 func (pm podMembers) asked(spec PodSpec) ([]Resources, bool) {
 	if spec == nil || len(pm.exclusive) == 0 {
 		return nil, false
@@ -314,6 +321,10 @@ func (pm podMembers) asked(spec PodSpec) ([]Resources, bool) {
 		r, ok := spec[e.t.Name]
 		if !ok {
 			return nil, false
+		}
+		if cpuLimitMilli(r) == e.t.CPULimitMilli {
+			milli := int64(e.a.Assigned().Size()) * milliCPUPerCPU
+			r = Resources{CPUShares: sharesFromMilli(milli), CPUQuota: milli, CPUPeriod: milliCPUPerCPU}
 		}
 		if r.MemoryLimit == 0 {
 			r.MemoryLimit = 1 // a Guaranteed container has one; only CPUs are decided here
@@ -373,6 +384,17 @@ func (m *Model) podMembers(podUID string) podMembers {
 		pm.baseline = pm.baseline.Union(a.Baseline)
 	}
 	return pm
+}
+
+// mismatched reports whether an exclusive member holds another count of
+// CPUs than its CPU limit says.
+func (pm podMembers) mismatched() bool {
+	for _, e := range pm.exclusive {
+		if e.t.CPULimitMilli != int64(e.a.Assigned().Size())*milliCPUPerCPU {
+			return true
+		}
+	}
+	return false
 }
 
 // names lists the exclusive containers by name.

@@ -389,7 +389,7 @@ func TestPodScopeCountsTheKubeletsNeed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLife(t, pol)
-			l.create(l.sandbox(l.pod("other", 3000)), "app", 3000)   // fills NUMA node 0: 1-3
+			l.create(l.sandbox(l.pod("other", 3000)), "app", 3000)  // fills NUMA node 0: 1-3
 			l.create(l.sandbox(l.pod("other2", 1000)), "app", 1000) // leaves 3 CPUs of node 1
 			pod := l.pod("mixed", 4500)
 			pod.GuaranteedCPUs = tc.guaranteed

@@ -42,9 +42,19 @@ type Options struct {
 	// HoldTimeout bounds how long CPUs released by a decrease stay held
 	// for their pod while its resize is in flight (0: DefaultHoldTimeout).
 	HoldTimeout time.Duration
+	// OrphanTimeout bounds how long a pod keeps its CPUs while nothing of
+	// it runs and no sandbox of it is one the runtime would report
+	// removed (0: DefaultOrphanTimeout); see ExpireOrphans.
+	OrphanTimeout time.Duration
 	// Now is the clock holds are stamped with (nil: time.Now).
 	Now func() time.Time
 }
+
+// DefaultOrphanTimeout is how long a pod nothing of which runs, known
+// only from a Synchronize, keeps its CPUs: twice the kubelet's longest
+// crash-loop back-off, so that a container that restarts in the meantime
+// finds them.
+const DefaultOrphanTimeout = 10 * time.Minute
 
 // DefaultHoldTimeout is how long CPUs stay held for a pod whose resize
 // does not complete: as long as the kubelet's longest crash-loop back-off.
@@ -84,6 +94,9 @@ func New(alloc *cpuallocator.Allocator, opts Options) (*Policy, error) {
 	}
 	if opts.HoldTimeout <= 0 {
 		opts.HoldTimeout = DefaultHoldTimeout
+	}
+	if opts.OrphanTimeout <= 0 {
+		opts.OrphanTimeout = DefaultOrphanTimeout
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

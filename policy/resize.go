@@ -39,7 +39,9 @@ func (p *Policy) UpdateContainer(m *Model, c Container, update Resources) (Decis
 func (p *Policy) settleResize(m *Model, d *Decision, c Container) {
 	before, _ := m.State.Assignment(c.Pod.UID, c.Name)
 	after, _ := d.Model.State.Assignment(c.Pod.UID, c.Name)
-	if released := before.Held().Difference(after.Held()); p.hold(d.Model, c.Pod, released) {
+	// (CPUs an init container's entry still holds stay the pod's.)
+	released := before.Held().Difference(after.Held()).Difference(d.Model.podHeld(c.Pod.UID, c.Name))
+	if p.hold(d.Model, c.Pod, released) {
 		d.Notes = append(d.Notes, fmt.Sprintf("%s: its pod's resize is in flight; %s are held for the pod", displayName(c.Pod, c.Name), released))
 	}
 	if note := p.settleHold(d.Model, c.Pod); note != "" {
@@ -206,8 +208,12 @@ func (p *Policy) shrink(m *Model, c Container, display string, a state.Assignmen
 	}
 	nm.State.SetAssignment(c.Pod.UID, c.Name, shrunk)
 	if p.opts.ScaleDownDelay <= 0 {
-		p.returnToPool(nm, released.Difference(nm.podHeld(c.Pod.UID, c.Name)))
-		nm.Releasing[c.ID] = nm.Releasing[c.ID].Union(released)
+		// CPUs another entry of the pod holds (an init container's it
+		// took) stay the pod's; the rest belong to nobody until the
+		// runtime confirms the shrink.
+		given := released.Difference(nm.podHeld(c.Pod.UID, c.Name))
+		p.returnToPool(nm, given)
+		nm.Releasing[c.ID] = nm.Releasing[c.ID].Union(given)
 	}
 	p.track(nm, c, display)
 	return Decision{
@@ -252,7 +258,7 @@ func (p *Policy) ReleaseDelayed(m *Model) Decision {
 		}
 		given := delayed.Difference(nm.podHeld(ref.PodUID, ""))
 		p.returnToPool(nm, given)
-		nm.Releasing[id] = nm.Releasing[id].Union(delayed)
+		nm.Releasing[id] = nm.Releasing[id].Union(given)
 		if pod := (Pod{UID: ref.PodUID}); p.hold(nm, pod, given) {
 			notes = append(notes, fmt.Sprintf("%s: its pod's resize is in flight; %s are held for the pod", t.Display, given))
 		}
@@ -283,6 +289,17 @@ func (p *Policy) shrinkTo(m *Model, podUID, name, display string, a state.Assign
 	from := assigned
 	if affinity != 0 {
 		from = assigned.Intersection(p.topo.CPUsInNUMANodes(affinity)).Union(a.Baseline)
+	}
+	// CPUs its pod's init containers hold too (it took them from them)
+	// are kept first: giving them up would not give them back.
+	if shared := from.Intersection(m.podHeld(podUID, name)).Difference(a.Baseline); !shared.IsEmpty() {
+		keep, within := a.Baseline.Union(shared), from
+		if keep.Size() > n {
+			keep, within = a.Baseline, keep
+		}
+		if kept, err := p.alloc.Shrink(within, keep, n); err == nil {
+			return kept, nil
+		}
 	}
 	kept, err := p.alloc.Shrink(from, a.Baseline, n)
 	if err != nil {

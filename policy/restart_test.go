@@ -15,9 +15,21 @@ import (
 // plugin, the runtime's view decides which assignments stay. A container
 // that exited keeps its pod's CPUs while its pod exists (the runtime still
 // reports the pod or one of its containers); the assignments of a pod the
-// runtime no longer has are dropped.
+// runtime no longer has are dropped. A pod of which nothing runs, whose
+// sandbox the runtime may never report removed (a containerd restarted
+// since it ran), gives its CPUs back after the orphan timeout, unless the
+// Kubernetes API says it is active.
 func TestSynchronizeKeepsStoppedContainersCPUs(t *testing.T) {
-	pol := eightCPUs(t)
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	var cpus []cpuallocator.CPUInfo
+	for i := 0; i < 8; i++ {
+		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i})
+	}
+	topo, err := cpuallocator.NewTopology(cpus, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := policyOn(t, topo, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true, Now: func() time.Time { return now }})
 	m := policy.NewModel(pol.NewState())
 	for _, name := range []string{"crashed", "gone", "sandboxonly"} {
 		d, err := pol.CreateContainer(m, running(t, name, "guaranteed", 2000, ""))
@@ -29,7 +41,9 @@ func TestSynchronizeKeepsStoppedContainersCPUs(t *testing.T) {
 	crashed := running(t, "crashed", "guaranteed", 2000, "")
 	crashed.Exited = true
 	sandboxOnly := running(t, "sandboxonly", "guaranteed", 2000, "")
-	d := pol.Synchronize(m, []policy.Pod{sandboxOnly.Pod}, []policy.Container{crashed})
+	crashedPod, sandboxPod := crashed.Pod, sandboxOnly.Pod
+	crashedPod.SandboxID, sandboxPod.SandboxID = "sb-crashed", "sb-sandboxonly"
+	d := pol.Synchronize(m, []policy.Pod{crashedPod, sandboxPod}, []policy.Container{crashed})
 	if err := pol.CheckInvariants(d.Model); err != nil {
 		t.Fatal(err)
 	}
@@ -49,14 +63,27 @@ func TestSynchronizeKeepsStoppedContainersCPUs(t *testing.T) {
 	if got := d.Model.State.DefaultCPUSet().String(); got != "0,3-4,7" {
 		t.Errorf("shared pool %s, want 0,3-4,7 (the CPUs of the gone pod back, those of the others kept)", got)
 	}
-	// The exited container is tracked stopped: its removal is the pod's
-	// last, and releases the pod's CPUs.
+	// The removal of the exited container, the pod's last, keeps its
+	// CPUs: the kubelet may re-create it (a crash loop backs off).
 	d = pol.RemoveContainer(d.Model, crashed)
+	if _, ok := d.Model.State.Assignment("crashed-uid", "app"); !ok {
+		t.Errorf("the removal of the pod's last container dropped its assignment")
+	}
+	now = now.Add(policy.DefaultOrphanTimeout - time.Second)
+	if e := pol.ExpireOrphans(d.Model, nil); e.Model != d.Model {
+		t.Errorf("pods ended before the orphan timeout: %v", e.Notes)
+	}
+	now = now.Add(time.Second)
+	active := func(uid string) bool { return uid == "sandboxonly-uid" }
+	d = pol.ExpireOrphans(d.Model, active)
 	if _, ok := d.Model.State.Assignment("crashed-uid", "app"); ok {
-		t.Errorf("the removal of the pod's last container kept its assignment")
+		t.Errorf("an idle pod kept its assignment past the orphan timeout")
+	}
+	if _, ok := d.Model.State.Assignment("sandboxonly-uid", "app"); !ok {
+		t.Errorf("a pod the API says is active lost its assignment")
 	}
 	if got := d.Model.State.DefaultCPUSet().String(); got != "0-4,7" {
-		t.Errorf("shared pool %s after the removal, want 0-4,7", got)
+		t.Errorf("shared pool %s after the orphan timeout, want 0-4,7", got)
 	}
 }
 

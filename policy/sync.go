@@ -122,6 +122,14 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 			notes = append(notes, p.endPod(nm, uid, "the Kubernetes API reported it ended and none of its containers runs")...)
 		}
 	}
+	for _, uid := range nm.State.PodUIDs() {
+		// (No sandbox is confirmed after a Synchronize.)
+		if since, was := m.Idle[uid]; was && !nm.podRuns(uid) {
+			nm.Idle[uid] = since
+		} else {
+			p.markIdle(nm, uid)
+		}
+	}
 	// The pool was kept in step with every assignment above (no recompute
 	// that would hide a step that was not: CheckInvariants checks it).
 
@@ -476,7 +484,7 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 			}
 		}
 		if !placed {
-			cpus, err = p.place(placement{keep: assigned, n: n}, free, poolLeft)
+			cpus, err = p.placeGrowth(p.growth(m, c.Pod.UID, c.Name, assigned, n), free, poolLeft)
 		}
 	}
 	if err != nil {
