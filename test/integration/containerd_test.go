@@ -10,13 +10,17 @@ import (
 )
 
 // TestContainerdRestart restarts containerd under the plugin, which
-// connects again by itself and synchronizes: every cpuset stays, and a
-// pod from before the restart, whose sandbox removal containerd no longer
-// relays, still gives its CPUs back when it is removed.
+// connects again by itself and synchronizes: every cpuset stays. A pod
+// from before the restart, whose sandbox removal containerd no longer
+// relays, keeps its CPUs when it is removed (the plugin cannot tell it
+// from a pod whose containers crash-loop; its orphan timeout gives them
+// back, policy.ExpireOrphans), and the next Synchronize, which no longer
+// lists it, gives them back at once.
 func TestContainerdRestart(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
 	rt := fakeruntime.New(t, n.topo.CPUs())
-	rp := startPlugin(t, rt, n.pol, t.TempDir())
+	stateDir := t.TempDir()
+	rp := startPlugin(t, rt, n.pol, stateDir)
 	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
 	gu := pod(t, rt, "gu", "guaranteed")
 	g := mustCreate(t, rt, gu, "app", guaranteed(2))
@@ -34,6 +38,13 @@ func TestContainerdRestart(t *testing.T) {
 	if err := rt.RemovePod(gu); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	wantCPUs(t, rt, web, "0,3-7")
+	if _, idle := rp.Snapshot().Idle["gu-uid"]; !idle {
+		t.Errorf("the removed pod is not idle: %+v", rp.Snapshot().Idle)
+	}
+	rp.Stop()
+	rp = startPlugin(t, rt, n.pol, stateDir)
 	waitFor(t, "settled", func() bool { return settled(rp, rt) })
 	wantCPUs(t, rt, web, "0-7")
 	next := mustCreate(t, rt, pod(t, rt, "next", "guaranteed"), "app", guaranteed(2))

@@ -228,14 +228,22 @@ func durableState(dir string, online cpuset.CPUSet) *state.State {
 	return st
 }
 
+// RunPod implements scenario.Driver: the runtime's sandbox of the pod.
+func (d *nriDriver) RunPod(pod policy.Pod) error {
+	sb, err := d.rt.RunPod(pod)
+	if err == nil {
+		d.pods[pod.UID] = sb
+	}
+	return err
+}
+
 func (d *nriDriver) CreateContainer(pod policy.Pod, name string, r policy.Resources) error {
 	sb := d.pods[pod.UID]
 	if sb == nil {
-		var err error
-		if sb, err = d.rt.RunPod(pod); err != nil {
+		if err := d.RunPod(pod); err != nil {
 			return err
 		}
-		d.pods[pod.UID] = sb
+		sb = d.pods[pod.UID]
 	}
 	return d.unchanged(func() error {
 		c, err := d.rt.CreateContainer(sb, name, r)
@@ -254,13 +262,18 @@ func (d *nriDriver) UpdateContainer(pod policy.Pod, name string, r policy.Resour
 	return d.unchanged(func() error { return d.rt.UpdateContainer(c, r) })
 }
 
-func (d *nriDriver) StopContainer(pod policy.Pod, name string) error {
+// StopContainer implements scenario.Driver: a process that exits by
+// itself with exitCode, or the kubelet's kill (137).
+func (d *nriDriver) StopContainer(pod policy.Pod, name string, exitCode int32) error {
 	c, err := d.container(pod, name)
 	if err != nil {
 		return err
 	}
 	defer d.settle()
-	return d.rt.StopContainer(c)
+	if exitCode == fakeruntime.ExitCodeKilled {
+		return d.rt.StopContainer(c)
+	}
+	return d.rt.ExitContainer(c, exitCode)
 }
 
 func (d *nriDriver) RestartContainer(pod policy.Pod, name string, r policy.Resources) error {
@@ -268,7 +281,7 @@ func (d *nriDriver) RestartContainer(pod policy.Pod, name string, r policy.Resou
 	if err != nil {
 		return err
 	}
-	if err := d.StopContainer(pod, name); err != nil {
+	if err := d.StopContainer(pod, name, fakeruntime.ExitCodeKilled); err != nil {
 		return err
 	}
 	if err := d.CreateContainer(pod, name, r); err != nil {

@@ -298,14 +298,11 @@ func TestConfigReload(t *testing.T) {
 		t.Fatalf("resize after inPlaceResize is back on: %v", err)
 	}
 	wantCPUs(t, rt, g, "1-3")
-	if err := rt.StopContainer(g); err != nil {
-		t.Fatal(err)
-	}
-	if err := rt.RemoveContainer(g); err != nil {
+	if err := rt.RemovePod(rt.PodOf(g)); err != nil {
 		t.Fatal(err)
 	}
 	if rp.ConfigPending() {
-		t.Fatalf("the configuration still waits after the pinned container left")
+		t.Fatalf("the configuration still waits after the pinned pod left")
 	}
 	h := mustCreate(t, rt, pod(t, rt, "next", "guaranteed"), "app", guaranteed(1))
 	wantCPUs(t, rt, h, "2")
@@ -462,25 +459,37 @@ func TestRandomThroughNRI(t *testing.T) {
 	}
 }
 
-// TestFailedCreationReleasesCPUs: when the creation of a pinned container
-// fails after the plugin allocated its CPUs, containerd stops and removes
-// the container that never ran. The stop keeps the CPUs for the pod (a
-// stopped container may come back under its name); the removal of the
-// pod's only container gives them back to the shared pool, through an
-// unsolicited update (a RemoveContainer reply carries none).
-func TestFailedCreationReleasesCPUs(t *testing.T) {
+// TestFailedCreationKeepsThePodsCPUs: when the creation of a pinned
+// container fails after the plugin allocated its CPUs, containerd stops
+// and removes the container that never ran. The pod keeps the CPUs while
+// its sandbox exists, as the kubelet keeps a pod's entries: the kubelet
+// creates the container again, and it gets them. The pod's removal gives
+// them back to the shared pool, through an unsolicited update (a
+// RemovePodSandbox reply carries none).
+func TestFailedCreationKeepsThePodsCPUs(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
 	rt := fakeruntime.New(t, n.topo.CPUs())
 	stateDir := t.TempDir()
 	rp := startPlugin(t, rt, n.pol, stateDir)
 	web := mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
-	if err := rt.CreateContainerFailing(pod(t, rt, "gu", "guaranteed"), "app", guaranteed(3)); err != nil {
+	gu := pod(t, rt, "gu", "guaranteed")
+	if err := rt.CreateContainerFailing(gu, "app", guaranteed(3)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	wantCPUs(t, rt, web, "0,4-7")
+	if st := checkpointState(t, stateDir, n.topo.CPUs()); st.NumAssignments() != 1 || st.DefaultCPUSet().String() != "0,4-7" {
+		t.Errorf("checkpoint after the failed creation: entries %d, shared pool %s", st.NumAssignments(), st.DefaultCPUSet())
+	}
+	again := mustCreate(t, rt, gu, "app", guaranteed(3))
+	wantCPUs(t, rt, again, "1-3")
+	if err := rt.RemovePod(gu); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "settled", func() bool { return settled(rp, rt) })
 	wantCPUs(t, rt, web, "0-7")
 	if st := checkpointState(t, stateDir, n.topo.CPUs()); st.NumAssignments() != 0 || st.DefaultCPUSet().String() != "0-7" {
-		t.Errorf("checkpoint after the failed creation: entries %d, shared pool %s", st.NumAssignments(), st.DefaultCPUSet())
+		t.Errorf("checkpoint after the pod's removal: entries %d, shared pool %s", st.NumAssignments(), st.DefaultCPUSet())
 	}
 	got := rt.Log()
 	want := []fakeruntime.Update{{Origin: "pre-create", Container: "nginx", CPUs: "0,4-7"}, {Origin: "unsolicited", Container: "nginx", CPUs: "0-7"}}

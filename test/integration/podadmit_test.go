@@ -62,11 +62,11 @@ func TestPodUpdateAdmission(t *testing.T) {
 			t.Errorf("a refused pod update changed %s from %s to %s", id, before[id], cpus)
 		}
 	}
-	if v := metricValue(t, rp, "nri_cpumanager_pod_resource_updates_total", map[string]string{"outcome": "deferred"}); v != 1 {
-		t.Errorf("pod_resource_updates_total{deferred} = %v, want 1", v)
+	if v := metricValue(t, rp, "nri_cpumanager_pod_resource_updates_total", map[string]string{"outcome": "infeasible"}); v != 1 {
+		t.Errorf("pod_resource_updates_total{infeasible} = %v, want 1", v)
 	}
-	if v := metricValue(t, rp, "nri_cpumanager_refusals_total", map[string]string{"reason": "resizeAllocateCPUsError", "verdict": "Deferred"}); v != 1 {
-		t.Errorf("refusals_total{resizeAllocateCPUsError, Deferred} = %v, want 1", v)
+	if v := metricValue(t, rp, "nri_cpumanager_refusals_total", map[string]string{"reason": "resizeAllocateCPUsError", "verdict": "Infeasible"}); v != 1 {
+		t.Errorf("refusals_total{resizeAllocateCPUsError, Infeasible} = %v, want 1", v)
 	}
 
 	// big goes: the same two calls are accepted and checkpointed, then the

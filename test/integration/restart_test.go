@@ -10,6 +10,7 @@ import (
 
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
@@ -101,22 +102,6 @@ func TestRefusedCreationChangesNothing(t *testing.T) {
 			_, err := s.rt.CreateContainer(pod(t, s.rt, "odd", "guaranteed"), "app", guaranteed(1))
 			return err
 		}, "Infeasible: SMTAlignmentError"},
-		{"re-created below its baseline CPUs", "", func(s setup) error {
-			_, err := s.rt.CreateContainer(s.gu, "app", guaranteed(1))
-			return err
-		}, "Infeasible: prohibitedCPUAllocationError: container default/gu/app is re-created with 1 CPUs"},
-		{"re-created on the shared pool", "", func(s setup) error {
-			_, err := s.rt.CreateContainer(s.gu, "app", scenario.KubeletResources("guaranteed", 1500, 1500, 1<<30))
-			return err
-		}, "Infeasible: inconsistentCPUAllocationError"},
-		{"re-created bigger than the node", "", func(s setup) error {
-			_, err := s.rt.CreateContainer(s.gu, "app", guaranteed(8))
-			return err
-		}, "resizeAllocateCPUsError: cannot re-create container default/gu/app with 8 exclusive CPUs"},
-		{"re-created with another count, resize disabled", "inPlaceResize: false\n", func(s setup) error {
-			_, err := s.rt.CreateContainer(s.gu, "app", guaranteed(4))
-			return err
-		}, "Infeasible: featureDisabledError"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,6 +131,58 @@ func TestRefusedCreationChangesNothing(t *testing.T) {
 			}
 			if now := rt.Applied(); !maps.EqualFunc(now, applied, cpuset.CPUSet.Equals) {
 				t.Errorf("the refusal changed cpusets: before %v, after %v", applied, now)
+			}
+			noViolations(t, rt)
+		})
+	}
+}
+
+// TestRestartRunsOnItsCPUs: the kubelet re-creates a container that
+// exited with the resources it accepted last, which may be what the
+// plugin refused (a shrink below the baseline, another CPU pool, a growth
+// the node cannot place, any change with in-place resize off). The
+// re-creation is never refused — that would keep the pod down until
+// someone puts the spec back — but runs on the CPUs the container held,
+// which the checkpoint keeps as they were.
+func TestRestartRunsOnItsCPUs(t *testing.T) {
+	tests := []struct {
+		name   string
+		config string
+		res    policy.Resources
+	}{
+		{"below its baseline CPUs", "", guaranteed(1)},
+		{"on the shared pool", "", scenario.KubeletResources("guaranteed", 1500, 1500, 1<<30)},
+		{"bigger than the node", "", guaranteed(8)},
+		{"another count, resize disabled", "inPlaceResize: false\n", guaranteed(4)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newNode(t, fakesysfs.Spec{Sockets: 1, NUMAPerSocket: 2, CoresPerNUMA: 2, ThreadsPerCore: 2},
+				"reservedSystemCPUs: \"0\"\n"+tc.config)
+			rt := fakeruntime.New(t, n.topo.CPUs())
+			stateDir := t.TempDir()
+			rp := startPlugin(t, rt, n.pol, stateDir)
+			mustCreate(t, rt, pod(t, rt, "web", "burstable"), "nginx", burstable(500))
+			gu := pod(t, rt, "gu", "guaranteed")
+			stopped := mustCreate(t, rt, gu, "app", guaranteed(2))
+			held, _ := rt.CPUs(stopped.Id)
+			if err := rt.ExitContainer(stopped, 1); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "settled", func() bool { return settled(rp, rt) })
+			before := checkpointState(t, stateDir, n.topo.CPUs())
+			again, err := rt.CreateContainer(gu, "app", tc.res)
+			if err != nil {
+				t.Fatalf("re-creation refused: %v", err)
+			}
+			waitFor(t, "settled", func() bool { return settled(rp, rt) })
+			wantCPUs(t, rt, again, held.String())
+			after := checkpointState(t, stateDir, n.topo.CPUs())
+			// (Only the container id that owns the entry changes.)
+			before.DeleteContainers()
+			after.DeleteContainers()
+			if !after.Equal(before) {
+				t.Errorf("the restart changed the assignments:\nbefore %s\nafter  %s", marshal(t, before), marshal(t, after))
 			}
 			noViolations(t, rt)
 		})
