@@ -16,7 +16,7 @@ IMAGE_ARCHIVE ?= $(OUTPUT)/image/nri-cpumanager.tar
 IMAGE ?=
 IMAGE_FLAGS ?=
 
-.PHONY: all build image push-image check test unit placement-diff fuzz e2e e2e-kube e2e-vm e2e-vm-kube vm-shell deploy-test chart-readme bench lint demo clean
+.PHONY: all build image push-image check test unit placement-diff lifecycle-diff fuzz e2e e2e-kube e2e-vm e2e-vm-kube vm-shell deploy-test chart-readme bench lint demo clean
 
 all: build
 
@@ -51,9 +51,9 @@ check:
 	$(GO) test -count=1 $(PKGS)
 
 ## test: everything CI runs — lint, unit + integration (race detector), the
-## placement comparison with the kubelet, fuzz, deploy manifests, e2e, e2e-kube,
-## and the VM suite (e2e-vm, e2e-vm-kube)
-test: lint unit placement-diff fuzz deploy-test e2e e2e-kube e2e-vm e2e-vm-kube
+## placement and lifecycle comparisons with the kubelet, fuzz, deploy manifests,
+## e2e, e2e-kube, and the VM suite (e2e-vm, e2e-vm-kube)
+test: lint unit placement-diff lifecycle-diff fuzz deploy-test e2e e2e-kube e2e-vm e2e-vm-kube
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
@@ -63,6 +63,13 @@ unit:
 ## random states (test/kubernetes, its own module); prints the comparison table
 placement-diff:
 	cd test/kubernetes && $(GO) test -count=1 -v ./placement/...
+
+## lifecycle-diff: random pod lives (init containers, sidecars, crashes, sandbox
+## re-creation, reboots, restarts, Jobs, resizes) played on the kubelet's CPU
+## manager and on the plugin over NRI, compared after every action
+## (test/kubernetes/lifecycle; LIFECYCLE_SEED=n replays a seed)
+lifecycle-diff:
+	cd test/kubernetes && $(GO) test -count=1 -v -timeout 30m -run '^TestLifecycleMatchesTheKubelet$$' ./lifecycle/
 
 ## fuzz: each fuzz target briefly (the seed corpora always run in `unit`)
 FUZZPKGS ?= ./state/ ./config/ ./plugin/

@@ -3,9 +3,11 @@ module github.com/nri-cpumanager/nri-cpumanager/test/kubernetes
 go 1.26.0
 
 require (
+	github.com/containerd/nri v0.12.5
 	github.com/go-logr/logr v1.4.4
 	github.com/google/cadvisor v0.56.2
 	github.com/nri-cpumanager/nri-cpumanager v0.0.0
+	github.com/sirupsen/logrus v1.10.2
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
 	k8s.io/apiserver v0.36.3
@@ -34,7 +36,6 @@ require (
 	github.com/containerd/errdefs v1.0.0 // indirect
 	github.com/containerd/errdefs/pkg v0.3.0 // indirect
 	github.com/containerd/log v0.1.0 // indirect
-	github.com/containerd/nri v0.12.5 // indirect
 	github.com/containerd/ttrpc v1.2.10 // indirect
 	github.com/containerd/typeurl/v2 v2.2.3 // indirect
 	github.com/coreos/go-oidc v2.5.0+incompatible // indirect
@@ -103,7 +104,6 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
-	github.com/sirupsen/logrus v1.10.2 // indirect
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	github.com/stoewer/go-strcase v1.3.0 // indirect
