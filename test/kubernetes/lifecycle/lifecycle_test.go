@@ -125,8 +125,12 @@ func keep(t *testing.T, life *Life) {
 	if os.Getenv("LIFECYCLE_KEEP") == "" {
 		return
 	}
-	path := filepath.Join("testdata", "lives", fmt.Sprintf("%s-api-%v.json", filepath.Base(t.Name()), life.API))
-	path = filepath.Join(filepath.Dir(path), sanitize(filepath.Base(path)))
+	dir := filepath.Join("testdata", "lives")
+	path := filepath.Join(dir, sanitize(fmt.Sprintf("%s-api-%v-%d-actions.json", life.Name, life.API, len(life.Actions))))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Errorf("keeping the life: %v", err)
+		return
+	}
 	if err := life.Save(path); err != nil {
 		t.Errorf("keeping the life: %v", err)
 		return
