@@ -64,7 +64,7 @@ var reasons = []ReasonDoc{
 		"a growth cannot get its CPUs: not enough free CPUs, the shared pool would lose its last one, or the topology manager policy or full-pcpus-only cannot place it (KEP-5554 calls every failed allocation of a resize Infeasible)",
 		"put the spec back; or free CPUs by deleting or shrinking other pinned pods: the kubelet retries the resize while the spec asks for it"},
 	{ReasonProhibitedCPUAllocation, []Verdict{Infeasible}, fromKEP5554,
-		"a shrink below the CPUs the container was created with, which it keeps for its whole life, or a restart of a container asking for fewer CPUs than those",
+		"a shrink below the CPUs the container was created with (its baseline CPUs), which it keeps for its whole life",
 		"put the spec back to at least the baseline count; to run on fewer CPUs, recreate the pod"},
 	{ReasonInconsistentCPUAllocation, []Verdict{Infeasible}, fromKEP5554,
 		"the container would change pools: a whole number of CPUs to a fraction, or back",

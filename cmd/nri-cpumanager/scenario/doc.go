@@ -7,7 +7,11 @@
 // plugin's configuration file) and steps that create, resize, stop,
 // restart (an exit and the kubelet's re-creation under a new id) and
 // remove containers, remove and update pods like the kubelet would, each
-// with the cpusets or the refusal expected:
+// with the cpusets or the refusal expected. A pod's sandbox runs at its
+// first create; a create may name the container's role in the pod's spec
+// (role: init, sidecar or app: a driver that knows the spec, as the plugin
+// watching the Kubernetes API does); a stop is the process exiting with
+// exitCode (0 by default: an init container completing):
 //
 //	name: grow then shrink back
 //	topology: {kep: checkpoint}          # or {layout: NAME} or {sockets: 2, coresPerNUMA: 4, ...}; isolated: "2-15" adds isolcpus
