@@ -277,17 +277,6 @@ func (t *Tracked) is(c Container) bool {
 	return t.PodUID == c.Pod.UID && (c.Name == "" || t.Name == c.Name)
 }
 
-// podHasContainers reports whether any container of a pod is tracked,
-// running or stopped.
-func (m *Model) podHasContainers(podUID string) bool {
-	for _, t := range m.Containers {
-		if t.PodUID == podUID {
-			return true
-		}
-	}
-	return false
-}
-
 // podRuns reports whether a container of a pod is tracked running.
 func (m *Model) podRuns(podUID string) bool {
 	for _, t := range m.Containers {
