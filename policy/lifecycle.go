@@ -72,7 +72,6 @@ func (p *Policy) StopPodSandbox(m *Model, pod Pod) Decision {
 	nm.Sandboxes = maps.Clone(m.Sandboxes)
 	sb.Stopped = true
 	nm.Sandboxes[pod.SandboxID] = sb
-	nm.Idle = maps.Clone(m.Idle)
 	p.markIdle(nm, pod.UID)
 	return Decision{Model: nm}
 }
@@ -146,13 +145,21 @@ func (p *Policy) RemoveContainer(m *Model, c Container) Decision {
 // containers runs and none of its sandboxes runs and is one the runtime
 // would report removed (see ExpireOrphans).
 func (p *Policy) markIdle(m *Model, podUID string) {
-	if _, idle := m.Idle[podUID]; idle || m.podRuns(podUID) || m.hasConfirmedSandbox(podUID) || !m.KnowsPod(podUID) {
+	if !m.idle(podUID) {
 		return
 	}
+	m.Idle = maps.Clone(m.Idle) // (shared with the model's clones)
 	if m.Idle == nil {
 		m.Idle = map[string]time.Time{}
 	}
 	m.Idle[podUID] = p.opts.Now()
+}
+
+// idle reports whether a pod that holds CPUs is idle and not marked so
+// yet.
+func (m *Model) idle(podUID string) bool {
+	_, marked := m.Idle[podUID]
+	return !marked && !m.podRuns(podUID) && !m.hasConfirmedSandbox(podUID) && m.KnowsPod(podUID)
 }
 
 // ExpireOrphans ends the pods that have been idle (markIdle) for the
@@ -180,7 +187,7 @@ func (p *Policy) ExpireOrphans(m *Model, active func(podUID string) bool) Decisi
 	nm := m.Clone()
 	var notes []string
 	for _, uid := range due {
-		delete(nm.Idle, uid)
+		nm.forgetIdle(uid)
 		if nm.podRuns(uid) || nm.hasConfirmedSandbox(uid) {
 			continue
 		}
@@ -201,6 +208,7 @@ func (p *Policy) ExpireOrphans(m *Model, active func(podUID string) bool) Decisi
 func (p *Policy) RemovePodSandbox(m *Model, pod Pod) Decision {
 	nm := m.Clone()
 	if pod.SandboxID != "" {
+		nm.Sandboxes = maps.Clone(m.Sandboxes)
 		delete(nm.Sandboxes, pod.SandboxID)
 		if len(nm.sandboxesOf(pod.UID)) > 0 {
 			for _, id := range nm.sortedIDs() {
@@ -264,8 +272,7 @@ func (p *Policy) endPod(m *Model, podUID, why string) []string {
 			m.remove(id)
 		}
 	}
-	delete(m.Ending, podUID)
-	delete(m.Idle, podUID)
+	m.clearEnding(podUID)
 	m.State.DeletePod(podUID)
 	p.recomputePool(m)
 	return notes

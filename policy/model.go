@@ -167,7 +167,8 @@ type Model struct {
 	// not handed out exclusively until the update has been delivered.
 	Lending cpuset.CPUSet
 	// Sandboxes maps sandbox id → record, for every sandbox known to
-	// exist. A pod lives while one of its sandboxes does (see podGone).
+	// exist. A pod lives while one of its sandboxes does. Sandboxes, Ending
+	// and Idle are shared between clones: a change copies the map first.
 	Sandboxes map[string]Sandbox
 	// Ending are the pods the Kubernetes API reports terminal or deleted
 	// while some of their containers still run: their CPUs go back once
@@ -207,10 +208,12 @@ func (m *Model) Clone() *Model {
 		Containers: maps.Clone(m.Containers),
 		Releasing:  maps.Clone(m.Releasing),
 		Lending:    m.Lending,
-		Sandboxes:  maps.Clone(m.Sandboxes),
-		Ending:     maps.Clone(m.Ending),
-		Idle:       maps.Clone(m.Idle),
-		ids:        m.ids,
+		// (Sandboxes, Ending and Idle change seldom: shared, each writer
+		// copies the map first.)
+		Sandboxes: m.Sandboxes,
+		Ending:    m.Ending,
+		Idle:      m.Idle,
+		ids:       m.ids,
 	}
 }
 

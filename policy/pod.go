@@ -111,6 +111,11 @@ func (m *Model) clearEnding(podUID string) {
 		m.Ending = maps.Clone(m.Ending)
 		delete(m.Ending, podUID)
 	}
+	m.forgetIdle(podUID)
+}
+
+// forgetIdle forgets when a pod became idle.
+func (m *Model) forgetIdle(podUID string) {
 	if _, idle := m.Idle[podUID]; idle {
 		m.Idle = maps.Clone(m.Idle)
 		delete(m.Idle, podUID)

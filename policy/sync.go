@@ -123,11 +123,11 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		}
 	}
 	for _, uid := range nm.State.PodUIDs() {
-		// (No sandbox is confirmed after a Synchronize.)
+		// (No sandbox is confirmed after a Synchronize; nm.Idle is its own.)
 		if since, was := m.Idle[uid]; was && !nm.podRuns(uid) {
 			nm.Idle[uid] = since
-		} else {
-			p.markIdle(nm, uid)
+		} else if nm.idle(uid) {
+			nm.Idle[uid] = p.opts.Now()
 		}
 	}
 	// The pool was kept in step with every assignment above (no recompute
