@@ -8,6 +8,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
 // requestVerify asks the verifier for a pass without blocking.
@@ -64,16 +66,7 @@ const delayCheckInterval = time.Second
 // (their update goes out as an unsolicited one; the CPUs they give up join
 // the shared pool once it is applied). It reports whether any did.
 func (p *Plugin) releaseDelayed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	d := p.policy.ReleaseDelayed(p.model)
-	if d.Model == p.model {
-		return false
-	}
-	p.logNotes("scaleDownDelay", d.Notes)
-	p.commitOrKeep(d.Model)
-	p.markPending(d.Others)
-	return true
+	return p.maintain("scaleDownDelay", logrus.InfoLevel, p.policy.ReleaseDelayed)
 }
 
 // expireOrphans gives back the CPUs of pods that have been idle for the
@@ -84,33 +77,33 @@ func (p *Plugin) expireOrphans() {
 	if p.opts.API != nil {
 		active = p.opts.API.PodActive
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	d := p.policy.ExpireOrphans(p.model, active)
-	if d.Model == p.model {
-		return
-	}
-	for _, n := range d.Notes {
-		p.log.Warn(n)
-	}
-	p.commitOrKeep(d.Model)
-	p.markPending(d.Others)
+	p.maintain("orphanTimeout", logrus.WarnLevel, func(m *policy.Model) policy.Decision { return p.policy.ExpireOrphans(m, active) })
 }
 
 // expireHolds returns the CPUs held for pods longer than the hold timeout
 // to the shared pool, and sends the shared containers their growth.
 func (p *Plugin) expireHolds() {
+	p.maintain("holdTimeout", logrus.WarnLevel, p.policy.ExpireHolds)
+}
+
+// maintain runs a decision of the maintenance loop under the plugin's
+// lock: it commits its model (whatever the disk says: the runtime has
+// nothing to refuse), logs its notes at level and makes its updates
+// pending for the sender. It reports whether the decision changed
+// anything.
+func (p *Plugin) maintain(what string, level logrus.Level, decide func(*policy.Model) policy.Decision) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	d := p.policy.ExpireHolds(p.model)
+	d := decide(p.model)
 	if d.Model == p.model {
-		return
+		return false
 	}
 	for _, n := range d.Notes {
-		p.log.Warn(n)
+		p.log.WithField("event", what).Log(level, n)
 	}
 	p.commitOrKeep(d.Model)
 	p.markPending(d.Others)
+	return true
 }
 
 // verify reads running containers' cpusets: all of them (the periodic

@@ -369,16 +369,7 @@ func TestHoldSettlesWithAStoppedSibling(t *testing.T) {
 // pins. With the pod's spec, the need is the kubelet's; without it, the
 // pod's total in whole CPUs.
 func TestPodScopeCountsTheKubeletsNeed(t *testing.T) {
-	var cpus []cpuallocator.CPUInfo
-	for i := 0; i < 8; i++ {
-		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i, NUMANode: i / 4, UncoreCache: i / 4})
-	}
-	topo, err := cpuallocator.NewTopology(cpus, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol := policyOn(t, topo, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true,
-		TopologyPolicy: cpuallocator.TopologySingleNUMANode, TopologyScope: cpuallocator.ScopePod})
+	pol := eightCoresWith(t, 2, policy.Options{TopologyPolicy: cpuallocator.TopologySingleNUMANode, TopologyScope: cpuallocator.ScopePod})
 	for _, tc := range []struct {
 		name       string
 		guaranteed int
@@ -409,15 +400,7 @@ func TestPodScopeCountsTheKubeletsNeed(t *testing.T) {
 // sibling's growth that cannot be placed refuses it (nothing applied);
 // without the spec only the growth is refused, and the decrease stays.
 func TestResizeWithAnUnchangedTotalIsDecidedWhole(t *testing.T) {
-	var cpus []cpuallocator.CPUInfo
-	for i := 0; i < 8; i++ {
-		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i, NUMANode: i / 4, UncoreCache: i / 4})
-	}
-	topo, err := cpuallocator.NewTopology(cpus, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol := policyOn(t, topo, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true, TopologyPolicy: cpuallocator.TopologySingleNUMANode})
+	pol := eightCoresWith(t, 2, policy.Options{TopologyPolicy: cpuallocator.TopologySingleNUMANode})
 	for _, withSpec := range []bool{true, false} {
 		t.Run(fmt.Sprintf("spec known: %v", withSpec), func(t *testing.T) {
 			l := newLife(t, pol)
@@ -467,16 +450,7 @@ func TestResizeWithAnUnchangedTotalIsDecidedWhole(t *testing.T) {
 // applied, the shared pool gets them. A restart ends the delay at once.
 func TestScaleDownDelay(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	var cpus []cpuallocator.CPUInfo
-	for i := 0; i < 8; i++ {
-		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i})
-	}
-	topo, err := cpuallocator.NewTopology(cpus, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol := policyOn(t, topo, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true,
-		ScaleDownDelay: 10 * time.Second, Now: func() time.Time { return now }})
+	pol := eightCoresWith(t, 1, policy.Options{ScaleDownDelay: 10 * time.Second, Now: func() time.Time { return now }})
 	l := newLife(t, pol)
 	pod := l.sandbox(l.pod("gu", 2000))
 	app := l.create(pod, "app", 2000)

@@ -7,7 +7,6 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
-	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
@@ -21,15 +20,7 @@ import (
 // Kubernetes API says it is active.
 func TestSynchronizeKeepsStoppedContainersCPUs(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	var cpus []cpuallocator.CPUInfo
-	for i := 0; i < 8; i++ {
-		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i})
-	}
-	topo, err := cpuallocator.NewTopology(cpus, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol := policyOn(t, topo, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true, Now: func() time.Time { return now }})
+	pol := eightCoresWith(t, 1, policy.Options{Now: func() time.Time { return now }})
 	m := policy.NewModel(pol.NewState())
 	for _, name := range []string{"crashed", "gone", "sandboxonly"} {
 		d, err := pol.CreateContainer(m, running(t, name, "guaranteed", 2000, ""))
@@ -185,14 +176,5 @@ func TestHoldExpires(t *testing.T) {
 // holdPolicy is a policy on 8 single-threaded cores, CPU 0 reserved, with
 // a clock of the test's.
 func holdPolicy(t *testing.T, now func() time.Time) *policy.Policy {
-	t.Helper()
-	var cpus []cpuallocator.CPUInfo
-	for i := 0; i < 8; i++ {
-		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i})
-	}
-	topo, err := cpuallocator.NewTopology(cpus, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return policyOn(t, topo, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true, Now: now})
+	return eightCoresWith(t, 1, policy.Options{Now: now})
 }

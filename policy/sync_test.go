@@ -20,6 +20,12 @@ func eightCPUs(t *testing.T) *policy.Policy {
 // eightCores is a policy on 8 single-threaded cores split evenly over
 // nodes NUMA nodes (each its own uncore cache), CPU 0 reserved.
 func eightCores(t *testing.T, nodes int, alignMemory bool) *policy.Policy {
+	return eightCoresWith(t, nodes, policy.Options{AlignMemory: alignMemory})
+}
+
+// eightCoresWith is eightCores with the policy options opts (CPU 0
+// reserved and in-place resize on whatever opts says).
+func eightCoresWith(t *testing.T, nodes int, opts policy.Options) *policy.Policy {
 	t.Helper()
 	var cpus []cpuallocator.CPUInfo
 	for i := 0; i < 8; i++ {
@@ -30,7 +36,8 @@ func eightCores(t *testing.T, nodes int, alignMemory bool) *policy.Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return policyOn(t, topo, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true, AlignMemory: alignMemory})
+	opts.Reserved, opts.InPlaceResize = cpuset.New(0), true
+	return policyOn(t, topo, opts)
 }
 
 // policyOn is the policy of opts on topo, without static policy or
