@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -37,16 +38,30 @@ type (
 				Reason  string `json:"reason"`
 				Message string `json:"message"`
 			} `json:"waiting"`
-			Running *struct{} `json:"running"`
+			Running    *struct{}            `json:"running"`
+			Terminated *KubeTerminatedState `json:"terminated"`
 		} `json:"state"`
-		Resources *KubeResources `json:"resources"`
+		// RestartCount counts the kubelet's re-creations of the container
+		// (in one sandbox and across sandboxes).
+		RestartCount int            `json:"restartCount"`
+		Resources    *KubeResources `json:"resources"`
 	}
-	// KubePod is a pod's name, UID, conditions and container statuses.
+	// KubeTerminatedState is how a container ended: its exit code and
+	// its termination message (what it wrote to /dev/termination-log).
+	KubeTerminatedState struct {
+		ExitCode int    `json:"exitCode"`
+		Reason   string `json:"reason"`
+		Message  string `json:"message"`
+	}
+	// KubePod is a pod's name, UID, phase, conditions and container
+	// statuses (its init containers', sidecars included, apart).
 	KubePod struct {
 		Metadata KubeMeta `json:"metadata"`
 		Status   struct {
-			Conditions        []KubeCondition       `json:"conditions"`
-			ContainerStatuses []KubeContainerStatus `json:"containerStatuses"`
+			Phase                 string                `json:"phase"`
+			Conditions            []KubeCondition       `json:"conditions"`
+			InitContainerStatuses []KubeContainerStatus `json:"initContainerStatuses"`
+			ContainerStatuses     []KubeContainerStatus `json:"containerStatuses"`
 		} `json:"status"`
 	}
 )
@@ -69,9 +84,19 @@ func (p *KubePod) Ready() bool {
 
 // Container returns the status of the pod's container called name, or nil.
 func (p *KubePod) Container(name string) *KubeContainerStatus {
-	for i := range p.Status.ContainerStatuses {
-		if p.Status.ContainerStatuses[i].Name == name {
-			return &p.Status.ContainerStatuses[i]
+	return containerStatus(p.Status.ContainerStatuses, name)
+}
+
+// InitContainer returns the status of the pod's init container (or
+// sidecar) called name, or nil.
+func (p *KubePod) InitContainer(name string) *KubeContainerStatus {
+	return containerStatus(p.Status.InitContainerStatuses, name)
+}
+
+func containerStatus(statuses []KubeContainerStatus, name string) *KubeContainerStatus {
+	for i := range statuses {
+		if statuses[i].Name == name {
+			return &statuses[i]
 		}
 	}
 	return nil
@@ -114,28 +139,89 @@ func MetricValue(ctx context.Context, url, series string) (float64, error) {
 }
 
 // PodContainer is a container of PodManifest: its name and resources (a
-// JSON object).
+// JSON object), and optionally its command and what kind of container it
+// is.
 type PodContainer struct {
 	Name, Resources string
+	// Command replaces the image's (sleep 3600) when set.
+	Command []string
+	// Init makes it an init container, run to completion before the
+	// pod's containers; with RestartPolicy "Always" it is a sidecar (a
+	// restartable init container), which keeps running beside them.
+	Init          bool
+	RestartPolicy string
 }
 
 // PodManifest returns a pod for the node on the host network whose
 // containers run the busybox image (never pulled).
 func PodManifest(name, nodeName string, containers ...PodContainer) string {
-	specs := make([]string, len(containers))
-	for i, c := range containers {
-		specs[i] = fmt.Sprintf(`{"name": %q, "image": %q, "imagePullPolicy": "Never", "resources": %s}`,
-			c.Name, BusyboxImage, c.Resources)
+	return manifest(map[string]any{
+		"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]string{"name": name, "namespace": "default"},
+		"spec":     newPodSpec(nodeName, "", containers),
+	})
+}
+
+// JobManifest returns a Job that runs one pod of PodManifest's kind with
+// restartPolicy Never, never retried (backoffLimit 0) and kept after it
+// completes (no ttlSecondsAfterFinished).
+func JobManifest(name, nodeName string, containers ...PodContainer) string {
+	return manifest(map[string]any{
+		"apiVersion": "batch/v1", "kind": "Job",
+		"metadata": map[string]string{"name": name, "namespace": "default"},
+		"spec": map[string]any{
+			"backoffLimit": 0,
+			"template":     map[string]any{"spec": newPodSpec(nodeName, "Never", containers)},
+		},
+	})
+}
+
+// manifestPodSpec is the spec of PodManifest's and JobManifest's pods.
+type manifestPodSpec struct {
+	NodeName                      string              `json:"nodeName"`
+	HostNetwork                   bool                `json:"hostNetwork"`
+	AutomountServiceAccountToken  bool                `json:"automountServiceAccountToken"`
+	EnableServiceLinks            bool                `json:"enableServiceLinks"`
+	TerminationGracePeriodSeconds int                 `json:"terminationGracePeriodSeconds"`
+	RestartPolicy                 string              `json:"restartPolicy,omitempty"`
+	InitContainers                []manifestContainer `json:"initContainers,omitempty"`
+	Containers                    []manifestContainer `json:"containers"`
+}
+
+type manifestContainer struct {
+	Name            string          `json:"name"`
+	Image           string          `json:"image"`
+	ImagePullPolicy string          `json:"imagePullPolicy"`
+	Command         []string        `json:"command,omitempty"`
+	RestartPolicy   string          `json:"restartPolicy,omitempty"`
+	Resources       json.RawMessage `json:"resources"`
+}
+
+// newPodSpec returns a pod spec on the node's host network, without
+// service account token or service links, stopped within a second;
+// restartPolicy "" leaves the default (Always).
+func newPodSpec(nodeName, restartPolicy string, containers []PodContainer) manifestPodSpec {
+	spec := manifestPodSpec{NodeName: nodeName, HostNetwork: true, TerminationGracePeriodSeconds: 1, RestartPolicy: restartPolicy}
+	for _, c := range containers {
+		mc := manifestContainer{Name: c.Name, Image: BusyboxImage, ImagePullPolicy: "Never", Command: c.Command,
+			RestartPolicy: c.RestartPolicy, Resources: json.RawMessage(c.Resources)}
+		if c.Init {
+			spec.InitContainers = append(spec.InitContainers, mc)
+		} else {
+			spec.Containers = append(spec.Containers, mc)
+		}
 	}
-	return fmt.Sprintf(`{
-  "apiVersion": "v1", "kind": "Pod",
-  "metadata": {"name": %q, "namespace": "default"},
-  "spec": {
-    "nodeName": %q, "hostNetwork": true, "automountServiceAccountToken": false,
-    "enableServiceLinks": false, "terminationGracePeriodSeconds": 1,
-    "containers": [%s]
-  }
-}`, name, nodeName, strings.Join(specs, ", "))
+	return spec
+}
+
+// manifest encodes an object for kubectl; it panics on resources that are
+// not JSON (a mistake in the test's own constants).
+func manifest(object any) string {
+	data, err := json.MarshalIndent(object, "", "  ")
+	if err != nil {
+		panic(fmt.Sprintf("a manifest that is not JSON: %v", err))
+	}
+	return string(data)
 }
 
 // GuaranteedCPUs is a Guaranteed container's resources with whole CPUs.

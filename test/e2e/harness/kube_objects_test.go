@@ -139,3 +139,68 @@ func TestPodManifest(t *testing.T) {
 		t.Errorf("manifest read back as %+v:\n%s", pod, m)
 	}
 }
+
+// TestPodManifestInitContainers: init containers and sidecars go to
+// initContainers in order, with their commands and restart policy; the
+// pod's own restart policy stays the default.
+func TestPodManifestInitContainers(t *testing.T) {
+	m := PodManifest("lives", "node1",
+		PodContainer{Name: "init", Resources: GuaranteedCPUs(1, "64Mi"), Init: true, Command: []string{"sh", "-c", `echo "a b" > /x`}},
+		PodContainer{Name: "sidecar", Resources: GuaranteedCPUs(1, "64Mi"), Init: true, RestartPolicy: "Always"},
+		PodContainer{Name: "app", Resources: GuaranteedCPUs(1, "64Mi")})
+	var pod struct {
+		Spec struct {
+			RestartPolicy  *string
+			InitContainers []struct {
+				Name, RestartPolicy string
+				Command             []string
+			}
+			Containers []struct {
+				Name    string
+				Command []string
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(m), &pod); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, m)
+	}
+	inits, apps := pod.Spec.InitContainers, pod.Spec.Containers
+	if pod.Spec.RestartPolicy != nil || len(inits) != 2 || len(apps) != 1 ||
+		inits[0].Name != "init" || inits[0].RestartPolicy != "" || len(inits[0].Command) != 3 || inits[0].Command[2] != `echo "a b" > /x` ||
+		inits[1].Name != "sidecar" || inits[1].RestartPolicy != "Always" || inits[1].Command != nil ||
+		apps[0].Name != "app" || apps[0].Command != nil {
+		t.Errorf("manifest read back as %+v:\n%s", pod, m)
+	}
+}
+
+// TestJobManifest: a Job of one pod that is never restarted nor retried,
+// on the node's host network.
+func TestJobManifest(t *testing.T) {
+	m := JobManifest("once", "node1", PodContainer{Name: "work", Resources: GuaranteedCPUs(1, "64Mi"), Command: []string{"true"}})
+	var job struct {
+		APIVersion, Kind string
+		Metadata         struct{ Name string }
+		Spec             struct {
+			BackoffLimit *int
+			Template     struct {
+				Spec struct {
+					NodeName, RestartPolicy string
+					HostNetwork             bool
+					Containers              []struct {
+						Name    string
+						Command []string
+					}
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(m), &job); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, m)
+	}
+	spec := job.Spec.Template.Spec
+	if job.APIVersion != "batch/v1" || job.Kind != "Job" || job.Metadata.Name != "once" || job.Spec.BackoffLimit == nil || *job.Spec.BackoffLimit != 0 ||
+		spec.NodeName != "node1" || spec.RestartPolicy != "Never" || !spec.HostNetwork ||
+		len(spec.Containers) != 1 || spec.Containers[0].Name != "work" || len(spec.Containers[0].Command) != 1 {
+		t.Errorf("manifest read back as %+v:\n%s", job, m)
+	}
+}
