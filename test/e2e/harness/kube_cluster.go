@@ -41,8 +41,8 @@ type ClusterOptions struct {
 }
 
 // Cluster is a throwaway single-node Kubernetes: etcd, kube-apiserver,
-// kube-controller-manager (the controllers a DaemonSet and service accounts
-// need), kube-scheduler (a DaemonSet's pods are bound by it) and a kubelet
+// kube-controller-manager (the controllers DaemonSets, Jobs and service
+// accounts need), kube-scheduler (a DaemonSet's pods are bound by it) and a kubelet
 // (cpuManagerPolicy none) on the harness's containerd, with containerd's
 // cgroup driver: with cgroupfs under a cgroup root of its own, with systemd
 // (a kubeadm node) in kubepods.slice. Everything but the cgroups and the
@@ -274,7 +274,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.run("kube-controller-manager", c.tools.ControllerManager,
 		"--kubeconfig="+cmKubeconfig,
 		"--authentication-kubeconfig="+cmKubeconfig, "--authorization-kubeconfig="+cmKubeconfig,
-		"--controllers=daemonset,serviceaccount,serviceaccount-token,garbagecollector,namespace,root-ca-cert-publisher",
+		"--controllers=daemonset,job,serviceaccount,serviceaccount-token,garbagecollector,namespace,root-ca-cert-publisher",
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports.controllerManager),
 		"--cert-dir="+filepath.Join(c.Dir, "controller-manager"),
