@@ -78,12 +78,15 @@ type Cluster struct {
 	cgroupDirs []string // the cgroup root in every hierarchy
 	madeDirs   []string // of kubeletHostDirs, those that did not exist
 	closed     bool
+	// kubeletHealthz is the kubelet's healthz URL (loopback).
+	kubeletHealthz string
 
 	kubeletVerbosity int
 }
 
 type namedProcess struct {
 	name string
+	opts ProcessOptions // what it was started with, to start it again
 	*Process
 }
 
@@ -306,6 +309,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := os.WriteFile(config, []byte(c.kubeletConfig(ports, p.caCertPath())), 0o644); err != nil {
 		return fmt.Errorf("write kubelet configuration: %w", err)
 	}
+	c.kubeletHealthz = "http://127.0.0.1:" + strconv.Itoa(ports.kubeletHealthz) + "/healthz"
 	if err := c.run("kubelet", c.tools.Kubelet,
 		"--config="+config,
 		"--kubeconfig="+filepath.Join(c.Dir, "kubelet.kubeconfig"),
@@ -430,12 +434,38 @@ func (c *Cluster) prepareKubeletHost() error {
 
 // run starts a component with its log in Dir.
 func (c *Cluster) run(name, path string, args ...string) error {
-	p, err := StartProcess(ProcessOptions{Path: path, Args: args, LogPath: filepath.Join(c.Dir, name+".log"), Dir: c.Dir})
+	opts := ProcessOptions{Path: path, Args: args, LogPath: filepath.Join(c.Dir, name+".log"), Dir: c.Dir}
+	p, err := StartProcess(opts)
 	if err != nil {
 		return err
 	}
-	c.procs = append(c.procs, &namedProcess{name: name, Process: p})
+	c.procs = append(c.procs, &namedProcess{name: name, opts: opts, Process: p})
 	c.logf("%s running as pid %d", name, p.PID())
+	return nil
+}
+
+// RestartKubelet stops the kubelet (SIGTERM, as `systemctl restart
+// kubelet` does; SIGKILL after 15 s), starts it again with the same
+// configuration and state, and waits until its healthz answers. The pods
+// keep running; the restarted kubelet finds them in the runtime. Its log
+// goes on in the same file.
+func (c *Cluster) RestartKubelet(ctx context.Context) error {
+	p := c.process("kubelet")
+	if p == nil {
+		return errors.New("restart the kubelet: it was never started")
+	}
+	if err := p.Stop(15 * time.Second); err != nil {
+		return fmt.Errorf("restart the kubelet: %w", err)
+	}
+	started, err := StartProcess(p.opts)
+	if err != nil {
+		return fmt.Errorf("restart the kubelet: %w", err)
+	}
+	p.Process = started
+	c.logf("kubelet restarted as pid %d", started.PID())
+	if err := c.waitHTTP(ctx, "kubelet", c.kubeletHealthz, nil); err != nil {
+		return fmt.Errorf("restart the kubelet: %w", err)
+	}
 	return nil
 }
 
