@@ -105,7 +105,9 @@ func skipReason(output, name string) string {
 
 // TestVMKubernetes boots the guest with systemd as init and runs a real
 // single-node Kubernetes v1.36.3 in it, with the plugin as the DaemonSet
-// of deploy/ (guest test TestKubernetes).
+// of deploy/ (guest test TestKubernetes: resizes, then a pod's life:
+// init containers, sidecars, re-created containers and sandboxes,
+// restarts, a Job).
 func TestVMKubernetes(t *testing.T) {
 	ctx := harness.Context(t, 110*time.Minute)
 	a, accel, bins := prepare(t, ctx)

@@ -45,7 +45,12 @@ const (
 // and Cpus_allowed_list inside it; a shrink below its baseline CPUs shows
 // the plugin's refusal in the pod's PodResizeInProgress condition. Then a
 // pod of two pinned containers: a resize that shrinks one and grows the
-// other beyond what is free is refused as a whole, nothing applied.
+// other beyond what is free is refused as a whole, nothing applied. Then
+// a pod's life as the kubelet lives it (podLives, one subtest each): an
+// init container's CPU reused by the app container, a sidecar's kept,
+// killed containers and a killed pause process re-created on their CPUs
+// (nothing freed when the kubelet removes the old sandbox), containerd and
+// the kubelet restarted, a completed Job's CPU back in the shared pool.
 func TestKubernetes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(k8sDir, "kubelet")); err != nil {
 		t.Skipf("needs the Kubernetes boot's binaries in %s: %v", k8sDir, err)
@@ -144,6 +149,7 @@ func TestKubernetes(t *testing.T) {
 	k.waitResized(ctx, "pinned", 2)
 
 	k.multiContainerResize(ctx, pluginCtr)
+	k.podLives(ctx, shared)
 
 	// The DaemonSet's plugin verified every cpuset on cgroup v2.
 	log := cluster.ContainerLogTails(pluginNamespace, 100000)
@@ -251,16 +257,25 @@ func (k *kube) multiContainerResize(ctx context.Context, pluginCtr *harness.Cont
 // everywhere it is read) and returns them.
 func exclusiveCPUs(ctx context.Context, t *testing.T, c *harness.Container, n int) cpuset.CPUSet {
 	t.Helper()
+	return settledCPUs(ctx, t, c, fmt.Sprintf("%d CPUs", n), func(set cpuset.CPUSet) bool { return set.Size() == n })
+}
+
+// settledCPUs waits until the container runs on the same CPUs everywhere
+// they are read (its cgroup's cpuset.cpus and cpuset.cpus.effective,
+// Cpus_allowed_list of a new process and of its command) and ok accepts
+// them (want says what it wants), and returns them.
+func settledCPUs(ctx context.Context, t *testing.T, c *harness.Container, want string, ok func(cpuset.CPUSet) bool) cpuset.CPUSet {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var got cpusOf
 	err := harness.Poll(ctx, func() (bool, error) {
 		var err error
 		got, _, err = readCPUs(ctx, c)
-		return err == nil && got.cpus.Size() == n && got.all(got.cpus), err
+		return err == nil && ok(got.cpus) && got.all(got.cpus), err
 	})
 	if err != nil {
-		t.Fatalf("%s: %s; want %d CPUs everywhere (%v)", c, got, n, err)
+		t.Fatalf("%s: %s; want %s everywhere (%v)", c, got, want, err)
 	}
 	return got.cpus
 }
@@ -373,10 +388,11 @@ func (k *kube) waitReady(ctx context.Context, name string) *harness.KubePod {
 	return p
 }
 
-// attach returns the CRI view of a pod's container.
+// attach returns the CRI view of a pod's container (or init container,
+// or sidecar).
 func (k *kube) attach(ctx context.Context, p *harness.KubePod, name string) *harness.Container {
 	k.t.Helper()
-	cs := p.Container(name)
+	cs := podContainer(p, name)
 	if cs == nil || cs.ContainerID == "" {
 		k.t.Fatalf("pod %s has no container %s yet", p.Metadata.Name, name)
 	}
