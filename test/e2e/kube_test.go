@@ -690,11 +690,7 @@ func (k *kube) cpusets(ctx context.Context, t *testing.T) map[string]cpuset.CPUS
 					continue
 				}
 				c := k.attach(ctx, t, &p, cs.Name)
-				cg, err := c.Cgroup(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cpus, err := cg.AllowedCPUs()
+				cpus, err := c.CgroupCPUs(ctx)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -154,11 +154,7 @@ func checkCgroup(ctx context.Context, t *testing.T, c *harness.Container, want h
 // are readable and match the container's cpuset cgroup.
 func checkAffinity(ctx context.Context, t *testing.T, c *harness.Container) {
 	t.Helper()
-	cg, err := c.Cgroup(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpus, err := cg.AllowedCPUs()
+	cpus, err := c.CgroupCPUs(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,11 +131,7 @@ func (d *demo) startPlugin(ctx context.Context) error {
 // cpus reads a container's cpuset where it lives: its cgroup, and the
 // affinity of a process started inside it.
 func (d *demo) cpus(ctx context.Context, c *harness.Container) string {
-	cg, err := c.Cgroup(ctx)
-	if err != nil {
-		return "? (" + err.Error() + ")"
-	}
-	set, err := cg.AllowedCPUs()
+	set, err := c.CgroupCPUs(ctx)
 	if err != nil {
 		return "? (" + err.Error() + ")"
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/utils/cpuset"
 )
 
 // ContainerSpec describes a container of a pod.
@@ -228,4 +229,14 @@ func (c *Container) Cgroup(ctx context.Context) (*Cgroup, error) {
 		return nil, fmt.Errorf("container %s: its runtime spec has no cgroups path", c)
 	}
 	return NewCgroup(ci.RuntimeSpec.Linux.CgroupsPath)
+}
+
+// CgroupCPUs returns the CPUs the container's cgroup allows (see
+// Cgroup.AllowedCPUs): its cpuset as the runtime applied it.
+func (c *Container) CgroupCPUs(ctx context.Context) (cpuset.CPUSet, error) {
+	cg, err := c.Cgroup(ctx)
+	if err != nil {
+		return cpuset.CPUSet{}, err
+	}
+	return cg.AllowedCPUs()
 }

@@ -209,11 +209,7 @@ func (k *kube) restartsKeepCPUs(ctx context.Context, l *lives) {
 		p := k.pod(ctx, pod)
 		for _, name := range names {
 			c := k.attach(ctx, p, name)
-			cg, err := c.Cgroup(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cpus, err := cg.AllowedCPUs()
+			cpus, err := c.CgroupCPUs(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
