@@ -11,12 +11,26 @@ FUZZTIME ?= 300000x
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # $(call tool,NAME): a tool pinned in hack/tools/NAME/go.mod (hack/tools/README.md).
 tool = $(GO) tool -modfile=$(CURDIR)/hack/tools/$(1)/go.mod $(1)
+# The build cache: what the suites build from pinned versions (containerd,
+# Kubernetes, etcd, the VM's kernel, root file system and initramfs), outside
+# the checkout so that every clone on this machine shares it (make clean-cache;
+# docs/development.md). The Go-built tools (staticcheck, promtool, actionlint,
+# helm) live in Go's own build cache, `go env GOCACHE`, also outside.
+NRI_CPUMANAGER_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/nri-cpumanager
+export NRI_CPUMANAGER_CACHE
+# The Kubernetes module's packages compile once for the placement and lifecycle
+# comparisons, its go vet and the Kubernetes binaries of the e2e suites only
+# with the same flags: static, as the binaries are built (test/e2e/harness).
+KUBE_GO ?= CGO_ENABLED=0 $(GO)
+# promtool without Prometheus's service discoveries (cloud SDKs it does not need
+# to test rules): minutes less to build; test/deploy/promtool_test.go runs it so.
+PROMTOOL_FLAGS := GOFLAGS=-tags=remove_all_sd
 # The image's archive (make image) and where make push-image pushes it.
 IMAGE_ARCHIVE ?= $(OUTPUT)/image/nri-cpumanager.tar
 IMAGE ?=
 IMAGE_FLAGS ?=
 
-.PHONY: all build image push-image check test unit placement-diff lifecycle-diff fuzz e2e e2e-kube e2e-vm e2e-vm-kube vm-shell deploy-test chart-readme bench lint demo clean
+.PHONY: all build image push-image check test clean-cache unit placement-diff lifecycle-diff fuzz e2e e2e-kube e2e-vm e2e-vm-kube vm-shell deploy-test chart-readme bench lint demo clean
 
 all: build
 
@@ -42,8 +56,9 @@ push-image:
 
 
 ## check: the quick tier to run before every commit, no root needed, a few
-## minutes: gofmt, go vet and staticcheck of the plugin's module, and its
-## tests (unit and integration, without the race detector)
+## minutes (about 2 with warm caches): gofmt, go vet and staticcheck of the
+## plugin's module, and its tests (unit and integration, without the race
+## detector); make test is the full tier, CI's
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
@@ -52,8 +67,11 @@ check:
 
 ## test: everything CI runs — lint, unit + integration (race detector), the
 ## placement and lifecycle comparisons with the kubelet, fuzz, deploy manifests,
-## e2e, e2e-kube, and the VM suite (e2e-vm, e2e-vm-kube)
-test: lint unit placement-diff lifecycle-diff fuzz deploy-test e2e e2e-kube e2e-vm e2e-vm-kube
+## e2e, e2e-kube, and the VM suite (e2e-vm, e2e-vm-kube) — printing each
+## target's time at the end
+TEST_TARGETS := lint unit placement-diff lifecycle-diff fuzz deploy-test e2e e2e-kube e2e-vm e2e-vm-kube
+test:
+	@MAKE="$(MAKE)" hack/timed-make $(TEST_TARGETS)
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
@@ -62,14 +80,14 @@ unit:
 ## placement-diff: the allocator against the kubelet's static policy on the same
 ## random states (test/kubernetes, its own module); prints the comparison table
 placement-diff:
-	cd test/kubernetes && $(GO) test -count=1 -v ./placement/...
+	cd test/kubernetes && $(KUBE_GO) test -count=1 -v ./placement/...
 
 ## lifecycle-diff: random pod lives (init containers, sidecars, crashes, sandbox
 ## re-creation, reboots, restarts, Jobs, resizes) played on the kubelet's CPU
 ## manager and on the plugin over NRI, compared after every action
 ## (test/kubernetes/lifecycle; LIFECYCLE_SEED=n replays a seed)
 lifecycle-diff:
-	cd test/kubernetes && $(GO) test -count=1 -v -timeout 30m -run '^TestLifecycleMatchesTheKubelet$$' ./lifecycle/
+	cd test/kubernetes && $(KUBE_GO) test -count=1 -v -timeout 30m -run '^TestLifecycleMatchesTheKubelet$$' ./lifecycle/
 
 ## fuzz: each fuzz target briefly (the seed corpora always run in `unit`)
 FUZZPKGS ?= ./state/ ./config/ ./plugin/
@@ -95,7 +113,9 @@ e2e-vm:
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 90m -v -run '^TestVM$$' ./vm/
 
 ## e2e-vm-kube: a real kubelet v1.36.3 (systemd driver, cgroup v2) in that guest,
-## the plugin as the DaemonSet of deploy/, a pod resized 2 -> 6 -> 2
+## the plugin as the DaemonSet of deploy/: a pod resized 2 -> 6 -> 2, a
+## multi-container resize refused as a whole, and pod lives (init container,
+## sidecar, kills, sandbox re-creation, restarts, a Job)
 e2e-vm-kube:
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 120m -v -run '^TestVMKubernetes$$' ./vm/
 
@@ -114,7 +134,7 @@ e2e-kube:
 ## (through promtool) and dashboard (a module of its own, so the plugin's
 ## module does not depend on Helm)
 deploy-test:
-	$(call tool,promtool) --version >/dev/null   # built (minutes, once) outside the tests' timeout
+	$(PROMTOOL_FLAGS) $(call tool,promtool) --version >/dev/null   # built (minutes, once) outside the tests' timeout
 	cd test/deploy && $(GO) test -count=1 -timeout 20m ./...
 
 ## chart-readme: regenerate deploy/helm/nri-cpumanager/README.md from the
@@ -135,12 +155,19 @@ lint:
 	$(STATICCHECK) $(PKGS)
 	cd test/e2e && $(GO) vet ./... && $(GO) vet -tags e2e,vmguest ./... && $(STATICCHECK) ./... && $(STATICCHECK) -tags e2e,vmguest ./...
 	cd test/deploy && $(GO) vet ./... && $(STATICCHECK) ./...
-	cd test/kubernetes && $(GO) vet ./...
+	cd test/kubernetes && $(KUBE_GO) vet ./...
 	$(call tool,actionlint)
 
 ## demo: a real containerd + the plugin on this machine: pin, resize, refusals (root)
 demo:
 	cd test/e2e && $(GO) run ./demo
 
+## clean: remove _output (the build cache stays: make clean-cache)
 clean:
 	rm -rf $(OUTPUT)
+
+## clean-cache: empty the build cache ($$NRI_CPUMANAGER_CACHE); the next run
+## builds containerd, Kubernetes, etcd and the VM's guest again (go clean
+## -cache empties Go's, which holds the compiled packages and the tools)
+clean-cache:
+	rm -rf "$(NRI_CPUMANAGER_CACHE)"

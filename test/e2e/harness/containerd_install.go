@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -25,61 +26,80 @@ type containerdBinaries struct {
 	dir, containerd, shim, ctr string
 }
 
-// ensureContainerd installs containerd, its runc shim and ctr at
-// ContainerdVersion into binDir unless all three are there already, built
-// from that version without cgo: static binaries, which also run on the VM
-// suite's guest whatever the C library of the machine that built them.
-func ensureContainerd(ctx context.Context, binDir string, logf Logf) (containerdBinaries, error) {
-	bins := containerdBinaries{
-		dir:        binDir,
-		containerd: filepath.Join(binDir, "containerd"),
-		shim:       filepath.Join(binDir, "containerd-shim-runc-v2"),
-		ctr:        filepath.Join(binDir, "ctr"),
-	}
-	var stale []string
-	for _, name := range containerdCommands {
-		version, err := moduleVersion(filepath.Join(binDir, name))
-		if err != nil || version != ContainerdVersion {
-			stale = append(stale, name)
+// containerdRecipe names how ensureContainerd builds; change it with the
+// build's flags so that cached binaries built otherwise are not reused.
+const containerdRecipe = "go-install-cgo0-v1"
+
+// ensureContainerd returns containerd, its runc shim and ctr at
+// ContainerdVersion: from $NRI_E2E_PREBUILT when set, else from the build
+// cache (entry containerd/<version>-…), building them first if needed: `go install` of that version without
+// cgo, static binaries, which also run on the VM suite's guest whatever
+// the C library of the machine that built them.
+func ensureContainerd(ctx context.Context, logf Logf) (containerdBinaries, error) {
+	if dir := os.Getenv(PrebuiltEnv); dir != "" {
+		// Away from the source tree (the VM suite's guest): the prebuilt
+		// ones, checked as a build is.
+		for _, name := range containerdCommands {
+			if version, err := moduleVersion(filepath.Join(dir, name)); err != nil || version != ContainerdVersion {
+				return containerdBinaries{}, fmt.Errorf("prebuilt containerd in %s: %s is %q, want %s (%v)", dir, name, version, ContainerdVersion, err)
+			}
 		}
+		return containerdBinariesIn(dir), nil
 	}
-	if len(stale) == 0 {
-		return bins, nil
-	}
-	gobin, err := goCommand()
+	key := CacheKey(ContainerdVersion, runtime.GOOS, runtime.GOARCH, containerdRecipe)
+	dir, err := CacheEntry(ctx, "containerd", key, logf, func(ctx context.Context, dir string) error {
+		return buildContainerd(ctx, dir, logf)
+	})
 	if err != nil {
 		return containerdBinaries{}, err
+	}
+	return containerdBinariesIn(dir), nil
+}
+
+// containerdBinariesIn returns the containerd commands in dir.
+func containerdBinariesIn(dir string) containerdBinaries {
+	return containerdBinaries{
+		dir:        dir,
+		containerd: filepath.Join(dir, "containerd"),
+		shim:       filepath.Join(dir, "containerd-shim-runc-v2"),
+		ctr:        filepath.Join(dir, "ctr"),
+	}
+}
+
+// buildContainerd installs containerdCommands at ContainerdVersion into
+// binDir and checks the version each binary reports.
+func buildContainerd(ctx context.Context, binDir string, logf Logf) error {
+	gobin, err := goCommand()
+	if err != nil {
+		return err
 	}
 	args := []string{"install"}
 	for _, name := range containerdCommands {
 		args = append(args, containerdModule+"/cmd/"+name+"@"+ContainerdVersion)
 	}
-	logf("building %s into %s (missing or another version: %s); the first build takes a minute or two",
-		strings.Join(containerdCommands, ", "), binDir, strings.Join(stale, ", "))
+	logf("building %s %s into %s; the first build takes a minute or two",
+		strings.Join(containerdCommands, ", "), ContainerdVersion, binDir)
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, gobin, args...)
 	// A pkg@version install ignores the current module; GOWORK=off keeps a
 	// workspace file from interfering, and Dir keeps the build out of the
 	// caller's directory.
 	cmd.Dir = binDir
-	if err := os.MkdirAll(binDir, 0o755); err != nil {
-		return containerdBinaries{}, fmt.Errorf("create %s: %w", binDir, err)
-	}
 	cmd.Env = append(os.Environ(), "GOBIN="+binDir, "GOWORK=off", "GOFLAGS=-buildvcs=false", "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return containerdBinaries{}, fmt.Errorf("go install containerd %s: %w\n%s", ContainerdVersion, err, tail(string(out), 30))
+		return fmt.Errorf("go install containerd %s: %w\n%s", ContainerdVersion, err, tail(string(out), 30))
 	}
 	for _, name := range containerdCommands {
 		version, err := moduleVersion(filepath.Join(binDir, name))
 		if err != nil {
-			return containerdBinaries{}, fmt.Errorf("after go install: %w", err)
+			return fmt.Errorf("after go install: %w", err)
 		}
 		if version != ContainerdVersion {
-			return containerdBinaries{}, fmt.Errorf("after go install: %s is %s, want %s", name, version, ContainerdVersion)
+			return fmt.Errorf("after go install: %s is %s, want %s", name, version, ContainerdVersion)
 		}
 	}
 	logf("built containerd %s in %v", ContainerdVersion, time.Since(start).Round(time.Second))
-	return bins, nil
+	return nil
 }
 
 // moduleVersion returns the version of containerdModule a Go binary was

@@ -2,7 +2,8 @@
 // the kubelet would, for end-to-end tests and demos of the plugin.
 //
 // It installs what it needs (runc and busybox-static from apt, containerd
-// from the Go module proxy into the repository's _output/bin), builds two
+// from the Go module proxy into the build cache outside the checkout, see
+// CacheDir and CacheEntry), builds two
 // tiny images from the host's static busybox without any registry, runs a
 // containerd with NRI enabled in a private temporary directory, starts
 // external plugin processes against its NRI socket, and talks CRI to it with
@@ -12,7 +13,7 @@
 // affinity.
 //
 // For the Kubernetes suite it also builds Kubernetes and etcd from the
-// modules in test/kubernetes (InstallKubernetes) and runs a throwaway
+// modules in test/kubernetes into that cache (InstallKubernetes) and runs a throwaway
 // single-node cluster on that containerd (StartCluster); CRI.Attach reads
 // the containers the kubelet made. Its ocilayout sub-package writes OCI
 // image layouts, for the test images and the plugin's release image.

@@ -35,8 +35,8 @@ type InstallOptions struct {
 // Install makes sure runc, a static busybox and containerd, its runc shim
 // and ctr at ContainerdVersion are present, installing what is missing:
 // runc and busybox-static with apt-get, containerd with `go install` into
-// <OutputDir>/bin. It is idempotent and serialised across processes by a
-// lock file under OutputDir, so concurrent test binaries may call it.
+// the build cache (CacheDir). It is idempotent and serialised across
+// processes by lock files, so concurrent test binaries may call it.
 func Install(ctx context.Context, opts InstallOptions) (*Tools, error) {
 	opts.Logf = opts.Logf.orDiscard()
 	out, err := resolveOutputDir(opts.OutputDir)
@@ -54,7 +54,7 @@ func Install(ctx context.Context, opts InstallOptions) (*Tools, error) {
 	if err != nil {
 		return nil, err
 	}
-	bin, err := ensureContainerd(ctx, filepath.Join(out, "bin"), opts.Logf)
+	bin, err := ensureContainerd(ctx, opts.Logf)
 	if err != nil {
 		return nil, err
 	}

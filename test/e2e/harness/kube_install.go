@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 )
@@ -34,86 +35,119 @@ type KubernetesTools struct {
 	Version, EtcdVersion string
 }
 
-// InstallKubernetes builds kube-apiserver, kube-controller-manager,
-// kube-scheduler, kubelet, kubectl and etcd into <OutputDir>/k8s unless they are there already at the
-// versions test/kubernetes and test/kubernetes/etcd pin. The first build
-// takes about 20 minutes on 2 CPUs; later ones reuse the binaries, or the Go
-// build cache after a version change. Serialised across processes by a
-// lock file.
+// kubernetesRecipe names how InstallKubernetes builds; change it with the
+// build's flags so that cached binaries built otherwise are not reused.
+const kubernetesRecipe = "go-build-cgo0-v2"
+
+// InstallKubernetes returns kube-apiserver, kube-controller-manager,
+// kube-scheduler, kubelet, kubectl and etcd at the versions
+// test/kubernetes and test/kubernetes/etcd pin, from the build cache
+// (entries kubernetes/<version>-… and etcd/<version>-…, keyed by those
+// modules' go.mod and go.sum), building them first if needed. The first
+// build takes about 15 minutes on 2 CPUs with an empty Go build cache,
+// a few after the placement and lifecycle comparisons compiled most of
+// the kubelet's packages (the same module, the same flags). Serialised
+// across processes by lock files.
 func InstallKubernetes(ctx context.Context, opts InstallOptions) (*KubernetesTools, error) {
 	opts.Logf = opts.Logf.orDiscard()
-	out, err := resolveOutputDir(opts.OutputDir)
-	if err != nil {
-		return nil, err
-	}
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(out, "k8s")
-	lock, err := lockFile(filepath.Join(dir, "build.lock"))
-	if err != nil {
-		return nil, fmt.Errorf("install Kubernetes: %w", err)
-	}
-	defer lock.Unlock()
-
-	version, err := requiredVersion(filepath.Join(root, kubernetesModuleDir, "go.mod"), kubernetesModule)
+	kubeModDir, etcdModDir := filepath.Join(root, kubernetesModuleDir), filepath.Join(root, etcdModuleDir)
+	version, err := requiredVersion(filepath.Join(kubeModDir, "go.mod"), kubernetesModule)
 	if err != nil {
 		return nil, err
 	}
-	etcdVersion, err := requiredVersion(filepath.Join(root, etcdModuleDir, "go.mod"), etcdModule)
+	etcdVersion, err := requiredVersion(filepath.Join(etcdModDir, "go.mod"), etcdModule)
 	if err != nil {
 		return nil, err
 	}
-	tools := &KubernetesTools{
-		APIServer:         filepath.Join(dir, "kube-apiserver"),
-		ControllerManager: filepath.Join(dir, "kube-controller-manager"),
-		Scheduler:         filepath.Join(dir, "kube-scheduler"),
-		Kubelet:           filepath.Join(dir, "kubelet"),
-		Kubectl:           filepath.Join(dir, "kubectl"),
-		Etcd:              filepath.Join(dir, "etcd"),
+	kubeKey, err := moduleCacheKey(version, kubeModDir)
+	if err != nil {
+		return nil, err
+	}
+	kubeDir, err := CacheEntry(ctx, "kubernetes", kubeKey, opts.Logf, func(ctx context.Context, dir string) error {
+		return buildKubernetes(ctx, kubeModDir, dir, version, opts.Logf)
+	})
+	if err != nil {
+		return nil, err
+	}
+	etcdKey, err := moduleCacheKey(etcdVersion, etcdModDir)
+	if err != nil {
+		return nil, err
+	}
+	etcdDir, err := CacheEntry(ctx, "etcd", etcdKey, opts.Logf, func(ctx context.Context, dir string) error {
+		return buildEtcd(ctx, etcdModDir, dir, etcdVersion, opts.Logf)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &KubernetesTools{
+		APIServer:         filepath.Join(kubeDir, "kube-apiserver"),
+		ControllerManager: filepath.Join(kubeDir, "kube-controller-manager"),
+		Scheduler:         filepath.Join(kubeDir, "kube-scheduler"),
+		Kubelet:           filepath.Join(kubeDir, "kubelet"),
+		Kubectl:           filepath.Join(kubeDir, "kubectl"),
+		Etcd:              filepath.Join(etcdDir, "etcd"),
 		Version:           version,
 		EtcdVersion:       etcdVersion,
-	}
+	}, nil
+}
 
-	var stale []string
+// moduleCacheKey keys a build cache entry built from the module at dir:
+// the version, the platform, the recipe and the module's go.mod and
+// go.sum (which pin every dependency).
+func moduleCacheKey(version, dir string) (string, error) {
+	parts := []string{version, runtime.GOOS, runtime.GOARCH, kubernetesRecipe}
+	for _, name := range []string{"go.mod", "go.sum"} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return "", fmt.Errorf("read pinned versions: %w", err)
+		}
+		parts = append(parts, string(data))
+	}
+	return CacheKey(version, parts...), nil
+}
+
+// buildKubernetes builds kubernetesCommands at version into dir from the
+// module at modDir and checks what each reports.
+func buildKubernetes(ctx context.Context, modDir, dir, version string, logf Logf) error {
+	pkgs := make([]string, len(kubernetesCommands))
+	for i, name := range kubernetesCommands {
+		pkgs[i] = kubernetesModule + "/cmd/" + name
+	}
+	logf("building Kubernetes %s (%s) into %s; a first build takes up to 15 minutes on 2 CPUs", version, strings.Join(kubernetesCommands, ", "), dir)
+	start := time.Now()
+	// No -trimpath: the packages compile exactly as test/kubernetes's tests
+	// compile them (make placement-diff and lifecycle-diff, also with
+	// CGO_ENABLED=0), so that one compilation serves both.
+	args := append([]string{"build", "-ldflags", kubernetesLDFlags(version), "-o", dir + "/"}, pkgs...)
+	if err := goBuildIn(ctx, modDir, args...); err != nil {
+		return fmt.Errorf("build Kubernetes %s: %w", version, err)
+	}
 	for _, name := range kubernetesCommands {
 		if err := checkKubernetesBinary(ctx, filepath.Join(dir, name), name, version); err != nil {
-			opts.Logf("%s: %v", name, err)
-			stale = append(stale, name)
+			return fmt.Errorf("after building: %w", err)
 		}
 	}
-	if len(stale) > 0 {
-		pkgs := make([]string, len(stale))
-		for i, name := range stale {
-			pkgs[i] = kubernetesModule + "/cmd/" + name
-		}
-		opts.Logf("building Kubernetes %s (%s) into %s; a first build takes about 20 minutes on 2 CPUs", version, strings.Join(stale, ", "), dir)
-		start := time.Now()
-		args := append([]string{"build", "-trimpath", "-ldflags", kubernetesLDFlags(version), "-o", dir + "/"}, pkgs...)
-		if err := goBuildIn(ctx, filepath.Join(root, kubernetesModuleDir), args...); err != nil {
-			return nil, fmt.Errorf("build Kubernetes %s: %w", version, err)
-		}
-		for _, name := range stale {
-			if err := checkKubernetesBinary(ctx, filepath.Join(dir, name), name, version); err != nil {
-				return nil, fmt.Errorf("after building: %w", err)
-			}
-		}
-		opts.Logf("built Kubernetes %s in %v", version, time.Since(start).Round(time.Second))
+	logf("built Kubernetes %s in %v", version, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// buildEtcd builds etcd at version into dir from the module at modDir.
+func buildEtcd(ctx context.Context, modDir, dir, version string, logf Logf) error {
+	logf("building etcd %s into %s; a first build takes about 3 minutes", version, dir)
+	start := time.Now()
+	bin := filepath.Join(dir, "etcd")
+	if err := goBuildIn(ctx, modDir, "build", "-o", bin, etcdModule); err != nil {
+		return fmt.Errorf("build etcd %s: %w", version, err)
 	}
-	if err := checkEtcdBinary(ctx, tools.Etcd, etcdVersion); err != nil {
-		opts.Logf("etcd: %v", err)
-		opts.Logf("building etcd %s into %s; a first build takes about 3 minutes", etcdVersion, dir)
-		start := time.Now()
-		if err := goBuildIn(ctx, filepath.Join(root, etcdModuleDir), "build", "-trimpath", "-o", tools.Etcd, etcdModule); err != nil {
-			return nil, fmt.Errorf("build etcd %s: %w", etcdVersion, err)
-		}
-		if err := checkEtcdBinary(ctx, tools.Etcd, etcdVersion); err != nil {
-			return nil, fmt.Errorf("after building: %w", err)
-		}
-		opts.Logf("built etcd %s in %v", etcdVersion, time.Since(start).Round(time.Second))
+	if err := checkEtcdBinary(ctx, bin, version); err != nil {
+		return fmt.Errorf("after building: %w", err)
 	}
-	return tools, nil
+	logf("built etcd %s in %v", version, time.Since(start).Round(time.Second))
+	return nil
 }
 
 // kubernetesLDFlags stamps the release into the binaries as Kubernetes'

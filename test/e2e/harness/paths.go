@@ -26,7 +26,7 @@ const (
 	OutputDirEnv = "NRI_E2E_OUTPUT"
 	// PrebuiltEnv names a directory of prebuilt binaries, which GoBuild
 	// returns (by the last element of the package path) instead of
-	// building.
+	// building, and Install takes containerd from.
 	PrebuiltEnv = "NRI_E2E_PREBUILT"
 )
 

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,9 +16,12 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
-// Assets are what a boot needs, built once and cached under <output>/vm.
+// Assets are what a boot needs: the kernel, root file system and
+// initramfs come from the build cache (harness.CacheDir), built once per
+// version for every checkout on the machine; a run's files go under Dir.
 type Assets struct {
-	// Dir is <output>/vm.
+	// Dir is <output>/vm: the binaries built from this checkout and each
+	// boot's files.
 	Dir string
 	// QEMU is qemu-system-x86_64.
 	QEMU string
@@ -67,9 +68,9 @@ var rootfsPackages = []string{"runc", "busybox-static", "systemd-sysv", "dbus", 
 // overlay for the root, dummy for the kubelet's node address.
 var guestModules = []string{"virtio_pci", "9pnet_virtio", "9p", "overlay", "dummy"}
 
-// EnsureAssets installs the host packages if needed and builds, or reuses,
-// the kernel, the root file system and the initramfs. It is serialised
-// across processes by a lock file.
+// EnsureAssets installs the host packages if needed and builds, or reuses
+// from the build cache, the kernel, the root file system and the
+// initramfs. It is serialised across processes by lock files.
 func EnsureAssets(ctx context.Context, opts AssetOptions) (*Assets, error) {
 	logf := opts.Logf
 	if logf == nil {
@@ -118,15 +119,19 @@ func EnsureAssets(ctx context.Context, opts AssetOptions) (*Assets, error) {
 	if a.QEMU, err = exec.LookPath("qemu-system-x86_64"); err != nil {
 		return nil, fmt.Errorf("VM assets: %w", err)
 	}
-	kernelDir, err := ensureKernel(ctx, a.Dir, logf)
+	kernelDir, err := ensureKernel(ctx, logf)
 	if err != nil {
 		return nil, err
 	}
-	a.Kernel, a.KernelRelease = filepath.Join(kernelDir, "vmlinuz"), filepath.Base(kernelDir)
-	if a.Rootfs, err = ensureRootfs(ctx, a.Dir, suite, mirror, logf); err != nil {
+	release, err := os.ReadFile(filepath.Join(kernelDir, "release"))
+	if err != nil {
+		return nil, fmt.Errorf("VM kernel: %w", err)
+	}
+	a.Kernel, a.KernelRelease = filepath.Join(kernelDir, "vmlinuz"), strings.TrimSpace(string(release))
+	if a.Rootfs, err = ensureRootfs(ctx, suite, mirror, logf); err != nil {
 		return nil, err
 	}
-	if a.Initramfs, err = ensureInitramfs(ctx, a.Dir, kernelDir, logf); err != nil {
+	if a.Initramfs, err = ensureInitramfs(ctx, kernelDir, logf); err != nil {
 		return nil, err
 	}
 	logf("VM assets ready in %v: kernel %s, root file system %s (Debian %s), initramfs %s",
@@ -234,76 +239,83 @@ func containsField(list, word string) bool {
 	return false
 }
 
-// ensureKernel makes sure <dir>/kernel/<release> holds the kernel of the
-// host's linux-image-amd64 (vmlinuz) and the guest's modules; it
-// downloads and unpacks the package without installing it. It returns
-// that directory.
-func ensureKernel(ctx context.Context, dir string, logf harness.Logf) (string, error) {
+// vmAssetsRecipe names how the guest's kernel, root file system and
+// initramfs are made; change it with the code that makes them so that
+// cached ones made otherwise are not reused.
+const vmAssetsRecipe = "v1"
+
+// ensureKernel returns the build cache's entry vm-kernel/<release>-…:
+// the kernel of the host's linux-image-amd64 (vmlinuz) and the guest's
+// modules, from the package downloaded and unpacked without installing
+// it.
+func ensureKernel(ctx context.Context, logf harness.Logf) (string, error) {
 	pkg, err := kernelPackage(ctx, logf)
 	if err != nil {
 		return "", err
 	}
 	release := strings.TrimPrefix(pkg, "linux-image-")
-	kdir := filepath.Join(dir, "kernel", release)
-	if _, err := os.Stat(filepath.Join(kdir, "complete")); err == nil {
-		return kdir, nil
-	}
+	key := harness.CacheKey(release, append([]string{pkg, vmAssetsRecipe}, guestModules...)...)
+	return harness.CacheEntry(ctx, "vm-kernel", key, logf, func(ctx context.Context, kdir string) error {
+		return buildKernel(ctx, pkg, release, kdir, logf)
+	})
+}
+
+// buildKernel downloads the kernel package pkg and writes its vmlinuz and
+// the guest's modules (uncompressed, with their load order) into kdir.
+func buildKernel(ctx context.Context, pkg, release, kdir string, logf harness.Logf) error {
 	logf("downloading %s (the guest kernel; not installed on the host)", pkg)
-	tmp, err := os.MkdirTemp(dir, "kernel-tmp-")
+	tmp, err := os.MkdirTemp(kdir, "download-")
 	if err != nil {
-		return "", fmt.Errorf("VM kernel: %w", err)
+		return fmt.Errorf("VM kernel: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	download := func() error {
-		// apt's sandbox user cannot write into _output: download as root.
+		// apt's sandbox user cannot write into the cache: download as root.
 		return harness.AptGet(ctx, logf, tmp, "-o", "APT::Sandbox::User=root", "download", pkg)
 	}
 	if err := download(); err != nil {
 		logf("apt-get download failed, refreshing package lists and retrying: %v", err)
 		if err := harness.AptGet(ctx, logf, "", "update"); err != nil {
-			return "", err
+			return err
 		}
 		if err := download(); err != nil {
-			return "", err
+			return err
 		}
 	}
 	debs, _ := filepath.Glob(filepath.Join(tmp, "*.deb"))
 	if len(debs) != 1 {
-		return "", fmt.Errorf("VM kernel: apt-get download %s left %d packages", pkg, len(debs))
+		return fmt.Errorf("VM kernel: apt-get download %s left %d packages", pkg, len(debs))
 	}
 	tree := filepath.Join(tmp, "tree")
 	if out, err := exec.CommandContext(ctx, "dpkg", "-x", debs[0], tree).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("VM kernel: dpkg -x %s: %w: %s", debs[0], err, bytes.TrimSpace(out))
-	}
-	if err := os.RemoveAll(kdir); err != nil {
-		return "", err
+		return fmt.Errorf("VM kernel: dpkg -x %s: %w: %s", debs[0], err, bytes.TrimSpace(out))
 	}
 	if err := os.MkdirAll(filepath.Join(kdir, "modules"), 0o755); err != nil {
-		return "", err
+		return err
 	}
 	if err := copyFile(filepath.Join(tree, "boot", "vmlinuz-"+release), filepath.Join(kdir, "vmlinuz")); err != nil {
-		return "", fmt.Errorf("VM kernel: %w", err)
+		return fmt.Errorf("VM kernel: %w", err)
 	}
 	order, err := resolveModules(filepath.Join(tree, "lib", "modules", release), guestModules)
 	if err != nil {
-		return "", fmt.Errorf("VM kernel %s: %w", release, err)
+		return fmt.Errorf("VM kernel %s: %w", release, err)
 	}
 	var names []string
 	for _, m := range order {
 		if err := writeModule(ctx, m.path, filepath.Join(kdir, "modules", m.name+".ko")); err != nil {
-			return "", fmt.Errorf("VM kernel: %w", err)
+			return fmt.Errorf("VM kernel: %w", err)
 		}
 		names = append(names, m.name)
 	}
 	// The load order, dependencies first.
 	if err := os.WriteFile(filepath.Join(kdir, "modules", "order"), []byte(strings.Join(names, "\n")+"\n"), 0o644); err != nil {
-		return "", err
+		return err
 	}
-	if err := os.WriteFile(filepath.Join(kdir, "complete"), []byte(pkg+"\n"), 0o644); err != nil {
-		return "", err
+	if err := os.WriteFile(filepath.Join(kdir, "release"), []byte(release+"\n"), 0o644); err != nil {
+		return err
 	}
-	logf("guest kernel %s with modules %s in %s", release, strings.Join(names, " "), kdir)
-	return kdir, nil
+	logf("guest kernel %s with modules %s", release, strings.Join(names, " "))
+	return os.RemoveAll(tmp)
 }
 
 // kernelPackage returns the versioned package linux-image-amd64 depends on
@@ -357,45 +369,27 @@ func writeModule(ctx context.Context, src, dst string) error {
 	return os.WriteFile(dst, out, 0o644)
 }
 
-// ensureRootfs makes sure <dir>/rootfs-<suite>-<key> holds a debootstrap
-// of suite with rootfsPackages, built into a temporary directory and
-// renamed into place.
-func ensureRootfs(ctx context.Context, dir, suite, mirror string, logf harness.Logf) (string, error) {
+// ensureRootfs returns the build cache's entry vm-rootfs/<suite>-…: a
+// debootstrap of suite with rootfsPackages.
+func ensureRootfs(ctx context.Context, suite, mirror string, logf harness.Logf) (string, error) {
 	args := []string{"--variant=minbase", "--include=" + strings.Join(rootfsPackages, ","), suite}
-	key := hashOf(append(args, mirror)...)
-	root := filepath.Join(dir, "rootfs-"+suite+"-"+key[:12])
-	if _, err := os.Stat(filepath.Join(root, "etc", "nrivm-rootfs")); err == nil {
-		return root, nil
-	}
-	logf("building the guest's root file system with debootstrap %s from %s (about a minute)", strings.Join(args, " "), mirror)
-	start := time.Now()
-	tmp := root + ".tmp"
-	if err := os.RemoveAll(tmp); err != nil {
-		return "", err
-	}
-	cmd := exec.CommandContext(ctx, "debootstrap", append(args, tmp, mirror)...)
-	cmd.Env = append(os.Environ(), "PATH="+os.Getenv("PATH")+":/usr/sbin:/sbin")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.RemoveAll(tmp)
-		return "", fmt.Errorf("debootstrap %s: %w\n%s", strings.Join(args, " "), err, lastLines(string(out), 20))
-	}
-	if err := os.WriteFile(filepath.Join(tmp, "etc", "nrivm-rootfs"), []byte(strings.Join(append(args, mirror), " ")+"\n"), 0o644); err != nil {
-		return "", err
-	}
-	if err := os.RemoveAll(root); err != nil {
-		return "", err
-	}
-	if err := os.Rename(tmp, root); err != nil {
-		return "", err
-	}
-	logf("built %s in %v", root, time.Since(start).Round(time.Second))
-	return root, nil
+	key := harness.CacheKey(suite, append(args, mirror, vmAssetsRecipe)...)
+	return harness.CacheEntry(ctx, "vm-rootfs", key, logf, func(ctx context.Context, root string) error {
+		logf("building the guest's root file system with debootstrap %s from %s (about a minute)", strings.Join(args, " "), mirror)
+		cmd := exec.CommandContext(ctx, "debootstrap", append(args, root, mirror)...)
+		cmd.Env = append(os.Environ(), "PATH="+os.Getenv("PATH")+":/usr/sbin:/sbin")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("debootstrap %s: %w\n%s", strings.Join(args, " "), err, lastLines(string(out), 20))
+		}
+		return os.WriteFile(filepath.Join(root, "etc", "nrivm-rootfs"), []byte(strings.Join(append(args, mirror), " ")+"\n"), 0o644)
+	})
 }
 
-// ensureInitramfs makes sure the initramfs for the kernel in kernelDir
-// exists: busybox, the modules in their load order and /init, packed by
-// cpio in the newc format.
-func ensureInitramfs(ctx context.Context, dir, kernelDir string, logf harness.Logf) (string, error) {
+// ensureInitramfs returns the guest's initramfs for the kernel in
+// kernelDir, from the build cache's entry vm-initramfs/…: busybox, the
+// modules in their load order and /init, packed by cpio in the newc
+// format.
+func ensureInitramfs(ctx context.Context, kernelDir string, logf harness.Logf) (string, error) {
 	busybox := harness.StaticBusybox()
 	if busybox == "" {
 		return "", errors.New("VM initramfs: no static busybox")
@@ -408,56 +402,50 @@ func ensureInitramfs(ctx context.Context, dir, kernelDir string, logf harness.Lo
 	if err != nil {
 		return "", err
 	}
-	key := hashOf(initScript, string(bb), string(order), kernelDir)
-	path := filepath.Join(dir, "initramfs-"+key[:12]+".cpio")
-	if _, err := os.Stat(path); err == nil {
-		return path, nil
-	}
-	tmp, err := os.MkdirTemp(dir, "initramfs-tmp-")
+	key := harness.CacheKey("initramfs", initScript, string(bb), string(order), filepath.Base(kernelDir), vmAssetsRecipe)
+	dir, err := harness.CacheEntry(ctx, "vm-initramfs", key, logf, func(ctx context.Context, dir string) error {
+		return buildInitramfs(ctx, dir, kernelDir, bb, order, logf)
+	})
 	if err != nil {
 		return "", err
+	}
+	return filepath.Join(dir, "initramfs.cpio"), nil
+}
+
+// buildInitramfs packs the initramfs into dir/initramfs.cpio.
+func buildInitramfs(ctx context.Context, dir, kernelDir string, busybox, order []byte, logf harness.Logf) error {
+	tmp, err := os.MkdirTemp("", "nrivm-initramfs-")
+	if err != nil {
+		return err
 	}
 	defer os.RemoveAll(tmp)
 	for _, d := range []string{"bin", "mod", "proc", "sys", "dev", "lower", "upper", "newroot"} {
 		if err := os.MkdirAll(filepath.Join(tmp, d), 0o755); err != nil {
-			return "", err
+			return err
 		}
 	}
-	if err := os.WriteFile(filepath.Join(tmp, "bin", "busybox"), bb, 0o755); err != nil {
-		return "", err
+	if err := os.WriteFile(filepath.Join(tmp, "bin", "busybox"), busybox, 0o755); err != nil {
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "init"), []byte(initScript), 0o755); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "mod", "order"), order, 0o644); err != nil {
-		return "", err
+		return err
 	}
 	for _, name := range strings.Fields(string(order)) {
 		if err := copyFile(filepath.Join(kernelDir, "modules", name+".ko"), filepath.Join(tmp, "mod", name+".ko")); err != nil {
-			return "", err
+			return err
 		}
 	}
-	part := path + ".tmp"
-	cmd := exec.CommandContext(ctx, "sh", "-c", `find . | cpio --quiet -o -H newc > "$0"`, part)
+	path := filepath.Join(dir, "initramfs.cpio")
+	cmd := exec.CommandContext(ctx, "sh", "-c", `find . | cpio --quiet -o -H newc > "$0"`, path)
 	cmd.Dir = tmp
 	if out, err := cmd.CombinedOutput(); err != nil {
-		os.Remove(part)
-		return "", fmt.Errorf("VM initramfs: cpio: %w: %s", err, bytes.TrimSpace(out))
-	}
-	if err := os.Rename(part, path); err != nil {
-		return "", err
+		return fmt.Errorf("VM initramfs: cpio: %w: %s", err, bytes.TrimSpace(out))
 	}
 	logf("built the guest's initramfs %s", path)
-	return path, nil
-}
-
-// hashOf returns the hex SHA-256 of the parts.
-func hashOf(parts ...string) string {
-	h := sha256.New()
-	for _, p := range parts {
-		fmt.Fprintf(h, "%d:%s;", len(p), p)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return nil
 }
 
 // copyFile copies src to dst (mode 0755 for executables, else 0644),

@@ -5,7 +5,9 @@
 // init, or systemd as the guest's init as on kubeadm nodes), and with a
 // real kubelet.
 //
-// Everything is built on the host and cached under _output/vm: the Debian
+// Everything is built on the host: the kernel, root file system and
+// initramfs once per version into the build cache outside the checkout
+// (harness.CacheDir), the binaries under _output/vm. The Debian
 // packages it needs come from apt (qemu-system-x86, debootstrap, cpio and
 // busybox-static installed; linux-image-amd64 only downloaded and unpacked,
 // never installed into the host's /boot), the guest's root file system

@@ -1,6 +1,7 @@
 // Command shell boots the VM suite's guest with a shell on its serial
 // console, for debugging: `make vm-shell` (as root). It builds or reuses
-// what the suite uses (assets under _output/vm, containerd, the plugin and
+// what the suite uses (kernel, root file system and initramfs from the build
+// cache, containerd, the plugin and
 // the guest tests) and puts them where the suite does: the binaries in
 // /vm/bin, the guest tests as /vm/guest.test, with the suite's environment
 // exported, so that inside the guest
