@@ -106,9 +106,9 @@ e2e:
 
 ## e2e-vm: a production-shaped node in QEMU (16 vCPUs, 2 sockets, SMT 2, 2 NUMA
 ## nodes, cgroup v2): containerd + runc + the plugin under the cgroupfs and the
-## systemd driver and with isolcpus= (root; builds and caches its kernel, root
-## file system and initramfs under _output/vm from Debian packages; KVM where
-## it works, else emulation)
+## systemd driver and with isolcpus=, and the demo (root; builds its kernel,
+## root file system and initramfs from Debian packages into the build cache;
+## KVM where it works, else emulation)
 e2e-vm:
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 90m -v -run '^TestVM$$' ./vm/
 
@@ -125,8 +125,8 @@ vm-shell:
 	cd test/e2e && $(GO) run ./vm/shell
 
 ## e2e-kube: a real single-node Kubernetes v1.36.3 on that containerd, the
-## plugin as the DaemonSet of deploy/ (the first run builds Kubernetes into
-## _output/k8s: about 20 minutes on 2 CPUs; later runs take about a minute)
+## plugin as the DaemonSet of deploy/ (builds Kubernetes and etcd into the
+## build cache once per version: minutes, once per machine)
 e2e-kube:
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 60m -v -run '^TestKubernetes$$' .
 

@@ -254,19 +254,53 @@ const probeTimeout = 20 * time.Second
 // DetectAccel chooses the accelerator: "kvm" when /dev/kvm can be opened
 // and a probe boot of the guest kernel with the layout reaches the
 // initramfs within probeTimeout, else "tcg" (emulation). NRIVM_ACCEL=kvm
-// or tcg forces the choice.
+// or tcg forces the choice. The probe's verdict is kept in logDir for the
+// rest of the host's boot (the next suite does not wait for a hung probe
+// again), for the same QEMU, kernel and layout.
 func DetectAccel(ctx context.Context, a *Assets, layout Layout, logDir string, logf harness.Logf) Accel {
 	switch forced := os.Getenv("NRIVM_ACCEL"); forced {
 	case "kvm", "tcg":
 		return Accel{Name: forced, Why: "forced by NRIVM_ACCEL"}
 	}
+	key := probeKey(a, layout)
+	verdict := filepath.Join(logDir, "verdict")
+	if data, err := os.ReadFile(verdict); err == nil && key != "" {
+		if k, rest, ok := strings.Cut(string(data), "\n"); ok && k == key {
+			if name, why, ok := strings.Cut(strings.TrimSuffix(rest, "\n"), "\n"); ok && (name == "kvm" || name == "tcg") {
+				return Accel{Name: name, Why: why + " (probed earlier since the host booted)"}
+			}
+		}
+	}
+	accel, definite := probeAccel(ctx, a, layout, logDir)
+	if key != "" && definite {
+		if err := os.WriteFile(verdict, []byte(key+"\n"+accel.Name+"\n"+accel.Why+"\n"), 0o644); err != nil {
+			logf("keep the KVM probe's verdict: %v", err)
+		}
+	}
+	return accel
+}
+
+// probeKey names what a probe's verdict holds for: the host's boot, QEMU,
+// the guest kernel and the layout; "" when the boot has no id.
+func probeKey(a *Assets, layout Layout) string {
+	id, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("boot %s qemu %s kernel %s layout %v", strings.TrimSpace(string(id)), a.QEMU, a.Kernel, layout)
+}
+
+// probeAccel boots the KVM probe (see DetectAccel); definite says whether
+// the probe boot reached the initramfs or hung: a verdict on KVM, not on
+// this attempt.
+func probeAccel(ctx context.Context, a *Assets, layout Layout, logDir string) (accel Accel, definite bool) {
 	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
 	if err != nil {
-		return Accel{Name: "tcg", Why: fmt.Sprintf("no usable /dev/kvm (%v)", err)}
+		return Accel{Name: "tcg", Why: fmt.Sprintf("no usable /dev/kvm (%v)", err)}, false
 	}
 	f.Close()
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return Accel{Name: "tcg", Why: err.Error()}
+		return Accel{Name: "tcg", Why: err.Error()}, false
 	}
 	res, err := Boot(ctx, BootOptions{
 		Assets: a, Accel: Accel{Name: "kvm"}, Layout: layout, Init: BusyboxInit,
@@ -274,11 +308,11 @@ func DetectAccel(ctx context.Context, a *Assets, layout Layout, logDir string, l
 	})
 	switch {
 	case err != nil:
-		return Accel{Name: "tcg", Why: fmt.Sprintf("a KVM probe boot failed: %v", err)}
+		return Accel{Name: "tcg", Why: fmt.Sprintf("a KVM probe boot failed: %v", err)}, false
 	case strings.Contains(res.Console, "NRIVM-PROBE ok"):
-		return Accel{Name: "kvm", Why: fmt.Sprintf("a KVM probe boot reached the initramfs in %v", res.Elapsed.Round(100*time.Millisecond))}
+		return Accel{Name: "kvm", Why: fmt.Sprintf("a KVM probe boot reached the initramfs in %v", res.Elapsed.Round(100*time.Millisecond))}, true
 	case res.TimedOut:
-		return Accel{Name: "tcg", Why: fmt.Sprintf("a KVM probe boot did not reach the initramfs within %v (this host's KVM hangs the guest)", probeTimeout)}
+		return Accel{Name: "tcg", Why: fmt.Sprintf("a KVM probe boot did not reach the initramfs within %v (this host's KVM hangs the guest)", probeTimeout)}, true
 	}
-	return Accel{Name: "tcg", Why: fmt.Sprintf("a KVM probe boot ended without reaching the initramfs (QEMU's messages: %s)", filepath.Join(logDir, "qemu.log"))}
+	return Accel{Name: "tcg", Why: fmt.Sprintf("a KVM probe boot ended without reaching the initramfs (QEMU's messages: %s)", filepath.Join(logDir, "qemu.log"))}, false
 }

@@ -189,3 +189,15 @@ func TestBootAgainWhenStopped(t *testing.T) {
 		})
 	}
 }
+
+func TestGuestGOMAXPROCS(t *testing.T) {
+	for _, tc := range []struct{ vcpus, host, want int }{
+		{16, 2, 2},   // emulated on a small host: the host's CPUs
+		{16, 64, 16}, // a big host: every vCPU
+		{16, 0, 1},   // never below one
+	} {
+		if got := guestGOMAXPROCS(tc.vcpus, tc.host); got != tc.want {
+			t.Errorf("guestGOMAXPROCS(%d vCPUs, %d host CPUs) = %d, want %d", tc.vcpus, tc.host, got, tc.want)
+		}
+	}
+}
