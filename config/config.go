@@ -62,9 +62,13 @@ type Config struct {
 	// AlignMemory also sets cpuset.mems to the NUMA nodes of a container's
 	// exclusive CPUs (alignMemory).
 	AlignMemory bool
-	// MetricsAddress is the listen address of /metrics, /healthz and
-	// /readyz; "" disables the endpoint (metricsAddress).
+	// MetricsAddress is the listen address of /metrics; "" disables the
+	// endpoint (metricsAddress).
 	MetricsAddress string
+	// HealthAddress is the listen address of the probes' /healthz and
+	// /readyz, apart from /metrics so that no scraper can crowd them out;
+	// "" serves them on MetricsAddress (healthAddress).
+	HealthAddress string
 	// DebugAddress is the listen address of /debug/state, which shows pod
 	// UIDs, names and cpusets: loopback by default; "" disables it
 	// (debugAddress).
@@ -79,6 +83,12 @@ type Config struct {
 	// synchronized NRI connection before /healthz fails, so that the
 	// liveness probe restarts it; 0 never fails it (disconnectedTimeout).
 	DisconnectedTimeout time.Duration
+	// NRIConfigureTimeout bounds a new NRI connection from the dial to
+	// the runtime's Configure: past it the plugin drops the connection and
+	// dials again (the NRI stub waits for ever when the runtime closes the
+	// connection between the registration and Configure); 0 waits for ever
+	// (nriConfigureTimeout).
+	NRIConfigureTimeout time.Duration
 	// KubernetesAPI turns on the plugin's use of the Kubernetes API
 	// (kubernetesAPI): a watch of this node's pods for exact pod-level
 	// admission of a resize, and events on pods. It needs the in-cluster
@@ -118,6 +128,10 @@ const (
 	DefaultKubeletCheckpoint = "/var/lib/kubelet/cpu_manager_state"
 	// DefaultDisconnectedTimeout is the default of disconnectedTimeout.
 	DefaultDisconnectedTimeout = time.Minute
+	// DefaultNRIConfigureTimeout is the default of nriConfigureTimeout:
+	// the NRI registration timeout (5 s) and request timeout (2 s) of
+	// containerd, with a margin.
+	DefaultNRIConfigureTimeout = 10 * time.Second
 )
 
 // Default returns the configuration used for every key the file does not
@@ -139,9 +153,11 @@ func Default() *Config {
 		},
 		InPlaceResize:       true,
 		MetricsAddress:      ":9101",
+		HealthAddress:       ":9103",
 		DebugAddress:        "127.0.0.1:9102",
 		LogLevel:            logrus.InfoLevel,
 		KubeletCheckpoint:   DefaultKubeletCheckpoint,
 		DisconnectedTimeout: DefaultDisconnectedTimeout,
+		NRIConfigureTimeout: DefaultNRIConfigureTimeout,
 	}
 }

@@ -54,10 +54,12 @@ var keyRules = []keyRule{
 	{"scaleDownDelay", applyLive, func(c *Config) string { return c.ScaleDownDelay.String() }},
 	{"alignMemory", applyLive, func(c *Config) string { return strconv.FormatBool(c.AlignMemory) }},
 	{"metricsAddress", applyAtRestart, func(c *Config) string { return c.MetricsAddress }},
+	{"healthAddress", applyAtRestart, func(c *Config) string { return c.HealthAddress }},
 	{"debugAddress", applyAtRestart, func(c *Config) string { return c.DebugAddress }},
 	{"logLevel", applyLive, func(c *Config) string { return logLevelName(c.LogLevel) }},
 	{"kubeletCheckpoint", applyAtRestart, func(c *Config) string { return c.KubeletCheckpoint }},
 	{"disconnectedTimeout", applyAtRestart, func(c *Config) string { return c.DisconnectedTimeout.String() }},
+	{"nriConfigureTimeout", applyAtRestart, func(c *Config) string { return c.NRIConfigureTimeout.String() }},
 	{"kubernetesAPI", applyAtRestart, func(c *Config) string { return strconv.FormatBool(c.KubernetesAPI) }},
 	{"nodeResourceTopology", applyAtRestart, func(c *Config) string {
 		return fmt.Sprintf("enabled=%t;removeOnExit=%t", c.NodeResourceTopology.Enabled, c.NodeResourceTopology.RemoveOnExit)
@@ -85,8 +87,9 @@ type Changes struct {
 	// container holds CPUs.
 	WithoutExclusive []string
 	// Restart keys (nriSocket, pluginName, pluginIndex, stateDir,
-	// sysfsRoot, cgroupfsRoot, metricsAddress, kubeletCheckpoint,
-	// disconnectedTimeout, kubernetesAPI, nodeResourceTopology) take
+	// sysfsRoot, cgroupfsRoot, metricsAddress, healthAddress,
+	// debugAddress, kubeletCheckpoint, disconnectedTimeout,
+	// nriConfigureTimeout, kubernetesAPI, nodeResourceTopology) take
 	// effect only when the plugin restarts.
 	Restart []string
 }

@@ -32,6 +32,7 @@ type flagRule struct {
 //	--cgroupfs-root       cgroupfsRoot
 //	--reserved-cpus       reservedSystemCPUs (and sets reservedCPUCount to 0)
 //	--metrics-address     metricsAddress
+//	--health-address      healthAddress
 //	--debug-address       debugAddress
 //	--log-level           logLevel
 //	--kubelet-checkpoint  kubeletCheckpoint
@@ -99,6 +100,8 @@ func flagRules() []flagRule {
 		},
 		stringFlag("metrics-address", "metricsAddress", "host:port `address` of /metrics, \"\" disables it", parseMetricsAddress,
 			func(c *Config) *string { return &c.MetricsAddress }),
+		stringFlag("health-address", "healthAddress", "host:port `address` of /healthz and /readyz, \"\" serves them on the metrics address", parseMetricsAddress,
+			func(c *Config) *string { return &c.HealthAddress }),
 		stringFlag("debug-address", "debugAddress", "host:port `address` of /debug/state, \"\" disables it", parseMetricsAddress,
 			func(c *Config) *string { return &c.DebugAddress }),
 		{

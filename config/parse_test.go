@@ -52,10 +52,12 @@ func TestDefaultValues(t *testing.T) {
 		"scaleDownDelay":               "0s",
 		"alignMemory":                  "false",
 		"metricsAddress":               ":9101",
+		"healthAddress":                ":9103",
 		"debugAddress":                 "127.0.0.1:9102",
 		"logLevel":                     "info",
 		"kubeletCheckpoint":            "/var/lib/kubelet/cpu_manager_state",
 		"disconnectedTimeout":          "1m0s",
+		"nriConfigureTimeout":          "10s",
 		"kubernetesAPI":                "false",
 		"nodeResourceTopology":         "enabled=false;removeOnExit=false",
 	}
@@ -149,6 +151,8 @@ func TestParseValidValues(t *testing.T) {
 		{"metrics on IPv6", `metricsAddress: "[::1]:9000"`, func(c *Config) bool { return c.MetricsAddress == "[::1]:9000" }},
 		{"metrics disabled", `metricsAddress: ""`, func(c *Config) bool { return c.MetricsAddress == "" }},
 		{"debug endpoint on every address", `debugAddress: ":9102"`, func(c *Config) bool { return c.DebugAddress == ":9102" }},
+		{"probes with the metrics", `healthAddress: ""`, func(c *Config) bool { return c.HealthAddress == "" }},
+		{"configure watchdog off", `nriConfigureTimeout: 0s`, func(c *Config) bool { return c.NRIConfigureTimeout == 0 }},
 		{"log trace", "logLevel: trace", func(c *Config) bool { return c.LogLevel == logrus.TraceLevel }},
 		{"log debug", "logLevel: debug", func(c *Config) bool { return c.LogLevel == logrus.DebugLevel }},
 		{"log warn", "logLevel: warn", func(c *Config) bool { return c.LogLevel == logrus.WarnLevel }},
@@ -232,6 +236,10 @@ func TestParseValidationMessages(t *testing.T) {
 		{"logrus-only log level", `logLevel: warning`, []string{`logLevel: "warning" is not one of trace, debug, info, warn, error`}},
 		{"checkpoint clash", `stateDir: /var/lib/kubelet/`, []string{
 			`stateDir: "/var/lib/kubelet/" holds kubeletCheckpoint "/var/lib/kubelet/cpu_manager_state"; the plugin would write its own checkpoint over it: give the plugin a directory of its own`}},
+		{"probes on the metrics listener", `healthAddress: ":9101"`, []string{
+			`healthAddress and metricsAddress are both ":9101": the probes need a listener of their own, or healthAddress "" to serve them with the metrics`}},
+		{"negative configure watchdog", `nriConfigureTimeout: -1s`, []string{
+			`nriConfigureTimeout: "-1s" is not a duration ≥ 0 such as "60s" or "2m"`}},
 		{"all problems at once", "pluginIndex: \"9\"\nlogLevel: verbose\ntopologyManagerPolicy: single-numa\ncpuManagerPolicyOptions: {b: \"1\", a: \"1\"}", []string{
 			`pluginIndex: "9" is not two digits 00-99; write it quoted, e.g. "09"`,
 			`topologyManagerPolicy: "single-numa" is not one of none, best-effort, restricted, single-numa-node`,
@@ -298,10 +306,10 @@ func TestParseRejectsUnknownKeys(t *testing.T) {
 		{"wrong case", `reservedSystemCpus: "1"`, []string{`unknown key "reservedSystemCpus" (did you mean "reservedSystemCPUs"?)`}},
 		{"typo", `logLvel: debug`, []string{`unknown key "logLvel" (did you mean "logLevel"?)`}},
 		{"kubelet key this plugin has no use for", `cpuManagerPolicy: static`, []string{
-			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, kubernetesAPI, nodeResourceTopology`}},
+			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, healthAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology`}},
 		{"every unknown key reported", "zz: 1\nlogLevel: debug\naa: 2", []string{
-			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, kubernetesAPI, nodeResourceTopology`,
-			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, kubernetesAPI, nodeResourceTopology`,
+			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, healthAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology`,
+			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, healthAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology`,
 		}},
 	}
 	for _, tt := range tests {

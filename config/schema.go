@@ -33,10 +33,12 @@ type file struct {
 	ScaleDownDelay               string               `json:"scaleDownDelay"`
 	AlignMemory                  bool                 `json:"alignMemory"`
 	MetricsAddress               string               `json:"metricsAddress"`
+	HealthAddress                string               `json:"healthAddress"`
 	DebugAddress                 string               `json:"debugAddress"`
 	LogLevel                     string               `json:"logLevel"`
 	KubeletCheckpoint            string               `json:"kubeletCheckpoint"`
 	DisconnectedTimeout          string               `json:"disconnectedTimeout"`
+	NRIConfigureTimeout          string               `json:"nriConfigureTimeout"`
 	KubernetesAPI                bool                 `json:"kubernetesAPI"`
 	NodeResourceTopology         NodeResourceTopology `json:"nodeResourceTopology"`
 }
@@ -72,10 +74,12 @@ func toFile(c *Config) *file {
 		ScaleDownDelay:               c.ScaleDownDelay.String(),
 		AlignMemory:                  c.AlignMemory,
 		MetricsAddress:               c.MetricsAddress,
+		HealthAddress:                c.HealthAddress,
 		DebugAddress:                 c.DebugAddress,
 		LogLevel:                     logLevelName(c.LogLevel),
 		KubeletCheckpoint:            c.KubeletCheckpoint,
 		DisconnectedTimeout:          c.DisconnectedTimeout.String(),
+		NRIConfigureTimeout:          c.NRIConfigureTimeout.String(),
 		KubernetesAPI:                c.KubernetesAPI,
 		NodeResourceTopology:         c.NodeResourceTopology,
 	}
@@ -121,12 +125,16 @@ func (f *file) build() (*Config, error) {
 	check("topologyManagerScope", err)
 	c.MetricsAddress, err = parseMetricsAddress(f.MetricsAddress)
 	check("metricsAddress", err)
+	c.HealthAddress, err = parseMetricsAddress(f.HealthAddress)
+	check("healthAddress", err)
 	c.DebugAddress, err = parseMetricsAddress(f.DebugAddress)
 	check("debugAddress", err)
 	c.LogLevel, err = parseLogLevel(f.LogLevel)
 	check("logLevel", err)
 	c.DisconnectedTimeout, err = parseDuration(f.DisconnectedTimeout)
 	check("disconnectedTimeout", err)
+	c.NRIConfigureTimeout, err = parseDuration(f.NRIConfigureTimeout)
+	check("nriConfigureTimeout", err)
 	c.ScaleDownDelay, err = parseScaleDownDelay(f.ScaleDownDelay)
 	check("scaleDownDelay", err)
 
@@ -136,6 +144,10 @@ func (f *file) build() (*Config, error) {
 	c.TopologyManagerPolicyOptions, optErrs = cpuallocator.ParseTopologyOptions(f.TopologyManagerPolicyOptions)
 	errs = append(errs, optionErrors("topologyManagerPolicyOptions", optErrs)...)
 
+	if c.HealthAddress != "" && c.HealthAddress == c.MetricsAddress {
+		errs = append(errs, fmt.Errorf("healthAddress and metricsAddress are both %q: the probes need a listener of their own, "+
+			"or healthAddress \"\" to serve them with the metrics", c.HealthAddress))
+	}
 	if c.ReservedSystemCPUs.Size() > 0 && c.ReservedCPUCount > 0 {
 		errs = append(errs, fmt.Errorf("reservedSystemCPUs and reservedCPUCount are both set (%q and %d): "+
 			"remove reservedCPUCount to reserve exactly CPUs %s, or remove reservedSystemCPUs to reserve %d CPUs placed by topology",

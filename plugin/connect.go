@@ -6,56 +6,81 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 )
 
-// defaultSyncTimeout bounds a connection from the dial to Synchronize:
-// containerd's registration timeout (5 s) and its request timeout (2 s),
-// with a margin.
-const defaultSyncTimeout = 10 * time.Second
+// defaultConfigureTimeout bounds a connection from the dial to the
+// runtime's Configure: containerd's registration timeout (5 s) and its
+// request timeout (2 s), with a margin.
+const defaultConfigureTimeout = 10 * time.Second
 
-// maxAbandoned bounds the connections the plugin gives up on without
-// their stub returning (see serve): past it the process exits, and the
-// kubelet starts a fresh one.
-const maxAbandoned = 16
+// defaultDialInterval is how often the plugin dials the NRI socket while
+// nothing accepts there (containerd stopped or restarting): a dial of a
+// local socket costs nothing, and every second the plugin is away a
+// container may start unpinned.
+const defaultDialInterval = 500 * time.Millisecond
+
+// defaultWatchdogTrips bounds the connections in a row the plugin gives
+// up on without their stub returning (see serve): past it the process
+// exits, and the kubelet starts a fresh one. A synchronized connection
+// resets the count.
+const defaultWatchdogTrips = 16
 
 // errWedged is Run's error when the NRI stub keeps hanging.
-var errWedged = errors.New("the NRI stub hung on too many connections; exiting so that a fresh process connects")
+var errWedged = errors.New("the NRI stub hung on too many connections in a row; exiting so that a fresh process connects")
 
 // Run connects to NRI and serves events until ctx is cancelled. When
-// containerd goes away it keeps running and re-dials with exponential
-// backoff; every (re)connection starts with a Synchronize. It returns
-// promptly once ctx is cancelled, whatever the connection is doing.
+// containerd goes away it keeps running: it dials the socket every
+// DialInterval while nothing accepts there, and backs off exponentially
+// (ReconnectMin to ReconnectMax) only when connections fail after being
+// established; a synchronized connection resets the backoff. Every
+// (re)connection starts with a Synchronize. Run returns promptly once ctx
+// is cancelled, whatever the connection is doing.
 func (p *Plugin) Run(ctx context.Context) error {
 	go p.sendLoop(ctx)
 	go p.maintainLoop(ctx)
 	backoff := p.opts.ReconnectMin
 	abandoned := 0
+	dialFailures := 0
 	for {
-		started := time.Now()
-		err := p.serve(ctx)
+		out := p.serve(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, errNoSync) {
-			if abandoned++; abandoned >= maxAbandoned {
+		if out.synchronized {
+			abandoned, backoff = 0, p.opts.ReconnectMin
+		}
+		if errors.Is(out.err, errNoConfigure) {
+			if abandoned++; abandoned >= p.opts.WatchdogTrips {
 				return errWedged
 			}
 		}
-		p.metrics.reconnect()
-		if time.Since(started) > p.opts.ReconnectMax {
-			backoff = p.opts.ReconnectMin
+		wait := p.opts.DialInterval
+		if out.dialed {
+			dialFailures = 0
+			wait, backoff = backoff, min(2*backoff, p.opts.ReconnectMax)
+			p.metrics.reconnect()
+			p.log.WithError(out.err).WithField("retryIn", wait).Warn("NRI connection lost or failed; reconnecting")
+		} else {
+			// The first failed dial of a run is worth a warning and a
+			// count; the next ones, every DialInterval until the runtime
+			// is back, are not.
+			if dialFailures++; dialFailures == 1 {
+				p.metrics.reconnect()
+				p.log.WithError(out.err).WithField("retryEvery", wait).Warn("cannot reach the NRI socket; dialing until the runtime is back")
+			} else {
+				p.log.WithError(out.err).Debug("NRI socket still unreachable")
+			}
 		}
-		p.log.WithError(err).WithField("retryIn", backoff).Warn("NRI connection lost or failed; reconnecting")
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(2*backoff, p.opts.ReconnectMax)
 	}
 }
 
@@ -70,21 +95,34 @@ func (p *Plugin) Run(ctx context.Context) error {
 // do not know the field and ignore it.
 func failurePolicy() *api.FailurePolicy { return &api.FailurePolicy{FailRequest: true} }
 
-// errNoSync is serve's error when the runtime did not synchronize the
+// errNoConfigure is serve's error when the runtime did not configure the
 // connection in time.
-var errNoSync = errors.New("no Synchronize from the runtime")
+var errNoConfigure = errors.New("no Configure from the runtime")
 
-// serve runs one NRI connection until it ends, ctx is cancelled, or the
-// runtime has not synchronized it within SyncTimeout of the dial. The
-// last one is the watchdog: when the runtime closes the connection after
-// RegisterPlugin and before Configure (containerd restarting at that
-// moment), the NRI stub (containerd/nri v0.12.5) waits for the
-// configuration for ever, holding a lock its close handler needs, so its
-// Run never returns. The plugin then closes the connection itself and
-// gives up on that stub (its goroutine stays blocked; after maxAbandoned
-// of them the process exits instead).
-func (p *Plugin) serve(ctx context.Context) error {
+// connOutcome is how a connection ended.
+type connOutcome struct {
+	// dialed: the socket accepted the connection (else nothing listened).
+	dialed bool
+	// synchronized: the runtime synchronized the plugin on it.
+	synchronized bool
+	err          error
+}
+
+// serve runs one NRI connection until it ends or ctx is cancelled.
+//
+// It is also the watchdog of one hang: when the runtime closes the
+// connection after RegisterPlugin and before Configure (containerd
+// restarting at that moment), the NRI stub (containerd/nri v0.12.5) waits
+// for the configuration for ever, holding a lock its close handler needs,
+// so its Run never returns. So a connection the runtime has not configured
+// within ConfigureTimeout of the dial is closed by the plugin, which gives
+// up on that stub (its goroutine stays blocked; after WatchdogTrips of
+// them in a row the process exits instead). Once configured, a connection may
+// wait for its Synchronize as long as the runtime takes: containerd holds
+// it until the creations and removals in flight are done.
+func (p *Plugin) serve(ctx context.Context) (out connOutcome) {
 	var dialed connTracker
+	configured := newSignal()
 	s, err := stub.New(p,
 		stub.WithPluginName(p.opts.Name),
 		stub.WithPluginIdx(p.opts.Index),
@@ -94,31 +132,40 @@ func (p *Plugin) serve(ctx context.Context) error {
 		stub.WithFailurePolicy(failurePolicy()),
 	)
 	if err != nil {
-		return fmt.Errorf("creating NRI stub: %w", err)
+		return connOutcome{err: fmt.Errorf("creating NRI stub: %w", err)}
 	}
 	p.mu.Lock()
 	p.conn.stub = s
 	p.mu.Unlock()
-	defer p.disconnected()
+	p.configured.Store(configured)
+	defer func() {
+		out.dialed = dialed.established()
+		out.synchronized = p.link.isSynchronized()
+		p.disconnected()
+	}()
 
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	watchdog := time.NewTimer(p.opts.SyncTimeout)
-	defer watchdog.Stop()
+	var watchdog <-chan time.Time
+	if p.opts.ConfigureTimeout > 0 {
+		t := time.NewTimer(p.opts.ConfigureTimeout)
+		defer t.Stop()
+		watchdog = t.C
+	}
+	configuredC := configured.done()
 	for {
 		select {
 		case err := <-done:
-			return err
+			return connOutcome{err: err}
 		case <-ctx.Done():
 			dialed.close()
-			return ctx.Err()
-		case <-watchdog.C:
-			if p.Ready() {
-				continue // synchronized: the watchdog's job is done
-			}
+			return connOutcome{err: ctx.Err()}
+		case <-configuredC:
+			watchdog, configuredC = nil, nil // past the hang the watchdog is for
+		case <-watchdog:
 			dialed.close()
-			p.log.WithField("timeout", p.opts.SyncTimeout).Error("the runtime did not synchronize the connection in time; dropping it")
-			return fmt.Errorf("%w within %s of the dial", errNoSync, p.opts.SyncTimeout)
+			p.log.WithField("timeout", p.opts.ConfigureTimeout).Error("the runtime did not configure the connection in time; dropping it")
+			return connOutcome{err: fmt.Errorf("%w within %s of the dial", errNoConfigure, p.opts.ConfigureTimeout)}
 		}
 	}
 }
@@ -126,7 +173,8 @@ func (p *Plugin) serve(ctx context.Context) error {
 // disconnected records that the plugin has no connection.
 func (p *Plugin) disconnected() {
 	p.mu.Lock()
-	p.conn = connection{down: p.conn.downSince(time.Now())}
+	p.conn = connection{}
+	p.link.down(time.Now())
 	p.mu.Unlock()
 	p.metrics.setReady(false)
 }
@@ -149,10 +197,67 @@ func (t *connTracker) dial(path string) (net.Conn, error) {
 	return conn, nil
 }
 
+// established reports whether a dial succeeded.
+func (t *connTracker) established() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.conn != nil
+}
+
 func (t *connTracker) close() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.conn != nil {
 		_ = t.conn.Close()
 	}
+}
+
+// signal is closed once, by whoever fires it first.
+type signal struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func newSignal() *signal { return &signal{c: make(chan struct{})} }
+
+func (s *signal) fire()                 { s.once.Do(func() { close(s.c) }) }
+func (s *signal) done() <-chan struct{} { return s.c }
+
+// linkState is what the probes read of the NRI connection. It is atomic,
+// not under the plugin's lock: a handler holds that lock across a
+// checkpoint write, and the probes must answer while a slow disk stalls
+// the write.
+type linkState struct {
+	synchronized atomic.Bool
+	// downSince is when the plugin last stopped being synchronized (its
+	// start, or the end of its last synchronized connection), in Unix
+	// nanoseconds.
+	downSince atomic.Int64
+}
+
+func newLinkState(now time.Time) *linkState {
+	l := &linkState{}
+	l.downSince.Store(now.UnixNano())
+	return l
+}
+
+func (l *linkState) isSynchronized() bool { return l.synchronized.Load() }
+
+// up records a synchronized connection.
+func (l *linkState) up() { l.synchronized.Store(true) }
+
+// down records the end of a connection at now.
+func (l *linkState) down(now time.Time) {
+	if l.synchronized.Swap(false) {
+		l.downSince.Store(now.UnixNano())
+	}
+}
+
+// downFor returns how long the plugin has gone without a synchronized
+// connection at now (0 while it has one).
+func (l *linkState) downFor(now time.Time) time.Duration {
+	if l.synchronized.Load() {
+		return 0
+	}
+	return now.Sub(time.Unix(0, l.downSince.Load()))
 }

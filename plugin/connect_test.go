@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -22,6 +23,13 @@ import (
 type flakyRuntime struct {
 	socket        string
 	registrations atomic.Int32
+	// good is how many of the next connections are served well instead:
+	// configured, synchronized, then closed; syncs counts them.
+	good  atomic.Int32
+	syncs atomic.Int32
+	// afterSync counts the registrations dropped after the first good
+	// connection.
+	afterSync atomic.Int32
 }
 
 func startFlakyRuntime(t *testing.T) *flakyRuntime {
@@ -38,6 +46,11 @@ func startFlakyRuntime(t *testing.T) *flakyRuntime {
 			if err != nil {
 				return
 			}
+			if rt.good.Add(-1) >= 0 {
+				go rt.serveWell(conn)
+				continue
+			}
+			rt.good.Store(0)
 			go rt.serve(conn)
 		}
 	}()
@@ -65,6 +78,53 @@ func (rt *flakyRuntime) serve(conn net.Conn) {
 	mux.Unblock()
 }
 
+// serveWell registers the plugin on conn, configures and synchronizes
+// it, and closes the connection 20 ms later.
+func (rt *flakyRuntime) serveWell(conn net.Conn) {
+	mux := multiplex.Multiplex(conn, multiplex.WithBlockedRead())
+	l, err := mux.Listen(multiplex.RuntimeServiceConn)
+	if err != nil {
+		mux.Close()
+		return
+	}
+	pconn, err := mux.Open(multiplex.PluginServiceConn)
+	if err != nil {
+		mux.Close()
+		return
+	}
+	plugin := api.NewPluginClient(ttrpc.NewClient(pconn))
+	srv, err := ttrpc.NewServer()
+	if err != nil {
+		mux.Close()
+		return
+	}
+	api.RegisterRuntimeService(srv, registerThen{then: func() {
+		go func() {
+			ctx := context.Background()
+			if _, err := plugin.Configure(ctx, &api.ConfigureRequest{RuntimeName: "flaky", RuntimeVersion: "v2.4.2"}); err == nil {
+				if _, err := plugin.Synchronize(ctx, &api.SynchronizeRequest{}); err == nil {
+					rt.syncs.Add(1)
+				}
+			}
+			time.AfterFunc(20*time.Millisecond, func() { srv.Close(); mux.Close() })
+		}()
+	}})
+	go func() { _ = srv.Serve(context.Background(), l) }()
+	mux.Unblock()
+}
+
+// registerThen accepts a registration and calls then.
+type registerThen struct{ then func() }
+
+func (r registerThen) RegisterPlugin(context.Context, *api.RegisterPluginRequest) (*api.Empty, error) {
+	r.then()
+	return &api.Empty{}, nil
+}
+
+func (registerThen) UpdateContainers(context.Context, *api.UpdateContainersRequest) (*api.UpdateContainersResponse, error) {
+	return &api.UpdateContainersResponse{}, nil
+}
+
 type registerThenClose struct {
 	rt    *flakyRuntime
 	close func()
@@ -72,6 +132,9 @@ type registerThenClose struct {
 
 func (r registerThenClose) RegisterPlugin(context.Context, *api.RegisterPluginRequest) (*api.Empty, error) {
 	r.rt.registrations.Add(1)
+	if r.rt.syncs.Load() > 0 {
+		r.rt.afterSync.Add(1)
+	}
 	r.close()
 	return &api.Empty{}, nil
 }
@@ -90,8 +153,8 @@ func TestReconnectsWhenTheRuntimeClosesBeforeConfigure(t *testing.T) {
 	rt := startFlakyRuntime(t)
 	p, _ := newTestPluginWith(t, func(o *Options) {
 		o.Socket = rt.socket
-		o.SyncTimeout = 200 * time.Millisecond
-		o.ReconnectMin, o.ReconnectMax = 10*time.Millisecond, 50*time.Millisecond
+		o.ConfigureTimeout = 200 * time.Millisecond
+		o.ReconnectMin, o.ReconnectMax, o.DialInterval = 10*time.Millisecond, 50*time.Millisecond, 10*time.Millisecond
 		o.DisconnectedTimeout = 500 * time.Millisecond
 	})
 	health := p.Handler(prometheus.NewRegistry())
@@ -118,6 +181,40 @@ func TestReconnectsWhenTheRuntimeClosesBeforeConfigure(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("Run still running 2 s after its context was cancelled")
+	}
+}
+
+// TestWatchdogCountsTripsInARow: the watchdog's trips end Run only when
+// WatchdogTrips of them come in a row; a synchronized connection between
+// them starts the count again, so trips spread over weeks never end a
+// healthy process.
+func TestWatchdogCountsTripsInARow(t *testing.T) {
+	rt := startFlakyRuntime(t)
+	p, _ := newTestPluginWith(t, func(o *Options) {
+		o.Socket = rt.socket
+		o.ConfigureTimeout = 100 * time.Millisecond
+		o.WatchdogTrips = 3
+		o.ReconnectMin, o.ReconnectMax, o.DialInterval = 10*time.Millisecond, 20*time.Millisecond, 10*time.Millisecond
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(ctx) }()
+
+	// Two trips, then one connection served well, then trips for ever.
+	waitUntil(t, "two registrations dropped", 10*time.Second, func() bool { return rt.registrations.Load() >= 2 })
+	rt.good.Store(1)
+	waitUntil(t, "a synchronized connection", 10*time.Second, func() bool { return rt.syncs.Load() == 1 })
+	select {
+	case err := <-ran:
+		if !errors.Is(err, errWedged) {
+			t.Fatalf("Run = %v, want %v", err, errWedged)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run still running after 20 s of a runtime that never configures it")
+	}
+	if after := rt.afterSync.Load(); after != 3 {
+		t.Errorf("Run gave up %d trips after the synchronized connection, want 3 (WatchdogTrips)", after)
 	}
 }
 

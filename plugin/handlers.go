@@ -16,9 +16,13 @@ import (
 // decision (commit.go), records what it hands the runtime, reports the
 // outcome (report.go) and replies. Synchronize is in sync.go.
 
-// Configure logs which runtime the plugin talks to. The zero event mask
-// subscribes the plugin to every event it has a handler for.
+// Configure logs which runtime the plugin talks to and disarms the
+// connection's watchdog (connect.go). The zero event mask subscribes the
+// plugin to every event it has a handler for.
 func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
+	if s := p.configured.Load(); s != nil {
+		s.fire()
+	}
 	p.log.WithFields(logrus.Fields{"runtime": runtime, "version": version}).Info("connected to NRI")
 	return 0, nil
 }

@@ -11,18 +11,34 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Handler serves the plugin's operational endpoints:
+// Handler serves the plugin's operational endpoints on one listener:
+// MetricsHandler's and ProbeHandler's. /debug/state has a handler of its
+// own (DebugHandler): it names pods and should not be served wherever
+// metrics are.
+func (p *Plugin) Handler(gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", p.MetricsHandler(gatherer))
+	probes := p.ProbeHandler()
+	mux.Handle("/healthz", probes)
+	mux.Handle("/readyz", probes)
+	return mux
+}
+
+// MetricsHandler serves /metrics: the Prometheus metrics of gatherer.
+func (p *Plugin) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// ProbeHandler serves the kubelet's probes, without waiting for the
+// plugin's lock (a slow disk holds it across a checkpoint write):
 //
-//	/metrics      Prometheus metrics of gatherer
 //	/healthz      200 while the plugin was synchronized with NRI within
 //	              DisconnectedTimeout, else 503 (the liveness probe)
 //	/readyz       200 once registered with NRI and synchronized, else 503
-//
-// /debug/state has a handler of its own (DebugHandler): it names pods and
-// should not be served wherever metrics are.
-func (p *Plugin) Handler(gatherer prometheus.Gatherer) http.Handler {
+func (p *Plugin) ProbeHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if !p.Healthy() {
 			http.Error(w, "no synchronized NRI connection for longer than the disconnectedTimeout\n", http.StatusServiceUnavailable)

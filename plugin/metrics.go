@@ -106,7 +106,7 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 			Namespace: namespace, Name: "checkpoint_corrupt_total", Help: "Checkpoints found untrusted at start and moved aside.",
 		}),
 		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "reconnects_total", Help: "Times the NRI connection was lost or failed and re-dialled.",
+			Namespace: namespace, Name: "reconnects_total", Help: "Times the NRI connection was lost or failed and re-dialled (a run of failed dials counts once).",
 		}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "ready", Help: "1 when registered with NRI and synchronized.",

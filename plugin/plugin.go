@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/nri/pkg/stub"
@@ -32,13 +33,21 @@ type Options struct {
 	// KubeletCheckpoint is the kubelet's cpu_manager_state to import at the
 	// first Synchronize when the plugin has no checkpoint of its own ("" disables).
 	KubeletCheckpoint string
-	// ReconnectMin and ReconnectMax bound the backoff between connection
-	// attempts.
+	// ReconnectMin and ReconnectMax bound the backoff after a connection
+	// that failed once established.
 	ReconnectMin, ReconnectMax time.Duration
-	// SyncTimeout bounds how long a connection may take from the dial to
-	// the runtime's Synchronize: past it the connection is dropped and the
-	// plugin dials again (connect.go).
-	SyncTimeout time.Duration
+	// DialInterval is how often the plugin dials while nothing accepts on
+	// the socket (500 ms).
+	DialInterval time.Duration
+	// ConfigureTimeout bounds how long a connection may take from the
+	// dial to the runtime's Configure: past it the connection is dropped
+	// and the plugin dials again (connect.go). 0 is the default (10 s), a
+	// negative value disables the watchdog.
+	ConfigureTimeout time.Duration
+	// WatchdogTrips is how many connections in a row the watchdog may
+	// drop before Run gives up and returns an error, so that a fresh
+	// process connects (16).
+	WatchdogTrips int
 	// DisconnectedTimeout is how long the plugin may go without a
 	// synchronized NRI connection before /healthz fails (0: never).
 	DisconnectedTimeout time.Duration
@@ -86,8 +95,14 @@ func (o *Options) setDefaults() {
 	if o.ReconnectMax < o.ReconnectMin {
 		o.ReconnectMax = 30 * time.Second
 	}
-	if o.SyncTimeout <= 0 {
-		o.SyncTimeout = defaultSyncTimeout
+	if o.WatchdogTrips <= 0 {
+		o.WatchdogTrips = defaultWatchdogTrips
+	}
+	if o.DialInterval <= 0 {
+		o.DialInterval = defaultDialInterval
+	}
+	if o.ConfigureTimeout == 0 {
+		o.ConfigureTimeout = defaultConfigureTimeout
 	}
 	if o.LendWait <= 0 {
 		o.LendWait = 100 * time.Millisecond
@@ -151,6 +166,11 @@ type Plugin struct {
 	importKubelet bool
 	// conn is the connection to the runtime.
 	conn connection
+	// link is what the probes read of the connection, without mu.
+	link *linkState
+	// configured is fired by Configure on the current connection (the
+	// watchdog's signal, connect.go).
+	configured atomic.Pointer[signal]
 }
 
 // New returns a plugin deciding with pol and keeping its checkpoint in
@@ -178,7 +198,7 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		ledger:     newLedger(),
 		refusals:   newRefusalLog(),
 		warned:     map[string]bool{},
-		conn:       connection{down: time.Now()},
+		link:       newLinkState(time.Now()),
 	}
 	p.logCgroupTree()
 	st, err := p.loadState()
@@ -221,21 +241,17 @@ func (p *Plugin) loadState() (*state.State, error) {
 	}
 }
 
-// Ready reports whether the plugin is registered with NRI and synchronized.
-func (p *Plugin) Ready() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.conn.synchronized
-}
+// Ready reports whether the plugin is registered with NRI and
+// synchronized. It does not wait for the plugin's lock.
+func (p *Plugin) Ready() bool { return p.link.isSynchronized() }
 
 // Healthy reports whether the plugin has been connected to NRI and
 // synchronized within the last DisconnectedTimeout (always, when it is 0):
 // a plugin that keeps failing to synchronize is restarted by its liveness
-// probe.
+// probe. It measures the link to the runtime, nothing else: not the
+// disk, not the Kubernetes API. It does not wait for the plugin's lock.
 func (p *Plugin) Healthy() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.conn.synchronized || p.opts.DisconnectedTimeout <= 0 || time.Since(p.conn.down) < p.opts.DisconnectedTimeout
+	return p.opts.DisconnectedTimeout <= 0 || p.link.downFor(time.Now()) < p.opts.DisconnectedTimeout
 }
 
 // connection is the plugin's current connection to the runtime.
@@ -244,16 +260,4 @@ type connection struct {
 	stub stub.Stub
 	// synchronized is set once the connection's Synchronize was handled.
 	synchronized bool
-	// down is when the plugin last stopped being synchronized: its
-	// start, or the end of the last synchronized connection.
-	down time.Time
-}
-
-// downSince returns when the plugin stops being synchronized if the
-// connection ends at now.
-func (c connection) downSince(now time.Time) time.Time {
-	if c.synchronized {
-		return now
-	}
-	return c.down
 }

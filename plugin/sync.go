@@ -33,6 +33,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	}
 	p.forgetGone()
 	p.conn.synchronized = true
+	p.link.up()
 	p.metrics.setReady(true)
 	p.checkInvariants("Synchronize")
 	p.log.WithFields(logrus.Fields{"pods": len(pods), "containers": len(ctrs), "updates": len(d.Others),

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,4 +86,63 @@ func countConns(h http.Handler, open, most *atomic.Int32) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// TestHTTPServerCapsEachSource: a source holding its share of connections
+// has the next ones closed at once, while another source is still served,
+// and gets a slot back once it closes one.
+func TestHTTPServerCapsEachSource(t *testing.T) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	limits := httpLimits{maxConns: 8, perSource: 2, readHeader: time.Second, read: time.Second, write: time.Second, idle: time.Minute}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	address := ln.Addr().String()
+	ln.Close()
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	shutdown, err := serveHTTP(address, handler, limits, logrus.NewEntry(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown()
+
+	// request sends a request from source on a new connection, kept open,
+	// and says whether it was answered (false: closed unanswered).
+	request := func(source string) (net.Conn, bool) {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
+		c, err := d.Dial("tcp", address)
+		if err != nil {
+			t.Fatalf("dialing from %s: %v", source, err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_, _ = c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 256)
+		k, err := c.Read(buf)
+		return c, err == nil && strings.HasPrefix(string(buf[:k]), "HTTP/1.1 200")
+	}
+	var held []net.Conn
+	for i := range 5 {
+		c, ok := request("127.0.0.1")
+		if want := i < limits.perSource; ok != want {
+			t.Errorf("connection %d of one source answered %t, want %t", i+1, ok, want)
+		}
+		if ok {
+			held = append(held, c)
+		}
+	}
+	if _, ok := request("127.0.0.2"); !ok {
+		t.Error("another source is not answered while the first holds its share")
+	}
+	held[0].Close()
+	answered := false
+	for deadline := time.Now().Add(5 * time.Second); !answered && time.Now().Before(deadline); {
+		_, answered = request("127.0.0.1")
+	}
+	if !answered {
+		t.Error("the source is not answered again after closing a connection")
+	}
 }

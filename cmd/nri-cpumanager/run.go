@@ -84,6 +84,7 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		VerifyInterval:      30 * time.Second,
 		KubeletCheckpoint:   cfg.KubeletCheckpoint,
 		DisconnectedTimeout: cfg.DisconnectedTimeout,
+		ConfigureTimeout:    configureTimeout(cfg.NRIConfigureTimeout),
 		Log:                 log,
 		Metrics:             metrics,
 		Config:              assemble.Record(cfg, pol),
@@ -100,17 +101,11 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	for _, ep := range []struct {
-		key, address, paths string
-		handler             http.Handler
-	}{
-		{"metricsAddress", cfg.MetricsAddress, "/metrics, /healthz, /readyz", p.Handler(reg)},
-		{"debugAddress", cfg.DebugAddress, "/debug/state", p.DebugHandler()},
-	} {
+	for _, ep := range endpoints(cfg, p, reg) {
 		if ep.address == "" {
 			continue
 		}
-		shutdown, err := serveHTTP(ep.address, ep.handler, defaultHTTPLimits, log.WithField("endpoint", ep.paths))
+		shutdown, err := serveHTTP(ep.address, ep.handler, ep.limits, log.WithField("endpoint", ep.paths))
 		if err != nil {
 			return fmt.Errorf("%s: %w", ep.key, err)
 		}
@@ -158,6 +153,37 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	<-kubeDone // the NodeResourceTopology object is removed when asked to
 	log.Info("nri-cpumanager stopped")
 	return err
+}
+
+// endpoint is one HTTP listener of the plugin.
+type endpoint struct {
+	key, address, paths string
+	handler             http.Handler
+	limits              httpLimits
+}
+
+// endpoints lists the plugin's HTTP listeners: the probes on their own
+// (unless healthAddress is ""), so that clients of /metrics, which any pod
+// the NetworkPolicy admits may be, cannot crowd the kubelet's probes out.
+func endpoints(cfg *config.Config, p *plugin.Plugin, reg prometheus.Gatherer) []endpoint {
+	metrics := endpoint{"metricsAddress", cfg.MetricsAddress, "/metrics", p.MetricsHandler(reg), metricsLimits}
+	if cfg.HealthAddress == "" {
+		metrics.paths, metrics.handler = "/metrics, /healthz, /readyz", p.Handler(reg)
+	}
+	return []endpoint{
+		metrics,
+		{"healthAddress", cfg.HealthAddress, "/healthz, /readyz", p.ProbeHandler(), probeLimits},
+		{"debugAddress", cfg.DebugAddress, "/debug/state", p.DebugHandler(), metricsLimits},
+	}
+}
+
+// configureTimeout is the plugin's ConfigureTimeout for nriConfigureTimeout:
+// 0 turns the watchdog off.
+func configureTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // kubernetesAPI returns the plugin's Kubernetes API when the config turns

@@ -69,6 +69,8 @@ var alternatives = map[string]map[string]any{
 	"scaleDownDelay":        {"scaleDownDelay": "30s"},
 	"alignMemory":           {"alignMemory": true},
 	"metricsAddress":        {"metricsAddress": ":9200"},
+	"healthAddress":         {"healthAddress": ":9203"},
+	"nriConfigureTimeout":   {"nriConfigureTimeout": "20s"},
 	"logLevel":              {"logLevel": "debug"},
 	"kubeletCheckpoint":     {"kubeletCheckpoint": "/var/lib/k0s/kubelet/cpu_manager_state"},
 	"disconnectedTimeout":   {"disconnectedTimeout": "2m30s"},

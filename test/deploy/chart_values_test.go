@@ -334,16 +334,28 @@ func TestNetworkPolicy(t *testing.T) {
 		if len(np.Spec.PolicyTypes) != 1 || np.Spec.PolicyTypes[0] != "Ingress" || len(np.Spec.Ingress) != 1 {
 			t.Fatalf("%s: policy types %v, %d ingress rules; want one Ingress rule", name, np.Spec.PolicyTypes, len(np.Spec.Ingress))
 		}
+		// The metrics port from the monitoring namespace alone; the
+		// health port from no pod (the node, i.e. the kubelet's probes, is
+		// always admitted).
 		rule := np.Spec.Ingress[0]
-		if len(rule.Ports) != 1 || rule.Ports[0].Port == nil || rule.Ports[0].Port.String() != "metrics" || *rule.Ports[0].Protocol != corev1.ProtocolTCP || len(rule.From) != 0 {
-			t.Errorf("%s: ingress %+v, want TCP to the metrics port from anywhere", name, rule)
+		if len(rule.Ports) != 1 || rule.Ports[0].Port == nil || rule.Ports[0].Port.String() != "metrics" || *rule.Ports[0].Protocol != corev1.ProtocolTCP {
+			t.Errorf("%s: ingress ports %+v, want TCP to the metrics port alone", name, rule.Ports)
+		}
+		if len(rule.From) != 1 || rule.From[0].NamespaceSelector == nil || rule.From[0].PodSelector != nil || rule.From[0].IPBlock != nil ||
+			rule.From[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "monitoring" || len(rule.From[0].NamespaceSelector.MatchLabels) != 1 {
+			t.Errorf("%s: ingress from %+v, want the namespace monitoring alone", name, rule.From)
 		}
 	}
 	m := chart(t, map[string]any{"networkPolicy": map[string]any{"from": []any{
-		map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}},
+		map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "prometheus"}}},
 	}}})
-	if from := only(t, "NetworkPolicy", m.networkPolicies).Spec.Ingress[0].From; len(from) != 1 || from[0].NamespaceSelector == nil {
+	if from := only(t, "NetworkPolicy", m.networkPolicies).Spec.Ingress[0].From; len(from) != 1 || from[0].NamespaceSelector == nil ||
+		from[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "prometheus" {
 		t.Errorf("networkPolicy.from not applied: %+v", from)
+	}
+	// The documented opt-out: [] admits scrapes from any source.
+	if from := only(t, "NetworkPolicy", chart(t, map[string]any{"networkPolicy": map[string]any{"from": []any{}}}).networkPolicies).Spec.Ingress[0].From; len(from) != 0 {
+		t.Errorf("networkPolicy.from [] still restricts the sources: %+v", from)
 	}
 	if m := chart(t, map[string]any{"config": map[string]any{"metricsAddress": ""}}); len(only(t, "NetworkPolicy", m.networkPolicies).Spec.Ingress) != 0 {
 		t.Errorf("metrics off, yet the NetworkPolicy admits something")

@@ -297,6 +297,12 @@ func checkSafe(t *testing.T, p *deployed) {
 		}
 	}
 	expect("nriSocket's directory", path.Dir(cfg.NRISocket), path.Dir(cfg.NRISocket), corev1.HostPathDirectory)
+	// The NRI socket's directory read-only: connecting to a socket needs
+	// no write to its file system, and nothing else of the directory is
+	// the plugin's to change (another plugin's socket, containerd's own).
+	if m, ok := mounts[path.Dir(cfg.NRISocket)]; ok && !m.mount.ReadOnly {
+		t.Errorf("the NRI socket's directory %s is mounted writable", m.hostPath)
+	}
 	expect("stateDir", cfg.StateDir, cfg.StateDir, corev1.HostPathDirectoryOrCreate)
 	expect("sysfsRoot", cfg.SysfsRoot, "/sys", corev1.HostPathDirectory)
 	if cfg.KubeletCheckpoint != "" {
@@ -347,39 +353,57 @@ func checkSafe(t *testing.T, p *deployed) {
 	}
 }
 
-// checkEndpoints checks that the probes and the scrape annotation follow
-// metricsAddress.
+// checkEndpoints checks that the ports, the probes and the scrape
+// annotation follow metricsAddress and healthAddress: the probes on the
+// health port when there is one (a listener no scraper can crowd out),
+// else on the metrics port, and none with neither.
 func checkEndpoints(t *testing.T, p *deployed) {
 	t.Helper()
 	ctr, ann := p.ctr, p.ds.Spec.Template.Annotations
-	if p.cfg.MetricsAddress == "" {
-		if len(ctr.Ports) > 0 || ctr.ReadinessProbe != nil || ctr.LivenessProbe != nil || ann["prometheus.io/scrape"] != "" {
-			t.Errorf("metrics are off, yet ports %v, readiness %v, liveness %v, scrape %q",
-				ctr.Ports, ctr.ReadinessProbe, ctr.LivenessProbe, ann["prometheus.io/scrape"])
-		}
-		return
-	}
-	_, port, err := net.SplitHostPort(p.cfg.MetricsAddress)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var metricsPort int32
+	ports := map[string]string{}
 	for _, cp := range ctr.Ports {
-		if cp.Name == "metrics" {
-			metricsPort = cp.ContainerPort
+		ports[cp.Name] = fmt.Sprint(cp.ContainerPort)
+	}
+	portOf := func(address string) string {
+		if address == "" {
+			return ""
+		}
+		_, port, err := net.SplitHostPort(address)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return port
+	}
+	metricsPort, healthPort := portOf(p.cfg.MetricsAddress), portOf(p.cfg.HealthAddress)
+	if ports["metrics"] != metricsPort || ports["health"] != healthPort {
+		t.Errorf("container ports %v, want metrics %q (metricsAddress %q) and health %q (healthAddress %q)",
+			ports, metricsPort, p.cfg.MetricsAddress, healthPort, p.cfg.HealthAddress)
+	}
+	probePort := "health"
+	if healthPort == "" {
+		probePort = "metrics"
+	}
+	if healthPort == "" && metricsPort == "" {
+		if ctr.ReadinessProbe != nil || ctr.LivenessProbe != nil {
+			t.Errorf("no endpoint serves the probes, yet readiness %v, liveness %v", ctr.ReadinessProbe, ctr.LivenessProbe)
+		}
+	} else {
+		for _, pr := range []struct {
+			name  string
+			probe *corev1.Probe
+			path  string
+		}{{"readiness", ctr.ReadinessProbe, "/readyz"}, {"liveness", ctr.LivenessProbe, "/healthz"}} {
+			if pr.probe == nil || pr.probe.HTTPGet == nil || pr.probe.HTTPGet.Path != pr.path || pr.probe.HTTPGet.Port.String() != probePort {
+				t.Errorf("%s probe %+v, want GET %s on port %s", pr.name, pr.probe, pr.path, probePort)
+			}
 		}
 	}
-	if fmt.Sprint(metricsPort) != port {
-		t.Errorf("container port metrics %d, metricsAddress %q", metricsPort, p.cfg.MetricsAddress)
-	}
-	for _, pr := range []struct {
-		name  string
-		probe *corev1.Probe
-		path  string
-	}{{"readiness", ctr.ReadinessProbe, "/readyz"}, {"liveness", ctr.LivenessProbe, "/healthz"}} {
-		if pr.probe == nil || pr.probe.HTTPGet == nil || pr.probe.HTTPGet.Path != pr.path || pr.probe.HTTPGet.Port.String() != "metrics" {
-			t.Errorf("%s probe %+v, want GET %s on port metrics", pr.name, pr.probe, pr.path)
+	if metricsPort == "" {
+		if ann["prometheus.io/scrape"] != "" {
+			t.Errorf("metrics are off, yet the scrape annotation is %q", ann["prometheus.io/scrape"])
 		}
+	} else if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != metricsPort {
+		t.Errorf("scrape annotations %v, want port %s", ann, metricsPort)
 	}
 	// /healthz fails once the plugin has gone disconnectedTimeout without
 	// a synchronized connection; the probe must then restart it soon, not
@@ -390,9 +414,6 @@ func checkEndpoints(t *testing.T, p *deployed) {
 			t.Errorf("liveness probe every %ds, %d failures, %ds timeout: a wedge is restarted %v after /healthz fails; want at most 30s, 2 failures and a 2s timeout at least",
 				lp.PeriodSeconds, lp.FailureThreshold, lp.TimeoutSeconds, window)
 		}
-	}
-	if ann["prometheus.io/scrape"] != "true" || ann["prometheus.io/port"] != port {
-		t.Errorf("scrape annotations %v, want port %s", ann, port)
 	}
 }
 

@@ -44,7 +44,7 @@ func startCPUManager(ctx context.Context, t *testing.T, env *harness.Env, mach *
 	}
 	dir := t.TempDir()
 	m := &cpuManager{env: env, mach: mach, bin: bin, config: filepath.Join(dir, "config.yaml"), stateDir: filepath.Join(dir, "state")}
-	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nmetricsAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: debug\n%s\n",
+	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nmetricsAddress: \"\"\nhealthAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: debug\n%s\n",
 		env.Containerd.NRISocket(), m.stateDir, extraConfig)
 	if err := os.WriteFile(m.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

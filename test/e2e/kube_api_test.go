@@ -30,6 +30,10 @@ import (
 // network in this suite).
 const pluginMetrics = "http://127.0.0.1:9101/metrics"
 
+// pluginHealth is the plugin's probes' listener (healthAddress, the pod's
+// port health; the overlay runs the pod on the host's network).
+const pluginHealth = "http://127.0.0.1:9103"
+
 // forbidden matches what the plugin, or client-go in it, logs when the API
 // server denies a request.
 var forbidden = regexp.MustCompile(`(?i)forbidden`)
@@ -350,7 +354,7 @@ func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 	for range 4 { // about 20 s
 		time.Sleep(5 * time.Second)
 		for _, path := range []string{"/healthz", "/readyz"} {
-			if code, _, err := harness.HTTPGet(ctx, "http://127.0.0.1:9101"+path); err != nil || code != http.StatusOK {
+			if code, _, err := harness.HTTPGet(ctx, pluginHealth+path); err != nil || code != http.StatusOK {
 				t.Errorf("while the API server is stopped, the plugin's %s answers %d (%v)", path, code, err)
 			}
 		}

@@ -258,6 +258,25 @@ func (r *Runtime) RestartContainerd() {
 	r.startNRI()
 }
 
+// StopContainerd plays containerd stopped (StartContainerd starts it
+// again): every plugin's connection drops, and nothing listens on the NRI
+// socket until then.
+func (r *Runtime) StopContainerd() {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopNRI()
+}
+
+// StartContainerd ends StopContainerd: containerd's NRI starts again on
+// the same socket, as in RestartContainerd.
+func (r *Runtime) StartContainerd() {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.startNRI()
+}
+
 // Reboot plays the node's reboot: containerd stops, every container's
 // process is gone without an NRI event (stopped, with exit code
 // ExitCodeUnknown), every sandbox is not ready, and containerd starts

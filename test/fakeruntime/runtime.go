@@ -86,6 +86,9 @@ type Runtime struct {
 	// and replaced at each.
 	syncs  int
 	synced chan struct{}
+	// syncDelay is how long a plugin's Synchronize waits before it is
+	// sent (see DelaySync), in nanoseconds.
+	syncDelay atomic.Int64
 	// inRequest counts the NRI requests in progress.
 	inRequest atomic.Int32
 	// ignoresFailurePolicies plays a runtime with NRI older than v0.12.5,
@@ -199,6 +202,13 @@ func (r *Runtime) BlockPluginSync() *adaptation.PluginSyncBlock {
 func (r *Runtime) synchronize(ctx context.Context, l *life, cb adaptation.SyncCB) error {
 	starting := l.started.CompareAndSwap(false, true)
 	if !starting {
+		if d := time.Duration(r.syncDelay.Load()); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if l != r.life {
@@ -225,6 +235,11 @@ func (r *Runtime) synchronize(ctx context.Context, l *life, cb adaptation.SyncCB
 	}
 	return nil
 }
+
+// DelaySync makes every later Synchronize of a connecting plugin wait d
+// after the plugin was configured, as containerd's does while its sync
+// lock waits for the creations and removals in flight.
+func (r *Runtime) DelaySync(d time.Duration) { r.syncDelay.Store(int64(d)) }
 
 // Syncs returns how many times a plugin synchronized with the runtime.
 func (r *Runtime) Syncs() int {

@@ -83,7 +83,7 @@ func TestCheckpointFromTheFutureStopsThePlugin(t *testing.T) {
 	sysfs := sysfsTree(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8})
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfg, []byte("nriSocket: "+filepath.Join(t.TempDir(), "nri.sock")+"\nstateDir: "+stateDir+
-		"\nsysfsRoot: "+sysfs+"\ncgroupfsRoot: \"\"\nmetricsAddress: \"\"\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\n"), 0o600); err != nil {
+		"\nsysfsRoot: "+sysfs+"\ncgroupfsRoot: \"\"\nmetricsAddress: \"\"\nhealthAddress: \"\"\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(pluginBinary(t), "run", "--config", cfg).CombinedOutput()

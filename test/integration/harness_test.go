@@ -73,6 +73,7 @@ func startPluginWith(t testing.TB, rt *fakeruntime.Runtime, pol *policy.Policy, 
 		Log:            testLogger(t),
 		Metrics:        metrics,
 		ReconnectMin:   20 * time.Millisecond,
+		DialInterval:   20 * time.Millisecond,
 		ReconnectMax:   200 * time.Millisecond,
 		// The tests wait for the shared containers' growth after every
 		// shrink: a shorter quiet period than the command's keeps them

@@ -78,6 +78,7 @@ type pluginProcess struct {
 	cmd      *exec.Cmd
 	stateDir string
 	metrics  string // the metrics address, "" when not served
+	health   string // the probes' address, "" when not served
 	log      *bytes.Buffer
 	logMu    *sync.Mutex
 	done     chan struct{}
@@ -92,7 +93,8 @@ type processConfig struct {
 	yaml string
 	// env holds more environment variables (GOMEMLIMIT, GOGC).
 	env []string
-	// metrics makes the plugin serve its metrics on a free loopback port.
+	// metrics makes the plugin serve its metrics, and its probes, each on
+	// a free loopback port.
 	metrics bool
 }
 
@@ -106,22 +108,17 @@ func startProcess(t testing.TB, rt *fakeruntime.Runtime, pc processConfig) *plug
 	if testing.Verbose() {
 		logLevel = "debug"
 	}
-	metricsAddress := ""
+	metricsAddress, healthAddress := "", ""
 	if pc.metrics {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		metricsAddress = l.Addr().String()
-		l.Close()
+		metricsAddress, healthAddress = freeAddress(t), freeAddress(t)
 	}
-	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nsysfsRoot: %s\ncgroupfsRoot: %q\nmetricsAddress: %q\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: %s\n%s\n",
-		rt.Socket(), pc.stateDir, pc.sysfsRoot, rt.CgroupRoot(), metricsAddress, logLevel, pc.yaml)
+	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nsysfsRoot: %s\ncgroupfsRoot: %q\nmetricsAddress: %q\nhealthAddress: %q\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: %s\n%s\n",
+		rt.Socket(), pc.stateDir, pc.sysfsRoot, rt.CgroupRoot(), metricsAddress, healthAddress, logLevel, pc.yaml)
 	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pp := &pluginProcess{t: t, stateDir: pc.stateDir, metrics: metricsAddress, log: &bytes.Buffer{}, logMu: &sync.Mutex{}, done: make(chan struct{})}
+	pp := &pluginProcess{t: t, stateDir: pc.stateDir, metrics: metricsAddress, health: healthAddress, log: &bytes.Buffer{}, logMu: &sync.Mutex{}, done: make(chan struct{})}
 	pp.cmd = exec.Command(bin, "run", "--config", cfgFile)
 	pp.cmd.Env = append(os.Environ(), pc.env...)
 	pp.cmd.Stdout = lockedWriter{pp.logMu, pp.log}
@@ -154,6 +151,17 @@ func startProcess(t testing.TB, rt *fakeruntime.Runtime, pc processConfig) *plug
 	}
 	rt.BlockPluginSync().Unblock()
 	return pp
+}
+
+// freeAddress returns a loopback address with a port free at the time.
+func freeAddress(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // lockedWriter serializes writes of the process's stdout and stderr.

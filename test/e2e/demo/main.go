@@ -112,7 +112,7 @@ func (d *demo) startPlugin(ctx context.Context) error {
 	config := filepath.Join(dir, "config.yaml")
 	// No reserved CPU, so that a 2-CPU machine has one CPU to pin while
 	// the shared pool keeps the other.
-	text := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nreservedSystemCPUs: \"\"\nmetricsAddress: \"\"\nkubeletCheckpoint: \"\"\n",
+	text := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nreservedSystemCPUs: \"\"\nmetricsAddress: \"\"\nhealthAddress: \"\"\nkubeletCheckpoint: \"\"\n",
 		d.env.Containerd.NRISocket(), d.stateDir)
 	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
 		return err

@@ -61,6 +61,7 @@ func (n *Node) StartPlugin() {
 		Socket:           n.RT.Socket(),
 		Log:              log,
 		ReconnectMin:     10 * time.Millisecond,
+		DialInterval:     10 * time.Millisecond,
 		ReconnectMax:     100 * time.Millisecond,
 		SendDelay:        5 * time.Millisecond,
 		MaintainInterval: 5 * time.Millisecond,

@@ -72,6 +72,13 @@ The port of config.metricsAddress ("" when metrics are off).
 {{- end -}}
 {{- end -}}
 
+{{/* The probes' port: healthAddress's, else metricsAddress's. */}}
+{{- define "nri-cpumanager.healthPort" -}}
+{{- with .Values.config.healthAddress -}}
+{{- splitList ":" . | last -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "nri-cpumanager.image" -}}
 {{- if .Values.image.digest -}}
 {{ .Values.image.repository }}@{{ .Values.image.digest }}

@@ -141,7 +141,7 @@ func startPlugin(ctx context.Context, t *testing.T, env *harness.Env, extra stri
 	t.Helper()
 	dir := t.TempDir()
 	m := &cpuManager{env: env, config: filepath.Join(dir, "config.yaml"), stateDir: filepath.Join(dir, "state")}
-	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nmetricsAddress: \"\"\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: debug\nreservedSystemCPUs: \"0\"\n%s\n",
+	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nmetricsAddress: \"\"\nhealthAddress: \"\"\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: debug\nreservedSystemCPUs: \"0\"\n%s\n",
 		env.Containerd.NRISocket(), m.stateDir, extra)
 	if err := os.WriteFile(m.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

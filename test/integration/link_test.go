@@ -1,0 +1,228 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
+	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
+)
+
+// The tests below run the plugin's command, as the DaemonSet does, and
+// check that the kubelet's probes and the NRI link survive what a tenant
+// or a busy node does to them.
+
+// probe GETs path on address within 1 s and returns the status, or the
+// error.
+func probe(address, path string) (int, error) {
+	client := http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + address + path)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+// wantProbesOK fails unless /healthz and /readyz answer 200 within 1 s.
+func wantProbesOK(t *testing.T, pp *pluginProcess, when string) {
+	t.Helper()
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, err := probe(pp.health, path); err != nil || code != http.StatusOK {
+			t.Errorf("%s: %s answered %d, %v; want 200 within 1 s", when, path, code, err)
+		}
+	}
+}
+
+// TestProbesAnswerWhileClientsHoldTheMetricsPort: 40 clients holding
+// keep-alive connections to the metrics port (what any pod could do) do
+// not starve the kubelet's probes, which have a listener of their own,
+// nor the scrapes of another source.
+func TestProbesAnswerWhileClientsHoldTheMetricsPort(t *testing.T) {
+	spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4}
+	rt := fakeruntime.New(t, cpusOf(t, spec))
+	pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, spec), stateDir: t.TempDir(), metrics: true})
+
+	// The tenant's clients come from 127.0.0.2, Prometheus from 127.0.0.1.
+	tenant := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+	held := 0
+	for range 40 {
+		c, err := tenant.Dial("tcp", pp.metrics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_, _ = fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: plugin\r\n\r\n")
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if n, err := c.Read(make([]byte, 64)); err == nil && n > 0 {
+			held++ // answered, and kept alive
+		}
+	}
+	if held == 0 || held > 4 {
+		t.Errorf("%d of the tenant's 40 connections were served, want at most 4 and some", held)
+	}
+	wantProbesOK(t, pp, "while a tenant holds connections to the metrics port")
+	if _, err := pp.scrape(); err != nil {
+		t.Errorf("a scrape from another source while the tenant holds its share: %v", err)
+	}
+}
+
+// TestSynchronizesWithinTwoSecondsOfTheRuntimesReturn: while containerd
+// is away, the plugin dials its socket every half second rather than
+// backing off, so that it synchronizes within 2 s of containerd's return,
+// however long containerd was away, and says so once in its log.
+func TestSynchronizesWithinTwoSecondsOfTheRuntimesReturn(t *testing.T) {
+	spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4}
+	rt := fakeruntime.New(t, cpusOf(t, spec))
+	pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, spec), stateDir: t.TempDir()})
+
+	rt.StopContainerd()
+	// 12 s away: an exponential backoff from 500 ms would wait 8 s more
+	// before its next dial.
+	time.Sleep(12 * time.Second)
+	syncs := rt.Syncs()
+	rt.StartContainerd()
+	back := time.Now()
+	for rt.Syncs() == syncs {
+		if time.Since(back) > 2*time.Second {
+			t.Fatalf("the plugin did not synchronize within 2 s of containerd's return\n%s", pp.tail(20))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := len(pp.logLines("cannot reach the NRI socket")); n != 1 {
+		t.Errorf("the log says %d times that the socket cannot be reached, want once per outage", n)
+	}
+}
+
+// TestLateSynchronizeKeepsTheConnection: containerd may hold a connected
+// plugin's Synchronize while creations and removals are in flight; the
+// plugin waits for it (12 s here, past the configure watchdog's 10 s)
+// instead of dropping the connection and dialing again.
+func TestLateSynchronizeKeepsTheConnection(t *testing.T) {
+	spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4}
+	rt := fakeruntime.New(t, cpusOf(t, spec))
+	pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, spec), stateDir: t.TempDir()})
+
+	rt.DelaySync(12 * time.Second)
+	syncs := rt.Syncs()
+	rt.RestartContainerd()
+	deadline := time.Now().Add(30 * time.Second)
+	for rt.Syncs() == syncs {
+		if time.Now().After(deadline) {
+			t.Fatalf("a Synchronize 12 s late never completed in 30 s\n%s", pp.tail(20))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if lines := pp.logLines("did not configure the connection"); len(lines) > 0 {
+		t.Errorf("the watchdog dropped a connection the runtime had configured: %q", lines)
+	}
+	rt.DelaySync(0)
+	sb := pod(t, rt, "after", "guaranteed")
+	wantCPUs(t, rt, mustCreate(t, rt, sb, "app", guaranteed(1)), "1")
+}
+
+// TestProbesAnswerWhileTheDiskStalls: a checkpoint write stalled on a
+// frozen file system (fsfreeze on a loop-mounted ext4) holds the plugin's
+// lock, yet /healthz and /readyz answer 200 at once: a slow disk is not a
+// reason to restart the plugin.
+func TestProbesAnswerWhileTheDiskStalls(t *testing.T) {
+	mnt := frozenCapableMount(t)
+	spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4}
+	rt := fakeruntime.New(t, cpusOf(t, spec))
+	pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, spec), stateDir: filepath.Join(mnt, "state"), metrics: true})
+	sb := pod(t, rt, "stalled", "guaranteed")
+
+	thaw := freeze(t, mnt)
+	created := make(chan error, 1)
+	go func() {
+		_, err := rt.CreateContainer(sb, "app", guaranteed(1))
+		created <- err
+	}()
+	// The creation is stuck in the checkpoint write, with the lock held.
+	time.Sleep(500 * time.Millisecond)
+	select {
+	case err := <-created:
+		t.Fatalf("the creation returned (%v) while the state file system was frozen: nothing was stalled", err)
+	default:
+	}
+	wantProbesOK(t, pp, "while a checkpoint write waits for a frozen disk")
+	thaw()
+	select {
+	case err := <-created:
+		if err != nil {
+			t.Fatalf("the creation once the disk thawed: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the creation did not complete within 10 s of the thaw")
+	}
+}
+
+// frozenCapableMount mounts a fresh ext4 file system from a loop device
+// and returns its mount point; it skips the test where the machine cannot
+// (no root, no loop device, no mkfs.ext4).
+func frozenCapableMount(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a loop device needs root")
+	}
+	for _, tool := range []string{"mkfs.ext4", "mount", "umount", "fsfreeze"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is missing (e2fsprogs, util-linux): %v", tool, err)
+		}
+	}
+	img := filepath.Join(t.TempDir(), "state.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+		t.Skipf("this machine cannot mount a loop device: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("fsfreeze", "-u", mnt).Run()
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v\n%s", mnt, err, out)
+		}
+	})
+	return mnt
+}
+
+// freeze freezes the file system at mnt and returns the function that
+// thaws it, which the test's cleanup calls too (a frozen file system must
+// never outlive the test).
+func freeze(t *testing.T, mnt string) (thaw func()) {
+	t.Helper()
+	if out, err := exec.Command("fsfreeze", "-f", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("fsfreeze -f: %v\n%s", err, out)
+	}
+	thawed := false
+	thaw = func() {
+		if thawed {
+			return
+		}
+		thawed = true
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, "fsfreeze", "-u", mnt).CombinedOutput(); err != nil && !strings.Contains(string(out), "Invalid argument") {
+			t.Errorf("fsfreeze -u: %v\n%s", err, out)
+		}
+	}
+	t.Cleanup(thaw)
+	return thaw
+}
