@@ -41,14 +41,18 @@ func needsCPUs(err error) bool {
 }
 
 // commit makes a new model current once its state is on disk. On a write
-// failure nothing changes and the error says so. (A decision that changes
-// nothing keeps the state it was given and writes nothing.)
+// failure the model stays as it was and the error says so; the file may
+// hold the refused state all the same (a write fails after its rename when
+// the directory's fsync does), so the next commit writes the checkpoint
+// again, whether or not its decision changes anything. (A decision that
+// changes nothing keeps the state it was given and writes nothing.)
 func (p *Plugin) commit(m *policy.Model) error {
 	if p.dirty || m.State != p.model.State {
 		start := time.Now()
-		err := p.store.Save(m.State)
+		err := p.save(m.State)
 		p.metrics.checkpointWrite(start, err)
 		if err != nil {
+			p.dirty = true
 			p.log.WithError(err).Error("checkpoint write failed")
 			return fmt.Errorf("nri-cpumanager: cannot persist the CPU assignment (%s): %w", p.store.Path(), err)
 		}

@@ -163,6 +163,53 @@ func TestCommitFailureRefusesAndChangesNothing(t *testing.T) {
 	}
 }
 
+// TestCheckpointRewrittenAfterAWriteFailedLate: a write that fails after
+// its rename (the fsync of the directory) leaves the refused decision in
+// the file; the next commit writes the committed state again, even when
+// its own decision changes nothing, so that a restart never loads CPUs
+// the runtime was refused.
+func TestCheckpointRewrittenAfterAWriteFailedLate(t *testing.T) {
+	p, store := newTestPlugin(t)
+	ctx := context.Background()
+	bePod := &api.PodSandbox{Id: "sb-be", Uid: "uid-be", Name: "be", Namespace: "ns", Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/besteffort/poduid-be"}}
+	be := &api.Container{Id: "be", PodSandboxId: bePod.Id, Name: "app", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(2)}}}}
+	if _, _, err := p.CreateContainer(ctx, bePod, be); err != nil {
+		t.Fatal(err)
+	}
+	failAfterWrite := true
+	p.save = func(st *state.State) error {
+		if err := store.Save(st); err != nil || !failAfterWrite {
+			return err
+		}
+		failAfterWrite = false
+		return errors.New("fsync directory: input/output error")
+	}
+	pod, ctr := guaranteedCtr("a", 1)
+	if _, _, err := p.CreateContainer(ctx, pod, ctr); err == nil {
+		t.Fatal("a creation whose checkpoint write failed was not refused")
+	}
+	online := cpuset.New(0, 1, 2, 3)
+	if st, err := store.Load(online); err != nil || st.NumAssignments() != 1 {
+		t.Fatalf("the refused decision is not in the file (%v): the test does not model the failure", err)
+	}
+	// A decision that changes no state: a shared container's update to
+	// the resources it has.
+	before := p.model.State
+	if _, err := p.UpdateContainer(ctx, bePod, be, be.Linux.Resources); err != nil {
+		t.Fatal(err)
+	}
+	if p.model.State != before {
+		t.Fatal("a shared container's update changed the state: the test needs a decision that does not")
+	}
+	st, err := store.Load(online)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := st.NumAssignments(); n != 0 {
+		t.Errorf("the file still holds %d assignments after the next commit, want the committed state's 0", n)
+	}
+}
+
 // TestCheckpointOfANewerVersionStopsTheStart: a checkpoint written by a
 // newer nri-cpumanager (a rollback of the plugin) makes New fail, so that
 // the process exits instead of rebuilding the state and losing the

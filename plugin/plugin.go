@@ -129,9 +129,11 @@ func (o *Options) setDefaults() {
 // sender (sender.go) delivers what replies could not carry, the verifier
 // (verify.go) reads what the runtime applied.
 type Plugin struct {
-	opts    Options
-	log     *logrus.Entry
-	store   *state.Store
+	opts  Options
+	log   *logrus.Entry
+	store *state.Store
+	// save writes a state to the checkpoint: store.Save (a test's seam).
+	save    func(*state.State) error
 	metrics *Metrics
 	cgroups cgroupReader
 	// limits bound the values taken from NRI payloads.
@@ -188,6 +190,7 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		opts:       opts,
 		log:        opts.Log.WithField("component", "plugin"),
 		store:      store,
+		save:       store.Save,
 		metrics:    opts.Metrics,
 		cgroups:    cgroupReader{root: opts.CgroupfsRoot},
 		limits:     limitsFor(pol.Allocator().Topology().CPUs()),
