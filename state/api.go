@@ -201,3 +201,22 @@ func (e *InconsistentError) Error() string {
 }
 
 func (e *InconsistentError) Unwrap() error { return e.Err }
+
+// KubeletCheckpointError is Load's error when the state directory's
+// checkpoint file is the kubelet's own CPU manager checkpoint: the state
+// directory is the kubelet's (stateDir set to /var/lib/kubelet). Moving
+// the file aside or writing over it would break the kubelet's next
+// start, so the Store refuses to Save over it and the plugin refuses to
+// start.
+type KubeletCheckpointError struct {
+	// Path is the file.
+	Path string
+	// Policy is the kubelet's CPU manager policy the file records.
+	Policy string
+}
+
+func (e *KubeletCheckpointError) Error() string {
+	return fmt.Sprintf("%s is the kubelet's CPU manager checkpoint (policy %q), not nri-cpumanager's: stateDir is the kubelet's directory; "+
+		"give the plugin a directory of its own (the default /var/lib/nri-cpumanager), and set kubeletCheckpoint to this file to import its assignments",
+		e.Path, e.Policy)
+}

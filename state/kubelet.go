@@ -198,3 +198,17 @@ func decodeKubeletObject(data []byte, inData bool) (*kubeletCheckpoint, []string
 	}
 	return &cp, warnings, nil
 }
+
+// kubeletCheckpointPolicy reports whether data is a kubelet CPU manager
+// checkpoint (of any layout: a JSON object with the kubelet's policyName,
+// and no formatVersion of nri-cpumanager's), and its policy.
+func kubeletCheckpointPolicy(data []byte) (string, bool) {
+	var header struct {
+		PolicyName    *string          `json:"policyName"`
+		FormatVersion *json.RawMessage `json:"formatVersion"`
+	}
+	if err := json.Unmarshal(data, &header); err != nil || header.PolicyName == nil || header.FormatVersion != nil {
+		return "", false
+	}
+	return *header.PolicyName, true
+}

@@ -26,10 +26,14 @@ func (st *Store) Load(online cpuset.CPUSet) (*State, error) {
 	s, err := readStateDir(st.fs, st.dir, online)
 	var c *corruption
 	var newer *NewerFormatError
+	var kubelet *KubeletCheckpointError
 	switch {
 	case errors.As(err, &newer):
 		st.refuse = newer
 		return nil, newer
+	case errors.As(err, &kubelet):
+		st.refuse = kubelet
+		return nil, kubelet
 	case errors.As(err, &c):
 		return nil, st.moveAsideLocked(c)
 	case errors.Is(err, ErrNoCheckpoint):
@@ -147,6 +151,9 @@ func readStateDir(fsys fileSystem, dir string, online cpuset.CPUSet) (*State, er
 		if s, err = Unmarshal(data, online); errors.As(err, &newer) {
 			newer.Path = path
 			return nil, newer
+		}
+		if policy, ok := kubeletCheckpointPolicy(data); err != nil && ok {
+			return nil, &KubeletCheckpointError{Path: path, Policy: policy}
 		}
 	}
 	for _, name := range names {

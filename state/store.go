@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,7 +60,9 @@ func WithLogger(l logrus.FieldLogger) Option {
 }
 
 // NewStore returns the store of state directory dir, creating dir if
-// needed, and gives dir mode 0700 whatever created it. It takes an
+// needed, and gives dir mode 0700 whatever created it, unless dir holds
+// files that are not the store's (a shared host directory named by
+// mistake, such as /var/lib: it is left as it is, with a warning). It takes an
 // exclusive flock on dir's lock file and fails if another process holds
 // it; Close releases it. On a read-only file system it starts all the same
 // (Load works, Save fails until the directory is writable), without the
@@ -85,7 +88,9 @@ func NewStore(dir string, opts ...Option) (*Store, error) {
 
 // makePrivate gives the state directory mode 0700 if it has another (a
 // kubelet hostPath directory is created 0755), and says so. A directory
-// whose mode cannot be changed is used as it is, with a warning.
+// whose mode cannot be changed, or that holds files other than the
+// store's (a shared directory: another program's files would become
+// unreachable to it), is used as it is, with a warning.
 func (st *Store) makePrivate() error {
 	info, err := os.Stat(st.dir)
 	if err != nil {
@@ -99,12 +104,40 @@ func (st *Store) makePrivate() error {
 		return nil
 	}
 	log := st.log.WithField("stateDir", st.dir).WithField("mode", fmt.Sprintf("%04o", mode))
+	if foreign := foreignEntries(st.dir); len(foreign) > 0 {
+		log.WithField("foreign", foreign).Warn("the state directory holds files that are not the plugin's: leaving its mode as it is; give the plugin a directory of its own")
+		return nil
+	}
 	if err := os.Chmod(st.dir, 0o700); err != nil {
 		log.WithError(err).Warn("could not make the state directory private (mode 0700); using it as it is")
 		return nil
 	}
 	log.Info("made the state directory private: mode 0700")
 	return nil
+}
+
+// maxForeignNamed bounds the foreign entries foreignEntries names.
+const maxForeignNamed = 5
+
+// foreignEntries returns up to maxForeignNamed names of dir's entries that
+// are not the store's: its checkpoint and the files it derives from that
+// name (lock, temp, journal, moved-aside copies), or lost+found (the root
+// of a file system mounted for the state).
+func foreignEntries(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var foreign []string
+	for _, e := range entries {
+		if name := e.Name(); !strings.HasPrefix(name, CheckpointFile) && name != "lost+found" {
+			foreign = append(foreign, name)
+			if len(foreign) == maxForeignNamed {
+				break
+			}
+		}
+	}
+	return foreign
 }
 
 // newStore returns the store of state directory dir on fsys, without a

@@ -106,6 +106,88 @@ func TestNewStoreMakesTheDirectoryPrivate(t *testing.T) {
 	}
 }
 
+// TestNewStoreLeavesASharedDirectoryAsItIs: a state directory that holds
+// other programs' files (stateDir set to /var/lib by mistake) keeps its
+// mode, and the store says why; the store's own leftovers and a
+// lost+found do not make a directory shared.
+func TestNewStoreLeavesASharedDirectoryAsItIs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		files   []string
+		private bool
+	}{
+		{"another program's files", []string{"dpkg", "cpu_manager_state"}, false},
+		{"the store's own files and lost+found", []string{"cpu_manager_state", "cpu_manager_state.lock", "cpu_manager_state.corrupt-20260101T000000.000000000Z", "lost+found"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "state")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range tc.files {
+				if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			logger, hook := test.NewNullLogger()
+			st, err := NewStore(dir, WithLogger(logger))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			info, err := os.Stat(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]os.FileMode{true: 0o700, false: 0o755}[tc.private]; info.Mode().Perm() != want {
+				t.Errorf("state directory mode %o, want %o", info.Mode().Perm(), want)
+			}
+			warned := false
+			for _, e := range hook.AllEntries() {
+				warned = warned || (e.Level == logrus.WarnLevel && strings.Contains(e.Message, "not the plugin's"))
+			}
+			if warned == tc.private {
+				t.Errorf("warned about foreign files: %v, want %v", warned, !tc.private)
+			}
+		})
+	}
+}
+
+// TestKubeletsCheckpointIsNeverTouched: a state directory holding the
+// kubelet's own cpu_manager_state (stateDir set to /var/lib/kubelet) is
+// refused with the reason: Load neither moves the file aside nor lets a
+// Save write over it.
+func TestKubeletsCheckpointIsNeverTouched(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "kubelet", "v3-podentries-1.36.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "kubelet")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, CheckpointFile)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st := openTestStore(t, dir)
+	_, err = st.Load(kepOnline)
+	var kubelet *KubeletCheckpointError
+	if !errors.As(err, &kubelet) || kubelet.Path != path || kubelet.Policy != "static" ||
+		!strings.Contains(err.Error(), "is the kubelet's CPU manager checkpoint (policy \"static\")") {
+		t.Fatalf("Load of the kubelet's checkpoint: %v, want a *KubeletCheckpointError naming it", err)
+	}
+	if err := st.Save(sampleState(t)); !errors.As(err, &kubelet) {
+		t.Errorf("Save over the kubelet's checkpoint: %v, want it refused", err)
+	}
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("the kubelet's checkpoint was moved or changed (%v)", err)
+	}
+}
+
 func TestLoadMissingFile(t *testing.T) {
 	st := newTestStore(t)
 	_, err := st.Load(kepOnline)
@@ -282,7 +364,9 @@ func corruptionCases(t *testing.T) []struct {
 		{"checksum mismatch", bytes.Replace(good, []byte(`"baseline":"6-7"`), []byte(`"baseline":"6-9"`), 1),
 			"checksum mismatch: the file says"},
 		{"checksum of another file", spoilChecksum(good), "checksum mismatch"},
-		{"no formatVersion (KEP-5554 example)", []byte(`{"policyName":"static","defaultCpuSet":"0,5-15",
+		// (With a policyName it is the kubelet's own checkpoint, which Load
+		// refuses without moving it: TestKubeletsCheckpointIsNeverTouched.)
+		{"no formatVersion (another program's JSON)", []byte(`{"defaultCpuSet":"0,5-15",
 			"entries":{"gu-pod-1-uid":{"gu-container-1":{"original":"1-2","resized":"1-4"}}},"checksum":1822250518}`),
 			"no formatVersion: not a checkpoint written by nri-cpumanager"},
 		{"formatVersion 0", spoil(func(cp *diskCheckpoint) { cp.FormatVersion = 0 }), "unknown formatVersion 0"},
