@@ -2,6 +2,8 @@ package kubeapi
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -78,8 +80,56 @@ type eventer struct {
 }
 
 func newEventer(sink EventWriter, node string, h *health, m *metrics, now func() time.Time) *eventer {
-	return &eventer{sink: sink, health: h, metrics: m, now: now, instance: Component + "-" + node,
+	return &eventer{sink: sink, health: h, metrics: m, now: now, instance: reportingInstance(node),
 		queue: make(chan *eventsv1.Event, queueLength), limited: map[types.UID]*rate.Limiter{}, series: map[eventKey]*written{}}
+}
+
+// maxReportingInstance is the API server's bound on an event's
+// reportingInstance (events.k8s.io/v1).
+const maxReportingInstance = 128
+
+// reportingInstance is the events' reportingInstance on node: the
+// component and the node's name, the name shortened (with a hash of it, so
+// that two long names stay apart) when the whole would pass the API
+// server's bound; node names may be 253 characters.
+func reportingInstance(node string) string {
+	full := Component + "-" + node
+	if len(full) <= maxReportingInstance {
+		return full
+	}
+	sum := sha256.Sum256([]byte(node))
+	suffix := "-" + hex.EncodeToString(sum[:])[:10]
+	return full[:maxReportingInstance-len(suffix)] + suffix
+}
+
+// maxEventName is the API server's bound on an object's name (a DNS
+// subdomain).
+const maxEventName = 253
+
+// eventName is the name of an event on pod at now, as the kubelet names
+// its own (the pod's name, a dot, the time in hex nanoseconds), the pod's
+// name shortened when the whole would pass the bound on names.
+func eventName(podName string, now time.Time) string {
+	stamp := fmt.Sprintf(".%x", now.UnixNano())
+	if len(podName)+len(stamp) > maxEventName {
+		podName = strings.TrimRight(podName[:maxEventName-len(stamp)], ".-")
+	}
+	return podName + stamp
+}
+
+// eventRejected reports whether err is the API server refusing one event
+// (its content, its namespace being deleted, a name taken), which says
+// nothing of the API's availability to the plugin, as opposed to the API
+// server being down, slow, or forbidding the plugin's events.
+func eventRejected(err error) bool {
+	switch {
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err), apierrors.IsAlreadyExists(err),
+		apierrors.IsConflict(err), apierrors.IsNotFound(err), apierrors.IsRequestEntityTooLargeError(err):
+		return true
+	case apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return true
+	}
+	return false
 }
 
 // refused records a refused creation (event "CreateContainer") or resize
@@ -111,7 +161,7 @@ func (e *eventer) record(pod policy.Pod, container, typ, reason, action, note st
 	}
 	now := e.now()
 	ev := &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", pod.Name, now.UnixNano()), Namespace: pod.Namespace},
+		ObjectMeta:          metav1.ObjectMeta{Name: eventName(pod.Name, now), Namespace: pod.Namespace},
 		EventTime:           metav1.NewMicroTime(now),
 		ReportingController: Component,
 		ReportingInstance:   e.instance,
@@ -136,10 +186,18 @@ func (e *eventer) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case ev := <-e.queue:
-			if err := e.write(ctx, ev); err != nil && ctx.Err() == nil {
-				e.health.failed(FeatureEvents, err)
-			} else if err == nil {
+			err := e.write(ctx, ev)
+			switch {
+			case err == nil:
 				e.health.succeeded(FeatureEvents)
+			case eventRejected(err):
+				// The API server answered: it is there, and refused this
+				// event alone.
+				e.count(ev.Reason, eventRejectedOutcome)
+				e.health.log.WithError(err).Debug("the API server refused an event")
+				e.health.succeeded(FeatureEvents)
+			case ctx.Err() == nil:
+				e.health.failed(FeatureEvents, err)
 			}
 		}
 	}

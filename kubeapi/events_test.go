@@ -2,15 +2,21 @@ package kubeapi
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
@@ -135,5 +141,65 @@ func TestEventNoteBounded(t *testing.T) {
 	waitFor(t, "the event", func() bool { return len(eventsIn(t, client)) == 1 })
 	if n := len(eventsIn(t, client)[0].Note); n > maxNoteBytes {
 		t.Errorf("note of %d bytes", n)
+	}
+}
+
+// TestEventRejectionsKeepEventsAvailable: the API server refusing one
+// event (its namespace being deleted) is counted as rejected and leaves
+// the events available; the API server failing (a 503) marks them
+// unavailable.
+func TestEventRejectionsKeepEventsAvailable(t *testing.T) {
+	client := fake.NewClientset()
+	var mu sync.Mutex
+	var fail error // what the creates return
+	setFail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		fail = err
+	}
+	client.PrependReactor("create", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return fail != nil, nil, fail
+	})
+	a, _ := started(t, client, Options{})
+	available := a.metrics.available.WithLabelValues(string(FeatureEvents))
+	rejected := a.metrics.events.WithLabelValues(ReasonResized, eventRejectedOutcome)
+	resize := func(name string) {
+		a.Resized(policy.Pod{UID: "uid-" + name, Namespace: "ns", Name: name}, "a", cpuset.New(1), cpuset.New(1, 2))
+	}
+
+	terminating := apierrors.NewForbidden(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, "p.1",
+		errors.New("unable to create new content in namespace ns because it is being terminated"))
+	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace ns is being terminated", Field: "metadata.namespace"}}
+	setFail(terminating)
+	resize("p")
+	waitFor(t, "the refused event counted", func() bool { return testutil.ToFloat64(rejected) == 1 })
+	if v := testutil.ToFloat64(available); v != 1 {
+		t.Errorf("kubernetes_api_available{feature=events} = %v after one refused event, want 1", v)
+	}
+
+	setFail(apierrors.NewServiceUnavailable("etcd is down"))
+	resize("q")
+	waitFor(t, "events unavailable", func() bool { return testutil.ToFloat64(available) == 0 })
+}
+
+// TestEventNamesWithinTheAPIsBounds: a 253-character pod name and node
+// name still give an event name and a reporting instance the API server
+// accepts, distinct for distinct nodes.
+func TestEventNamesWithinTheAPIsBounds(t *testing.T) {
+	long := strings.Repeat("a", 250)
+	if name := eventName(long+"bc", time.Unix(1e9, 5)); len(name) > maxEventName || !strings.HasPrefix(name, long[:200]) {
+		t.Errorf("event name of a 252-character pod: %d characters, %q", len(name), name)
+	}
+	if got := eventName("p", time.Unix(0, 0x2a)); got != "p.2a" {
+		t.Errorf("event name of pod p = %q, want p.2a (the kubelet's form)", got)
+	}
+	one, other := reportingInstance(long+"x"), reportingInstance(long+"y")
+	if len(one) > maxReportingInstance || len(other) > maxReportingInstance || one == other {
+		t.Errorf("reporting instances of two long node names: %q (%d), %q (%d): want distinct, at most %d", one, len(one), other, len(other), maxReportingInstance)
+	}
+	if got := reportingInstance("node-1"); got != "nri-cpumanager-node-1" {
+		t.Errorf("reporting instance on node-1 = %q", got)
 	}
 }

@@ -49,6 +49,9 @@ const (
 	specNoWatch  = "no_watch"
 	eventSent    = "sent"
 	eventDropped = "dropped"
+	// eventRejectedOutcome: the API server refused the event itself (its
+	// namespace being deleted, say), not the plugin.
+	eventRejectedOutcome = "rejected"
 )
 
 func newMetrics(reg prometheus.Registerer, features []Feature) (*metrics, error) {
@@ -60,7 +63,7 @@ func newMetrics(reg prometheus.Registerer, features []Feature) (*metrics, error)
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "kubernetes_api_failures_total",
 			Help: "Failed requests to the Kubernetes API server, by feature."}, []string{"feature"}),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "kubernetes_events_total",
-			Help: "Events on pods handed to the API's event recorder (sent) or dropped by the rate limit, by reason."},
+			Help: "Events on pods handed to the API's event recorder (sent), dropped by the rate limit (dropped), or refused one by one by the API server (rejected: the pod's namespace being deleted, say), by reason."},
 			[]string{"reason", "outcome"}),
 		podSpecs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "kubernetes_pod_specs_total",
 			Help: "Pod-level admissions that asked the watch for the pod's spec: matched (decided from the spec), timeout (the watch did not show the runtime's totals in time), no_watch (the watch is not synced or not available)."},
@@ -80,6 +83,7 @@ func newMetrics(reg prometheus.Registerer, features []Feature) (*metrics, error)
 	for _, r := range []string{ReasonResizeRefused, ReasonCreationRefused, ReasonResized} {
 		m.events.WithLabelValues(r, eventSent)
 		m.events.WithLabelValues(r, eventDropped)
+		m.events.WithLabelValues(r, eventRejectedOutcome)
 	}
 	for _, o := range []string{specMatched, specTimeout, specNoWatch} {
 		m.podSpecs.WithLabelValues(o)
