@@ -301,16 +301,22 @@ func (w *podWatch) lookup(uid string, match func(*corev1.Pod) bool) (policy.PodS
 }
 
 // PodCPULimitMilli is the pod's CPU limit in milli-CPU as the kubelet
-// sends it with the sandbox and in UpdatePodSandboxResources: the
-// pod-level limit when spec.resources sets one, else the larger of the
-// containers' and sidecars' sum and what any init container needs while
-// it runs, without the pod's overhead (the kubelet sends that apart, and
-// its pod cgroup adds it); 0 when a container has no CPU limit (the
-// kubelet sets no pod quota then).
+// sends it in UpdatePodSandboxResources: the pod-level limit when
+// spec.resources sets one, else the larger of the containers' and
+// sidecars' sum and what any init container needs while it runs, without
+// the pod's overhead; 0 when a container has no CPU limit (the kubelet
+// sets no pod quota then).
+//
+// "Without the overhead" the kubelet's way, which is not the limit alone:
+// it converts the pod cgroup's limit, overhead included, to a CFS quota
+// (cm.ResourceConfigForPod), then subtracts the overhead's own quota
+// (kuberuntime's subtractOverheadFromResourceConfig). Each conversion
+// rounds down and is at least 1000 µs, so an overhead below 10m takes
+// away more than itself: limits of 2 CPUs and an overhead of 5m come as
+// 200500 − 1000 µs, 1995m.
 func PodCPULimitMilli(pod *corev1.Pod) int64 {
 	declared := true
 	limits := resourcehelper.PodLimits(pod, resourcehelper.PodResourcesOptions{
-		ExcludeOverhead: true,
 		ContainerFn: func(res corev1.ResourceList, _ resourcehelper.ContainerType) {
 			if res.Cpu().IsZero() {
 				declared = false
@@ -325,7 +331,14 @@ func PodCPULimitMilli(pod *corev1.Pod) int64 {
 	}
 	// The kubelet writes quota = milli·period/1000 (at least 1000 µs); the
 	// runtime's totals are read back from it.
-	return policy.CPULimitMilli(policy.Resources{CPUQuota: quotaFromMilli(limits.Cpu().MilliValue()), CPUPeriod: quotaPeriod})
+	quota := quotaFromMilli(limits.Cpu().MilliValue())
+	if overhead := pod.Spec.Overhead.Cpu().MilliValue(); overhead > 0 {
+		quota -= quotaFromMilli(overhead)
+	}
+	if quota <= 0 {
+		return 0
+	}
+	return policy.CPULimitMilli(policy.Resources{CPUQuota: quota, CPUPeriod: quotaPeriod})
 }
 
 // SpecOf returns what the pod's spec asks for each of its containers

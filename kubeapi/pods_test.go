@@ -241,9 +241,26 @@ func TestPodCPULimitMilli(t *testing.T) {
 		want int64
 	}{
 		{"containers", func(*corev1.Pod) {}, 3000},
+		// The kubelet's numbers: cm.ResourceConfigForPod's quota of the
+		// limits with the overhead, less the overhead's quota
+		// (subtractOverheadFromResourceConfig), each milli·100000/1000
+		// and at least 1000 µs, read back rounded up.
 		{"overhead, which the kubelet sends apart", func(p *corev1.Pod) {
 			p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
+		}, 3000}, // 325000 − 25000 µs
+		{"an overhead below the smallest quota", func(p *corev1.Pod) {
+			p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5m")}
+		}, 2995}, // 300500 − 1000 µs
+		{"an overhead of a fraction of a milli-CPU", func(p *corev1.Pod) {
+			p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100.5m")}
+		}, 3000}, // MilliValue rounds 100.5m up: 310100 − 10100 µs
+		{"a memory overhead only", func(p *corev1.Pod) {
+			p.Spec.Overhead = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
 		}, 3000},
+		{"pod-level limit and an overhead", func(p *corev1.Pod) {
+			p.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6")}}
+			p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8m")}
+		}, 5998}, // 600800 − 1000 µs
 		{"sidecar", func(p *corev1.Pod) {
 			p.Spec.InitContainers = []corev1.Container{{Name: "s", RestartPolicy: &always, Resources: whole(1)}}
 		}, 4000},
