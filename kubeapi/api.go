@@ -81,6 +81,7 @@ func New(opts Options) (*API, error) {
 	a.pods.deleted = a.events.forget
 	if opts.Clients.Topology != nil {
 		a.export = newExporter(opts.Clients.Topology, opts.NodeName, a.health, m)
+		a.export.nodes = opts.Clients.Nodes
 	}
 	return a, nil
 }

@@ -33,6 +33,26 @@ type Clients struct {
 	// Topology reads and writes NodeResourceTopology objects; nil turns
 	// the export off.
 	Topology TopologyClient
+	// Nodes reads a Node's UID, the owner of its NodeResourceTopology
+	// object (which the garbage collector then deletes with the Node);
+	// nil leaves the object without an owner.
+	Nodes NodeReader
+}
+
+// NodeReader reads a Node's UID.
+type NodeReader interface {
+	UID(ctx context.Context, name string) (types.UID, error)
+}
+
+// restNodes is NodeReader over the core API.
+type restNodes struct{ c rest.Interface }
+
+func (r restNodes) UID(ctx context.Context, name string) (types.UID, error) {
+	node := &corev1.Node{}
+	if err := r.c.Get().Resource("nodes").Name(name).Do(ctx).Into(node); err != nil {
+		return "", err
+	}
+	return node.UID, nil
 }
 
 // EventWriter creates events and patches an event's series.
@@ -96,6 +116,7 @@ func NewClients(cfg *rest.Config, node string, topology bool) (Clients, error) {
 			return Clients{}, fmt.Errorf("the NodeResourceTopology API's client: %w", err)
 		}
 		c.Topology = restTopology{nrtClient}
+		c.Nodes = restNodes{coreClient}
 	}
 	return c, nil
 }

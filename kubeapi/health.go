@@ -40,6 +40,7 @@ type metrics struct {
 	events     *prometheus.CounterVec
 	podSpecs   *prometheus.CounterVec
 	nrtUpdates *prometheus.CounterVec
+	nrtForeign prometheus.Gauge
 }
 
 // Outcomes of a PodSpec call (label "outcome").
@@ -70,8 +71,10 @@ func newMetrics(reg prometheus.Registerer, features []Feature) (*metrics, error)
 			[]string{"outcome"}),
 		nrtUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "noderesourcetopology_writes_total",
 			Help: "Writes of this node's NodeResourceTopology object, by result."}, []string{"result"}),
+		nrtForeign: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "noderesourcetopology_foreign",
+			Help: "1 while this node's NodeResourceTopology object belongs to another tool (its app.kubernetes.io/managed-by label is not nri-cpumanager): the plugin leaves it alone and exports nothing."}),
 	}
-	for _, c := range []prometheus.Collector{m.available, m.failures, m.events, m.podSpecs, m.nrtUpdates} {
+	for _, c := range []prometheus.Collector{m.available, m.failures, m.events, m.podSpecs, m.nrtUpdates, m.nrtForeign} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

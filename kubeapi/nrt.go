@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 )
@@ -36,7 +37,7 @@ const ZoneType = "Node"
 // read.
 func Topology(node string, v plugin.TopologyView) *NodeResourceTopology {
 	nrt := &NodeResourceTopology{
-		ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"app.kubernetes.io/managed-by": Component}},
+		ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{managedBy: Component}},
 		Attributes: []Attr{{Name: AttrPolicy, Value: v.Policy}, {Name: AttrScope, Value: v.Scope}},
 		Zones:      make([]Zone, 0, len(v.Zones)),
 	}
@@ -91,18 +92,28 @@ func legacyPolicy(policy, scope string) string {
 }
 
 // The export's timing: at most one write per minWriteInterval (changes in
-// between are folded into the next write), a check of the object every
-// resyncInterval (someone may have deleted or edited it), and a backoff
-// between failed writes.
+// between are folded into the next write: a node's object is one of
+// thousands the API server keeps, and the scheduler reads it at its own
+// pace), a check of the object every resyncInterval (someone may have
+// deleted or edited it), and a backoff between failed writes.
 const (
-	minWriteInterval = 250 * time.Millisecond
+	minWriteInterval = 2 * time.Second
 	resyncInterval   = time.Minute
 	maxBackoff       = time.Minute
 	removeTimeout    = 5 * time.Second
 	requestTimeout   = 10 * time.Second
 )
 
-// exporter keeps this node's NodeResourceTopology object current.
+// managedBy is the label that says which tool owns a NodeResourceTopology
+// object; the plugin writes and deletes only objects that carry its own
+// value (Component).
+const managedBy = "app.kubernetes.io/managed-by"
+
+// exporter keeps this node's NodeResourceTopology object current. It owns
+// only an object it created (labelled managed-by nri-cpumanager): one
+// another tool wrote (node-feature-discovery's topology updater,
+// nri-plugins) is left alone, said once in the log and shown in
+// noderesourcetopology_foreign, until it is gone.
 type exporter struct {
 	client  TopologyClient
 	node    string
@@ -112,6 +123,14 @@ type exporter struct {
 	kick    chan struct{}
 	// written is the object as last written or read; nil when unknown.
 	written *NodeResourceTopology
+	// foreign is the owner of the object another tool wrote ("" while
+	// the object is the plugin's or missing).
+	foreign string
+	// nodes reads the Node's UID (nil: no owner reference); nodeUID is
+	// it once read, nodeWarned says the failure to read it was logged.
+	nodes      NodeReader
+	nodeUID    types.UID
+	nodeWarned bool
 }
 
 func newExporter(client TopologyClient, node string, h *health, m *metrics) *exporter {
@@ -172,7 +191,10 @@ func (x *exporter) sync(ctx context.Context, force bool) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	want := Topology(x.node, x.view())
-	if !force && x.written != nil && sameContent(x.written, want) {
+	if uid := x.ownerUID(ctx); uid != "" {
+		want.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: x.node, UID: uid}}
+	}
+	if !force && (x.foreign != "" || x.written != nil && sameContent(x.written, want)) {
 		return nil
 	}
 	api := x.client
@@ -185,6 +207,11 @@ func (x *exporter) sync(ctx context.Context, force bool) error {
 			return fmt.Errorf("reading NodeResourceTopology %s: %w", x.node, err)
 		default:
 			x.written = cur
+		}
+		x.setForeign(ownerOf(x.written))
+		if x.foreign != "" {
+			x.written = nil
+			return nil
 		}
 	}
 	var got *NodeResourceTopology
@@ -209,11 +236,77 @@ func (x *exporter) sync(ctx context.Context, force bool) error {
 	return nil
 }
 
-// remove deletes the object (the plugin leaves the node).
+// ownerUID returns the UID of this node's Node object, the owner of the
+// NodeResourceTopology object: the garbage collector deletes the object
+// with the Node. "" while it cannot be read (said once in the log: the
+// object is written without an owner meanwhile).
+func (x *exporter) ownerUID(ctx context.Context) types.UID {
+	if x.nodeUID != "" || x.nodes == nil {
+		return x.nodeUID
+	}
+	uid, err := x.nodes.UID(ctx, x.node)
+	if err != nil {
+		if !x.nodeWarned {
+			x.nodeWarned = true
+			x.health.log.WithError(err).WithField("node", x.node).Warn("cannot read this node's Node object: " +
+				"its NodeResourceTopology object has no owner reference and would outlive the node until the plugin reads it")
+		}
+		return ""
+	}
+	x.nodeUID = uid
+	return uid
+}
+
+// ownerOf returns the tool that owns obj when it is not the plugin ("a
+// tool that does not say" for an object without the label), "" for the
+// plugin's own object or none.
+func ownerOf(obj *NodeResourceTopology) string {
+	if obj == nil {
+		return ""
+	}
+	switch owner := obj.Labels[managedBy]; owner {
+	case Component:
+		return ""
+	case "":
+		return "a tool that does not say (no " + managedBy + " label)"
+	default:
+		return owner
+	}
+}
+
+// setForeign records who owns this node's object when it is not the
+// plugin, and says so when that changes.
+func (x *exporter) setForeign(owner string) {
+	if owner == x.foreign {
+		return
+	}
+	log := x.health.log.WithField("node", x.node)
+	if owner != "" {
+		log.WithField("owner", owner).Warn("this node's NodeResourceTopology object belongs to another tool: leaving it alone, " +
+			"exporting nothing until it is gone (run one NodeResourceTopology exporter per node)")
+	} else {
+		log.Info("this node's NodeResourceTopology object is no longer another tool's: exporting")
+	}
+	x.foreign = owner
+	if x.metrics != nil {
+		x.metrics.nrtForeign.Set(map[bool]float64{true: 1, false: 0}[owner != ""])
+	}
+}
+
+// remove deletes the object (the plugin leaves the node), if it is the
+// plugin's.
 func (x *exporter) remove() {
 	ctx, cancel := context.WithTimeout(context.Background(), removeTimeout)
 	defer cancel()
-	err := x.client.Delete(ctx, x.node)
+	cur, err := x.client.Get(ctx, x.node)
+	if apierrors.IsNotFound(err) {
+		return
+	}
+	if err == nil && ownerOf(cur) != "" {
+		x.health.log.WithField("owner", ownerOf(cur)).Info("this node's NodeResourceTopology object is another tool's: not removing it")
+		return
+	}
+	err = x.client.Delete(ctx, x.node)
 	if err != nil && !apierrors.IsNotFound(err) {
 		x.health.log.WithError(err).Warn("removing this node's NodeResourceTopology object on exit")
 		return
@@ -239,6 +332,11 @@ func sameContent(a, b *NodeResourceTopology) bool {
 	}
 	for k, v := range b.Labels {
 		if a.Labels[k] != v {
+			return false
+		}
+	}
+	for _, want := range b.OwnerReferences {
+		if !slices.ContainsFunc(a.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == want.UID }) {
 			return false
 		}
 	}

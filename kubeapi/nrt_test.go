@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
@@ -130,13 +132,26 @@ func TestTopologyObject(t *testing.T) {
 	}
 }
 
-// TestTopologyExport: the object is created at start, updated after a
-// change the plugin reports (and not written again without one), and
-// removed on exit when asked to.
+// nodeUIDs is a NodeReader of fixed UIDs.
+type nodeUIDs map[string]types.UID
+
+func (n nodeUIDs) UID(_ context.Context, name string) (types.UID, error) {
+	if uid, ok := n[name]; ok {
+		return uid, nil
+	}
+	return "", apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
+}
+
+// TestTopologyExport: the object is created at start, owned by its Node
+// (the garbage collector deletes it with the Node), updated after a change
+// the plugin reports (and not written again without one), and removed on
+// exit when asked to.
 func TestTopologyExport(t *testing.T) {
 	topo := nrtfake.NewSimpleClientset()
 	v := &view{v: twoNodes()}
-	a, err := New(Options{Clients: fakeClients(fake.NewClientset(), topo), NodeName: testNode, Log: discard(), RemoveTopologyOnExit: true, Registerer: newReg()})
+	clients := fakeClients(fake.NewClientset(), topo)
+	clients.Nodes = nodeUIDs{testNode: "node-uid"}
+	a, err := New(Options{Clients: clients, NodeName: testNode, Log: discard(), RemoveTopologyOnExit: true, Registerer: newReg()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +170,13 @@ func TestTopologyExport(t *testing.T) {
 	writes := a.metrics.nrtUpdates.WithLabelValues("ok")
 	if n := testutil.ToFloat64(writes); n != 1 {
 		t.Errorf("%v writes at start, want 1", n)
+	}
+	nrt, err := api.Get(context.Background(), testNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nrt.OwnerReferences) != 1 || nrt.OwnerReferences[0] != (metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: testNode, UID: "node-uid"}) {
+		t.Errorf("owner references %+v, want the Node %s", nrt.OwnerReferences, testNode)
 	}
 	a.Changed() // nothing changed: no write
 	v.set(func(tv *plugin.TopologyView) { tv.Zones[0].Available = 3 })
@@ -201,5 +223,40 @@ func TestTopologyExportKeepsOthersLabels(t *testing.T) {
 	}
 	if nrt.Labels["team"] != "x" || nrt.Labels["app.kubernetes.io/managed-by"] != Component {
 		t.Errorf("labels %v", nrt.Labels)
+	}
+}
+
+// TestTopologyExportLeavesAForeignObjectAlone: an object another tool
+// wrote (node-feature-discovery's topology updater) is neither updated
+// nor removed on exit; the gauge says so.
+func TestTopologyExportLeavesAForeignObjectAlone(t *testing.T) {
+	theirs := Topology(testNode, plugin.TopologyView{Policy: "none", Scope: "container"})
+	theirs.Labels[managedBy] = "node-feature-discovery"
+	old, err := toModule(theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo := nrtfake.NewSimpleClientset(old)
+	a, err := New(Options{Clients: fakeClients(fake.NewClientset(), topo), NodeName: testNode, Log: discard(), RemoveTopologyOnExit: true, Registerer: newReg()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx, func() plugin.TopologyView { return twoNodes() }) }()
+	waitFor(t, "the foreign object seen", func() bool { return testutil.ToFloat64(a.metrics.nrtForeign) == 1 })
+	a.Changed()
+	cancel()
+	<-done
+	api := topo.TopologyV1alpha2().NodeResourceTopologies()
+	nrt, err := api.Get(context.Background(), testNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the other tool's object was removed on exit: %v", err)
+	}
+	if nrt.Labels[managedBy] != "node-feature-discovery" || len(nrt.Zones) != 0 {
+		t.Errorf("the other tool's object was rewritten: labels %v, %d zones", nrt.Labels, len(nrt.Zones))
+	}
+	if n := testutil.ToFloat64(a.metrics.nrtUpdates.WithLabelValues("ok")) + testutil.ToFloat64(a.metrics.nrtUpdates.WithLabelValues("error")); n != 0 {
+		t.Errorf("%v writes of another tool's object, want none", n)
 	}
 }

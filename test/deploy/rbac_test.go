@@ -17,6 +17,7 @@ var (
 		"events.k8s.io/events: create patch",
 	}
 	topologyRules = []string{
+		"/nodes: get",
 		"topology.node.k8s.io/noderesourcetopologies: delete get update create",
 	}
 )
@@ -104,6 +105,14 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 			if got := len(tt.m.crds) == 1 && tt.m.crds[0].Name == "noderesourcetopologies.topology.node.k8s.io"; got != tt.crd {
 				t.Errorf("NodeResourceTopology CRD rendered: %v, want %v (%d CRDs)", got, tt.crd, len(tt.m.crds))
 			}
+			checkTopologyPolicy(t, tt.m, tt.crd || tt.name == "the chart with the export, CRD elsewhere", sa.Name)
+			// The CRD is shared with other tools: helm uninstall must not
+			// delete it, and every tool's objects with it.
+			for _, crd := range tt.m.crds {
+				if crd.Annotations["helm.sh/resource-policy"] != "keep" && strings.HasPrefix(tt.name, "the chart") {
+					t.Errorf("the chart's CRD %s has no helm.sh/resource-policy: keep", crd.Name)
+				}
+			}
 			if p.cfg.NodeResourceTopology.Enabled != tt.crd && tt.name != "the chart with the export, CRD elsewhere" {
 				t.Errorf("nodeResourceTopology.enabled %v", p.cfg.NodeResourceTopology.Enabled)
 			}
@@ -137,5 +146,40 @@ func TestWithoutTheAPI(t *testing.T) {
 	if _, err := renderChart(loadChart(t), releaseName, map[string]any{"config": map[string]any{"kubernetesAPI": false,
 		"nodeResourceTopology": map[string]any{"enabled": true}}}); err == nil || !strings.Contains(err.Error(), "needs config.kubernetesAPI") {
 		t.Errorf("the export without the API: %v", err)
+	}
+}
+
+// checkTopologyPolicy checks the ValidatingAdmissionPolicy that lets the
+// plugin's service account write only its own node's NodeResourceTopology
+// object: rendered with the export (want), bound with Deny, matching the
+// service account of sa in the release's namespace, comparing the object's
+// name with the node name of the pod-bound token.
+func checkTopologyPolicy(t *testing.T, m *manifests, want bool, sa string) {
+	t.Helper()
+	if !want {
+		if len(m.policies)+len(m.policyBindings) != 0 {
+			t.Errorf("%d ValidatingAdmissionPolicies and %d bindings without the export", len(m.policies), len(m.policyBindings))
+		}
+		return
+	}
+	p := only(t, "ValidatingAdmissionPolicy", m.policies)
+	b := only(t, "ValidatingAdmissionPolicyBinding", m.policyBindings)
+	if b.Spec.PolicyName != p.Name || len(b.Spec.ValidationActions) != 1 || b.Spec.ValidationActions[0] != "Deny" {
+		t.Errorf("binding %+v of policy %s: want Deny", b.Spec, p.Name)
+	}
+	if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != "Fail" {
+		t.Errorf("failurePolicy %v, want Fail", p.Spec.FailurePolicy)
+	}
+	rules := p.Spec.MatchConstraints.ResourceRules
+	if len(rules) != 1 || !slices.Equal(rules[0].Resources, []string{"noderesourcetopologies"}) ||
+		!slices.Equal(rules[0].APIGroups, []string{"topology.node.k8s.io"}) || len(rules[0].Operations) != 3 {
+		t.Errorf("match constraints %+v, want create, update and delete of noderesourcetopologies", rules)
+	}
+	user := "system:serviceaccount:" + releaseNamespace + ":" + sa
+	if len(p.Spec.MatchConditions) != 1 || !strings.Contains(p.Spec.MatchConditions[0].Expression, "'"+user+"'") {
+		t.Errorf("match conditions %+v, want the plugin's service account %s", p.Spec.MatchConditions, user)
+	}
+	if len(p.Spec.Validations) != 1 || !strings.Contains(p.Spec.Validations[0].Expression, "request.name == request.userInfo.extra['authentication.kubernetes.io/node-name'][0]") {
+		t.Errorf("validations %+v, want the object's name compared with the token's node", p.Spec.Validations)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/engine"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -62,6 +63,8 @@ type manifests struct {
 	clusterRoles    []*rbacv1.ClusterRole
 	roleBindings    []*rbacv1.ClusterRoleBinding
 	crds            []*apiextensionsv1.CustomResourceDefinition
+	policies        []*admissionregistrationv1.ValidatingAdmissionPolicy
+	policyBindings  []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
 }
 
 // kinds lists the kinds present, e.g. "ConfigMap DaemonSet".
@@ -84,6 +87,8 @@ func (m *manifests) kinds() string {
 	add("ResourceQuota", len(m.resourceQuotas))
 	add("Service", len(m.services))
 	add("ServiceMonitor", len(m.serviceMonitors))
+	add("ValidatingAdmissionPolicy", len(m.policies))
+	add("ValidatingAdmissionPolicyBinding", len(m.policyBindings))
 	sort.Strings(out)
 	return strings.Join(out, " ")
 }
@@ -163,6 +168,10 @@ func decodeAll(stream []byte) (*manifests, error) {
 			obj = into(&m.roleBindings)
 		case "apiextensions.k8s.io/v1 CustomResourceDefinition":
 			obj = into(&m.crds)
+		case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy":
+			obj = into(&m.policies)
+		case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
+			obj = into(&m.policyBindings)
 		default:
 			return nil, fmt.Errorf("document %d: unexpected object %s %s", i, head.APIVersion, head.Kind)
 		}

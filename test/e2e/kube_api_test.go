@@ -116,6 +116,15 @@ func (k *kube) eventsOnRefusal(ctx context.Context, t *testing.T) {
 
 // nrt is the part of a NodeResourceTopology object the suite reads.
 type nrt struct {
+	Metadata struct {
+		Labels          map[string]string `json:"labels"`
+		OwnerReferences []struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Name       string `json:"name"`
+			UID        string `json:"uid"`
+		} `json:"ownerReferences"`
+	} `json:"metadata"`
 	Zones []struct {
 		Name      string `json:"name"`
 		Type      string `json:"type"`
@@ -204,6 +213,7 @@ func (k *kube) nodeResourceTopology(ctx context.Context, t *testing.T) {
 	if attrs["topologyManagerPolicy"] != string(cfg.TopologyManagerPolicy) || attrs["topologyManagerScope"] != string(cfg.TopologyManagerScope) {
 		t.Errorf("attributes %v, want the ConfigMap's policy %s and scope %s", attrs, cfg.TopologyManagerPolicy, cfg.TopologyManagerScope)
 	}
+	k.topologyOwnership(ctx, t, n)
 
 	k.apply(ctx, t, harness.PodManifest("nrt-pinned", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
 	pinned := k.attach(ctx, t, k.waitRunning(ctx, t, "nrt-pinned"), "app")
@@ -215,6 +225,52 @@ func (k *kube) nodeResourceTopology(ctx context.Context, t *testing.T) {
 	t.Logf("pinned to %s: the object shows it", cpus)
 	k.deletePod(t, "nrt-pinned")
 	waitAvailable(exclusive)
+}
+
+// topologyOwnership: the node's object is owned by its Node (the garbage
+// collector deletes it with the Node), and the ValidatingAdmissionPolicy
+// of components/noderesourcetopology denies the plugin's own pod-bound
+// token a write to another node's object, saying why.
+func (k *kube) topologyOwnership(ctx context.Context, t *testing.T, n *nrt) {
+	t.Helper()
+	var node struct {
+		Metadata struct {
+			UID string `json:"uid"`
+		} `json:"metadata"`
+	}
+	if err := k.cluster.KubectlJSON(ctx, &node, "get", "node", k.cluster.NodeName); err != nil {
+		t.Fatal(err)
+	}
+	owners := n.Metadata.OwnerReferences
+	if len(owners) != 1 || owners[0].Kind != "Node" || owners[0].APIVersion != "v1" || owners[0].Name != k.cluster.NodeName || owners[0].UID != node.Metadata.UID {
+		t.Errorf("owner references %+v, want the Node %s (%s)", owners, k.cluster.NodeName, node.Metadata.UID)
+	}
+	if n.Metadata.Labels["app.kubernetes.io/managed-by"] != "nri-cpumanager" {
+		t.Errorf("labels %v, want managed-by nri-cpumanager", n.Metadata.Labels)
+	}
+
+	plugin := k.pluginPod(ctx, t)
+	token, err := k.cluster.Kubectl(ctx, "create", "token", "-n", pluginNamespace, "nri-cpumanager",
+		"--bound-object-kind", "Pod", "--bound-object-name", plugin.Metadata.Name, "--bound-object-uid", plugin.Metadata.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := `apiVersion: topology.node.k8s.io/v1alpha2
+kind: NodeResourceTopology
+metadata: {name: another-node}
+zones: []
+`
+	out, err := k.cluster.KubectlWithToken(ctx, strings.TrimSpace(token), other, "create", "-f", "-")
+	if err == nil || !strings.Contains(err.Error(), "may write only the NodeResourceTopology object of its own node, not another-node") {
+		t.Errorf("the plugin's token creating another node's object: %q, %v; want it denied by the policy", out, err)
+	}
+	// Its own node's object, through the same token: the policy admits it
+	// (a dry run writes nothing).
+	own := strings.Replace(other, "another-node", k.cluster.NodeName, 1)
+	if _, err := k.cluster.KubectlWithToken(ctx, strings.TrimSpace(token), own, "create", "--dry-run=server", "-f", "-"); err != nil &&
+		!strings.Contains(err.Error(), "AlreadyExists") && !strings.Contains(err.Error(), "already exists") {
+		t.Errorf("the plugin's token and its own node's object: %v, want only AlreadyExists", err)
+	}
 }
 
 // topologyCommand runs `nri-cpumanager topology` with the deployed

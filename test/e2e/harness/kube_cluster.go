@@ -80,6 +80,8 @@ type Cluster struct {
 	closed     bool
 	// kubeletHealthz is the kubelet's healthz URL (loopback).
 	kubeletHealthz string
+	// server is the API server's URL, caFile the CA it is signed by.
+	server, caFile string
 
 	kubeletVerbosity int
 }
@@ -205,6 +207,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	ports := clusterPorts{free[0], free[1], free[2], free[3], free[4], free[5], free[6]}
 	server := "https://127.0.0.1:" + strconv.Itoa(ports.apiServer)
+	c.server, c.caFile = server, p.caCertPath()
 	kubeconfigs := map[string]certIdentity{
 		c.Kubeconfig: {file: "admin", commonName: "e2e-admin", organizations: []string{"system:masters"}},
 		filepath.Join(c.Dir, "controller-manager.kubeconfig"): {file: "controller-manager", commonName: "system:kube-controller-manager"},
@@ -526,6 +529,38 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 // KubectlStdin is Kubectl with stdin as the command's standard input.
 func (c *Cluster) KubectlStdin(ctx context.Context, stdin string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, c.tools.Kubectl, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// KubectlWithToken runs kubectl as the bearer of token (a service
+// account's, say) rather than the administrator, with stdin as its
+// standard input.
+func (c *Cluster) KubectlWithToken(ctx context.Context, token, stdin string, args ...string) (string, error) {
+	path := filepath.Join(c.Dir, "token.kubeconfig")
+	config := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster: {server: %q, certificate-authority: %q}
+users:
+- name: bearer
+  user: {token: %q}
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: bearer}
+current-context: e2e
+`, c.server, c.caFile, token)
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		return "", fmt.Errorf("write kubeconfig: %w", err)
+	}
+	defer os.Remove(path)
+	cmd := exec.CommandContext(ctx, c.tools.Kubectl, append([]string{"--kubeconfig", path}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
