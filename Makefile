@@ -105,10 +105,10 @@ e2e:
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 40m -v -skip '^TestKubernetes$$' . ./harness/
 
 ## e2e-vm: a production-shaped node in QEMU (16 vCPUs, 2 sockets, SMT 2, 2 NUMA
-## nodes, cgroup v2): containerd + runc + the plugin under the cgroupfs and the
-## systemd driver and with isolcpus=, and the demo (root; builds its kernel,
-## root file system and initramfs from Debian packages into the build cache;
-## KVM where it works, else emulation)
+## nodes, cgroup v2): containerd + runc + the plugin under the cgroupfs driver
+## and with isolcpus=, and the demo; the systemd driver is e2e-vm-kube's (root;
+## builds its kernel, root file system and initramfs from Debian packages into
+## the build cache; KVM where it works, else emulation)
 e2e-vm:
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 90m -v -run '^TestVM$$' ./vm/
 
