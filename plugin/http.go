@@ -133,7 +133,7 @@ func (p *Plugin) Snapshot() Snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := Snapshot{
-		Ready:      p.conn.synchronized,
+		Ready:      p.link.isSynchronized(),
 		SharedPool: p.model.SharedPool().String(),
 		Exclusive:  map[string]map[string]Assign{},
 		Containers: map[string]ContainerView{},

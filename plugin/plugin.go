@@ -257,10 +257,9 @@ func (p *Plugin) Healthy() bool {
 	return p.opts.DisconnectedTimeout <= 0 || p.link.downFor(time.Now()) < p.opts.DisconnectedTimeout
 }
 
-// connection is the plugin's current connection to the runtime.
+// connection is the plugin's current connection to the runtime; whether
+// it is synchronized is link's.
 type connection struct {
 	// stub is the NRI stub of the connection; nil between connections.
 	stub stub.Stub
-	// synchronized is set once the connection's Synchronize was handled.
-	synchronized bool
 }

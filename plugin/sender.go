@@ -59,7 +59,7 @@ func (p *Plugin) sendLoop(ctx context.Context) {
 func (p *Plugin) nextSend() (time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.conn.stub == nil || !p.conn.synchronized {
+	if p.conn.stub == nil || !p.link.isSynchronized() {
 		p.ledger.clearPending()
 		return time.Time{}, false
 	}
@@ -86,7 +86,7 @@ func (p *Plugin) collectPending() ([]sent, stub.Stub, []*api.ContainerUpdate, cp
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.conn.stub
-	if s == nil || !p.conn.synchronized {
+	if s == nil || !p.link.isSynchronized() {
 		return nil, nil, nil, cpuset.New()
 	}
 	if due, any := p.ledger.sendDue(p.opts.SendDelay, p.opts.SendMaxDelay); !any || time.Now().Before(due) {

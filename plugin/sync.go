@@ -32,7 +32,6 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 		p.ledger.handed(u, handedInReply)
 	}
 	p.forgetGone()
-	p.conn.synchronized = true
 	p.link.up()
 	p.metrics.setReady(true)
 	p.checkInvariants("Synchronize")

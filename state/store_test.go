@@ -71,23 +71,9 @@ func TestNewStoreMakesTheDirectoryPrivate(t *testing.T) {
 	for _, mode := range []os.FileMode{0o755, 0o777, 0o700} {
 		t.Run(mode.String(), func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "state")
-			if err := os.Mkdir(dir, mode); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chmod(dir, mode); err != nil { // past the umask
-				t.Fatal(err)
-			}
-			logger, hook := test.NewNullLogger()
-			st, err := NewStore(dir, WithLogger(logger))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = st.Close() })
-			info, err := os.Stat(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if perm := info.Mode().Perm(); perm != 0o700 {
+			mkdirMode(t, dir, mode)
+			hook, perm := openLogged(t, dir)
+			if perm != 0o700 {
 				t.Errorf("state directory mode %o, want 700", perm)
 			}
 			entries := hook.AllEntries()
@@ -106,6 +92,34 @@ func TestNewStoreMakesTheDirectoryPrivate(t *testing.T) {
 	}
 }
 
+// mkdirMode creates dir with mode, past the umask.
+func mkdirMode(t *testing.T, dir string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Mkdir(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openLogged opens the store of dir with a logger the test reads, closes
+// it when the test ends, and returns that log and dir's mode once opened.
+func openLogged(t *testing.T, dir string) (*test.Hook, os.FileMode) {
+	t.Helper()
+	logger, hook := test.NewNullLogger()
+	st, err := NewStore(dir, WithLogger(logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	info, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hook, info.Mode().Perm()
+}
+
 // TestNewStoreLeavesASharedDirectoryAsItIs: a state directory that holds
 // other programs' files (stateDir set to /var/lib by mistake) keeps its
 // mode, and the store says why; the store's own leftovers and a
@@ -121,29 +135,15 @@ func TestNewStoreLeavesASharedDirectoryAsItIs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "state")
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Chmod(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
+			mkdirMode(t, dir, 0o755)
 			for _, name := range tc.files {
 				if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
 					t.Fatal(err)
 				}
 			}
-			logger, hook := test.NewNullLogger()
-			st, err := NewStore(dir, WithLogger(logger))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = st.Close() })
-			info, err := os.Stat(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := map[bool]os.FileMode{true: 0o700, false: 0o755}[tc.private]; info.Mode().Perm() != want {
-				t.Errorf("state directory mode %o, want %o", info.Mode().Perm(), want)
+			hook, perm := openLogged(t, dir)
+			if want := map[bool]os.FileMode{true: 0o700, false: 0o755}[tc.private]; perm != want {
+				t.Errorf("state directory mode %o, want %o", perm, want)
 			}
 			warned := false
 			for _, e := range hook.AllEntries() {

@@ -20,19 +20,7 @@ func TestHTTPServerBoundsClients(t *testing.T) {
 	var open, most atomic.Int32
 	handler := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	limits := httpLimits{maxConns: 4, readHeader: time.Second, read: time.Second, write: time.Second, idle: 300 * time.Millisecond}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	address := ln.Addr().String()
-	ln.Close()
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	shutdown, err := serveHTTP(address, countConns(handler, &open, &most), limits, logrus.NewEntry(log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shutdown()
+	address := startTestServer(t, countConns(handler, &open, &most), limits)
 
 	// 20 clients each send a request and keep the connection open.
 	var conns []net.Conn
@@ -94,19 +82,7 @@ func countConns(h http.Handler, open, most *atomic.Int32) http.Handler {
 func TestHTTPServerCapsEachSource(t *testing.T) {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	limits := httpLimits{maxConns: 8, perSource: 2, readHeader: time.Second, read: time.Second, write: time.Second, idle: time.Minute}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	address := ln.Addr().String()
-	ln.Close()
-	log := logrus.New()
-	log.SetOutput(io.Discard)
-	shutdown, err := serveHTTP(address, handler, limits, logrus.NewEntry(log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shutdown()
+	address := startTestServer(t, handler, limits)
 
 	// request sends a request from source on a new connection, kept open,
 	// and says whether it was answered (false: closed unanswered).
@@ -145,4 +121,24 @@ func TestHTTPServerCapsEachSource(t *testing.T) {
 	if !answered {
 		t.Error("the source is not answered again after closing a connection")
 	}
+}
+
+// startTestServer serves handler with limits on a free loopback port until
+// the test ends, and returns its address.
+func startTestServer(t *testing.T, handler http.Handler, limits httpLimits) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	address := ln.Addr().String()
+	ln.Close()
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	shutdown, err := serveHTTP(address, handler, limits, logrus.NewEntry(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(shutdown)
+	return address
 }

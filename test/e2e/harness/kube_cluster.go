@@ -528,7 +528,13 @@ func (c *Cluster) Kubectl(ctx context.Context, args ...string) (string, error) {
 
 // KubectlStdin is Kubectl with stdin as the command's standard input.
 func (c *Cluster) KubectlStdin(ctx context.Context, stdin string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, c.tools.Kubectl, append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	return c.kubectl(ctx, c.Kubeconfig, stdin, args...)
+}
+
+// kubectl runs kubectl with kubeconfig and stdin and returns its standard
+// output; a failure quotes its standard error.
+func (c *Cluster) kubectl(ctx context.Context, kubeconfig, stdin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.tools.Kubectl, append([]string{"--kubeconfig", kubeconfig}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -560,14 +566,7 @@ current-context: e2e
 		return "", fmt.Errorf("write kubeconfig: %w", err)
 	}
 	defer os.Remove(path)
-	cmd := exec.CommandContext(ctx, c.tools.Kubectl, append([]string{"--kubeconfig", path}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
+	return c.kubectl(ctx, path, stdin, args...)
 }
 
 // KubectlJSON runs kubectl with `-o json` appended and decodes its output
