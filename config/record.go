@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"k8s.io/utils/cpuset"
 )
 
 // This file turns a configuration into the values of some of its keys and
@@ -38,6 +40,16 @@ func (c *Config) WithKeys(keys map[string]string) (*Config, error) {
 		fields[name] = json.RawMessage(keys[name])
 	}
 	return fromFields(fields)
+}
+
+// WithReservedCPUs returns c reserving exactly cpus (reservedSystemCPUs,
+// reservedCPUCount unset), whichever way c reserved its CPUs.
+func (c *Config) WithReservedCPUs(cpus cpuset.CPUSet) (*Config, error) {
+	list, err := json.Marshal(cpus.String())
+	if err != nil {
+		return nil, fmt.Errorf("encoding CPUs %s: %w", cpus, err)
+	}
+	return c.WithKeys(map[string]string{"reservedSystemCPUs": string(list), "reservedCPUCount": "0"})
 }
 
 // Merge returns the configuration of file as a running plugin applies it:

@@ -49,6 +49,25 @@ logLevel: debug
 	}
 }
 
+// TestWithReservedCPUs: a configuration reserving by count or by list,
+// given a list, reserves exactly that list and keeps its other keys.
+func TestWithReservedCPUs(t *testing.T) {
+	for _, doc := range []string{"reservedCPUCount: 4\nalignMemory: true\n", "reservedSystemCPUs: \"0-3\"\nalignMemory: true\n"} {
+		c, err := Parse([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.WithReservedCPUs(cpuset.New(0, 2))
+		if err != nil {
+			t.Fatalf("%q: %v", doc, err)
+		}
+		if !got.ReservedSystemCPUs.Equals(cpuset.New(0, 2)) || got.ReservedCPUCount != 0 || !got.AlignMemory {
+			t.Errorf("%q: reserved %s, count %d, alignMemory %v; want exactly 0,2, no count, alignMemory kept",
+				doc, got.ReservedSystemCPUs, got.ReservedCPUCount, got.AlignMemory)
+		}
+	}
+}
+
 // TestMergeKeepsRestartKeys: a reloaded file's keys that apply only at a
 // restart keep their running values.
 func TestMergeKeepsRestartKeys(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
@@ -75,8 +76,12 @@ type Options struct {
 	// configuration: at start, when pinned containers of the checkpoint
 	// hold CPUs the given policy does not allow, the plugin runs on the
 	// checkpoint's configuration until they are free (reload.go).
+	// ReleasedPolicy builds the policy of Config with some CPUs no longer
+	// reserved, and its record: what the plugin runs on when the
+	// checkpoint recorded no configuration (the kubelet's, imported).
 	Config         state.ConfigRecord
 	RecordedPolicy func(state.ConfigRecord) (*policy.Policy, error)
+	ReleasedPolicy func(cpuset.CPUSet) (*policy.Policy, state.ConfigRecord, error)
 	// OnVerified, if not nil, is called after every verification pass
 	// (tests wait on it instead of sleeping).
 	OnVerified func()
@@ -209,7 +214,8 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		return nil, err
 	}
 	p.model = policy.NewModel(st)
-	p.startOn(pol, opts.Config, opts.RecordedPolicy)
+	p.policy, p.record = pol, opts.Config
+	p.startOn(st)
 	p.metrics.setTopology(pol.Allocator().Topology())
 	p.metrics.setPolicy(p.policy)
 	// The first commit (at Synchronize) writes the checkpoint even if

@@ -72,11 +72,7 @@ func (p *Plugin) ConfigPending() bool {
 // inTheWay returns the pinned CPUs (exclusive, or held for a pod) that
 // pol does not allow to be exclusive.
 func (p *Plugin) inTheWay(pol *policy.Policy) cpuset.CPUSet {
-	pinned := p.model.State.ExclusiveCPUs()
-	for _, h := range p.model.State.Holds() {
-		pinned = pinned.Union(h.CPUs)
-	}
-	return pinned.Difference(pol.Allocatable())
+	return pinnedCPUs(p.model.State).Difference(pol.Allocatable())
 }
 
 // switchPolicy makes pol the policy: the shared pool recomputed, the
@@ -121,34 +117,57 @@ func (p *Plugin) applyPendingLocked() {
 	p.log.WithField("reserved", c.policy.Options().Reserved.String()).Info("no pinned container is in the way any more: the new configuration is applied")
 }
 
-// startOn decides, at start, which configuration to run on: the one the
-// plugin was given, unless pinned containers of the checkpoint hold CPUs
-// it does not allow; then the one the checkpoint was made under, and the
-// given one waits. It warns when it does.
-func (p *Plugin) startOn(pol *policy.Policy, record state.ConfigRecord, recorded func(state.ConfigRecord) (*policy.Policy, error)) {
-	p.policy, p.record = pol, record
-	was, ok := p.model.State.ConfigRecord()
-	if !ok || sameRecord(was, record) {
+// startOn decides, at start (st is the checkpoint's state, or the
+// kubelet's imported), which configuration to run on: the one the plugin
+// was given, unless pinned containers of st hold CPUs it does not allow;
+// then the one st was made under, or, when st recorded none, the given
+// one with those CPUs released from its reservation; and the given one
+// waits. It warns when it does.
+func (p *Plugin) startOn(st *state.State) {
+	was, recorded := st.ConfigRecord()
+	if recorded && sameRecord(was, p.record) {
 		return
 	}
-	inWay := p.inTheWay(pol)
+	inWay := pinnedCPUs(st).Difference(p.policy.Allocatable())
 	if inWay.IsEmpty() {
 		return
 	}
-	log := p.log.WithFields(logrus.Fields{"pinnedCPUs": inWay.String(), "recordedReserved": was.ReservedCPUs.String(),
-		"reserved": pol.Options().Reserved.String()})
-	if recorded == nil {
-		log.Warn("pinned containers hold CPUs the configuration reserves or cannot allocate; no way to run on the checkpoint's configuration was given")
+	log := p.log.WithFields(logrus.Fields{"pinnedCPUs": inWay.String(), "reserved": p.policy.Options().Reserved.String()})
+	var old *policy.Policy
+	var err error
+	switch {
+	case recorded && p.opts.RecordedPolicy != nil:
+		log = log.WithField("recordedReserved", was.ReservedCPUs.String())
+		old, err = p.opts.RecordedPolicy(was)
+	case !recorded && p.opts.ReleasedPolicy != nil:
+		old, was, err = p.opts.ReleasedPolicy(inWay)
+	default:
+		log.Warn("pinned containers hold CPUs the configuration reserves or cannot allocate; no other configuration to run on was given")
 		return
 	}
-	old, err := recorded(was)
+	if err == nil && !pinnedCPUs(st).Difference(old.Allocatable()).IsEmpty() {
+		err = fmt.Errorf("it does not allow CPUs %s either", pinnedCPUs(st).Difference(old.Allocatable()))
+	}
 	if err != nil {
-		log.WithError(err).Warn("pinned containers hold CPUs the configuration reserves; the checkpoint's configuration does not fit this machine, so the new one applies")
+		log.WithError(err).Warn("pinned containers hold CPUs the configuration reserves; no configuration that allows them fits this machine, so the given one applies")
 		return
 	}
+	p.setPendingConfig(&pendingConfig{policy: p.policy, record: p.record})
 	p.policy, p.record = old, was
-	p.setPendingConfig(&pendingConfig{policy: pol, record: record})
-	log.Warn("pinned containers hold CPUs the configuration reserves or cannot allocate: running on the configuration the checkpoint was made under until they are free (nri_cpumanager_config_pending)")
+	if recorded {
+		log.Warn("pinned containers hold CPUs the configuration reserves or cannot allocate: running on the configuration the checkpoint was made under until they are free (nri_cpumanager_config_pending)")
+	} else {
+		log.WithField("runningReserved", old.Options().Reserved.String()).Warn("pinned containers hold CPUs the configuration reserves or cannot allocate, and the checkpoint recorded no configuration: running with those CPUs released from the reservation until they are free (nri_cpumanager_config_pending)")
+	}
+}
+
+// pinnedCPUs returns the CPUs pinned in st: exclusive, or held for a pod.
+func pinnedCPUs(st *state.State) cpuset.CPUSet {
+	pinned := st.ExclusiveCPUs()
+	for _, h := range st.Holds() {
+		pinned = pinned.Union(h.CPUs)
+	}
+	return pinned
 }
 
 // sameRecord reports whether two configuration records say the same.

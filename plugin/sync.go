@@ -22,7 +22,8 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 
 	policyPods := p.rememberPods(pods)
 	containers := p.recordContainers(ctrs)
-	d := p.policy.Synchronize(p.startingModel(containers), policyPods, containers)
+	start := p.startingModel(containers) // (may change the policy: first)
+	d := p.policy.Synchronize(start, policyPods, containers)
 	if was, ok := d.Model.State.ConfigRecord(); !ok || !sameRecord(was, p.record) {
 		d.Model.State.SetConfigRecord(p.record) // (Synchronize's state is its own)
 	}
@@ -82,5 +83,8 @@ func (p *Plugin) startingModel(containers []policy.Container) *policy.Model {
 		return p.model
 	}
 	p.importKubelet = false
-	return p.importFromKubelet(p.model, containers)
+	m := p.importFromKubelet(p.model, containers)
+	p.startOn(m.State)
+	p.metrics.setPolicy(p.policy)
+	return m
 }

@@ -89,6 +89,7 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		Metrics:             metrics,
 		Config:              assemble.Record(cfg, pol),
 		RecordedPolicy:      assemble.RecordedPolicy(cfg, pol.Allocator().Topology()),
+		ReleasedPolicy:      assemble.ReleasedPolicy(cfg, pol.Allocator().Topology()),
 		API:                 api,
 	})
 	if err != nil {

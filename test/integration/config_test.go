@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,7 @@ func withConfig(n *node) func(*plugin.Options) {
 	return func(o *plugin.Options) {
 		o.Config = assemble.Record(n.cfg, n.pol)
 		o.RecordedPolicy = assemble.RecordedPolicy(n.cfg, n.topo)
+		o.ReleasedPolicy = assemble.ReleasedPolicy(n.cfg, n.topo)
 	}
 }
 
@@ -69,6 +71,69 @@ func TestRestartUnderAReservationOfPinnedCPUs(t *testing.T) {
 	}
 	if rec, _ := checkpointState(t, stateDir, after.topo.CPUs()).ConfigRecord(); !rec.ReservedCPUs.Equals(cpuset.New(0, 1)) {
 		t.Errorf("the checkpoint records reserved CPUs %s, want 0-1", rec.ReservedCPUs)
+	}
+	noViolations(t, rt)
+}
+
+// TestKubeletImportUnderAReservationOfPinnedCPUs: the kubelet's
+// checkpoint, imported at the first start, records no configuration of
+// the plugin's; its pinned container sits on CPU 1, which the plugin's
+// configuration reserves. The plugin runs with CPU 1 released from the
+// reservation (recorded as such in the checkpoint, and again after a
+// restart), the container keeps its CPUs, no other container gets CPU 1,
+// and the configuration as given applies once the container is gone.
+func TestKubeletImportUnderAReservationOfPinnedCPUs(t *testing.T) {
+	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0-1"`)
+	rt := fakeruntime.New(t, n.topo.CPUs())
+	rt.SetChecking(false) // no plugin yet: containers get every CPU
+	app := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(2))
+	rt.Locked(func() { app.Linux.Resources.Cpu.Cpus = "1-2" }) // where the kubelet's static policy (reserving 0) put it
+	kubelet := filepath.Join(t.TempDir(), "cpu_manager_state")
+	text := `{"policyName":"static","defaultCpuSet":"0,3-7","entries":{"gu-uid":{"app":"1-2"}},"checksum":1}`
+	if err := os.WriteFile(kubelet, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := func(stateDir string) *runningPlugin {
+		return startPluginWith(t, rt, n.pol, stateDir, func(o *plugin.Options) {
+			withConfig(n)(o)
+			o.KubeletCheckpoint = kubelet
+		})
+	}
+	stateDir := t.TempDir()
+	rp := start(stateDir)
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	rt.SetChecking(true)
+	wantReserved := func(want string) {
+		t.Helper()
+		rec, ok := checkpointState(t, stateDir, n.topo.CPUs()).ConfigRecord()
+		if !ok || rec.ReservedCPUs.String() != want || rec.Keys["reservedSystemCPUs"] != strconv.Quote(want) {
+			t.Errorf("the checkpoint records reserved CPUs %s (keys %v), want %s", rec.ReservedCPUs, rec.Keys, want)
+		}
+	}
+	wantCPUs(t, rt, app, "1-2")
+	if !rp.ConfigPending() {
+		t.Errorf("the given reservation 0-1 does not wait for the container on CPU 1")
+	}
+	wantReserved("0")
+
+	rp.Stop()
+	rp = start(stateDir)
+	waitFor(t, "settled", func() bool { return settled(rp, rt) })
+	if !rp.ConfigPending() {
+		t.Errorf("after a restart, the given reservation 0-1 does not wait for the container on CPU 1")
+	}
+	wantReserved("0")
+	other := mustCreate(t, rt, pod(t, rt, "other", "guaranteed"), "app", guaranteed(1))
+	wantCPUs(t, rt, other, "3")
+
+	if err := rt.RemovePod(rt.PodOf(app)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the given configuration applied", func() bool { return !rp.ConfigPending() })
+	wantReserved("0-1")
+	next := mustCreate(t, rt, pod(t, rt, "next", "guaranteed"), "app", guaranteed(2))
+	if got, _ := rt.CPUs(next.Id); got.Contains(0) || got.Contains(1) {
+		t.Errorf("a new container got %s: the reserved CPU 1 is given out", got)
 	}
 	noViolations(t, rt)
 }

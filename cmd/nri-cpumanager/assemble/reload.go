@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
@@ -109,6 +110,30 @@ func RecordedPolicy(cfg *config.Config, topo *cpuallocator.Topology) func(state.
 			return nil, fmt.Errorf("the checkpoint's configuration: %w", err)
 		}
 		return Policy(old, topo)
+	}
+}
+
+// ReleasedPolicy returns the function that builds, on topo, the policy
+// of cfg with some CPUs no longer reserved, and its record: what the
+// plugin runs on while pinned containers of a checkpoint that recorded no
+// configuration (the kubelet's, imported) hold CPUs cfg reserves. The
+// record is a configuration (cfg with reservedSystemCPUs set), so that a
+// restart can run on it again.
+func ReleasedPolicy(cfg *config.Config, topo *cpuallocator.Topology) func(cpuset.CPUSet) (*policy.Policy, state.ConfigRecord, error) {
+	return func(release cpuset.CPUSet) (*policy.Policy, state.ConfigRecord, error) {
+		given, err := Policy(cfg, topo)
+		if err != nil {
+			return nil, state.ConfigRecord{}, err
+		}
+		released, err := cfg.WithReservedCPUs(given.Options().Reserved.Difference(release))
+		if err != nil {
+			return nil, state.ConfigRecord{}, fmt.Errorf("releasing CPUs %s from the reservation: %w", release, err)
+		}
+		pol, err := Policy(released, topo)
+		if err != nil {
+			return nil, state.ConfigRecord{}, fmt.Errorf("releasing CPUs %s from the reservation: %w", release, err)
+		}
+		return pol, Record(released, pol), nil
 	}
 }
 
