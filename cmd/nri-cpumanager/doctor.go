@@ -15,8 +15,8 @@ import (
 
 // doctor checks a node for the plugin, each finding with what to do when
 // it is wrong: containerd's version, NRI and its socket, whether the
-// drop-in of deploy/containerd-nri.toml is imported and the fail-closed
-// validator active, the kubelet's CPU manager policy and reservation, the
+// drop-in of deploy/containerd-nri.toml is imported, the validator's
+// rejections on and fail-closed active, the kubelet's CPU manager policy and reservation, the
 // cgroup version and driver, the isolated CPUs, and what the plugin's
 // configuration makes of the CPUs (as validate-config says).
 //

@@ -339,7 +339,40 @@ func (d *doctorRun) checkNRI(conf *containerdConfig, major, minor int) {
 	} else {
 		d.report(statusOK, "NRI", fmt.Sprintf("socket %s exists", d.cfg.NRISocket), "")
 	}
-	d.checkValidator(validator, validatorFrom, major, minor)
+	if conf != nil {
+		d.checkRejections(validator, validatorFrom, major, minor)
+	}
+	d.checkValidator(validator, validatorFrom)
+}
+
+// validatorRejections are NRI's default validator keys that reject what
+// nri-cpumanager never adjusts; deploy/containerd-nri.toml turns them on.
+var validatorRejections = []string{
+	"reject_oci_hook_adjustment", "reject_namespace_adjustment", "reject_sysctl_adjustment",
+	"reject_runtime_default_seccomp_adjustment", "reject_unconfined_seccomp_adjustment", "reject_custom_seccomp_adjustment",
+}
+
+// checkRejections reports whether containerd's default validator refuses
+// the adjustments nri-cpumanager never makes (OCI hooks, namespaces,
+// sysctls, seccomp), whoever makes them.
+func (d *doctorRun) checkRejections(v map[string]any, from string, major, minor int) {
+	enabled, _ := v["enable"].(bool)
+	if enabled && major == 2 && minor < 4 {
+		d.report(statusWarning, "validator", fmt.Sprintf("default_validator is set (%s), but containerd before 2.4 has no NRI default validator", from), "upgrade containerd to 2.4 or later, or remove the table")
+		return
+	}
+	var off []string
+	for _, key := range validatorRejections {
+		if on, _ := v[key].(bool); !enabled || !on {
+			off = append(off, key)
+		}
+	}
+	if len(off) > 0 {
+		d.report(statusWarning, "validator", fmt.Sprintf("containerd does not refuse %s: any plugin on its NRI socket may make these adjustments, which nri-cpumanager never makes", strings.Join(off, ", ")),
+			"set them to true in the default_validator table with enable = true (deploy/containerd-nri.toml; docs/install.md, \"The validator's rejections\")")
+		return
+	}
+	d.report(statusOK, "validator", fmt.Sprintf("containerd refuses OCI hook, namespace, sysctl and seccomp adjustments by any plugin (%s)", from), "")
 }
 
 // mergedValidator returns NRI's default_validator table as containerd
@@ -365,7 +398,7 @@ func (d *doctorRun) mergedValidator(conf *containerdConfig) (map[string]any, str
 }
 
 // checkValidator reports whether containerd fails closed for the plugin.
-func (d *doctorRun) checkValidator(v map[string]any, from string, major, minor int) {
+func (d *doctorRun) checkValidator(v map[string]any, from string) {
 	enabled, _ := v["enable"].(bool)
 	if !enabled {
 		d.report(statusInfo, "fail-closed", "off: containers created while the plugin is away run on every CPU (docs/operations.md, \"Failing closed\")", "")
@@ -378,9 +411,6 @@ func (d *doctorRun) checkValidator(v map[string]any, from string, major, minor i
 				required = append(required, s)
 			}
 		}
-	}
-	if major == 2 && minor < 4 {
-		d.report(statusWarning, "fail-closed", fmt.Sprintf("default_validator is set (%s), but containerd before 2.4 has no NRI default validator", from), "upgrade containerd to 2.4 or later")
 	}
 	if !slices.Contains(required, d.cfg.PluginName) {
 		d.report(statusWarning, "fail-closed", fmt.Sprintf("the default validator is on (%s) but required_plugins %q does not name the plugin (%s)", from, required, d.cfg.PluginName),

@@ -75,16 +75,23 @@ func (n *doctorNode) run(pluginConfig string, args ...string) (int, string) {
 	return status, out.String()
 }
 
-// The drop-in of deploy/containerd-nri.toml, fail-closed block on.
-const nriDropIn = `version = 3
-[plugins.'io.containerd.nri.v1.nri']
-  disable = false
-  socket_path = "/var/run/nri/nri.sock"
-[plugins.'io.containerd.nri.v1.nri'.default_validator]
-  enable = true
-  required_plugins = ["cpumanager"]
-  tolerate_missing_plugins_annotation = "tolerate-missing-nri-plugins.noderesource.dev"
-`
+// shippedDropIn returns deploy/containerd-nri.toml with its fail-closed
+// lines uncommented.
+func shippedDropIn(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "containerd-nri.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	for _, key := range []string{"required_plugins", "tolerate_missing_plugins_annotation"} {
+		if !strings.Contains(text, "  # "+key+" = ") {
+			t.Fatalf("deploy/containerd-nri.toml has no commented %s line", key)
+		}
+		text = strings.Replace(text, "  # "+key+" = ", "  "+key+" = ", 1)
+	}
+	return text
+}
 
 const kubeletNone = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -111,7 +118,7 @@ func wantLines(t *testing.T, out string, lines ...string) {
 func TestDoctorHealthyNode(t *testing.T) {
 	n := newDoctorNode(t)
 	n.host("/etc/containerd/config.toml", "version = 3\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n"+systemdRunc)
-	n.host("/etc/containerd/conf.d/nri.toml", strings.ReplaceAll(nriDropIn, "/var/run/nri/nri.sock", n.ns))
+	n.host("/etc/containerd/conf.d/nri.toml", strings.ReplaceAll(shippedDropIn(t), "/var/run/nri/nri.sock", n.ns))
 	n.host("/var/lib/kubelet/config.yaml", kubeletNone)
 	status, out := n.run("")
 	if status != exitOK {
@@ -121,6 +128,7 @@ func TestDoctorHealthyNode(t *testing.T) {
 		"imports /etc/containerd/conf.d/nri.toml",
 		"ok    NRI         enabled (disable = false, from /etc/containerd/conf.d/nri.toml)",
 		"ok    NRI         socket "+n.ns+" exists",
+		"ok    validator   containerd refuses OCI hook, namespace, sysctl and seccomp adjustments by any plugin (/etc/containerd/conf.d/nri.toml)",
 		"ok    fail-closed on: containerd refuses new containers while cpumanager is away",
 		"ok    kubelet     cpuManagerPolicy: none (/var/lib/kubelet/config.yaml)",
 		"ok    kubelet     reserves CPUs 0, as the plugin does",
@@ -139,7 +147,7 @@ func TestDoctorHealthyNode(t *testing.T) {
 func TestDoctorDropInNotImported(t *testing.T) {
 	n := newDoctorNode(t)
 	n.host("/etc/containerd/config.toml", "version = 3\n"+systemdRunc)
-	n.host("/etc/containerd/conf.d/nri.toml", nriDropIn)
+	n.host("/etc/containerd/conf.d/nri.toml", shippedDropIn(t))
 	n.host("/var/lib/kubelet/config.yaml", kubeletNone)
 	status, out := n.run("")
 	if status != exitFailure {
@@ -184,6 +192,8 @@ topologyManagerPolicy: single-numa-node
 		"FAIL  NRI         containerd listens on /run/nri/other.sock, the plugin dials "+n.ns,
 		`FAIL  fail-closed containerd requires cpumanager (/etc/containerd/config.toml) but tolerate_missing_plugins_annotation is ""`,
 		`fix: tolerate_missing_plugins_annotation = "tolerate-missing-nri-plugins.noderesource.dev"`,
+		"warn  validator   containerd does not refuse reject_oci_hook_adjustment, reject_namespace_adjustment, reject_sysctl_adjustment, "+
+			"reject_runtime_default_seccomp_adjustment, reject_unconfined_seccomp_adjustment, reject_custom_seccomp_adjustment: any plugin on its NRI socket may make these adjustments",
 		"FAIL  kubelet     cpuManagerPolicy: static (/etc/kubernetes/kubelet-config.yaml)",
 		"FAIL  kubelet     reserves CPUs 0,6 (reservedSystemCPUs), the plugin reserves CPUs 0 (reservedSystemCPUs)",
 		`fix: reservedSystemCPUs: "0,6" and no reservedCPUCount in the plugin's ConfigMap`,

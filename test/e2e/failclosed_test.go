@@ -19,8 +19,11 @@ const (
 	tolerateMissingPlugins = "tolerate-missing-nri-plugins.noderesource.dev"
 )
 
-// failClosed is the NRI default validator configuration of the opt-in.
-var failClosed = &harness.NRIValidator{RequiredPlugins: []string{pluginName}, TolerateMissingAnnotation: tolerateMissingPlugins}
+// failClosed returns the NRI default validator table of
+// deploy/containerd-nri.toml with the fail-closed opt-in on.
+func failClosed(t *testing.T) *harness.NRIValidator {
+	return &harness.NRIValidator{Reject: shippedRejections(t), RequiredPlugins: []string{pluginName}, TolerateMissingAnnotation: tolerateMissingPlugins}
+}
 
 // TestFailClosedWhileThePluginIsAway runs containerd with the fail-closed
 // opt-in: while the plugin is not registered, creating a container fails
@@ -31,7 +34,7 @@ var failClosed = &harness.NRIValidator{RequiredPlugins: []string{pluginName}, To
 func TestFailClosedWhileThePluginIsAway(t *testing.T) {
 	mach := readMachine(t)
 	mach.needCPUs(t, 2, needReservedAndPinned)
-	env := harness.NewTestEnv(t, harness.EnvOptions{Containerd: harness.ContainerdOptions{NRIValidator: failClosed}})
+	env := harness.NewTestEnv(t, harness.EnvOptions{Containerd: harness.ContainerdOptions{NRIValidator: failClosed(t)}})
 	ctx := harness.Context(t, 5*time.Minute)
 	reserved := mach.firstCPU()
 

@@ -33,10 +33,11 @@ type kube struct {
 
 // TestKubernetes runs a real single-node Kubernetes (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kubelet with cpuManagerPolicy
-// none) on the harness's containerd, with its NRI validator in the
-// fail-closed mode of deploy/containerd-nri.toml; deploys the plugin as the
-// DaemonSet of deploy/ from its release image, and drives pods with kubectl
-// only, checking the cgroups and CPU affinity through CRI.
+// none) on the harness's containerd, with the NRI validator table of
+// deploy/containerd-nri.toml (rejections and fail-closed on); deploys the
+// plugin as the DaemonSet of deploy/ from its release image, and drives
+// pods with kubectl only, checking the cgroups and CPU affinity through
+// CRI.
 func TestKubernetes(t *testing.T) {
 	harness.SkipUnlessCapable(t)
 	mach := readMachine(t)
@@ -52,7 +53,7 @@ func TestKubernetes(t *testing.T) {
 	archive := buildPluginImage(ctx, t)
 	t.Logf("binaries and image ready in %v", time.Since(start).Round(time.Second))
 
-	env := harness.NewTestEnv(t, harness.EnvOptions{Containerd: harness.ContainerdOptions{NRIValidator: failClosed}})
+	env := harness.NewTestEnv(t, harness.EnvOptions{Containerd: harness.ContainerdOptions{NRIValidator: failClosed(t)}})
 	if err := env.Containerd.ImportImages(ctx, archive); err != nil {
 		t.Fatal(err)
 	}

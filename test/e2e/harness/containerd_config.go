@@ -51,10 +51,13 @@ type containerdSettings struct {
 	systemdCgroup                bool
 }
 
-// NRIValidator configures containerd's built-in NRI default validator to
-// fail container creation while a required plugin is not registered
-// (containerd 2.4, NRI v0.12).
+// NRIValidator configures containerd's built-in NRI default validator
+// (containerd 2.4, NRI v0.12): to fail container creation while a
+// required plugin is not registered, and to reject adjustments.
 type NRIValidator struct {
+	// Reject are the validator's rejection keys to turn on
+	// ("reject_oci_hook_adjustment", ...).
+	Reject []string
 	// RequiredPlugins are plugin names ("cpumanager") or index-names
 	// ("90-cpumanager") that must be registered for a container to be
 	// created.
@@ -93,7 +96,13 @@ func (l containerdLayout) render(s containerdSettings) string {
 		for i, name := range v.RequiredPlugins {
 			required[i] = q(name)
 		}
-		fmt.Fprintf(&b, "[plugins.'io.containerd.nri.v1.nri'.default_validator]\n  enable = true\n  required_plugins = [%s]\n", strings.Join(required, ", "))
+		fmt.Fprintf(&b, "[plugins.'io.containerd.nri.v1.nri'.default_validator]\n  enable = true\n")
+		for _, key := range v.Reject {
+			fmt.Fprintf(&b, "  %s = true\n", key)
+		}
+		if len(required) > 0 {
+			fmt.Fprintf(&b, "  required_plugins = [%s]\n", strings.Join(required, ", "))
+		}
 		if v.TolerateMissingAnnotation != "" {
 			fmt.Fprintf(&b, "  tolerate_missing_plugins_annotation = %s\n", q(v.TolerateMissingAnnotation))
 		}

@@ -55,16 +55,28 @@ func TestContainerdConfigKeepsEverythingInItsDirectory(t *testing.T) {
 
 func TestContainerdConfigNRIValidator(t *testing.T) {
 	l := containerdLayout{dir: "/tmp/ctd-42"}
-	config := l.render(containerdSettings{nriValidator: &NRIValidator{
-		RequiredPlugins:           []string{"cpumanager", "90-other"},
-		TolerateMissingAnnotation: "tolerate-missing-nri-plugins.example.com",
-	}})
-	want := "[plugins.'io.containerd.nri.v1.nri'.default_validator]\n" +
-		"  enable = true\n" +
-		"  required_plugins = [\"cpumanager\", \"90-other\"]\n" +
-		"  tolerate_missing_plugins_annotation = \"tolerate-missing-nri-plugins.example.com\"\n"
-	if !strings.Contains(config, want) {
-		t.Errorf("config lacks\n%s\nin\n%s", want, config)
+	for _, tc := range []struct {
+		name      string
+		validator NRIValidator
+		want      string
+	}{
+		{"required plugins", NRIValidator{
+			RequiredPlugins:           []string{"cpumanager", "90-other"},
+			TolerateMissingAnnotation: "tolerate-missing-nri-plugins.example.com",
+		}, "[plugins.'io.containerd.nri.v1.nri'.default_validator]\n" +
+			"  enable = true\n" +
+			"  required_plugins = [\"cpumanager\", \"90-other\"]\n" +
+			"  tolerate_missing_plugins_annotation = \"tolerate-missing-nri-plugins.example.com\"\n"},
+		{"rejections only", NRIValidator{Reject: []string{"reject_oci_hook_adjustment", "reject_sysctl_adjustment"}},
+			"[plugins.'io.containerd.nri.v1.nri'.default_validator]\n" +
+				"  enable = true\n" +
+				"  reject_oci_hook_adjustment = true\n" +
+				"  reject_sysctl_adjustment = true\n\n"},
+	} {
+		config := l.render(containerdSettings{nriValidator: &tc.validator})
+		if !strings.Contains(config, tc.want) {
+			t.Errorf("%s: config lacks\n%s\nin\n%s", tc.name, tc.want, config)
+		}
 	}
 }
 
