@@ -274,6 +274,20 @@ func ownerOf(obj *NodeResourceTopology) string {
 	}
 }
 
+// ExportOwner reads node's NodeResourceTopology object and returns the
+// tool that owns it when it is not the plugin ("" for the plugin's own);
+// found is false when there is none.
+func ExportOwner(ctx context.Context, c TopologyClient, node string) (owner string, found bool, err error) {
+	obj, err := c.Get(ctx, node)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("reading NodeResourceTopology %s: %w", node, err)
+	}
+	return ownerOf(obj), true, nil
+}
+
 // setForeign records who owns this node's object when it is not the
 // plugin, and says so when that changes.
 func (x *exporter) setForeign(owner string) {

@@ -17,8 +17,9 @@ import (
 // it is wrong: containerd's version, NRI and its socket, whether the
 // drop-in of deploy/containerd-nri.toml is imported, the validator's
 // rejections on and fail-closed active, the kubelet's CPU manager policy and reservation, the
-// cgroup version and driver, the isolated CPUs, and what the plugin's
-// configuration makes of the CPUs (as validate-config says).
+// cgroup version and driver, the isolated CPUs, what the plugin's
+// configuration makes of the CPUs (as validate-config says), and with the
+// topology export on, who owns the node's NodeResourceTopology object.
 //
 // It reads the host's files under --host-root (the DaemonSet's pod mounts
 // the host's containerd configuration read-only at /host when asked to; on
@@ -52,6 +53,7 @@ func doctor(args []string, stdout, stderr io.Writer) error {
 	d.checkKubelet()
 	d.checkCgroups()
 	d.checkCPUs()
+	d.checkTopology()
 	return d.summary()
 }
 

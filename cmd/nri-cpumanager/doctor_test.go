@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -303,5 +304,57 @@ func TestCPUMilli(t *testing.T) {
 		if got := cpuMilli(q); got != want {
 			t.Errorf("cpuMilli(%q) = %d, want %d", q, got, want)
 		}
+	}
+}
+
+// TestDoctorTopologyOwner: with the export on, doctor reads this node's
+// NodeResourceTopology object from the API server (as $KUBECONFIG says)
+// and tells whose it is: another tool's is a warning with the fix.
+func TestDoctorTopologyOwner(t *testing.T) {
+	const path = "/apis/topology.node.k8s.io/v1alpha2/noderesourcetopologies/worker-1"
+	object := func(managedBy string) string {
+		return `{"apiVersion":"topology.node.k8s.io/v1alpha2","kind":"NodeResourceTopology","metadata":{"name":"worker-1","labels":{"app.kubernetes.io/managed-by":"` + managedBy + `"}},"zones":[]}`
+	}
+	status := func(code int, reason string) string {
+		return fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d,"message":"noderesourcetopologies \"worker-1\" %s"}`, reason, code, reason)
+	}
+	for _, tc := range []struct {
+		name string
+		code int
+		body string
+		want string
+	}{
+		{"another tool's", http.StatusOK, object("node-feature-discovery"),
+			"warn  topology    NodeResourceTopology worker-1 belongs to node-feature-discovery: the plugin leaves it alone and exports nothing"},
+		{"the plugin's", http.StatusOK, object("nri-cpumanager"), "ok    topology    NodeResourceTopology worker-1 is the plugin's (nri-cpumanager)"},
+		{"none yet", http.StatusNotFound, status(http.StatusNotFound, "NotFound"), "info  topology    no NodeResourceTopology worker-1 yet"},
+		{"forbidden", http.StatusForbidden, status(http.StatusForbidden, "Forbidden"), "warn  topology    reading NodeResourceTopology worker-1: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != path {
+					http.NotFound(w, r)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(tc.code)
+				io.WriteString(w, tc.body)
+			}))
+			defer api.Close()
+			kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+			if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+api.URL+`"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			t.Setenv("KUBECONFIG", kubeconfig)
+			t.Setenv("NODE_NAME", "worker-1")
+			_, out := newDoctorNode(t).run("kubernetesAPI: true\nnodeResourceTopology: {enabled: true}\n")
+			wantLines(t, out, tc.want)
+		})
 	}
 }
