@@ -12,7 +12,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
 
-	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
@@ -49,8 +48,6 @@ type API struct {
 
 	events *eventer
 }
-
-var _ plugin.API = (*API)(nil)
 
 // New creates the API for a node. It makes no request.
 func New(opts Options) (*API, error) {
@@ -90,7 +87,7 @@ func New(opts Options) (*API, error) {
 // gives the plugin's, as plugin.Plugin.Topology) until ctx ends,
 // then removes the topology object when asked to. The API server need not
 // be there: every part retries in the background.
-func (a *API) Run(ctx context.Context, view func() plugin.TopologyView) error {
+func (a *API) Run(ctx context.Context, view func() policy.TopologyView) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { a.pods.run(ctx) })
 	wg.Go(func() { a.events.run(ctx) })

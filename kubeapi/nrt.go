@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nri-cpumanager/nri-cpumanager/plugin"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
 // The NodeResourceTopology attributes the plugin sets, named as the
@@ -35,7 +35,7 @@ const ZoneType = "Node"
 // costs (as node-feature-discovery and nri-plugins write them), the topology manager's policy and scope as
 // attributes, and the deprecated topologyPolicies field older schedulers
 // read.
-func Topology(node string, v plugin.TopologyView) *NodeResourceTopology {
+func Topology(node string, v policy.TopologyView) *NodeResourceTopology {
 	nrt := &NodeResourceTopology{
 		ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{managedBy: Component}},
 		Attributes: []Attr{{Name: AttrPolicy, Value: v.Policy}, {Name: AttrScope, Value: v.Scope}},
@@ -117,7 +117,7 @@ const managedBy = "app.kubernetes.io/managed-by"
 type exporter struct {
 	client  TopologyClient
 	node    string
-	view    func() plugin.TopologyView
+	view    func() policy.TopologyView
 	health  *health
 	metrics *metrics
 	kick    chan struct{}

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/nri-cpumanager/nri-cpumanager/plugin"
+	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
 // fakeTopology is TopologyClient on the module's fake clientset: the
@@ -76,23 +76,23 @@ func (f fakeTopology) Delete(ctx context.Context, name string) error {
 // view is a plugin's topology that a test changes.
 type view struct {
 	mu sync.Mutex
-	v  plugin.TopologyView
+	v  policy.TopologyView
 }
 
-func (v *view) get() plugin.TopologyView {
+func (v *view) get() policy.TopologyView {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.v
 }
 
-func (v *view) set(f func(*plugin.TopologyView)) {
+func (v *view) set(f func(*policy.TopologyView)) {
 	v.mu.Lock()
 	f(&v.v)
 	v.mu.Unlock()
 }
 
-func twoNodes() plugin.TopologyView {
-	return plugin.TopologyView{Policy: "single-numa-node", Scope: "pod", Zones: []plugin.NUMAZone{
+func twoNodes() policy.TopologyView {
+	return policy.TopologyView{Policy: "single-numa-node", Scope: "pod", Zones: []policy.NUMAZone{
 		{Node: 0, Capacity: 8, Allocatable: 7, Available: 5, Distances: map[int]int{0: 10, 1: 21}},
 		{Node: 1, Capacity: 8, Allocatable: 8, Available: 8, Distances: map[int]int{1: 10, 0: 21}},
 	}}
@@ -179,7 +179,7 @@ func TestTopologyExport(t *testing.T) {
 		t.Errorf("owner references %+v, want the Node %s", nrt.OwnerReferences, testNode)
 	}
 	a.Changed() // nothing changed: no write
-	v.set(func(tv *plugin.TopologyView) { tv.Zones[0].Available = 3 })
+	v.set(func(tv *policy.TopologyView) { tv.Zones[0].Available = 3 })
 	a.Changed()
 	waitFor(t, "the update", func() bool { return available(0) == 3 })
 	if n := testutil.ToFloat64(writes); n != 2 {
@@ -196,7 +196,7 @@ func TestTopologyExport(t *testing.T) {
 // (another plugin run, an edit) is updated in place, keeping labels the
 // plugin does not own.
 func TestTopologyExportKeepsOthersLabels(t *testing.T) {
-	own := Topology(testNode, plugin.TopologyView{Policy: "none", Scope: "container"})
+	own := Topology(testNode, policy.TopologyView{Policy: "none", Scope: "container"})
 	own.Labels["team"] = "x"
 	old, err := toModule(own)
 	if err != nil {
@@ -209,7 +209,7 @@ func TestTopologyExportKeepsOthersLabels(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = a.Run(ctx, func() plugin.TopologyView { return twoNodes() }) }()
+	go func() { defer close(done); _ = a.Run(ctx, func() policy.TopologyView { return twoNodes() }) }()
 	api := topo.TopologyV1alpha2().NodeResourceTopologies()
 	waitFor(t, "the update", func() bool {
 		nrt, err := api.Get(context.Background(), testNode, metav1.GetOptions{})
@@ -230,7 +230,7 @@ func TestTopologyExportKeepsOthersLabels(t *testing.T) {
 // wrote (node-feature-discovery's topology updater) is neither updated
 // nor removed on exit; the gauge says so.
 func TestTopologyExportLeavesAForeignObjectAlone(t *testing.T) {
-	theirs := Topology(testNode, plugin.TopologyView{Policy: "none", Scope: "container"})
+	theirs := Topology(testNode, policy.TopologyView{Policy: "none", Scope: "container"})
 	theirs.Labels[managedBy] = "node-feature-discovery"
 	old, err := toModule(theirs)
 	if err != nil {
@@ -243,7 +243,7 @@ func TestTopologyExportLeavesAForeignObjectAlone(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = a.Run(ctx, func() plugin.TopologyView { return twoNodes() }) }()
+	go func() { defer close(done); _ = a.Run(ctx, func() policy.TopologyView { return twoNodes() }) }()
 	waitFor(t, "the foreign object seen", func() bool { return testutil.ToFloat64(a.metrics.nrtForeign) == 1 })
 	a.Changed()
 	cancel()

@@ -26,7 +26,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/nri-cpumanager/nri-cpumanager/kubeapi/kubeapitest"
-	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
@@ -74,7 +73,7 @@ func started(t *testing.T, client *fake.Clientset, opts Options) (*API, *prometh
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := a.Run(ctx, func() plugin.TopologyView { return plugin.TopologyView{Policy: "none", Scope: "container"} }); err != nil {
+		if err := a.Run(ctx, func() policy.TopologyView { return policy.TopologyView{Policy: "none", Scope: "container"} }); err != nil {
 			t.Error(err)
 		}
 	}()

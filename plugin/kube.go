@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
@@ -39,7 +38,7 @@ type API interface {
 	Refused(pod policy.Pod, container, event string, r *policy.Refusal)
 	// Resized reports a resize applied to a container.
 	Resized(pod policy.Pod, container string, before, after cpuset.CPUSet)
-	// Changed says that the exclusive CPUs changed (NUMAZones).
+	// Changed says that the exclusive CPUs changed (Topology).
 	Changed()
 }
 
@@ -49,57 +48,14 @@ type API interface {
 // watch is usually there first.
 const podSpecWait = 300 * time.Millisecond
 
-// NUMAZone is the CPUs of one NUMA node as the plugin sees them.
-type NUMAZone struct {
-	Node int
-	// Capacity is the node's online CPUs, Allocatable those that may be
-	// exclusive (not reserved), Available those that are free for an
-	// exclusive container now.
-	Capacity, Allocatable, Available int
-	// Distances are the NUMA distances (sysfs) to every NUMA node, this
-	// one included, by node.
-	Distances map[int]int
-}
-
-// NUMAZones returns every NUMA node's CPUs as the plugin sees them now.
-func (p *Plugin) NUMAZones() []NUMAZone { return p.Topology().Zones }
-
-// TopologyView is what the node's NodeResourceTopology says: the NUMA
-// nodes' CPUs and the topology manager's policy and scope in force.
-type TopologyView struct {
-	Zones []NUMAZone
-	// Policy and Scope are in the kubelet's words ("none", "container"
-	// when unset).
-	Policy, Scope string
-}
-
 // Topology returns the NUMA nodes' CPUs with the policy and scope that
 // place them, read together (a reload may change the policy).
-func (p *Plugin) Topology() TopologyView {
+func (p *Plugin) Topology() policy.TopologyView {
 	p.mu.Lock()
 	pol := p.policy
 	free := pol.Free(p.model)
 	p.mu.Unlock()
-	allocatable := pol.Allocatable()
-	o := pol.Options()
-	v := TopologyView{Policy: string(o.TopologyPolicy), Scope: string(o.TopologyScope)}
-	if v.Policy == "" {
-		v.Policy = string(cpuallocator.TopologyNone)
-	}
-	if v.Scope == "" {
-		v.Scope = string(cpuallocator.ScopeContainer)
-	}
-	topo := pol.Allocator().Topology()
-	for _, node := range topo.NUMANodes() {
-		cpus := topo.CPUsInNUMANodes(cpuallocator.NewNodeMask(node))
-		distances := make(map[int]int, len(topo.NUMANodes()))
-		for _, other := range topo.NUMANodes() {
-			distances[other] = topo.Distance(node, other)
-		}
-		v.Zones = append(v.Zones, NUMAZone{Node: node, Capacity: cpus.Size(),
-			Allocatable: cpus.Intersection(allocatable).Size(), Available: cpus.Intersection(free).Size(), Distances: distances})
-	}
-	return v
+	return pol.TopologyView(free)
 }
 
 // podSpec asks the API for a pod's spec for an UpdatePodSandbox, outside
