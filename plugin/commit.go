@@ -7,7 +7,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
@@ -20,10 +19,10 @@ import (
 // update to come back and decides once more.
 func (p *Plugin) decide(fn func(*policy.Model) (policy.Decision, error)) (policy.Decision, error) {
 	d, err := fn(p.model)
-	if err == nil || p.model.Lending.IsEmpty() || p.ledger.sendDone == nil || !needsCPUs(err) {
+	done := p.ledger.sendInFlight()
+	if err == nil || p.model.Lending.IsEmpty() || done == nil || !needsCPUs(err) {
 		return d, err
 	}
-	done := p.ledger.sendDone
 	p.mu.Unlock()
 	select {
 	case <-done:
@@ -93,7 +92,7 @@ func (p *Plugin) setModel(m *policy.Model) {
 // notes, forgets the containers it no longer tracks, and makes its updates
 // of other containers pending (for events whose reply carries none).
 func (p *Plugin) apply(event string, d policy.Decision) {
-	p.logNotes(event, d.Notes)
+	p.reporter.notes(event, d.Notes)
 	p.commitOrKeep(d.Model)
 	p.forgetGone()
 	p.markPending(d.Others)
@@ -136,37 +135,20 @@ func (p *Plugin) setPending(id string) {
 	}
 }
 
-// reply returns the updates to put in an event's reply: the decision's
-// own, then those still pending (a failed unsolicited update rides on the
-// next reply) that the decision does not already update, except the
-// event's target, which the runtime handles separately. Each container
-// appears once. They are recorded as handed to the runtime.
-func (p *Plugin) reply(own []policy.Update, target string) []*api.ContainerUpdate {
-	all := own
-	if pending := p.ledger.pendingIDs(); len(pending) > 0 {
-		all = own[:len(own):len(own)] // appending copies: the decision keeps its slice
-		inReply := map[string]bool{target: true}
-		for _, u := range own {
-			inReply[u.ContainerID] = true
-		}
-		for _, u := range p.pendingUpdates() {
-			if !inReply[u.ContainerID] {
-				all = append(all, u)
-			}
-		}
-	}
-	for _, u := range all {
-		p.ledger.handed(u, handedInReply)
-	}
-	return updatesToNRI(all)
+// desired is the ledger's desiredFunc: what the policy wants of the
+// given containers on the current model.
+func (p *Plugin) desired(ids []string) ([]policy.Update, []string) {
+	return p.policy.DesiredUpdates(p.model, ids)
 }
 
-// pendingUpdates returns the updates of the pending containers that still
-// run, those that only lose CPUs first; the others are no longer pending.
-func (p *Plugin) pendingUpdates() []policy.Update {
-	desired, none := p.policy.DesiredUpdates(p.model, p.ledger.pendingIDs())
-	p.ledger.dropPending(none...)
-	return p.ledger.shrinksFirst(desired)
+// decideAndCommit runs a decision (decide) and commits it: the outcome
+// of a request the plugin may refuse, which changes nothing then.
+func (p *Plugin) decideAndCommit(o outcome, fn func(*policy.Model) (policy.Decision, error)) outcome {
+	o.decision, o.err = p.decide(fn)
+	if o.err == nil {
+		o.err = p.commit(o.decision.Model)
+	}
+	return o
 }
 
 // checkInvariants logs any violation of the policy's invariants: it would

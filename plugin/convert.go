@@ -231,12 +231,3 @@ func (l nriLogger) Warnf(_ context.Context, format string, args ...any) { l.e.Wa
 func (l nriLogger) Errorf(_ context.Context, format string, args ...any) {
 	l.e.Errorf(format, args...)
 }
-
-// recoverInto turns a panic in a handler into an error, so that a bug never
-// takes the plugin (and the CRI call waiting on it) down.
-func recoverInto(err *error, event string, log *logrus.Entry) {
-	if r := recover(); r != nil {
-		log.WithField("event", event).Errorf("panic while handling the event: %v", r)
-		*err = fmt.Errorf("nri-cpumanager: internal error while handling %s: %v", event, r)
-	}
-}

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -11,10 +12,55 @@ import (
 )
 
 // The handlers translate NRI into policy calls and decisions into NRI
-// replies. Each one takes the plugin's lock, records the event in the
-// ledger, converts the payload (convert.go), asks the policy, commits the
-// decision (commit.go), records what it hands the runtime, reports the
-// outcome (report.go) and replies. Synchronize is in sync.go.
+// replies. Each one runs through handle (handle.go: recover, timing,
+// lock, ledger event, report): it converts the payload (convert.go), asks
+// the policy and commits the decision (commit.go), records in the ledger
+// what it hands the runtime, and returns the outcome the reporter tells
+// (report.go); the reply is built from it. Synchronize is in sync.go.
+
+// outcome is what one request came to: the event, whom it concerns, what
+// was asked, the policy's decision and the error returned to the runtime
+// (a refusal or a fault). The handlers make one; the reporter tells it.
+type outcome struct {
+	event string
+	// log is the request's log entry (its pod and container).
+	log *logrus.Entry
+	pod policy.Pod
+	// container is the container concerned; its Name is "" for a pod's
+	// event.
+	container policy.Container
+	// requested is what was asked: a resize's resources, a pod update's.
+	requested policy.PodResources
+	decision  policy.Decision
+	err       error
+	// others counts the updates of other containers in the reply.
+	others int
+}
+
+// handle runs one NRI request, every handler the same way: a panic turned
+// into the request's error, its time measured; outside (if any) first,
+// without the plugin's lock (it may wait for the Kubernetes API); then,
+// with the lock held and the event recorded in the ledger, run decides,
+// commits and says what came of it; the reporter tells the outcome.
+func (p *Plugin) handle(event string, outside func(), run func() outcome) (o outcome) {
+	defer p.metrics.observeEvent(event, time.Now())
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.WithField("event", event).Errorf("panic while handling the event: %v", r)
+			o = outcome{event: event, err: fmt.Errorf("nri-cpumanager: internal error while handling %s: %v", event, r)}
+		}
+	}()
+	if outside != nil {
+		outside()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ledger.event()
+	o = run()
+	o.event = event
+	p.reporter.report(o)
+	return o
+}
 
 // Configure logs which runtime the plugin talks to and disarms the
 // connection's watchdog (connect.go). The zero event mask subscribes the
@@ -29,16 +75,13 @@ func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.E
 
 // RunPodSandbox remembers the pod and its new sandbox, which replaces
 // any other of the pod (a re-created sandbox keeps the pod's CPUs).
-func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) (err error) {
-	defer recoverInto(&err, "RunPodSandbox", p.log)
-	defer p.metrics.observeEvent("RunPodSandbox", time.Now())
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ledger.event()
-	if d := p.policy.RunPodSandbox(p.model, p.rememberPod(pod)); d.Model != p.model {
-		p.apply("RunPodSandbox", d)
-	}
-	return nil
+func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	return p.handle("RunPodSandbox", nil, func() outcome {
+		if d := p.policy.RunPodSandbox(p.model, p.rememberPod(pod)); d.Model != p.model {
+			p.apply("RunPodSandbox", d)
+		}
+		return outcome{}
+	}).err
 }
 
 // UpdatePodSandbox admits a pod's new pod-level resources (CRI
@@ -47,130 +90,110 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) (err erro
 // error). Accepted resources are checkpointed (the runtime keeps only the
 // creation values), and the pod's containers are marked due for a cgroup
 // read at PostUpdatePodSandbox. A refusal changes nothing.
-func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhead, resources *api.LinuxResources) (err error) {
-	defer recoverInto(&err, "UpdatePodSandbox", p.log)
-	defer p.metrics.observeEvent("UpdatePodSandbox", time.Now())
-	res := podResourcesFromNRI(overhead, resources)
-	spec := p.podSpec(podFromNRI(pod).UID, policy.CPULimitMilli(res.Resources))
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ledger.event()
-	pp := p.rememberPod(pod)
-	log := p.podLog(pp)
-	if p.debugging() {
-		log.WithFields(logrus.Fields{"resources": describeNRI(resources), "overhead": describeNRI(overhead), "spec": spec != nil}).Debug("UpdatePodSandbox request")
+func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhead, resources *api.LinuxResources) error {
+	var res policy.PodResources
+	var spec policy.PodSpec
+	outside := func() {
+		res = podResourcesFromNRI(overhead, resources)
+		spec = p.podSpec(podFromNRI(pod).UID, policy.CPULimitMilli(res.Resources))
 	}
-	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) {
-		return p.policy.UpdatePodSandboxWithSpec(m, pp, res, spec)
-	})
-	if err == nil {
-		err = p.commit(d.Model)
-	}
-	p.reportPodUpdate(log, pp, res, d, err)
-	if err != nil {
-		return err
-	}
-	p.markPodDue(pp.UID) // read again at PostUpdatePodSandbox
-	p.markPending(d.Others)
-	return nil
+	return p.handle("UpdatePodSandbox", outside, func() outcome {
+		pp := p.rememberPod(pod)
+		o := outcome{log: p.podLog(pp), pod: pp, requested: res}
+		if p.debugging() {
+			o.log.WithFields(logrus.Fields{"resources": describeNRI(resources), "overhead": describeNRI(overhead), "spec": spec != nil}).Debug("UpdatePodSandbox request")
+		}
+		o = p.decideAndCommit(o, func(m *policy.Model) (policy.Decision, error) {
+			return p.policy.UpdatePodSandboxWithSpec(m, pp, res, spec)
+		})
+		if o.err == nil {
+			p.markPodDue(pp.UID) // read again at PostUpdatePodSandbox
+			p.markPending(o.decision.Others)
+		}
+		return o
+	}).err
 }
 
 // PostUpdatePodSandbox triggers a verification of the cpusets.
 func (p *Plugin) PostUpdatePodSandbox(_ context.Context, _ *api.PodSandbox) error {
-	p.mu.Lock()
-	p.ledger.event()
-	p.mu.Unlock()
-	p.requestVerify()
-	return nil
+	defer p.requestVerify()
+	return p.handle("PostUpdatePodSandbox", nil, func() outcome { return outcome{} }).err
 }
 
 // StopPodSandbox records that the pod's sandbox stopped: its CPUs stay
 // its own until it is removed, ends, or (nothing of it running, and no
 // new sandbox following) the orphan timeout passes.
-func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) (err error) {
-	defer recoverInto(&err, "StopPodSandbox", p.log)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ledger.event()
-	if d := p.policy.StopPodSandbox(p.model, podFromNRI(pod)); d.Model != p.model {
-		p.setModel(d.Model)
-	}
-	return nil
+func (p *Plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	return p.handle("StopPodSandbox", nil, func() outcome {
+		if d := p.policy.StopPodSandbox(p.model, podFromNRI(pod)); d.Model != p.model {
+			p.setModel(d.Model)
+		}
+		return outcome{}
+	}).err
 }
 
 // RemovePodSandbox forgets the pod and anything of it still known; the
 // shared containers grow into its CPUs.
-func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) (err error) {
-	defer recoverInto(&err, "RemovePodSandbox", p.log)
-	defer p.metrics.observeEvent("RemovePodSandbox", time.Now())
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ledger.event()
-	delete(p.pods, pod.GetId())
-	p.metrics.podRemoved(podFromNRI(pod).UID)
-	p.apply("RemovePodSandbox", p.policy.RemovePodSandbox(p.model, podFromNRI(pod)))
-	return nil
+func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
+	return p.handle("RemovePodSandbox", nil, func() outcome {
+		pp := podFromNRI(pod)
+		delete(p.pods, pod.GetId())
+		p.reporter.refusals.podRemoved(pp.UID)
+		p.apply("RemovePodSandbox", p.policy.RemovePodSandbox(p.model, pp))
+		return outcome{}
+	}).err
 }
 
 // CreateContainer gives a new container its cpuset: exclusive CPUs (and the
 // shrink of the shared containers, applied by the runtime first) or the
 // shared pool. A refusal fails the creation and changes nothing.
-func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (adj *api.ContainerAdjustment, updates []*api.ContainerUpdate, err error) {
-	defer recoverInto(&err, "CreateContainer", p.log)
-	defer p.metrics.observeEvent("CreateContainer", time.Now())
-	info := p.withPodInfo(podFromNRI(pod)) // (the API's cache, outside the lock)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ledger.event()
-	c := p.containerFromNRI(p.rememberPod(pod).WithInfo(policy.PodInfo{Roles: info.Roles, GuaranteedCPUs: info.GuaranteedCPUs}), ctr)
-	log := p.containerLog(c)
-	if p.debugging() {
-		log.WithField("resources", describeNRI(ctr.GetLinux().GetResources())).Debug("CreateContainer request")
+func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	var info policy.Pod
+	var updates []*api.ContainerUpdate
+	outside := func() { info = p.withPodInfo(podFromNRI(pod)) } // (the API's cache)
+	o := p.handle("CreateContainer", outside, func() outcome {
+		c := p.containerFromNRI(p.rememberPod(pod).WithInfo(policy.PodInfo{Roles: info.Roles, GuaranteedCPUs: info.GuaranteedCPUs}), ctr)
+		o := outcome{log: p.containerLog(c), pod: c.Pod, container: c, requested: policy.PodResources{Resources: c.Resources}}
+		if p.debugging() {
+			o.log.WithField("resources", describeNRI(ctr.GetLinux().GetResources())).Debug("CreateContainer request")
+		}
+		o = p.decideAndCommit(o, func(m *policy.Model) (policy.Decision, error) { return p.policy.CreateContainer(m, c) })
+		if o.err != nil {
+			return o
+		}
+		p.ledger.created(*o.decision.Target, bounded(ctr.GetLinux().GetCgroupsPath(), maxPathLen))
+		updates = updatesToNRI(p.ledger.reply(o, p.desired))
+		o.others = len(updates)
+		return o
+	})
+	if o.err != nil {
+		return nil, nil, o.err
 	}
-	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) { return p.policy.CreateContainer(m, c) })
-	if err == nil {
-		err = p.commit(d.Model)
-	}
-	if err != nil {
-		p.refused("CreateContainer", log, c.Pod, refusalKey{container: c.Name, requested: policy.PodResources{Resources: c.Resources}}, err)
-		return nil, nil, err
-	}
-	p.accepted(c.Pod.UID, c.Name)
-	p.ledger.view(c.ID).cgroupPath = bounded(ctr.GetLinux().GetCgroupsPath(), maxPathLen)
-	p.ledger.handed(*d.Target, handedInSpec)
-	updates = p.reply(d.Others, c.ID)
-	p.reportCreation(log, c, d, len(updates))
-	return adjustmentFor(d.Target), updates, nil
+	return adjustmentFor(o.decision.Target), updates, nil
 }
 
 // PostCreateContainer triggers a verification of the other containers'
 // cpusets, which the runtime updated before creating this one.
 func (p *Plugin) PostCreateContainer(_ context.Context, _ *api.PodSandbox, _ *api.Container) error {
-	p.mu.Lock()
-	p.ledger.event()
-	p.mu.Unlock()
-	p.requestVerify()
-	return nil
+	defer p.requestVerify()
+	return p.handle("PostCreateContainer", nil, func() outcome { return outcome{} }).err
 }
 
 // PostStartContainer sends a started container its cpuset again when one
 // was handed to it while the runtime was starting it: containerd applies
 // an update of a container that is not running yet to its spec only,
 // which the task being started may have read already.
-func (p *Plugin) PostStartContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) (err error) {
-	defer recoverInto(&err, "PostStartContainer", p.log)
-	defer p.metrics.observeEvent("PostStartContainer", time.Now())
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ledger.event()
-	id := ctr.GetId()
-	if v := p.ledger.views[id]; v != nil && v.start() {
-		p.setPending(id)
-		if p.debugging() {
-			p.log.WithField("container", id).Debug("cpuset handed while the container started; sending it again")
+func (p *Plugin) PostStartContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
+	return p.handle("PostStartContainer", nil, func() outcome {
+		id := ctr.GetId()
+		if p.ledger.started(id) {
+			p.setPending(id)
+			if p.debugging() {
+				p.log.WithField("container", id).Debug("cpuset handed while the container started; sending it again")
+			}
 		}
-	}
-	return nil
+		return outcome{}
+	}).err
 }
 
 // UpdateContainer decides a resize (KEP-5554). A growth returns the shrink
@@ -178,33 +201,33 @@ func (p *Plugin) PostStartContainer(_ context.Context, _ *api.PodSandbox, ctr *a
 // applies the target last); a shrink returns only the target's smaller
 // cpuset: the shared containers grow once PostUpdateContainer confirms it.
 // A refusal is returned as the error the kubelet shows the user.
-func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) (updates []*api.ContainerUpdate, err error) {
-	defer recoverInto(&err, "UpdateContainer", p.log)
-	defer p.metrics.observeEvent("UpdateContainer", time.Now())
-	spec := p.resizeSpec(pod, ctr, boundedResources(res, nil)) // (may wait for the API, outside the lock)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ledger.event()
-	c := p.containerFromNRI(p.rememberPod(pod), ctr)
-	log := p.containerLog(c)
-	if p.debugging() {
-		log.WithFields(logrus.Fields{"current": describeNRI(ctr.GetLinux().GetResources()), "requested": describeNRI(res), "spec": spec != nil}).Debug("UpdateContainer request")
-	}
-	requested := boundedResources(res, log)
-	d, err := p.decide(func(m *policy.Model) (policy.Decision, error) {
-		return p.policy.UpdateContainerWithSpec(m, c, requested, spec)
+func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
+	var spec policy.PodSpec
+	var updates []*api.ContainerUpdate
+	outside := func() { spec = p.resizeSpec(pod, ctr, boundedResources(res, nil)) } // (may wait for the API)
+	o := p.handle("UpdateContainer", outside, func() outcome {
+		c := p.containerFromNRI(p.rememberPod(pod), ctr)
+		o := outcome{log: p.containerLog(c), pod: c.Pod, container: c}
+		if p.debugging() {
+			o.log.WithFields(logrus.Fields{"current": describeNRI(ctr.GetLinux().GetResources()), "requested": describeNRI(res), "spec": spec != nil}).Debug("UpdateContainer request")
+		}
+		requested := boundedResources(res, o.log)
+		o.requested = policy.PodResources{Resources: requested}
+		o = p.decideAndCommit(o, func(m *policy.Model) (policy.Decision, error) {
+			return p.policy.UpdateContainerWithSpec(m, c, requested, spec)
+		})
+		if o.err != nil {
+			return o
+		}
+		updates = updatesToNRI(p.ledger.reply(o, p.desired))
+		if t := o.decision.Target; t != nil {
+			p.ledger.handed(*t, handedAsTarget) // the reply carries it: no longer pending
+			updates = append(updates, updateToNRI(*t))
+		}
+		return o
 	})
-	if err == nil {
-		err = p.commit(d.Model)
-	}
-	p.reportResize(log, c, requested, d, err)
-	if err != nil {
-		return nil, err
-	}
-	updates = p.reply(d.Others, c.ID)
-	if d.Target != nil {
-		p.ledger.handed(*d.Target, handedAsTarget) // the reply carries it: no longer pending
-		updates = append(updates, updateToNRI(*d.Target))
+	if o.err != nil {
+		return nil, o.err
 	}
 	return updates, nil
 }
@@ -212,47 +235,40 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 // PostUpdateContainer confirms a container's update: CPUs its shrink
 // released join the shared pool, and the shared containers grow into them
 // through an unsolicited update sent from a goroutine.
-func (p *Plugin) PostUpdateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) (err error) {
-	defer recoverInto(&err, "PostUpdateContainer", p.log)
-	defer p.metrics.observeEvent("PostUpdateContainer", time.Now())
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ledger.event()
-	if v := p.ledger.views[ctr.GetId()]; v != nil && !v.inFlight {
-		v.confirm() // the runtime applied the resize's target
-	}
-	p.confirm(ctr.GetId())
-	p.requestVerify()
-	return nil
+func (p *Plugin) PostUpdateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
+	defer p.requestVerify()
+	return p.handle("PostUpdateContainer", nil, func() outcome {
+		p.ledger.confirmApplied(ctr.GetId()) // the runtime applied the resize's target
+		p.confirm(ctr.GetId())
+		return outcome{}
+	}).err
 }
 
 // StopContainer records that a container's process is gone. Its pod keeps
 // its CPUs for its restart; CPUs of an unconfirmed shrink join the shared
 // pool, which grows in the reply.
-func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (updates []*api.ContainerUpdate, err error) {
-	defer recoverInto(&err, "StopContainer", p.log)
-	defer p.metrics.observeEvent("StopContainer", time.Now())
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ledger.event()
-	d := p.policy.StopContainer(p.model, p.limits.container(podFromNRI(pod), ctr, p.log))
-	p.logNotes("StopContainer", d.Notes)
-	p.commitOrKeep(d.Model)
-	p.ledger.stopped(ctr.GetId())
-	return p.reply(d.Others, ctr.GetId()), nil
+func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
+	var updates []*api.ContainerUpdate
+	o := p.handle("StopContainer", nil, func() outcome {
+		c := p.limits.container(podFromNRI(pod), ctr, p.log)
+		o := outcome{pod: c.Pod, container: c, decision: p.policy.StopContainer(p.model, c)}
+		p.reporter.notes("StopContainer", o.decision.Notes)
+		p.commitOrKeep(o.decision.Model)
+		p.ledger.stopped(c.ID)
+		updates = updatesToNRI(p.ledger.reply(o, p.desired))
+		return o
+	})
+	return updates, o.err
 }
 
 // RemoveContainer forgets a container; the removal of its pod's last one
 // gives the pod's CPUs back, and the shared containers grow into them
 // through an unsolicited update.
-func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (err error) {
-	defer recoverInto(&err, "RemoveContainer", p.log)
-	defer p.metrics.observeEvent("RemoveContainer", time.Now())
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ledger.event()
-	p.apply("RemoveContainer", p.policy.RemoveContainer(p.model, p.limits.container(podFromNRI(pod), ctr, p.log)))
-	return nil
+func (p *Plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	return p.handle("RemoveContainer", nil, func() outcome {
+		p.apply("RemoveContainer", p.policy.RemoveContainer(p.model, p.limits.container(podFromNRI(pod), ctr, p.log)))
+		return outcome{}
+	}).err
 }
 
 // Shutdown is logged; Run reconnects when the runtime comes back.
@@ -273,8 +289,8 @@ func (p *Plugin) rememberPod(pod *api.PodSandbox) policy.Pod {
 // verification.
 func (p *Plugin) markPodDue(podUID string) {
 	for id, t := range p.model.Containers {
-		if v := p.ledger.views[id]; v != nil && t.PodUID == podUID {
-			v.due = true
+		if t.PodUID == podUID {
+			p.ledger.markDue(id)
 		}
 	}
 }

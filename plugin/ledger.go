@@ -78,6 +78,36 @@ func (l *ledger) handed(u policy.Update, kind handKind) {
 	l.replying = true
 }
 
+// created records a new container: the cpuset of its spec, handed, and
+// its cgroups path.
+func (l *ledger) created(inSpec policy.Update, cgroupPath string) {
+	l.view(inSpec.ContainerID).cgroupPath = cgroupPath
+	l.handed(inSpec, handedInSpec)
+}
+
+// started records that container id started, and reports whether a
+// cpuset was handed to it while it was starting: it must be sent again.
+func (l *ledger) started(id string) bool {
+	v := l.views[id]
+	return v != nil && v.start()
+}
+
+// confirmApplied records that the runtime applied the update of container
+// id it was handed in a reply (PostUpdateContainer), unless an
+// unsolicited update is in flight.
+func (l *ledger) confirmApplied(id string) {
+	if v := l.views[id]; v != nil && !v.inFlight {
+		v.confirm()
+	}
+}
+
+// markDue marks container id for a cgroup read at the next verification.
+func (l *ledger) markDue(id string) {
+	if v := l.views[id]; v != nil {
+		v.due = true
+	}
+}
+
 // setPending records that container id's cpuset must still be sent.
 func (l *ledger) setPending(id string) {
 	if len(l.pending) == 0 {
@@ -119,6 +149,48 @@ func (l *ledger) sendDue(delay, maxDelay time.Duration) (time.Time, bool) {
 		return latest, true
 	}
 	return quiet, true
+}
+
+// sendInFlight returns a channel closed when the unsolicited update in
+// flight returns; nil when none is in flight.
+func (l *ledger) sendInFlight() <-chan struct{} { return l.sendDone }
+
+// desiredFunc returns what the given containers should run on, and those
+// no longer running (policy.Policy.DesiredUpdates on the current model).
+type desiredFunc func(ids []string) (updates []policy.Update, gone []string)
+
+// reply returns the updates to put in the reply to o's event: the
+// decision's own, then those still pending (a failed unsolicited update
+// rides on the next reply) that the decision does not already update,
+// except o's container, which the runtime handles separately. Each
+// container appears once. They are recorded as handed to the runtime.
+func (l *ledger) reply(o outcome, desired desiredFunc) []policy.Update {
+	own := o.decision.Others
+	all := own
+	if len(l.pending) > 0 {
+		all = own[:len(own):len(own)] // appending copies: the decision keeps its slice
+		inReply := map[string]bool{o.container.ID: true}
+		for _, u := range own {
+			inReply[u.ContainerID] = true
+		}
+		for _, u := range l.pendingUpdates(desired) {
+			if !inReply[u.ContainerID] {
+				all = append(all, u)
+			}
+		}
+	}
+	for _, u := range all {
+		l.handed(u, handedInReply)
+	}
+	return all
+}
+
+// pendingUpdates returns the updates of the pending containers that still
+// run, those that only lose CPUs first; the others are no longer pending.
+func (l *ledger) pendingUpdates(desired desiredFunc) []policy.Update {
+	updates, gone := desired(l.pendingIDs())
+	l.dropPending(gone...)
+	return l.shrinksFirst(updates)
 }
 
 // shrinksFirst orders updates as the runtime should apply them: those that

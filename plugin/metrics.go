@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,7 +50,9 @@ type Metrics struct {
 	unsolicitedSent  *prometheus.CounterVec
 	drifts           prometheus.Counter
 	podUpdates       *prometheus.CounterVec
-	refused          *refusedCollector
+	// refused is the plugin's memory of refusals, which
+	// refused_since_seconds reads (refusals.go).
+	refused *refusalMemory
 }
 
 // The label values initialised at 0 when the metrics are created, so that
@@ -131,7 +132,7 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 			Namespace: namespace, Name: "pod_resource_updates_total",
 			Help: "Pod-level resource updates (NRI UpdatePodSandbox, from CRI UpdatePodSandboxResources), by outcome (applied, infeasible, deferred, error); every request, the kubelet's retries included.",
 		}, []string{"outcome"}),
-		refused: newRefusedCollector(time.Now),
+		refused: newRefusalMemory(time.Now),
 	}
 	// Every series an alert or a dashboard panel reads exists from the
 	// start, at 0: Prometheus's increase() and rate() see no increase in
@@ -153,7 +154,7 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{buildInfo, m.resizes, m.refusals, m.model,
 		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.ready, m.configPending, m.configRejected,
-		m.unsolicitedSent, m.drifts, m.podUpdates, m.refused} {
+		m.unsolicitedSent, m.drifts, m.podUpdates, newRefusedSince(m.refused)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -403,23 +404,21 @@ func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 // Refused pods. refusals_total counts distinct refusals by reason, which
 // cannot name the pod (unbounded label values in a counter that lives
 // forever), so an alert could only name the plugin's pod. The gauge
-// refused_since_seconds names the pods refused now: one series per
-// container whose latest request was refused (per pod for a pod-level
-// resize), removed when a request for it succeeds or the pod is removed.
-// Its value is when that container's requests started being refused, so
-// that an alert can wait for a stuck pod without a `for` clause that a
-// Prometheus restart resets.
-const (
-	// maxRefusedSeries bounds the series: past it a new refused container
-	// is left out until one is cleared (a node runs a few hundred
-	// containers at most).
-	maxRefusedSeries = 1024
-	// refusedExpiry drops a series whose container was not refused again
-	// for that long: a pod removed while the plugin was away is never
-	// cleared, and the kubelet retries a refused request at least every
-	// 5 minutes (its creation backoff) for as long as it wants it.
-	refusedExpiry = 30 * time.Minute
-)
+// refused_since_seconds (refusals.go) names the pods refused now: one
+// series per container whose latest request was refused (per pod for a
+// pod-level resize), removed when a request for it succeeds or the pod is
+// removed. Its value is when that container's requests started being
+// refused, so that an alert can wait for a stuck pod without a `for`
+// clause that a Prometheus restart resets.
+
+// refusalMemory returns the memory of refusals refused_since_seconds reads;
+// a memory of its own for a nil *Metrics.
+func (m *Metrics) refusalMemory() *refusalMemory {
+	if m == nil {
+		return newRefusalMemory(time.Now)
+	}
+	return m.refused
+}
 
 // podLevel is the container_name of a pod-level request's series: no
 // label value is empty.
@@ -431,120 +430,4 @@ func containerLabel(container string) string {
 		return podLevel
 	}
 	return container
-}
-
-// refusedKey is a refused container (container "" for a pod-level
-// request).
-type refusedKey struct{ podUID, container string }
-
-// refusedEntry is the series of a refused container.
-type refusedEntry struct {
-	namespace, pod, request, reason, verdict string
-	since, last                              time.Time
-}
-
-// refusedCollector reports refused_since_seconds. Safe for concurrent use
-// (scrapes run beside the handlers).
-type refusedCollector struct {
-	mu      sync.Mutex
-	now     func() time.Time
-	entries map[refusedKey]*refusedEntry
-	desc    *prometheus.Desc
-}
-
-func newRefusedCollector(now func() time.Time) *refusedCollector {
-	return &refusedCollector{
-		now:     now,
-		entries: map[refusedKey]*refusedEntry{},
-		desc: prometheus.NewDesc(namespace+"_refused_since_seconds",
-			"Unix time since when the requests of a pod's container (container_name "+podLevel+" for a pod-level resize) have been refused, "+
-				"while its latest request is refused: request (CreateContainer, UpdateContainer, UpdatePodSandbox), reason and verdict of the latest refusal. "+
-				"Removed when a request for it succeeds or the pod is removed.",
-			[]string{"pod_namespace", "pod_name", "container_name", "request", "reason", "verdict"}, nil),
-	}
-}
-
-// refusing records that the latest request of a pod's container (""
-// for a pod-level request) was refused. The plugin calls it for every
-// refusal, the kubelet's retries included; since stays that of the first.
-func (m *Metrics) refusing(pod policy.Pod, container, request string, r *policy.Refusal) {
-	if m == nil || r == nil {
-		return
-	}
-	c := m.refused
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.now()
-	key := refusedKey{pod.UID, container}
-	e, ok := c.entries[key]
-	if !ok {
-		if len(c.entries) >= maxRefusedSeries {
-			c.expire(now)
-			if len(c.entries) >= maxRefusedSeries {
-				return
-			}
-		}
-		// A pod re-created under its name has a new UID: its old series
-		// would collide with the new one's labels.
-		for k, old := range c.entries {
-			if k.container == container && k.podUID != pod.UID && old.namespace == pod.Namespace && old.pod == pod.Name {
-				delete(c.entries, k)
-			}
-		}
-		e = &refusedEntry{since: now}
-		c.entries[key] = e
-	}
-	e.namespace, e.pod, e.request, e.reason, e.verdict = pod.Namespace, pod.Name, request, string(r.Reason), string(r.Verdict)
-	e.last = now
-}
-
-// accepted records that a request of a pod's container ("" for the pod's
-// own) succeeded: it is no longer refused.
-func (m *Metrics) accepted(podUID, container string) {
-	if m == nil {
-		return
-	}
-	c := m.refused
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.entries, refusedKey{podUID, container})
-}
-
-// podRemoved forgets the refusals of a removed pod.
-func (m *Metrics) podRemoved(podUID string) {
-	if m == nil {
-		return
-	}
-	c := m.refused
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k := range c.entries {
-		if k.podUID == podUID {
-			delete(c.entries, k)
-		}
-	}
-}
-
-// expire drops the entries not refused again within refusedExpiry.
-// c.mu must be held.
-func (c *refusedCollector) expire(now time.Time) {
-	for k, e := range c.entries {
-		if now.Sub(e.last) >= refusedExpiry {
-			delete(c.entries, k)
-		}
-	}
-}
-
-// Describe implements prometheus.Collector.
-func (c *refusedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-// Collect implements prometheus.Collector.
-func (c *refusedCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.expire(c.now())
-	for k, e := range c.entries {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(e.since.UnixNano())/1e9,
-			e.namespace, e.pod, containerLabel(k.container), e.request, e.reason, e.verdict)
-	}
 }

@@ -127,38 +127,42 @@ func TestRefusedSince(t *testing.T) {
 		}
 	}
 
+	mem := m.refusalMemory()
+	refusing := func(pod policy.Pod, container, request string, r *policy.Refusal) {
+		mem.refused(pod, container, refusalKey{event: request, reason: r.Reason, verdict: r.Verdict})
+	}
 	check(map[string]float64{})
-	m.refusing(db, "main", "UpdateContainer", grow)
-	m.refusing(web, "", "UpdatePodSandbox", grow)
+	refusing(db, "main", "UpdateContainer", grow)
+	refusing(web, "", "UpdatePodSandbox", grow)
 	check(map[string]float64{series("db", "main", "UpdateContainer", grow): 1000, series("web", "", "UpdatePodSandbox", grow): 1000})
 
 	now = now.Add(time.Minute) // the kubelet retries; now for another reason
-	m.refusing(db, "main", "UpdateContainer", shrink)
+	refusing(db, "main", "UpdateContainer", shrink)
 	check(map[string]float64{series("db", "main", "UpdateContainer", shrink): 1000, series("web", "", "UpdatePodSandbox", grow): 1000})
 
-	m.accepted("u1", "main")
+	mem.accepted("u1", "main")
 	check(map[string]float64{series("web", "", "UpdatePodSandbox", grow): 1000})
-	m.refusing(db, "main", "UpdateContainer", shrink) // refused again: a new episode
+	refusing(db, "main", "UpdateContainer", shrink) // refused again: a new episode
 	check(map[string]float64{series("db", "main", "UpdateContainer", shrink): 1060, series("web", "", "UpdatePodSandbox", grow): 1000})
-	m.podRemoved("u2")
+	mem.podRemoved("u2")
 	check(map[string]float64{series("db", "main", "UpdateContainer", shrink): 1060})
 
 	// The pod re-created under its name: the old UID's series goes.
-	m.refusing(policy.Pod{UID: "u3", Namespace: "default", Name: "db"}, "main", "CreateContainer", grow)
+	refusing(policy.Pod{UID: "u3", Namespace: "default", Name: "db"}, "main", "CreateContainer", grow)
 	check(map[string]float64{series("db", "main", "CreateContainer", grow): 1060})
 
 	now = now.Add(refusedExpiry)
 	check(map[string]float64{})
 
-	for i := range maxRefusedSeries + 10 {
-		m.refusing(policy.Pod{UID: strconv.Itoa(i), Namespace: "ns", Name: "p" + strconv.Itoa(i)}, "c", "CreateContainer", grow)
+	for i := range maxRefused + 10 {
+		refusing(policy.Pod{UID: strconv.Itoa(i), Namespace: "ns", Name: "p" + strconv.Itoa(i)}, "c", "CreateContainer", grow)
 	}
-	if n := len(gather(t, reg, name)); n != maxRefusedSeries {
-		t.Errorf("%d series, want at most %d", n, maxRefusedSeries)
+	if n := len(gather(t, reg, name)); n != maxRefused {
+		t.Errorf("%d series, want at most %d", n, maxRefused)
 	}
 
-	var none *Metrics // a nil *Metrics records nothing
-	none.refusing(db, "main", "UpdateContainer", grow)
-	none.accepted("u1", "main")
-	none.podRemoved("u1")
+	var none *Metrics // a nil *Metrics gives a memory of the plugin's own
+	if !none.refusalMemory().refused(db, "main", refusalKey{event: "UpdateContainer"}) {
+		t.Error("a first refusal in the memory of a nil *Metrics is not news")
+	}
 }

@@ -163,9 +163,8 @@ type Plugin struct {
 	pods map[string]policy.Pod
 	// ledger records what was handed to the runtime and what is pending.
 	ledger *ledger
-	// refusals remembers the refusals warned about, so that the kubelet's
-	// retries of one are logged at debug.
-	refusals *refusalLog
+	// reporter tells what came of each request.
+	reporter *reporter
 	// warned are the containers the plugin warned it cannot pin.
 	warned map[string]bool
 	// importKubelet is set until the first Synchronize when the plugin
@@ -204,10 +203,10 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		policy:     pol,
 		pods:       map[string]policy.Pod{},
 		ledger:     newLedger(),
-		refusals:   newRefusalLog(),
 		warned:     map[string]bool{},
 		link:       newLinkState(time.Now()),
 	}
+	p.reporter = &reporter{log: p.log, metrics: opts.Metrics, api: opts.API, refusals: opts.Metrics.refusalMemory()}
 	p.logCgroupTree()
 	st, err := p.loadState()
 	if err != nil {

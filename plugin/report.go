@@ -5,8 +5,11 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
 
@@ -161,89 +164,117 @@ func withNotes(e *logrus.Entry, notes []string) *logrus.Entry {
 	return e.WithField("notes", strings.Join(notes, "; "))
 }
 
-// refused logs a failed request. A refusal is a warning, and counted in
-// refusals_total, the first time in refusalWindow; the kubelet's retries of
-// it are logged at debug. A fault is always an error. key names the
-// request; refused fills in the event and the refusal's reason.
-func (p *Plugin) refused(event string, entry *logrus.Entry, pod policy.Pod, key refusalKey, err error) {
-	key.podUID = pod.UID
-	entry = entry.WithError(err)
-	r, ok := policy.AsRefusal(err)
+// reporter turns the outcome of a request into what an operator sees:
+// the log line, the metrics, the memory of refusals and the Kubernetes
+// API's event. It decides nothing.
+type reporter struct {
+	log      *logrus.Entry
+	metrics  *Metrics
+	api      API // nil without the Kubernetes API
+	refusals *refusalMemory
+}
+
+// report tells the outcome of a request: a creation, a resize or a pod
+// update, applied or refused. The other events say what they did in
+// notes, logged as they apply their decisions (notes).
+func (r *reporter) report(o outcome) {
+	switch o.event {
+	case "CreateContainer":
+		r.creation(o)
+	case "UpdateContainer":
+		r.resize(o)
+	case "UpdatePodSandbox":
+		r.podUpdate(o)
+	}
+}
+
+// notes logs a decision's notes, one line each.
+func (r *reporter) notes(event string, notes []string) {
+	for _, n := range notes {
+		r.log.WithField("event", event).Info(n)
+	}
+}
+
+// refused tells a failed request. A refusal is a warning, counted in
+// refusals_total and reported to the API, the first time in
+// refusalWindow; the kubelet's retries of it are logged at debug. A fault
+// is always an error.
+func (r *reporter) refused(o outcome) {
+	entry := o.log.WithError(o.err)
+	ref, ok := policy.AsRefusal(o.err)
 	if !ok {
-		entry.Errorf("%s failed", event)
+		entry.Errorf("%s failed", o.event)
 		return
 	}
-	key.event, key.reason, key.verdict = event, r.Reason, r.Verdict
-	p.metrics.refusing(pod, key.container, event, r)
-	entry = entry.WithFields(logrus.Fields{"reason": r.Reason, "verdict": r.Verdict})
-	if p.refusals.first(key) {
-		p.metrics.refusal(r)
-		entry.Warnf("%s refused", event)
-		if p.opts.API != nil {
-			p.opts.API.Refused(pod, key.container, event, r)
-		}
+	entry = entry.WithFields(logrus.Fields{"reason": ref.Reason, "verdict": ref.Verdict})
+	if !r.refusals.refused(o.pod, o.container.Name, refusalKey{event: o.event, requested: o.requested, reason: ref.Reason, verdict: ref.Verdict}) {
+		entry.Debugf("%s refused again (the kubelet retries; warned about once every %s)", o.event, refusalWindow)
 		return
 	}
-	entry.Debugf("%s refused again (the kubelet retries; warned about once every %s)", event, refusalWindow)
+	r.metrics.refusal(ref)
+	entry.Warnf("%s refused", o.event)
+	if r.api != nil {
+		r.api.Refused(o.pod, o.container.Name, o.event, ref)
+	}
 }
 
-// accepted records that a request of a pod's container (container "" for
-// the pod's own) was accepted: a later refusal is news again, and it is
-// not refused now.
-func (p *Plugin) accepted(podUID, container string) {
-	p.refusals.forget(podUID, container)
-	p.metrics.accepted(podUID, container)
-}
-
-// reportCreation logs an applied creation.
-func (p *Plugin) reportCreation(log *logrus.Entry, c policy.Container, d policy.Decision, others int) {
-	fields := requestFields(c.Resources)
+// creation tells a creation, applied or refused.
+func (r *reporter) creation(o outcome) {
+	if o.err != nil {
+		r.refused(o)
+		return
+	}
+	r.refusals.accepted(o.pod.UID, o.container.Name)
+	d := o.decision
+	fields := requestFields(o.container.Resources)
 	fields["cpuset"] = cpusText(d.After)
 	fields["exclusive"] = d.Exclusive
 	fields["shared"] = cpusText(d.SharedAfter)
 	if !identical(d.SharedBefore, d.SharedAfter) {
 		fields["shared"] = change(cpusText(d.SharedBefore), cpusText(d.SharedAfter))
 	}
-	fields["others"] = others
-	withNotes(log.WithFields(fields), d.Notes).Info("container created")
+	fields["others"] = o.others
+	withNotes(o.log.WithFields(fields), d.Notes).Info("container created")
 	for _, w := range d.Warnings {
-		log.Warn(w)
+		o.log.Warn(w)
 	}
 }
 
-// reportResize logs and counts a resize, applied or not.
-func (p *Plugin) reportResize(log *logrus.Entry, c policy.Container, requested policy.Resources, d policy.Decision, err error) {
-	if err != nil {
-		p.refused("UpdateContainer", log, c.Pod, refusalKey{container: c.Name, requested: policy.PodResources{Resources: requested}}, err)
-		p.metrics.resize(d.Operation, outcomeOf(err))
+// resize tells and counts a resize, applied or not.
+func (r *reporter) resize(o outcome) {
+	d := o.decision
+	if o.err != nil {
+		r.refused(o)
+		r.metrics.resize(d.Operation, outcomeOf(o.err))
 		return
 	}
-	p.metrics.resize(d.Operation, outcomeApplied)
-	p.accepted(c.Pod.UID, c.Name)
-	fields := requestFields(policy.MergeResources(c.Resources, requested))
+	r.metrics.resize(d.Operation, outcomeApplied)
+	r.refusals.accepted(o.pod.UID, o.container.Name)
+	fields := requestFields(policy.MergeResources(o.container.Resources, o.requested.Resources))
 	fields["operation"] = d.Operation
 	fields["cpuset"] = change(cpusText(d.Before), cpusText(d.After))
-	withNotes(log.WithFields(fields), d.Notes).Info("container resized")
-	if p.opts.API != nil && !d.Before.Equals(d.After) {
-		p.opts.API.Resized(c.Pod, c.Name, d.Before, d.After)
+	withNotes(o.log.WithFields(fields), d.Notes).Info("container resized")
+	if r.api != nil && !d.Before.Equals(d.After) {
+		r.api.Resized(o.pod, o.container.Name, d.Before, d.After)
 	}
 }
 
-// reportPodUpdate logs and counts a pod-level update, applied or not.
-func (p *Plugin) reportPodUpdate(log *logrus.Entry, pod policy.Pod, res policy.PodResources, d policy.Decision, err error) {
-	if err != nil {
-		p.refused("UpdatePodSandbox", log, pod, refusalKey{requested: res}, err)
-		p.metrics.podUpdate(outcomeOf(err))
+// podUpdate tells and counts a pod-level update, applied or not.
+func (r *reporter) podUpdate(o outcome) {
+	d := o.decision
+	if o.err != nil {
+		r.refused(o)
+		r.metrics.podUpdate(outcomeOf(o.err))
 		return
 	}
-	p.metrics.podUpdate(outcomeApplied)
-	p.accepted(pod.UID, "")
+	r.metrics.podUpdate(outcomeApplied)
+	r.refusals.accepted(o.pod.UID, "")
 	cpusets := make([]string, 0, len(d.PodCPUs))
 	for _, c := range d.PodCPUs {
 		cpusets = append(cpusets, c.Name+"="+cpusText(c.CPUs))
 	}
-	before, now := d.PodBefore, res.Resources
-	withNotes(log.WithFields(logrus.Fields{
+	before, now := d.PodBefore, o.requested.Resources
+	withNotes(o.log.WithFields(logrus.Fields{
 		"cpuRequest":  change(formatMilli(policy.MilliCPUFromShares(before.CPUShares)), formatMilli(policy.MilliCPUFromShares(now.CPUShares))),
 		"cpuLimit":    change(formatMilli(policy.MilliCPUFromQuota(before.CPUQuota, before.CPUPeriod)), formatMilli(policy.MilliCPUFromQuota(now.CPUQuota, now.CPUPeriod))),
 		"memoryLimit": change(formatBytes(before.MemoryLimit), formatBytes(now.MemoryLimit)),
@@ -257,9 +288,186 @@ func (p *Plugin) containerLog(c policy.Container) *logrus.Entry {
 	return p.log.WithFields(logrus.Fields{"pod": c.Pod.Namespace + "/" + c.Pod.Name, "container": c.Name, "id": c.ID})
 }
 
-// logNotes logs a decision's notes, one line each.
-func (p *Plugin) logNotes(event string, notes []string) {
-	for _, n := range notes {
-		p.log.WithField("event", event).Info(n)
+// The plugin's one memory of refusals. The kubelet retries a refused
+// resize about once a second for as long as the pod's spec asks for it
+// (and a refused creation with a backoff): a refusal is warned about in
+// the log, counted in refusals_total and reported to the API once per
+// refusalWindow, its repeats in between are logged at debug; and
+// refused_since_seconds names the containers refused now, since when.
+// Both read the same record, cleared when a request of the container is
+// accepted or its pod removed.
+const (
+	refusalWindow = 5 * time.Minute
+	// maxRefused bounds the containers remembered (a node runs a few
+	// hundred containers at most): past it the expired are forgotten,
+	// then the one refused least recently.
+	maxRefused = 1024
+	// maxWarned bounds the distinct refusals remembered per container:
+	// past it the one warned about longest ago is forgotten.
+	maxWarned = 16
+	// refusedExpiry forgets a container not refused again for that long:
+	// a pod removed while the plugin was away is never cleared, and the
+	// kubelet retries a refused request at least every 5 minutes (its
+	// creation backoff) for as long as it wants it.
+	refusedExpiry = 30 * time.Minute
+)
+
+// refusedKey is a refused container (container "" for a pod-level
+// request).
+type refusedKey struct{ podUID, container string }
+
+// refusalKey identifies a refusal as the kubelet repeats it: the same
+// request (event, requested resources) refused for the same reason and
+// verdict.
+type refusalKey struct {
+	event     string
+	requested policy.PodResources
+	reason    policy.Reason
+	verdict   policy.Verdict
+}
+
+// refusedEntry is what is remembered of a refused container.
+type refusedEntry struct {
+	// namespace, pod and the latest refusal label its series.
+	namespace, pod, request, reason, verdict string
+	// since is when its requests started being refused, last when one
+	// was refused last.
+	since, last time.Time
+	// warned is when each distinct refusal was last warned about.
+	warned map[refusalKey]time.Time
+}
+
+// refusalMemory is the memory of refusals. Safe for concurrent use: the
+// handlers record, metric scrapes read.
+type refusalMemory struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	entries map[refusedKey]*refusedEntry
+}
+
+func newRefusalMemory(now func() time.Time) *refusalMemory {
+	return &refusalMemory{now: now, entries: map[refusedKey]*refusedEntry{}}
+}
+
+// refused records a refusal of a pod's container (container "" for the
+// pod's own) and reports whether it deserves a warning: this refusal was
+// not warned about in the last refusalWindow. It then counts as warned
+// about now.
+func (m *refusalMemory) refused(pod policy.Pod, container string, k refusalKey) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	key := refusedKey{pod.UID, container}
+	e := m.entries[key]
+	if e == nil {
+		if len(m.entries) >= maxRefused {
+			m.evict(now)
+		}
+		// A pod re-created under its name has a new UID: its old series
+		// would collide with the new one's labels.
+		for old, oe := range m.entries {
+			if old.container == container && old.podUID != pod.UID && oe.namespace == pod.Namespace && oe.pod == pod.Name {
+				delete(m.entries, old)
+			}
+		}
+		e = &refusedEntry{since: now, warned: map[refusalKey]time.Time{}}
+		m.entries[key] = e
+	}
+	e.namespace, e.pod, e.request, e.reason, e.verdict = pod.Namespace, pod.Name, k.event, string(k.reason), string(k.verdict)
+	e.last = now
+	if at, ok := e.warned[k]; ok && now.Sub(at) < refusalWindow {
+		return false
+	}
+	if _, ok := e.warned[k]; !ok && len(e.warned) >= maxWarned {
+		var oldest refusalKey
+		var oldestAt time.Time
+		for wk, at := range e.warned {
+			if oldestAt.IsZero() || at.Before(oldestAt) {
+				oldest, oldestAt = wk, at
+			}
+		}
+		delete(e.warned, oldest)
+	}
+	e.warned[k] = now
+	return true
+}
+
+// evict forgets the expired containers, or the one refused least
+// recently if none expired. mu must be held.
+func (m *refusalMemory) evict(now time.Time) {
+	m.expire(now)
+	if len(m.entries) < maxRefused {
+		return
+	}
+	var oldest refusedKey
+	var oldestAt time.Time
+	for k, e := range m.entries {
+		if oldestAt.IsZero() || e.last.Before(oldestAt) {
+			oldest, oldestAt = k, e.last
+		}
+	}
+	delete(m.entries, oldest)
+}
+
+// expire forgets the containers not refused again within refusedExpiry.
+// mu must be held.
+func (m *refusalMemory) expire(now time.Time) {
+	for k, e := range m.entries {
+		if now.Sub(e.last) >= refusedExpiry {
+			delete(m.entries, k)
+		}
+	}
+}
+
+// accepted forgets the refusals of a pod's container (container "" for
+// the pod's own) once a request for it was accepted: it is no longer
+// refused, and a later refusal is news again.
+func (m *refusalMemory) accepted(podUID, container string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.entries, refusedKey{podUID, container})
+}
+
+// podRemoved forgets the refusals of a removed pod.
+func (m *refusalMemory) podRemoved(podUID string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.entries {
+		if k.podUID == podUID {
+			delete(m.entries, k)
+		}
+	}
+}
+
+// refusedSince is refused_since_seconds: the memory seen as a gauge per
+// refused container.
+type refusedSince struct {
+	memory *refusalMemory
+	desc   *prometheus.Desc
+}
+
+func newRefusedSince(memory *refusalMemory) *refusedSince {
+	return &refusedSince{
+		memory: memory,
+		desc: prometheus.NewDesc(namespace+"_refused_since_seconds",
+			"Unix time since when the requests of a pod's container (container_name "+podLevel+" for a pod-level resize) have been refused, "+
+				"while its latest request is refused: request (CreateContainer, UpdateContainer, UpdatePodSandbox), reason and verdict of the latest refusal. "+
+				"Removed when a request for it succeeds or the pod is removed.",
+			[]string{"pod_namespace", "pod_name", "container_name", "request", "reason", "verdict"}, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *refusedSince) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *refusedSince) Collect(ch chan<- prometheus.Metric) {
+	m := c.memory
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expire(m.now())
+	for k, e := range m.entries {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(e.since.UnixNano())/1e9,
+			e.namespace, e.pod, containerLabel(k.container), e.request, e.reason, e.verdict)
 	}
 }

@@ -32,6 +32,7 @@ func loggedPlugin(t *testing.T) (*Plugin, *test.Hook, *Metrics) {
 		t.Fatal(err)
 	}
 	p.metrics = m
+	p.reporter = &reporter{log: p.log, metrics: m, api: p.opts.API, refusals: m.refusalMemory()}
 	if _, err := p.Synchronize(context.Background(), nil, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestOperatorLogLines(t *testing.T) {
 func TestRefusalWarnedOncePerWindow(t *testing.T) {
 	p, hook, m := loggedPlugin(t)
 	now := time.Unix(1000, 0)
-	p.refusals.now = func() time.Time { return now }
+	p.reporter.refusals.now = func() time.Time { return now }
 	ctx := context.Background()
 	pod, ctr := guaranteedCtr("a", 1)
 	if _, _, err := p.CreateContainer(ctx, pod, ctr); err != nil {
@@ -248,4 +249,65 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestRefusalMemory: a refusal is news once per refusalWindow per distinct
+// request of a container, a different request of it is news at once, an
+// accepted request or the pod's removal makes the next refusal news
+// again; the memory holds at most maxRefused containers (the one refused
+// least recently goes) and maxWarned distinct refusals of each.
+func TestRefusalMemory(t *testing.T) {
+	now := time.Unix(0, 0)
+	m := newRefusalMemory(func() time.Time { return now })
+	pod := func(i int) policy.Pod {
+		return policy.Pod{UID: fmt.Sprint(i), Namespace: "ns", Name: fmt.Sprint("p", i)}
+	}
+	grow := refusalKey{event: "UpdateContainer", reason: policy.ReasonResizeAllocateCPUs, verdict: policy.Deferred,
+		requested: policy.PodResources{Resources: policy.Resources{CPUQuota: 400000, CPUPeriod: 100000}}}
+	bigger := grow
+	bigger.requested.Resources.CPUQuota = 800000
+
+	steps := []struct {
+		name string
+		do   func() bool
+		want bool
+	}{
+		{"first refusal", func() bool { return m.refused(pod(1), "app", grow) }, true},
+		{"the kubelet's retry", func() bool { return m.refused(pod(1), "app", grow) }, false},
+		{"another request of the container", func() bool { return m.refused(pod(1), "app", bigger) }, true},
+		{"the same request of another container", func() bool { return m.refused(pod(1), "sidecar", grow) }, true},
+		{"the first request again, within the window", func() bool { return m.refused(pod(1), "app", grow) }, false},
+		{"after the window", func() bool { now = now.Add(refusalWindow); return m.refused(pod(1), "app", grow) }, true},
+		{"after an accepted request", func() bool { m.accepted("1", "app"); return m.refused(pod(1), "app", grow) }, true},
+		{"after the pod's removal", func() bool { m.podRemoved("1"); return m.refused(pod(1), "app", grow) }, true},
+	}
+	for _, s := range steps {
+		if got := s.do(); got != s.want {
+			t.Errorf("%s: news %v, want %v", s.name, got, s.want)
+		}
+	}
+
+	for i := range maxWarned + 1 {
+		k := grow
+		k.requested.Resources.CPUQuota = int64(i+10) * 100000
+		now = now.Add(time.Millisecond)
+		m.refused(pod(1), "app", k)
+	}
+	if n := len(m.entries[refusedKey{"1", "app"}].warned); n != maxWarned {
+		t.Errorf("%d distinct refusals remembered for one container, want %d", n, maxWarned)
+	}
+
+	for i := 2; i < maxRefused+2; i++ {
+		now = now.Add(time.Millisecond)
+		m.refused(pod(i), "app", grow)
+	}
+	if len(m.entries) != maxRefused {
+		t.Fatalf("%d containers remembered, want %d", len(m.entries), maxRefused)
+	}
+	if _, ok := m.entries[refusedKey{"1", "sidecar"}]; ok {
+		t.Error("the container refused least recently was kept")
+	}
+	if m.refused(pod(maxRefused), "app", grow) {
+		t.Error("a refusal in its window was news again in a full memory")
+	}
 }

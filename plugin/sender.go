@@ -92,7 +92,7 @@ func (p *Plugin) collectPending() ([]sent, stub.Stub, []*api.ContainerUpdate, cp
 	if due, any := p.ledger.sendDue(p.opts.SendDelay, p.opts.SendMaxDelay); !any || time.Now().Before(due) {
 		return nil, nil, nil, cpuset.New() // an event came meanwhile: the sender waits again
 	}
-	pending := p.pendingUpdates()
+	pending := p.ledger.pendingUpdates(p.desired)
 	if len(pending) == 0 {
 		return nil, nil, nil, cpuset.New()
 	}

@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"context"
-	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
@@ -13,13 +12,17 @@ import (
 // Synchronize reconciles the plugin with every pod and container the
 // runtime has (on each connection) and returns the updates that make every
 // container's cpuset what it should be.
-func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) (updates []*api.ContainerUpdate, err error) {
-	defer recoverInto(&err, "Synchronize", p.log)
-	defer p.metrics.observeEvent("Synchronize", time.Now())
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.ledger.event()
+func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	var updates []*api.ContainerUpdate
+	o := p.handle("Synchronize", nil, func() outcome {
+		updates = p.synchronize(pods, ctrs)
+		return outcome{}
+	})
+	return updates, o.err
+}
 
+// synchronize is Synchronize with the lock held.
+func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) []*api.ContainerUpdate {
 	policyPods := p.rememberPods(pods)
 	containers := p.recordContainers(ctrs)
 	start := p.startingModel(containers) // (may change the policy: first)
@@ -27,7 +30,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	if was, ok := d.Model.State.ConfigRecord(); !ok || !sameRecord(was, p.record) {
 		d.Model.State.SetConfigRecord(p.record) // (Synchronize's state is its own)
 	}
-	p.logNotes("Synchronize", d.Notes)
+	p.reporter.notes("Synchronize", d.Notes)
 	p.commitOrKeep(d.Model)
 	for _, u := range d.Others {
 		p.ledger.handed(u, handedInReply)
@@ -38,7 +41,7 @@ func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 	p.checkInvariants("Synchronize")
 	p.log.WithFields(logrus.Fields{"pods": len(pods), "containers": len(ctrs), "updates": len(d.Others),
 		"exclusive": p.model.State.ExclusiveCPUs().String(), "shared": p.model.SharedPool().String()}).Info("synchronized")
-	return updatesToNRI(d.Others), nil
+	return updatesToNRI(d.Others)
 }
 
 // rememberPods replaces the pods the plugin knows with the runtime's,
