@@ -349,3 +349,45 @@ func TestStopDuringASendIsNotUndone(t *testing.T) {
 		t.Errorf("the stopped container is believed to run on %s", v.applied)
 	}
 }
+
+// TestEveryHandlerSurvivesAPanic: a bug that panics in any handler (here
+// a ledger that is not there) fails that request with an internal error
+// naming the event, and leaves the plugin's lock free.
+func TestEveryHandlerSurvivesAPanic(t *testing.T) {
+	p, _ := newTestPlugin(t)
+	ctx := context.Background()
+	pod, ctr := guaranteedCtr("a", 1)
+	for _, h := range []struct {
+		event string
+		call  func() error
+	}{
+		{"Synchronize", func() error { _, err := p.Synchronize(ctx, []*api.PodSandbox{pod}, nil); return err }},
+		{"RunPodSandbox", func() error { return p.RunPodSandbox(ctx, pod) }},
+		{"UpdatePodSandbox", func() error { return p.UpdatePodSandbox(ctx, pod, nil, nriResources(1024, 100000, 1)) }},
+		{"StopPodSandbox", func() error { return p.StopPodSandbox(ctx, pod) }},
+		{"RemovePodSandbox", func() error { return p.RemovePodSandbox(ctx, pod) }},
+		{"CreateContainer", func() error { _, _, err := p.CreateContainer(ctx, pod, ctr); return err }},
+		{"UpdateContainer", func() error { _, err := p.UpdateContainer(ctx, pod, ctr, nriResources(2048, 200000, 1)); return err }},
+		{"PostUpdateContainer", func() error { return p.PostUpdateContainer(ctx, pod, ctr) }},
+		{"PostUpdatePodSandbox", func() error { return p.PostUpdatePodSandbox(ctx, pod) }},
+		{"PostCreateContainer", func() error { return p.PostCreateContainer(ctx, pod, ctr) }},
+		{"PostStartContainer", func() error { return p.PostStartContainer(ctx, pod, ctr) }},
+		{"StopContainer", func() error { _, err := p.StopContainer(ctx, pod, ctr); return err }},
+		{"RemoveContainer", func() error { return p.RemoveContainer(ctx, pod, ctr) }},
+	} {
+		ledger := p.ledger
+		p.ledger = nil
+		err := h.call()
+		p.ledger = ledger
+		if want := "nri-cpumanager: internal error while handling " + h.event; err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s with a panic: %v, want %q", h.event, err, want)
+		}
+		done := make(chan struct{})
+		go func() { p.Topology(); close(done) }() // takes the lock
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("after %s's panic, the plugin's lock is still held", h.event)
+		}
+	}
+}
