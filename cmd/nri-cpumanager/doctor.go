@@ -28,7 +28,7 @@ import (
 // says. It changes nothing. Exit status 1 when something is wrong.
 func doctor(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("doctor", stderr)
-	d := &doctorRun{}
+	d := &doctorRun{unseenKubelet: statusFail}
 	f.fs.StringVar(&d.hostRoot, "host-root", "/", "`directory` where the host's root is mounted (/host in the DaemonSet's pod)")
 	f.fs.StringVar(&d.containerdConfig, "containerd-config", "/etc/containerd/config.toml", "containerd's configuration `file` on the host")
 	f.fs.StringVar(&d.containerdSocket, "containerd-socket", "/run/containerd/containerd.sock", "containerd's CRI `socket` on the host, asked for its version when reachable")
@@ -81,6 +81,11 @@ type doctorRun struct {
 
 	cfg *config.Config
 	out io.Writer
+
+	// unseenKubelet is the status of a kubelet configuration doctor
+	// cannot find: a failure for the command, a warning at the plugin's
+	// start.
+	unseenKubelet string
 
 	// What checks learn for later ones.
 	containerdSystemd *bool // runc's SystemdCgroup, when the configuration says

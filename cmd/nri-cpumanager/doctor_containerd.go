@@ -71,6 +71,9 @@ func (d *doctorRun) checkContainerdVersion() (major, minor int) {
 	case major < 2:
 		d.report(statusFail, "containerd", text+": the plugin needs containerd 2.x (NRI, UpdatePodSandbox for pod-level resizes)",
 			"upgrade containerd to 2.x (tested: 2.4.2)")
+	case major == 2 && minor < 3:
+		d.report(statusWarning, "containerd", text+": UpdatePodSandbox (CRI UpdatePodSandboxResources), which pod-level resize admission needs, comes with containerd 2.3; "+
+			"resizes are admitted container by container meanwhile", "upgrade containerd to 2.3 or later (tested: 2.4.2)")
 	default:
 		d.report(statusOK, "containerd", text, "")
 	}

@@ -40,8 +40,12 @@ var kubeletFlags = map[string]func(*kubeletConfig, string){
 func (d *doctorRun) checkKubelet() {
 	kc, source, err := d.loadKubeletConfig()
 	if err != nil {
-		d.report(statusWarning, "kubelet", "configuration not found: "+err.Error(),
-			"give --kubelet-config FILE, or pipe its live configuration in: kubectl get --raw /api/v1/nodes/NODE/proxy/configz | kubectl exec -i POD -- nri-cpumanager doctor --kubelet-config -")
+		// Unseen, the kubelet may run its own static CPU manager beside
+		// the plugin: doctor cannot say the node is fine (the plugin's
+		// own check at start says it and goes on).
+		d.report(d.unseenKubelet, "kubelet", "configuration not found: "+err.Error()+": its CPU manager policy and reservation are not checked",
+			"mount it (the chart's doctor.enabled with doctor.kubeletConfig, deploy/components/doctor), give --kubelet-config FILE, "+
+				"or pipe its live configuration in: kubectl get --raw /api/v1/nodes/NODE/proxy/configz | kubectl exec -i POD -- nri-cpumanager doctor --kubelet-config -")
 		return
 	}
 	d.kubeletDriver = kc.CgroupDriver
@@ -149,7 +153,8 @@ func (d *doctorRun) loadKubeletConfig() (*kubeletConfig, string, error) {
 			}
 		}
 		if path == "" {
-			if path, err = d.firstExisting("/var/lib/kubelet/config.yaml", "/etc/kubernetes/kubelet-config.yaml", "/etc/kubernetes/kubelet/config.yaml"); err != nil {
+			if path, err = d.firstExisting("/var/lib/kubelet/config.yaml", "/etc/kubernetes/kubelet-config.yaml", "/etc/kubernetes/kubelet/config.yaml",
+				"/etc/rancher/k3s/config.yaml", "/etc/rancher/rke2/config.yaml"); err != nil {
 				return nil, "", err
 			}
 		}
@@ -176,8 +181,11 @@ func (d *doctorRun) loadKubeletConfig() (*kubeletConfig, string, error) {
 	return kc, source, nil
 }
 
-// parseKubeletConfig reads a KubeletConfiguration (YAML or JSON) or the
-// kubelet's /configz answer ({"kubeletconfig": {...}}).
+// parseKubeletConfig reads a KubeletConfiguration (YAML or JSON), the
+// kubelet's /configz answer ({"kubeletconfig": {...}}), or the
+// configuration file of k3s or RKE2 (/etc/rancher/k3s/config.yaml,
+// /etc/rancher/rke2/config.yaml), whose kubelet-arg list sets the
+// kubelet's flags over its defaults.
 func parseKubeletConfig(data []byte) (*kubeletConfig, error) {
 	var wrapped struct {
 		KubeletConfig *kubeletConfig `json:"kubeletconfig"`
@@ -186,13 +194,24 @@ func parseKubeletConfig(data []byte) (*kubeletConfig, error) {
 		return wrapped.KubeletConfig, nil
 	}
 	var head struct {
-		Kind string `json:"kind"`
+		Kind       string    `json:"kind"`
+		KubeletArg *[]string `json:"kubelet-arg"`
 	}
 	if err := yaml.Unmarshal(data, &head); err != nil {
 		return nil, err
 	}
+	if head.Kind == "" && head.KubeletArg != nil {
+		kc := &kubeletConfig{}
+		for _, arg := range *head.KubeletArg {
+			name, value, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+			if set, known := kubeletFlags["--"+name]; known {
+				set(kc, value)
+			}
+		}
+		return kc, nil
+	}
 	if head.Kind != "KubeletConfiguration" {
-		return nil, fmt.Errorf("not a KubeletConfiguration (kind %q) nor the kubelet's /configz", head.Kind)
+		return nil, fmt.Errorf("not a KubeletConfiguration (kind %q), the kubelet's /configz, nor a k3s or RKE2 configuration with kubelet-arg", head.Kind)
 	}
 	kc := &kubeletConfig{}
 	if err := yaml.Unmarshal(data, kc); err != nil {

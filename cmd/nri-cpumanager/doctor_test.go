@@ -245,7 +245,7 @@ func TestDoctorKubeletConfigzURL(t *testing.T) {
 		t.Errorf("status %d, want 1", status)
 	}
 	_, out = n.run("", "--kubelet-config", srv.URL+"/nothing")
-	wantLines(t, out, "warn  kubelet     configuration not found: "+srv.URL+"/nothing: 404 Not Found")
+	wantLines(t, out, "FAIL  kubelet     configuration not found: "+srv.URL+"/nothing: 404 Not Found")
 }
 
 // TestDoctorOnTheNodeFindsTheKubeletsFlags reads the kubelet's --config
@@ -279,23 +279,59 @@ func TestDoctorContainerdVersionFromBinary(t *testing.T) {
 	}
 	_, out := n.run("")
 	wantLines(t, out, "ok    containerd  containerd v2.4.2 (from its binary /usr/bin/containerd)")
+	build = exec.Command("go", "build", "-o", bin, "-ldflags", "-X github.com/containerd/containerd/v2/version.Version=v2.2.1", ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false", "GOWORK=off")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	_, out = n.run("")
+	wantLines(t, out, "warn  containerd  containerd v2.2.1 (from its binary /usr/bin/containerd): UpdatePodSandbox (CRI UpdatePodSandboxResources), which pod-level resize admission needs, comes with containerd 2.3")
 	if major, minor := parseVersion("containerd v1.7.27"); major != 1 || minor != 7 {
 		t.Errorf("parseVersion = %d.%d", major, minor)
 	}
 }
 
 // TestDoctorWithoutTheHostsFiles: in the plugin's pod without the doctor's
-// mount, containerd's files are not visible: doctor says so rather than
-// concluding containerd runs with its defaults, and checks the rest.
+// mounts, containerd's files are not visible: doctor says so rather than
+// concluding containerd runs with its defaults, and checks the rest; the
+// kubelet's configuration not visible is a failure: doctor cannot tell
+// whether the kubelet's own static CPU manager runs beside the plugin.
 func TestDoctorWithoutTheHostsFiles(t *testing.T) {
 	n := newDoctorNode(t)
 	status, out := n.run("")
 	wantLines(t, out,
 		"warn  containerd  /etc/containerd is not visible under host root "+n.root,
 		"ok    NRI         socket "+n.ns+" exists",
-		"ok    cgroups     cgroup v2 (unified)")
-	if strings.Contains(out, "runs with its defaults") || status != exitOK {
-		t.Errorf("status %d:\n%s", status, out)
+		"ok    cgroups     cgroup v2 (unified)",
+		"FAIL  kubelet     configuration not found: none of /var/lib/kubelet/config.yaml",
+		"fix: mount it (the chart's doctor.enabled with doctor.kubeletConfig, deploy/components/doctor)")
+	if strings.Contains(out, "runs with its defaults") || status != exitFailure {
+		t.Errorf("status %d, want 1:\n%s", status, out)
+	}
+}
+
+// TestDoctorReadsRancherKubeletArgs: on k3s and RKE2 the kubelet's
+// settings are kubelet-arg entries of /etc/rancher/{k3s,rke2}/config.yaml;
+// doctor reads them as the kubelet's flags.
+func TestDoctorReadsRancherKubeletArgs(t *testing.T) {
+	for _, tc := range []struct {
+		path, doc string
+		want      []string
+		status    int
+	}{
+		{"/etc/rancher/k3s/config.yaml", "write-kubeconfig-mode: \"0644\"\nkubelet-arg:\n- cpu-manager-policy=static\n- reserved-cpus=0-1\n",
+			[]string{"FAIL  kubelet     cpuManagerPolicy: static (/etc/rancher/k3s/config.yaml)", "FAIL  kubelet     reserves CPUs 0-1 (reservedSystemCPUs), the plugin reserves CPUs 0"}, exitFailure},
+		{"/etc/rancher/rke2/config.yaml", "kubelet-arg: [\"--reserved-cpus=0\", \"cgroup-driver=systemd\"]\n",
+			[]string{"ok    kubelet     cpuManagerPolicy: none (/etc/rancher/rke2/config.yaml)", "ok    kubelet     reserves CPUs 0, as the plugin does"}, exitOK},
+	} {
+		n := newDoctorNode(t)
+		n.host(tc.path, tc.doc)
+		status, out := n.run("")
+		wantLines(t, out, tc.want...)
+		if status != tc.status {
+			t.Errorf("%s: status %d, want %d:\n%s", tc.path, status, tc.status, out)
+		}
 	}
 }
 

@@ -366,7 +366,8 @@ func TestNetworkPolicy(t *testing.T) {
 }
 
 // TestDoctorMounts: doctor's opt-in view of the host's containerd
-// configuration, the same from the chart and deploy/'s component.
+// configuration and the kubelet's configuration file, the same from the
+// chart and deploy/'s component; the kubelet's file from the value.
 func TestDoctorMounts(t *testing.T) {
 	p := pluginOf(t, chart(t, map[string]any{"doctor": map[string]any{"enabled": true}}))
 	checkSafe(t, p)
@@ -380,6 +381,17 @@ func TestDoctorMounts(t *testing.T) {
 		}
 	}
 	sameObject(t, "the chart's and components/doctor's mount", hostMounts(t, p)[at].mount, hostMounts(t, k)[at].mount)
+	const kubelet = hostRoot + "/var/lib/kubelet/config.yaml"
+	for name, d := range map[string]*deployed{"the chart": p, "components/doctor": k} {
+		if m, ok := hostMounts(t, d)[kubelet]; !ok || m.hostPath != "/var/lib/kubelet/config.yaml" {
+			t.Errorf("%s: the kubelet's configuration is not mounted at %s: %+v", name, kubelet, hostMounts(t, d))
+		}
+	}
+	sameObject(t, "the chart's and components/doctor's kubelet mount", hostMounts(t, p)[kubelet].mount, hostMounts(t, k)[kubelet].mount)
+	k3s := pluginOf(t, chart(t, map[string]any{"doctor": map[string]any{"enabled": true, "kubeletConfig": "/etc/rancher/k3s/config.yaml"}}))
+	if m := hostMounts(t, k3s)[kubelet]; m.hostPath != "/etc/rancher/k3s/config.yaml" {
+		t.Errorf("doctor.kubeletConfig /etc/rancher/k3s/config.yaml: %s mounts %q", kubelet, m.hostPath)
+	}
 	for _, m := range []*manifests{chart(t, nil), kustomize(t, deployDir)} {
 		for mp := range hostMounts(t, pluginOf(t, m)) {
 			if under(mp, hostRoot) {

@@ -313,11 +313,24 @@ func checkSafe(t *testing.T, p *deployed) {
 	}
 	for mp, m := range mounts {
 		if under(mp, hostRoot) {
-			// doctor's opt-in view of host files: read-only, all the way.
+			// doctor's opt-in view of host files: read-only, all the way;
+			// a directory at its own path under hostRoot, or the kubelet's
+			// configuration file where doctor looks first (a file of
+			// which, on k3s and RKE2, is elsewhere on the host).
 			rro := m.mount.RecursiveReadOnly
-			if !m.mount.ReadOnly || rro == nil || *rro != corev1.RecursiveReadOnlyIfPossible || mp != hostRoot+m.hostPath || m.hostType != corev1.HostPathDirectory {
-				t.Errorf("hostPath %s at %s (type %q, read-only %v, recursive %v): want the same path under %s, a Directory, read-only recursively",
-					m.hostPath, mp, m.hostType, m.mount.ReadOnly, rro, hostRoot)
+			switch m.hostType {
+			case corev1.HostPathDirectory:
+				if !m.mount.ReadOnly || rro == nil || *rro != corev1.RecursiveReadOnlyIfPossible || mp != hostRoot+m.hostPath {
+					t.Errorf("hostPath %s at %s (type %q, read-only %v, recursive %v): want the same path under %s, read-only recursively",
+						m.hostPath, mp, m.hostType, m.mount.ReadOnly, rro, hostRoot)
+				}
+			case corev1.HostPathFile:
+				if !m.mount.ReadOnly || mp != hostRoot+"/var/lib/kubelet/config.yaml" {
+					t.Errorf("hostPath file %s at %s (read-only %v): want the kubelet's configuration, read-only, at %s/var/lib/kubelet/config.yaml",
+						m.hostPath, mp, m.mount.ReadOnly, hostRoot)
+				}
+			default:
+				t.Errorf("hostPath %s at %s of type %q: want a Directory or a File, nothing created on the host", m.hostPath, mp, m.hostType)
 			}
 			continue
 		}
