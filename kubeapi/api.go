@@ -128,6 +128,12 @@ func (a *API) Refused(pod policy.Pod, container, event string, r *policy.Refusal
 	a.events.refused(pod, container, event, r)
 }
 
+// NodeCheckFailed reports what the plugin's checks of its node at start
+// found wrong (note): a Warning event on the Node.
+func (a *API) NodeCheckFailed(note string) {
+	a.events.nodeCheckFailed(a.opts.NodeName, note)
+}
+
 // Resized implements plugin.API: a Normal event on the pod.
 func (a *API) Resized(pod policy.Pod, container string, before, after cpuset.CPUSet) {
 	a.events.resized(pod, container, before, after)

@@ -29,6 +29,10 @@ const (
 	ReasonResizeRefused   = "ResizeRefused"
 	ReasonCreationRefused = "CreationRefused"
 	ReasonResized         = "Resized"
+	// ReasonNodeCheckFailed is the event on the Node when the plugin's
+	// checks of it at start (doctor's) find something wrong.
+	ReasonNodeCheckFailed = "NodeCheckFailed"
+	actionCheck           = "Check"
 	actionResize          = "Resize"
 	actionCreate          = "Create"
 )
@@ -152,7 +156,23 @@ func (e *eventer) record(pod policy.Pod, container, typ, reason, action, note st
 	if pod.UID == "" || pod.Name == "" || pod.Namespace == "" {
 		return // not a pod of the API (a test, a pod the runtime made alone)
 	}
-	if !e.allow(types.UID(pod.UID)) {
+	e.recordOn(podReference(pod, container), types.UID(pod.UID), typ, reason, action, note)
+}
+
+// nodeCheckFailed records that the plugin's checks of node at start found
+// problems: a Warning event on the Node (in the default namespace, where
+// the kubelet writes its own events of nodes).
+func (e *eventer) nodeCheckFailed(node, note string) {
+	if node == "" {
+		return
+	}
+	ref := corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, Namespace: metav1.NamespaceDefault}
+	e.recordOn(ref, types.UID("node/"+node), corev1.EventTypeWarning, ReasonNodeCheckFailed, actionCheck, note)
+}
+
+// recordOn queues an event regarding an object, limited per limit key.
+func (e *eventer) recordOn(regarding corev1.ObjectReference, limit types.UID, typ, reason, action, note string) {
+	if !e.allow(limit) {
 		e.count(reason, eventDropped)
 		return
 	}
@@ -161,13 +181,13 @@ func (e *eventer) record(pod policy.Pod, container, typ, reason, action, note st
 	}
 	now := e.now()
 	ev := &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{Name: eventName(pod.Name, now), Namespace: pod.Namespace},
+		ObjectMeta:          metav1.ObjectMeta{Name: eventName(regarding.Name, now), Namespace: regarding.Namespace},
 		EventTime:           metav1.NewMicroTime(now),
 		ReportingController: Component,
 		ReportingInstance:   e.instance,
 		Action:              action,
 		Reason:              reason,
-		Regarding:           podReference(pod, container),
+		Regarding:           regarding,
 		Note:                note,
 		Type:                typ,
 	}
@@ -237,7 +257,7 @@ func (e *eventer) write(ctx context.Context, ev *eventsv1.Event) error {
 		// Deleted meanwhile (events expire): a new one.
 	}
 	if _, err := e.sink.Create(ctx, ev); err != nil {
-		return fmt.Errorf("creating event %s on pod %s/%s: %w", ev.Reason, ev.Namespace, ev.Regarding.Name, err)
+		return fmt.Errorf("creating event %s on %s %s/%s: %w", ev.Reason, ev.Regarding.Kind, ev.Namespace, ev.Regarding.Name, err)
 	}
 	e.mu.Lock()
 	if len(e.series) >= maxLimited {

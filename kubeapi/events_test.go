@@ -203,3 +203,23 @@ func TestEventNamesWithinTheAPIsBounds(t *testing.T) {
 		t.Errorf("reporting instance on node-1 = %q", got)
 	}
 }
+
+// TestEventOnTheNode: what the plugin's checks at start found wrong is a
+// Warning event on the Node, in the default namespace, from the plugin's
+// component on this node.
+func TestEventOnTheNode(t *testing.T) {
+	client := fake.NewClientset()
+	a, _ := started(t, client, Options{})
+	a.NodeCheckFailed("kubelet: cpuManagerPolicy: static (/host/var/lib/kubelet/config.yaml): two CPU managers would fight over the same cpusets")
+	var events []eventsv1.Event
+	waitFor(t, "the node's event", func() bool {
+		list, err := client.EventsV1().Events(metav1.NamespaceDefault).List(context.Background(), metav1.ListOptions{})
+		events = list.Items
+		return err == nil && len(events) == 1
+	})
+	e := events[0]
+	if e.Regarding.Kind != "Node" || e.Regarding.Name != testNode || e.Type != corev1.EventTypeWarning || e.Reason != ReasonNodeCheckFailed ||
+		e.ReportingController != Component || !strings.HasPrefix(e.Name, testNode+".") || !strings.Contains(e.Note, "cpuManagerPolicy: static") {
+		t.Errorf("event %s/%s: %s %s regarding %+v from %s: %q", e.Namespace, e.Name, e.Type, e.Reason, e.Regarding, e.ReportingController, e.Note)
+	}
+}

@@ -93,10 +93,13 @@ type doctorRun struct {
 	treeDriver        string
 
 	fails, warnings int
+	// findings are the findings reported so far.
+	findings []finding
 }
 
 // report prints one finding, with its fix when it is not ok.
 func (d *doctorRun) report(status, topic, text, fix string) {
+	d.findings = append(d.findings, finding{status, topic, text, fix})
 	fmt.Fprintf(d.out, "%-4s  %-11s %s\n", status, topic, text)
 	if fix != "" && status != statusOK {
 		for _, line := range strings.Split(fix, "\n") {

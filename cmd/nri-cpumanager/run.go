@@ -149,6 +149,14 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 			}
 		}
 	}()
+	nodeFailures := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "nri_cpumanager", Name: "node_check_failures",
+		Help: "Problems the plugin's checks of its node (nri-cpumanager doctor's) found at start: a kubelet with its own static CPU manager, another reservation, NRI off, a cgroup driver that differs, ..."})
+	reg.MustRegister(nodeFailures)
+	var nodeEvent func(string)
+	if kube != nil {
+		nodeEvent = kube.NodeCheckFailed
+	}
+	go checkNodeAtStart(cfg, startHostRoot, log, nodeFailures, nodeEvent)
 	err = p.Run(ctx)
 	stop()
 	<-kubeDone // the NodeResourceTopology object is removed when asked to
