@@ -59,8 +59,15 @@ func (p *Plugin) handle(event string, outside func(), run func() outcome) (o out
 	o = run()
 	o.event = event
 	p.reporter.report(o)
+	if p.opts.ObserveOnly {
+		o.err = nil // nothing is refused: the runtime goes on as without the plugin
+	}
 	return o
 }
+
+// handing reports whether the plugin hands the runtime what it decides
+// (not ObserveOnly).
+func (p *Plugin) handing() bool { return !p.opts.ObserveOnly }
 
 // Configure logs which runtime the plugin talks to and disarms the
 // connection's watchdog (connect.go). The zero event mask subscribes the
@@ -158,7 +165,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 			o.log.WithField("resources", describeNRI(ctr.GetLinux().GetResources())).Debug("CreateContainer request")
 		}
 		o = p.decideAndCommit(o, func(m *policy.Model) (policy.Decision, error) { return p.policy.CreateContainer(m, c) })
-		if o.err != nil {
+		if o.err != nil || !p.handing() {
 			return o
 		}
 		p.ledger.created(*o.decision.Target, bounded(ctr.GetLinux().GetCgroupsPath(), maxPathLen))
@@ -166,7 +173,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		o.others = len(updates)
 		return o
 	})
-	if o.err != nil {
+	if o.err != nil || !p.handing() {
 		return nil, nil, o.err
 	}
 	return adjustmentFor(o.decision.Target), updates, nil
@@ -186,7 +193,7 @@ func (p *Plugin) PostCreateContainer(_ context.Context, _ *api.PodSandbox, _ *ap
 func (p *Plugin) PostStartContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) error {
 	return p.handle("PostStartContainer", nil, func() outcome {
 		id := ctr.GetId()
-		if p.ledger.started(id) {
+		if p.ledger.started(id) && p.handing() {
 			p.setPending(id)
 			if p.debugging() {
 				p.log.WithField("container", id).Debug("cpuset handed while the container started; sending it again")
@@ -216,7 +223,7 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		o = p.decideAndCommit(o, func(m *policy.Model) (policy.Decision, error) {
 			return p.policy.UpdateContainerWithSpec(m, c, requested, spec)
 		})
-		if o.err != nil {
+		if o.err != nil || !p.handing() {
 			return o
 		}
 		updates = updatesToNRI(p.ledger.reply(o, p.desired))
@@ -255,7 +262,9 @@ func (p *Plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 		p.reporter.notes("StopContainer", o.decision.Notes)
 		p.commitOrKeep(o.decision.Model)
 		p.ledger.stopped(c.ID)
-		updates = updatesToNRI(p.ledger.reply(o, p.desired))
+		if p.handing() {
+			updates = updatesToNRI(p.ledger.reply(o, p.desired))
+		}
 		return o
 	})
 	return updates, o.err

@@ -47,6 +47,7 @@ type Metrics struct {
 	ready            prometheus.Gauge
 	configPending    prometheus.Gauge
 	configRejected   prometheus.Gauge
+	observeOnly      prometheus.Gauge
 	unsolicitedSent  *prometheus.CounterVec
 	drifts           prometheus.Counter
 	podUpdates       *prometheus.CounterVec
@@ -120,6 +121,10 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 			Namespace: namespace, Name: "config_rejected",
 			Help: "1 while the configuration file is rejected (invalid, or the plugin could not start with it); the running configuration stays.",
 		}),
+		observeOnly: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "observe_only",
+			Help: "1 while the plugin only observes (observeOnly): it decides and records as usual and hands the runtime nothing.",
+		}),
 		unsolicitedSent: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "unsolicited_updates_total",
 			Help: "Container updates sent outside of event replies (shared pool growth after a confirmed shrink, repairs), by result (ok, error).",
@@ -153,7 +158,7 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 		}
 	}
 	for _, c := range []prometheus.Collector{buildInfo, m.resizes, m.refusals, m.model,
-		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.ready, m.configPending, m.configRejected,
+		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.ready, m.configPending, m.configRejected, m.observeOnly,
 		m.unsolicitedSent, m.drifts, m.podUpdates, newRefusedSince(m.refused)} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -192,6 +197,13 @@ func (m *Metrics) setConfigPending(pending bool) {
 func (m *Metrics) ConfigRejected(rejected bool) {
 	if m != nil {
 		setBool(m.configRejected, rejected)
+	}
+}
+
+// setObserveOnly says whether the plugin only observes.
+func (m *Metrics) setObserveOnly(on bool) {
+	if m != nil {
+		setBool(m.observeOnly, on)
 	}
 }
 

@@ -82,6 +82,13 @@ type Options struct {
 	Config         state.ConfigRecord
 	RecordedPolicy func(state.ConfigRecord) (*policy.Policy, error)
 	ReleasedPolicy func(cpuset.CPUSet) (*policy.Policy, state.ConfigRecord, error)
+	// ObserveOnly has the plugin decide, commit, log, meter and export as
+	// usual while it hands the runtime nothing: no cpuset in a reply, no
+	// unsolicited update, no request refused, no event on a pod. The
+	// checkpoint, `state` and the metrics show what it would have done;
+	// a start without it pins the running containers as decided (the
+	// Synchronize sends every container its cpuset).
+	ObserveOnly bool
 	// OnVerified, if not nil, is called after every verification pass
 	// (tests wait on it instead of sleeping).
 	OnVerified func()
@@ -207,6 +214,14 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		link:       newLinkState(time.Now()),
 	}
 	p.reporter = &reporter{log: p.log, metrics: opts.Metrics, api: opts.API, refusals: opts.Metrics.refusalMemory()}
+	if opts.ObserveOnly {
+		// Nothing is applied: the log says so on every line, a pod gets
+		// no event of a refusal or a resize that did not happen.
+		p.log = p.log.WithField("observeOnly", true)
+		p.reporter.log, p.reporter.api = p.log, nil
+		p.log.Warn("observeOnly: deciding and recording as usual, handing the runtime nothing (no cpuset changes, no request refused)")
+	}
+	p.metrics.setObserveOnly(opts.ObserveOnly)
 	p.logCgroupTree()
 	st, err := p.loadState()
 	if err != nil {

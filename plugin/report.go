@@ -170,7 +170,7 @@ func withNotes(e *logrus.Entry, notes []string) *logrus.Entry {
 type reporter struct {
 	log      *logrus.Entry
 	metrics  *Metrics
-	api      API // nil without the Kubernetes API
+	api      API // nil without the Kubernetes API, and when observing
 	refusals *refusalMemory
 }
 

@@ -59,7 +59,7 @@ func (p *Plugin) sendLoop(ctx context.Context) {
 func (p *Plugin) nextSend() (time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.conn.stub == nil || !p.link.isSynchronized() {
+	if p.conn.stub == nil || !p.link.isSynchronized() || !p.handing() {
 		p.ledger.clearPending()
 		return time.Time{}, false
 	}

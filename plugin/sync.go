@@ -32,6 +32,9 @@ func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) []*a
 	}
 	p.reporter.notes("Synchronize", d.Notes)
 	p.commitOrKeep(d.Model)
+	if !p.handing() {
+		d.Others = nil
+	}
 	for _, u := range d.Others {
 		p.ledger.handed(u, handedInReply)
 	}

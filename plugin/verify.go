@@ -26,7 +26,8 @@ func (p *Plugin) requestVerify() {
 // than the hold timeout to the shared pool.
 func (p *Plugin) maintainLoop(ctx context.Context) {
 	var tick <-chan time.Time
-	if p.opts.VerifyInterval > 0 && p.cgroups.enabled() {
+	verifying := p.cgroups.enabled() && p.handing() // (observing, nothing was handed)
+	if p.opts.VerifyInterval > 0 && verifying {
 		t := time.NewTicker(p.opts.VerifyInterval)
 		defer t.Stop()
 		tick = t.C
@@ -40,7 +41,7 @@ func (p *Plugin) maintainLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-p.verifyKick:
-			if p.cgroups.enabled() {
+			if verifying {
 				p.verify(false)
 			}
 		case <-tick:
