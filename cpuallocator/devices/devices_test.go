@@ -268,8 +268,14 @@ func TestLocateBrokenTrees(t *testing.T) {
 					}
 					return l
 				},
-				"LocateFS": func(devs []devices.Device) devices.Locality {
-					return devices.LocateFS(os.DirFS(root).(fs.ReadLinkFS), devs)
+				// os.Root's file system refuses itself to leave the root.
+				"LocateFS/os.Root": func(devs []devices.Device) devices.Locality {
+					r, err := os.OpenRoot(root)
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer r.Close()
+					return devices.LocateFS(r.FS().(fs.ReadLinkFS), devs)
 				},
 			} {
 				l := locate([]devices.Device{tt.dev})

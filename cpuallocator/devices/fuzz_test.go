@@ -20,8 +20,9 @@ const outsideNode = 63
 // any targets (the link also the one member of IOMMU group 4000) and a
 // numa_node with any content, and locates a device through them, one of
 // any number and path, and the VFIO group. Whatever the tree, Locate ends, reads
-// nothing outside the root, and agrees with LocateFS on os.DirFS, where
-// only the package's own link resolution keeps it inside.
+// nothing outside the root, and agrees with LocateFS on an os.Root, whose
+// file system refuses by itself to leave the root, where Locate (on
+// os.DirFS) has only the package's own link resolution to keep it inside.
 func FuzzLocate(f *testing.F) {
 	seeds := []struct {
 		entry, link, numa, path, typ string
@@ -51,6 +52,11 @@ func FuzzLocate(f *testing.F) {
 	if err := os.Remove(filepath.Join(root, "kernel/iommu_groups/4000/devices/.keep")); err != nil {
 		f.Fatal(err)
 	}
+	osRoot, err := os.OpenRoot(root)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { osRoot.Close() })
 	entry := filepath.Join(root, "dev/char/4000:0")
 	fz := filepath.Join(root, "devices/virtual/fz")
 	member := filepath.Join(root, "kernel/iommu_groups/4000/devices/m")
@@ -86,14 +92,14 @@ func FuzzLocate(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lfs := devices.LocateFS(os.DirFS(root).(fs.ReadLinkFS), devs)
+		lfs := devices.LocateFS(osRoot.FS().(fs.ReadLinkFS), devs)
 		if n, err := strconv.Atoi(strings.TrimSpace(numa)); (err != nil || n != outsideNode) && l.Nodes.Has(outsideNode) {
 			t.Fatalf("Locate read the numa_node outside the root: %+v", l)
 		}
 		for i := range devs {
 			a, b := l.Devices[i], lfs.Devices[i]
 			if a.Nodes != b.Nodes || (a.Err == nil) != (b.Err == nil) {
-				t.Fatalf("device %d: Locate gives %s, LocateFS %s", i, a, b)
+				t.Fatalf("device %d: Locate gives %s, LocateFS on an os.Root %s", i, a, b)
 			}
 			if a.Reason == "" {
 				t.Fatalf("device %d: no reason: %+v", i, a)
