@@ -3,9 +3,9 @@
 // each a type and a major:minor number, resolved through sysfs.
 //
 // A char or block device is found through the link dev/{char,block}/M:m
-// and the first directory above its target that has a numa_node file: the
-// PCI function the device belongs to (a block partition resolves through
-// its disk). A VFIO group (/dev/vfio/N) is the functions of IOMMU group N,
+// and the first directory at or above its target that has a numa_node
+// file: the PCI function the device belongs to (a block partition
+// resolves through its disk). A VFIO group (/dev/vfio/N) is the functions of IOMMU group N,
 // kernel/iommu_groups/N/devices/*. A device gives no hint when it has no
 // sysfs entry, no numa_node above it (a virtual device such as /dev/null
 // or the VFIO container /dev/vfio/vfio), or numa_node -1. A tree that
@@ -13,7 +13,7 @@
 // link out of the sysfs root, a malformed numa_node) is an error of that
 // device only, which then gives no hint either.
 //
-// The lookup reads a few dozen small files per device; it is meant to run
+// The lookup costs about 25 system calls per device; it is meant to run
 // once per container, at its creation, not on every decision.
 package devices
 
