@@ -90,7 +90,7 @@ lifecycle-diff:
 	cd test/kubernetes && $(KUBE_GO) test -count=1 -v -timeout 30m -run '^TestLifecycleMatchesTheKubelet$$' ./lifecycle/
 
 ## fuzz: each fuzz target briefly (the seed corpora always run in `unit`)
-FUZZPKGS ?= ./state/ ./config/ ./plugin/
+FUZZPKGS ?= ./state/ ./config/ ./plugin/ ./cpuallocator/internal/sysfs/
 fuzz:
 	@set -e; for pkg in $(FUZZPKGS); do \
 	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \

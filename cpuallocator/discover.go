@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/internal/sysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
@@ -30,74 +30,30 @@ const (
 // the policy's choice. A malformed or missing file gives an error naming
 // the file.
 func Discover(sysfsRoot string) (*Topology, error) {
-	return discover(sysfsReader{fsys: os.DirFS(sysfsRoot), root: sysfsRoot})
+	return discover(sysfsReader{sysfs.Reader{FS: os.DirFS(sysfsRoot), Root: sysfsRoot}})
 }
 
 // DiscoverFS is Discover on a file system whose root is the sysfs root (an
 // in-memory fixture in tests and benchmarks). Errors name files relative to
 // that root.
 func DiscoverFS(fsys fs.FS) (*Topology, error) {
-	return discover(sysfsReader{fsys: fsys})
+	return discover(sysfsReader{sysfs.Reader{FS: fsys}})
 }
 
-// sysfsReader reads sysfs files and names them in errors as root/rel.
-type sysfsReader struct {
-	fsys fs.FS
-	root string
-}
-
-func (r sysfsReader) name(rel string) string {
-	if r.root == "" {
-		return rel
-	}
-	return filepath.Join(r.root, filepath.FromSlash(rel))
-}
-
-func (r sysfsReader) read(rel string) (string, error) {
-	data, err := fs.ReadFile(r.fsys, rel)
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", r.name(rel), pathless(err))
-	}
-	return strings.TrimSpace(string(data)), nil
-}
-
-func (r sysfsReader) exists(rel string) bool {
-	_, err := fs.Stat(r.fsys, rel)
-	return err == nil
-}
-
-func (r sysfsReader) readInt(rel string) (int, error) {
-	s, err := r.read(rel)
-	if err != nil {
-		return 0, err
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil {
-		return 0, fmt.Errorf("%s: malformed integer %q", r.name(rel), s)
-	}
-	return v, nil
-}
+// sysfsReader is the shared sysfs reader with the CPU list files of the
+// topology.
+type sysfsReader struct{ sysfs.Reader }
 
 func (r sysfsReader) readList(rel string) (cpuset.CPUSet, error) {
-	s, err := r.read(rel)
+	s, err := r.Read(rel)
 	if err != nil {
 		return cpuset.New(), err
 	}
 	set, err := cpumask.Parse(s, cpumask.MaxID)
 	if err != nil {
-		return cpuset.New(), fmt.Errorf("%s: malformed CPU list %q: %w", r.name(rel), s, err)
+		return cpuset.New(), fmt.Errorf("%s: malformed CPU list %q: %w", r.Name(rel), s, err)
 	}
 	return set, nil
-}
-
-// pathless drops the path a file system error repeats: the caller names
-// the file itself, relative to the sysfs root it was given.
-func pathless(err error) error {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	return err
 }
 
 // rawCPU is what sysfs says about one CPU before ids are made machine-wide.
@@ -115,7 +71,7 @@ func discover(r sysfsReader) (*Topology, error) {
 		return nil, err
 	}
 	isolated := cpuset.New()
-	if r.exists(cpuDir + "/isolated") {
+	if r.Exists(cpuDir + "/isolated") {
 		if isolated, err = r.readList(cpuDir + "/isolated"); err != nil {
 			return nil, err
 		}
@@ -123,7 +79,7 @@ func discover(r sysfsReader) (*Topology, error) {
 	// The kernel lists isolcpus CPUs whether or not they are online.
 	isolated = isolated.Intersection(online)
 	if online.IsEmpty() {
-		return nil, fmt.Errorf("%s: no online CPU", r.name(cpuDir+"/online"))
+		return nil, fmt.Errorf("%s: no online CPU", r.Name(cpuDir+"/online"))
 	}
 	raws := make([]rawCPU, 0, online.Size())
 	for _, id := range online.List() {
@@ -151,26 +107,26 @@ func readCPU(r sysfsReader, id int) (rawCPU, error) {
 	dir := fmt.Sprintf("%s/cpu%d/topology/", cpuDir, id)
 	raw := rawCPU{id: id}
 	var err error
-	if raw.pkg, err = r.readInt(dir + "physical_package_id"); err != nil {
+	if raw.pkg, err = r.ReadInt(dir + "physical_package_id"); err != nil {
 		return raw, err
 	}
 	if raw.pkg < 0 {
-		return raw, fmt.Errorf("%s: negative package id %d", r.name(dir+"physical_package_id"), raw.pkg)
+		return raw, fmt.Errorf("%s: negative package id %d", r.Name(dir+"physical_package_id"), raw.pkg)
 	}
-	if raw.core, err = r.readInt(dir + "core_id"); err != nil {
+	if raw.core, err = r.ReadInt(dir + "core_id"); err != nil {
 		return raw, err
 	}
 	// die_id appeared in Linux 5.2 and is -1 where the platform has no
 	// dies; either way the die is the package.
 	raw.die = -1
-	if r.exists(dir + "die_id") {
-		if raw.die, err = r.readInt(dir + "die_id"); err != nil {
+	if r.Exists(dir + "die_id") {
+		if raw.die, err = r.ReadInt(dir + "die_id"); err != nil {
 			return raw, err
 		}
 	}
 	// core_cpus_list replaced thread_siblings_list in Linux 5.3.
 	raw.siblingsFile = dir + "core_cpus_list"
-	if !r.exists(raw.siblingsFile) {
+	if !r.Exists(raw.siblingsFile) {
 		raw.siblingsFile = dir + "thread_siblings_list"
 	}
 	if raw.siblings, err = r.readList(raw.siblingsFile); err != nil {
@@ -187,31 +143,31 @@ var indexDir = regexp.MustCompile(`^index[0-9]+$`)
 // no id. It is "" for a CPU without an L3.
 func readL3Key(r sysfsReader, id, pkg int) (string, error) {
 	dir := fmt.Sprintf("%s/cpu%d/cache", cpuDir, id)
-	entries, err := fs.ReadDir(r.fsys, dir)
+	entries, err := fs.ReadDir(r.FS, dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", r.name(dir), pathless(err))
+		return "", fmt.Errorf("read %s: %w", r.Name(dir), sysfs.Pathless(err))
 	}
 	for _, e := range entries {
 		if !indexDir.MatchString(e.Name()) {
 			continue
 		}
 		idx := path.Join(dir, e.Name())
-		level, err := r.readInt(idx + "/level")
+		level, err := r.ReadInt(idx + "/level")
 		if err != nil {
 			return "", err
 		}
-		kind, err := r.read(idx + "/type")
+		kind, err := r.Read(idx + "/type")
 		if err != nil {
 			return "", err
 		}
 		if level != 3 || kind != "Unified" {
 			continue
 		}
-		if r.exists(idx + "/id") {
-			cacheID, err := r.readInt(idx + "/id")
+		if r.Exists(idx + "/id") {
+			cacheID, err := r.ReadInt(idx + "/id")
 			if err != nil {
 				return "", err
 			}
@@ -231,16 +187,16 @@ var nodeDirName = regexp.MustCompile(`^node([0-9]+)$`)
 // readNodes maps every online CPU to its NUMA node and reads the distance
 // matrix. Without node directories the machine is one node, 0.
 func readNodes(r sysfsReader, online cpuset.CPUSet) (map[int]int, map[int]map[int]int, error) {
-	entries, err := fs.ReadDir(r.fsys, nodeDir)
+	entries, err := fs.ReadDir(r.FS, nodeDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, fmt.Errorf("read %s: %w", r.name(nodeDir), pathless(err))
+		return nil, nil, fmt.Errorf("read %s: %w", r.Name(nodeDir), sysfs.Pathless(err))
 	}
 	var nodes []int
 	for _, e := range entries {
 		if m := nodeDirName.FindStringSubmatch(e.Name()); m != nil {
 			n, err := strconv.Atoi(m[1])
 			if err != nil || n >= maxNUMANodes {
-				return nil, nil, fmt.Errorf("%s: NUMA node ids must be below %d", r.name(nodeDir+"/"+e.Name()), maxNUMANodes)
+				return nil, nil, fmt.Errorf("%s: NUMA node ids must be below %d", r.Name(nodeDir+"/"+e.Name()), maxNUMANodes)
 			}
 			nodes = append(nodes, n)
 		}
@@ -262,30 +218,30 @@ func readNodes(r sysfsReader, online cpuset.CPUSet) (map[int]int, map[int]map[in
 		}
 		for _, id := range cpus.Intersection(online).UnsortedList() {
 			if other, ok := nodeOf[id]; ok {
-				return nil, nil, fmt.Errorf("%s: cpu %d is also in NUMA node %d", r.name(dir+"cpulist"), id, other)
+				return nil, nil, fmt.Errorf("%s: cpu %d is also in NUMA node %d", r.Name(dir+"cpulist"), id, other)
 			}
 			nodeOf[id] = n
 		}
-		row, err := r.read(dir + "distance")
+		row, err := r.Read(dir + "distance")
 		if err != nil {
 			return nil, nil, err
 		}
 		fields := strings.Fields(row)
 		if len(fields) != len(nodes) {
-			return nil, nil, fmt.Errorf("%s: %d distances for %d NUMA nodes in %q", r.name(dir+"distance"), len(fields), len(nodes), row)
+			return nil, nil, fmt.Errorf("%s: %d distances for %d NUMA nodes in %q", r.Name(dir+"distance"), len(fields), len(nodes), row)
 		}
 		distances[n] = make(map[int]int, len(nodes))
 		for i, f := range fields {
 			d, err := strconv.Atoi(f)
 			if err != nil || d <= 0 {
-				return nil, nil, fmt.Errorf("%s: malformed distance %q", r.name(dir+"distance"), f)
+				return nil, nil, fmt.Errorf("%s: malformed distance %q", r.Name(dir+"distance"), f)
 			}
 			distances[n][nodes[i]] = d
 		}
 	}
 	for _, id := range online.List() {
 		if _, ok := nodeOf[id]; !ok {
-			return nil, nil, fmt.Errorf("cpu %d is online but in no %s", id, r.name(nodeDir+"/node*/cpulist"))
+			return nil, nil, fmt.Errorf("cpu %d is online but in no %s", id, r.Name(nodeDir+"/node*/cpulist"))
 		}
 	}
 	return nodeOf, distances, nil
@@ -331,7 +287,7 @@ func machineWideIDs(r sysfsReader, raws []rawCPU, online cpuset.CPUSet, nodeOf m
 		members := cpuset.New(coreMembers[coreKey{raw.pkg, raw.die, raw.core}]...)
 		if listed := raw.siblings.Intersection(online); !listed.Equals(members) {
 			return nil, fmt.Errorf("%s lists CPUs %s but the CPUs with the same package, die and core_id are %s",
-				r.name(raw.siblingsFile), listed, members)
+				r.Name(raw.siblingsFile), listed, members)
 		}
 	}
 	return cpus, nil

@@ -20,6 +20,8 @@
 // full-pcpus-only are described in docs/design.md ("Topology and
 // allocation").
 //
-// This package is the only one of the plugin that reads sysfs (the demo
-// under test/ reads the host's online CPUs to print them).
+// This package is the only one of the plugin that reads sysfs, with its
+// sub-package devices (the NUMA nodes of a container's devices), both
+// through internal/sysfs (the demo under test/ reads the host's online
+// CPUs to print them).
 package cpuallocator
