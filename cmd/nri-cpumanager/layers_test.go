@@ -19,6 +19,8 @@ var layers = map[string]int{
 	"hack/ocilayout":              0,
 	"state":                       1,
 	"cpuallocator":                1,
+	"cpuallocator/internal/sysfs": 0,
+	"cpuallocator/devices":        2,
 	"hack/image":                  1,
 	"config":                      2,
 	"policy":                      2,
