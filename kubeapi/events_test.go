@@ -3,6 +3,7 @@ package kubeapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/cpuset"
@@ -221,5 +223,65 @@ func TestEventOnTheNode(t *testing.T) {
 	if e.Regarding.Kind != "Node" || e.Regarding.Name != testNode || e.Type != corev1.EventTypeWarning || e.Reason != ReasonNodeCheckFailed ||
 		e.ReportingController != Component || !strings.HasPrefix(e.Name, testNode+".") || !strings.Contains(e.Note, "cpuManagerPolicy: static") {
 		t.Errorf("event %s/%s: %s %s regarding %+v from %s: %q", e.Namespace, e.Name, e.Type, e.Reason, e.Regarding, e.ReportingController, e.Note)
+	}
+}
+
+// TestEventsWrittenWithinTheAPIsBounds: the events the plugin writes have
+// a name the API server accepts (a DNS subdomain: at most 253 characters,
+// ending in a letter or digit) and a reportingInstance of at most 128
+// characters, whatever the pod's and the node's names (each up to 253
+// characters); short names keep the kubelet's form, and two long node
+// names keep distinct instances.
+func TestEventsWrittenWithinTheAPIsBounds(t *testing.T) {
+	const (
+		maxName     = 253 // metadata.name of an event: a DNS subdomain
+		maxInstance = 128 // reportingInstance, events.k8s.io/v1
+	)
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	stamp := fmt.Sprintf(".%x", now.UnixNano())
+	longNode := strings.Repeat("n", 252)
+	instances := map[string]string{}
+	for _, tc := range []struct {
+		name, pod, node string
+	}{
+		{"short names", "p", "node-1"},
+		{"253-character pod name", strings.Repeat("p", 253), "node-1"},
+		{"pod name cut at a dash", strings.Repeat("p", maxName-len(stamp)-1) + "-" + strings.Repeat("q", len(stamp)), "node-1"},
+		{"pod name cut at a dot", strings.Repeat("p", maxName-len(stamp)-1) + "." + strings.Repeat("q", len(stamp)), "node-1"},
+		{"253-character node name", "p", longNode + "x"},
+		{"another 253-character node name", "p", longNode + "y"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if errs := validation.IsDNS1123Subdomain(tc.pod); len(errs) > 0 || len(tc.pod) > maxName {
+				t.Fatalf("test pod name %q is no pod name: %v", tc.pod, errs)
+			}
+			client := fake.NewClientset()
+			a, _ := started(t, client, Options{NodeName: tc.node, Now: func() time.Time { return now }})
+			a.Resized(policy.Pod{UID: "uid-" + tc.name, Namespace: "ns", Name: tc.pod}, "a", cpuset.New(1), cpuset.New(1, 2))
+			waitFor(t, "the event", func() bool { return len(eventsIn(t, client)) == 1 })
+			ev := eventsIn(t, client)[0]
+
+			if errs := validation.IsDNS1123Subdomain(ev.Name); len(errs) > 0 || len(ev.Name) > maxName {
+				t.Errorf("event name %q (%d characters) is refused by the API server: %v", ev.Name, len(ev.Name), errs)
+			}
+			kept := strings.TrimSuffix(ev.Name, stamp)
+			if kept == ev.Name || !strings.HasPrefix(tc.pod, kept) || len(kept) < min(len(tc.pod), maxName-len(stamp)-1) {
+				t.Errorf("event name %q, want as much of the pod's name as fits, then %q", ev.Name, stamp)
+			}
+			if len(tc.pod)+len(stamp) <= maxName && ev.Name != tc.pod+stamp {
+				t.Errorf("event name %q, want %q (the kubelet's form)", ev.Name, tc.pod+stamp)
+			}
+
+			if len(ev.ReportingInstance) > maxInstance {
+				t.Errorf("reportingInstance %q has %d characters, the API server accepts %d", ev.ReportingInstance, len(ev.ReportingInstance), maxInstance)
+			}
+			if full := Component + "-" + tc.node; len(full) <= maxInstance && ev.ReportingInstance != full {
+				t.Errorf("reportingInstance %q, want %q", ev.ReportingInstance, full)
+			}
+			instances[tc.node] = ev.ReportingInstance
+		})
+	}
+	if one, other := instances[longNode+"x"], instances[longNode+"y"]; one == other {
+		t.Errorf("two long node names share the reportingInstance %q", one)
 	}
 }

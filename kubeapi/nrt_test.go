@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	nrtv1alpha2 "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/apis/topology/v1alpha2"
 	nrtfake "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned/fake"
@@ -189,6 +190,65 @@ func TestTopologyExport(t *testing.T) {
 	<-done
 	if _, err := api.Get(context.Background(), testNode, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("after exit with removeOnExit: %v, want not found", err)
+	}
+}
+
+// TestTopologyExportOwnsTheObjectByItsNode: the plugin's object ends up
+// owned by its Node, and by it alone, whether the plugin creates it or
+// finds it written by a version without owner references (whose content
+// is otherwise current) or owned by a Node of the same name since
+// deleted; labels others set are kept.
+func TestTopologyExportOwnsTheObjectByItsNode(t *testing.T) {
+	node := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: testNode, UID: "node-uid"}
+	for _, tc := range []struct {
+		name   string
+		owners []metav1.OwnerReference // of the object there at start
+		there  bool                    // an object of the plugin is there at start
+	}{
+		{"created", nil, false},
+		{"written without an owner", nil, true},
+		{"owned by a deleted Node", []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: testNode, UID: "old-node-uid"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topo := nrtfake.NewSimpleClientset()
+			if tc.there {
+				old := Topology(testNode, twoNodes())
+				old.Labels["team"] = "x"
+				old.OwnerReferences = tc.owners
+				obj, err := toModule(old)
+				if err != nil {
+					t.Fatal(err)
+				}
+				topo = nrtfake.NewSimpleClientset(obj)
+			}
+			clients := fakeClients(fake.NewClientset(), topo)
+			clients.Nodes = nodeUIDs{testNode: node.UID}
+			a, err := New(Options{Clients: clients, NodeName: testNode, Log: discard(), Registerer: newReg()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = a.Run(ctx, func() policy.TopologyView { return twoNodes() }) }()
+			defer func() { cancel(); <-done }()
+			api := topo.TopologyV1alpha2().NodeResourceTopologies()
+			var owners []metav1.OwnerReference
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				nrt, err := api.Get(context.Background(), testNode, metav1.GetOptions{})
+				if err == nil {
+					owners = nrt.OwnerReferences
+					if len(owners) == 1 && owners[0] == node {
+						if tc.there && nrt.Labels["team"] != "x" {
+							t.Errorf("labels %v, want team=x kept", nrt.Labels)
+						}
+						return
+					}
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("owner references %+v after 30 s, want the Node %s alone", owners, testNode)
+				}
+			}
+		})
 	}
 }
 

@@ -60,7 +60,10 @@ func started(t *testing.T, client *fake.Clientset, opts Options) (*API, *prometh
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	opts.Clients = fakeClients(client, nil)
-	opts.NodeName, opts.Registerer = testNode, reg
+	opts.Registerer = reg
+	if opts.NodeName == "" {
+		opts.NodeName = testNode
+	}
 	if opts.Log == nil {
 		opts.Log = logrus.New()
 		opts.Log.SetOutput(io.Discard)

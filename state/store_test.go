@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -158,33 +159,51 @@ func TestNewStoreLeavesASharedDirectoryAsItIs(t *testing.T) {
 
 // TestKubeletsCheckpointIsNeverTouched: a state directory holding the
 // kubelet's own cpu_manager_state (stateDir set to /var/lib/kubelet) is
-// refused with the reason: Load neither moves the file aside nor lets a
-// Save write over it.
+// refused with the reason, whatever the checkpoint's layout and policy
+// (none, the kubelet's policy beside this plugin, included): Load neither
+// moves the file aside nor lets a Save write over it.
 func TestKubeletsCheckpointIsNeverTouched(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("testdata", "kubelet", "v3-podentries-1.36.json"))
-	if err != nil {
-		t.Fatal(err)
+	files, err := filepath.Glob(filepath.Join("testdata", "kubelet", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no kubelet checkpoints in testdata/kubelet (%v)", err)
 	}
-	dir := filepath.Join(t.TempDir(), "kubelet")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, CheckpointFile)
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	st := openTestStore(t, dir)
-	_, err = st.Load(kepOnline)
-	var kubelet *KubeletCheckpointError
-	if !errors.As(err, &kubelet) || kubelet.Path != path || kubelet.Policy != "static" ||
-		!strings.Contains(err.Error(), "is the kubelet's CPU manager checkpoint (policy \"static\")") {
-		t.Fatalf("Load of the kubelet's checkpoint: %v, want a *KubeletCheckpointError naming it", err)
-	}
-	if err := st.Save(sampleState(t)); !errors.As(err, &kubelet) {
-		t.Errorf("Save over the kubelet's checkpoint: %v, want it refused", err)
-	}
-	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, data) {
-		t.Errorf("the kubelet's checkpoint was moved or changed (%v)", err)
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var header struct {
+				PolicyName string `json:"policyName"`
+			}
+			if err := json.Unmarshal(data, &header); err != nil || header.PolicyName == "" {
+				t.Fatalf("%s: no policyName (%v)", file, err)
+			}
+			dir := filepath.Join(t.TempDir(), "kubelet")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, CheckpointFile)
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			st := openTestStore(t, dir)
+			_, err = st.Load(kepOnline)
+			var kubelet *KubeletCheckpointError
+			if !errors.As(err, &kubelet) || kubelet.Path != path || kubelet.Policy != header.PolicyName ||
+				!strings.Contains(err.Error(), fmt.Sprintf("is the kubelet's CPU manager checkpoint (policy %q)", header.PolicyName)) {
+				t.Fatalf("Load of the kubelet's checkpoint: %v, want a *KubeletCheckpointError naming it", err)
+			}
+			if err := st.Save(sampleState(t)); !errors.As(err, &kubelet) {
+				t.Errorf("Save over the kubelet's checkpoint: %v, want it refused", err)
+			}
+			if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, data) {
+				t.Errorf("the kubelet's checkpoint was moved or changed (%v)", err)
+			}
+			if entries, err := os.ReadDir(dir); err != nil || len(entries) != 2 {
+				t.Errorf("the state directory holds %v (%v), want the kubelet's checkpoint and the store's lock alone", entries, err)
+			}
+		})
 	}
 }
 

@@ -1,11 +1,14 @@
 package deploy
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/google/cel-go/cel"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 )
 
@@ -171,8 +174,15 @@ func checkTopologyPolicy(t *testing.T, m *manifests, want bool, sa string) {
 		t.Errorf("failurePolicy %v, want Fail", p.Spec.FailurePolicy)
 	}
 	rules := p.Spec.MatchConstraints.ResourceRules
+	var ops []string
+	if len(rules) == 1 {
+		for _, op := range rules[0].Operations {
+			ops = append(ops, string(op))
+		}
+		sort.Strings(ops)
+	}
 	if len(rules) != 1 || !slices.Equal(rules[0].Resources, []string{"noderesourcetopologies"}) ||
-		!slices.Equal(rules[0].APIGroups, []string{"topology.node.k8s.io"}) || len(rules[0].Operations) != 3 {
+		!slices.Equal(rules[0].APIGroups, []string{"topology.node.k8s.io"}) || !slices.Equal(ops, []string{"CREATE", "DELETE", "UPDATE"}) {
 		t.Errorf("match constraints %+v, want create, update and delete of noderesourcetopologies", rules)
 	}
 	user := "system:serviceaccount:" + releaseNamespace + ":" + sa
@@ -181,5 +191,78 @@ func checkTopologyPolicy(t *testing.T, m *manifests, want bool, sa string) {
 	}
 	if len(p.Spec.Validations) != 1 || !strings.Contains(p.Spec.Validations[0].Expression, "request.name == request.userInfo.extra['authentication.kubernetes.io/node-name'][0]") {
 		t.Errorf("validations %+v, want the object's name compared with the token's node", p.Spec.Validations)
+	}
+	if len(p.Spec.MatchConditions) == 1 && len(p.Spec.Validations) == 1 {
+		checkTopologyPolicyDecisions(t, p, user)
+	}
+}
+
+// checkTopologyPolicyDecisions runs the policy's CEL (with cel-go, the
+// language of the API server's policies) on requests: the plugin's
+// service account (user) may write the object named after the node its
+// token is bound to, and no other; another account's requests are not
+// the policy's to judge. An expression that fails to evaluate denies
+// (failurePolicy Fail).
+func checkTopologyPolicyDecisions(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy, user string) {
+	t.Helper()
+	env, err := cel.NewEnv(cel.Variable("request", cel.DynType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compile := func(expr string) cel.Program {
+		t.Helper()
+		ast, iss := env.Compile(expr)
+		if iss.Err() != nil {
+			t.Fatalf("%q: %v", expr, iss.Err())
+		}
+		prg, err := env.Program(ast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return prg
+	}
+	eval := func(prg cel.Program, request map[string]any) (any, error) {
+		out, _, err := prg.Eval(map[string]any{"request": request})
+		if err != nil {
+			return nil, err
+		}
+		return out.Value(), nil
+	}
+	match := compile(p.Spec.MatchConditions[0].Expression)
+	valid := compile(p.Spec.Validations[0].Expression)
+	message := compile(p.Spec.Validations[0].MessageExpression)
+	boundTo := func(node string) map[string]any {
+		return map[string]any{"authentication.kubernetes.io/node-name": []any{node}}
+	}
+	for _, tc := range []struct {
+		name, user, object string
+		extra              map[string]any
+		judged, allowed    bool
+	}{
+		{"the plugin writes its node's object", user, "node-a", boundTo("node-a"), true, true},
+		{"the plugin writes another node's object", user, "node-b", boundTo("node-a"), true, false},
+		{"the plugin with a token bound to no node", user, "node-a", map[string]any{}, true, false},
+		{"another account of the same namespace", "system:serviceaccount:" + releaseNamespace + ":other", "node-b", boundTo("node-a"), false, true},
+		{"node-feature-discovery's topology updater", "system:serviceaccount:node-feature-discovery:nfd-topology-updater", "node-b", boundTo("node-a"), false, true},
+	} {
+		request := map[string]any{"name": tc.object, "userInfo": map[string]any{"username": tc.user, "extra": tc.extra}}
+		judged, err := eval(match, request)
+		if err != nil || judged != tc.judged {
+			t.Errorf("%s: the policy judges the request: %v (%v), want %v", tc.name, judged, err, tc.judged)
+			continue
+		}
+		if !tc.judged {
+			continue
+		}
+		ok, err := eval(valid, request)
+		allowed := err == nil && ok == true
+		if allowed != tc.allowed {
+			t.Errorf("%s: allowed %v (%v, %v), want %v", tc.name, allowed, ok, err, tc.allowed)
+		}
+		if !allowed {
+			if msg, err := eval(message, request); err != nil || !strings.Contains(fmt.Sprint(msg), "not "+tc.object) {
+				t.Errorf("%s: message %q (%v), want it to name the object %s", tc.name, msg, err, tc.object)
+			}
+		}
 	}
 }

@@ -46,35 +46,72 @@ func wantProbesOK(t *testing.T, pp *pluginProcess, when string) {
 
 // TestProbesAnswerWhileClientsHoldTheMetricsPort: 40 clients holding
 // keep-alive connections to the metrics port (what any pod could do) do
-// not starve the kubelet's probes, which have a listener of their own,
-// nor the scrapes of another source.
+// not starve the kubelet's probes, nor the scrapes of another source:
+// the probes have a listener of their own, and with healthAddress "",
+// where they share the metrics port, the cap on what one source holds
+// leaves them room.
 func TestProbesAnswerWhileClientsHoldTheMetricsPort(t *testing.T) {
-	spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4}
-	rt := fakeruntime.New(t, cpusOf(t, spec))
-	pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, spec), stateDir: t.TempDir(), metrics: true})
+	for _, tc := range []struct {
+		name            string
+		probesOnMetrics bool
+	}{
+		{"probes on their own listener", false},
+		{"probes on the metrics port", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4}
+			rt := fakeruntime.New(t, cpusOf(t, spec))
+			pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, spec), stateDir: t.TempDir(),
+				metrics: true, probesOnMetrics: tc.probesOnMetrics})
+			if held := holdConnections(t, pp.metrics, "127.0.0.2", 40); held == 0 || held > 4 {
+				t.Errorf("%d of the tenant's 40 connections were served, want at most 4 and some", held)
+			}
+			// The tenant's connections are held (their idle timeout is
+			// 5 s) while the kubelet and Prometheus, from 127.0.0.1, ask.
+			wantProbesOK(t, pp, "while a tenant holds connections to the metrics port")
+			if _, err := pp.scrape(); err != nil {
+				t.Errorf("a scrape from another source while the tenant holds its share: %v", err)
+			}
+		})
+	}
+}
 
-	// The tenant's clients come from 127.0.0.2, Prometheus from 127.0.0.1.
-	tenant := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
-	held := 0
-	for range 40 {
-		c, err := tenant.Dial("tcp", pp.metrics)
-		if err != nil {
-			t.Fatal(err)
+// holdConnections opens n connections from source to address at once,
+// sends a request on each and keeps them open until the test ends; it
+// returns how many were answered within 2 s (and are kept alive).
+func holdConnections(t *testing.T, address, source string, n int) int {
+	t.Helper()
+	dialer := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
+	type result struct {
+		answered bool
+		err      error
+	}
+	results := make(chan result, n)
+	for range n {
+		go func() {
+			c, err := dialer.Dial("tcp", address)
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			_, _ = fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: plugin\r\n\r\n")
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			k, err := c.Read(make([]byte, 64))
+			results <- result{answered: err == nil && k > 0}
+		}()
+	}
+	answered := 0
+	for range n {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("dialing %s from %s: %v", address, source, r.err)
 		}
-		t.Cleanup(func() { c.Close() })
-		_, _ = fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: plugin\r\n\r\n")
-		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		if n, err := c.Read(make([]byte, 64)); err == nil && n > 0 {
-			held++ // answered, and kept alive
+		if r.answered {
+			answered++
 		}
 	}
-	if held == 0 || held > 4 {
-		t.Errorf("%d of the tenant's 40 connections were served, want at most 4 and some", held)
-	}
-	wantProbesOK(t, pp, "while a tenant holds connections to the metrics port")
-	if _, err := pp.scrape(); err != nil {
-		t.Errorf("a scrape from another source while the tenant holds its share: %v", err)
-	}
+	return answered
 }
 
 // TestSynchronizesWithinTwoSecondsOfTheRuntimesReturn: while containerd

@@ -78,7 +78,7 @@ type pluginProcess struct {
 	cmd      *exec.Cmd
 	stateDir string
 	metrics  string // the metrics address, "" when not served
-	health   string // the probes' address, "" when not served
+	health   string // the probes' address (maybe metrics), "" when not served
 	log      *bytes.Buffer
 	logMu    *sync.Mutex
 	done     chan struct{}
@@ -96,6 +96,10 @@ type processConfig struct {
 	// metrics makes the plugin serve its metrics, and its probes, each on
 	// a free loopback port.
 	metrics bool
+	// probesOnMetrics, with metrics, serves the probes on the metrics port
+	// (healthAddress ""), where pluginProcess.health is the metrics
+	// address.
+	probesOnMetrics bool
 }
 
 // startProcess starts the plugin's command against rt and waits until its
@@ -112,13 +116,17 @@ func startProcess(t testing.TB, rt *fakeruntime.Runtime, pc processConfig) *plug
 	if pc.metrics {
 		metricsAddress, healthAddress = freeAddress(t), freeAddress(t)
 	}
+	probesAddress := healthAddress
+	if pc.metrics && pc.probesOnMetrics {
+		healthAddress, probesAddress = "", metricsAddress
+	}
 	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nsysfsRoot: %s\ncgroupfsRoot: %q\nmetricsAddress: %q\nhealthAddress: %q\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: %s\n%s\n",
 		rt.Socket(), pc.stateDir, pc.sysfsRoot, rt.CgroupRoot(), metricsAddress, healthAddress, logLevel, pc.yaml)
 	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pp := &pluginProcess{t: t, stateDir: pc.stateDir, metrics: metricsAddress, health: healthAddress, log: &bytes.Buffer{}, logMu: &sync.Mutex{}, done: make(chan struct{})}
+	pp := &pluginProcess{t: t, stateDir: pc.stateDir, metrics: metricsAddress, health: probesAddress, log: &bytes.Buffer{}, logMu: &sync.Mutex{}, done: make(chan struct{})}
 	pp.cmd = exec.Command(bin, "run", "--config", cfgFile)
 	pp.cmd.Env = append(os.Environ(), pc.env...)
 	pp.cmd.Stdout = lockedWriter{pp.logMu, pp.log}
