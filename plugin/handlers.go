@@ -160,6 +160,7 @@ func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	outside := func() { info = p.withPodInfo(podFromNRI(pod)) } // (the API's cache)
 	o := p.handle("CreateContainer", outside, func() outcome {
 		c := p.containerFromNRI(p.rememberPod(pod).WithInfo(policy.PodInfo{Roles: info.Roles, GuaranteedCPUs: info.GuaranteedCPUs}), ctr)
+		c = p.withDeviceNodes(c, ctr)
 		o := outcome{log: p.containerLog(c), pod: c.Pod, container: c, requested: policy.PodResources{Resources: c.Resources}}
 		if p.debugging() {
 			o.log.WithField("resources", describeNRI(ctr.GetLinux().GetResources())).Debug("CreateContainer request")

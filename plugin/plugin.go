@@ -31,6 +31,9 @@ type Options struct {
 	// container's cpuset (0 disables the periodic pass; verification after
 	// events still happens).
 	VerifyInterval time.Duration
+	// SysfsRoot is where the host's sysfs is (/sys when ""): where the
+	// NUMA nodes of containers' devices are looked up.
+	SysfsRoot string
 	// KubeletCheckpoint is the kubelet's cpu_manager_state to import at the
 	// first Synchronize when the plugin has no checkpoint of its own ("" disables).
 	KubeletCheckpoint string
@@ -95,6 +98,9 @@ type Options struct {
 }
 
 func (o *Options) setDefaults() {
+	if o.SysfsRoot == "" {
+		o.SysfsRoot = "/sys"
+	}
 	if o.Name == "" {
 		o.Name = "cpumanager"
 	}

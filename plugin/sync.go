@@ -71,7 +71,7 @@ func (p *Plugin) recordContainers(ctrs []*api.Container) []policy.Container {
 	p.ledger.resync()
 	containers := make([]policy.Container, 0, len(ctrs))
 	for _, ctr := range ctrs {
-		c := p.containerFromNRI(p.pods[ctr.GetPodSandboxId()], ctr)
+		c := p.withDeviceNodes(p.containerFromNRI(p.pods[ctr.GetPodSandboxId()], ctr), ctr)
 		containers = append(containers, c)
 		if c.ID != "" {
 			p.ledger.synced(c.ID, bounded(ctr.GetLinux().GetCgroupsPath(), maxPathLen),

@@ -44,7 +44,7 @@ func (p *Policy) createContainer(m *Model, c Container) (Decision, error) {
 	}
 	class := Classify(c.Pod.QoS(), c.Resources)
 	t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive,
-		CPULimitMilli: cpuLimitMilli(c.Resources), SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name)}
+		CPULimitMilli: cpuLimitMilli(c.Resources), SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name), DeviceNodes: c.DeviceNodes}
 	if Untrackable(c) != "" {
 		// It runs on the shared pool: the plugin warns once.
 		return p.createShared(m, t, nil)
@@ -209,7 +209,7 @@ func (p *Policy) relocate(m *Model, c Container, display string, a state.Assignm
 	}
 	keep := a.Assigned().Difference(busy)
 	free, poolLeft := p.availability(m)
-	cpus, err := p.place(placement{keep: keep, n: a.Assigned().Size()}, free, poolLeft)
+	cpus, err := p.place(placement{keep: keep, n: a.Assigned().Size(), devices: p.devicesOf(m, c.Pod.UID, c.Name, c.DeviceNodes)}, free, poolLeft)
 	if err != nil {
 		// Nowhere to go: it keeps the CPUs nobody runs on, at least one.
 		if keep.IsEmpty() {
@@ -307,7 +307,7 @@ func (p *Policy) takeOver(m *Model, c Container) (demoted, notes []string) {
 // cannot hold n), then the CPUs held for its pod while its resize is in
 // flight, then free ones.
 func (p *Policy) allocateFor(m *Model, c Container, display string, n int, reuse cpumask.Mask) (cpuset.CPUSet, error) {
-	pl := placement{keep: cpuset.New(), n: n, borrowed: reuse.Or(m.heldFor(c.Pod.UID))}
+	pl := placement{keep: cpuset.New(), n: n, borrowed: reuse.Or(m.heldFor(c.Pod.UID)), devices: p.devicesOf(m, c.Pod.UID, c.Name, c.DeviceNodes)}
 	pl.pod, pl.podNeed = p.podScope(m, c.Pod, c.Name, n, reuse)
 	cpus, err := p.placeNew(m, display, pl)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 
 	"k8s.io/utils/cpuset"
@@ -75,6 +76,10 @@ type Container struct {
 	// an init container ends (an exit the runtime reports without a code
 	// counts as a failure).
 	Completed bool
+	// DeviceNodes are the NUMA nodes of its devices (cpuallocator/devices:
+	// looked up once, when the container is created or first seen); 0 when
+	// it has none with a known node.
+	DeviceNodes cpuallocator.NodeMask
 }
 
 // Role is what a container is to its pod, as the pod's spec says. The
@@ -129,6 +134,8 @@ type Tracked struct {
 	SandboxID string
 	// Role is what it is to its pod (RoleUnknown when not known).
 	Role Role
+	// DeviceNodes are the NUMA nodes of its devices (Container).
+	DeviceNodes cpuallocator.NodeMask
 }
 
 // Sandbox is the policy's record of a pod sandbox the runtime has.

@@ -150,7 +150,7 @@ func (p *Policy) podScope(m *Model, pod Pod, name string, n int, reuse cpumask.M
 // first.
 func (p *Policy) growth(m *Model, podUID, name string, assigned cpuset.CPUSet, n int) placement {
 	reuse, _ := m.reusable(Pod{UID: podUID}, name)
-	pl := placement{keep: assigned, n: n, borrowed: m.heldFor(podUID).Or(reuse.AndNot(maskOf(assigned)))}
+	pl := placement{keep: assigned, n: n, borrowed: m.heldFor(podUID).Or(reuse.AndNot(maskOf(assigned))), devices: p.devicesOf(m, podUID, name, 0)}
 	if p.opts.TopologyScope == cpuallocator.ScopePod {
 		pl.pod = m.podHeld(podUID, name)
 	}

@@ -314,6 +314,9 @@ type placement struct {
 	// topology manager admits the pod's placement, not the container's.
 	pod     cpuset.CPUSet
 	podNeed int
+	// devices are the NUMA nodes of the devices of the container (of the
+	// pod, under the pod scope): the device hint (devicesOf).
+	devices cpuallocator.NodeMask
 }
 
 // place finds the CPUs of a placement among free (and its borrowed CPUs),
@@ -419,9 +422,12 @@ func (p *Policy) admitTopology(pl placement, avail cpumask.Mask) (cpuallocator.N
 	hints := p.alloc.NUMAHintsFrom(avail, keep, n)
 	if len(hints) == 0 {
 		if p.opts.TopologyPolicy == cpuallocator.TopologyBestEffort {
-			return 0, nil
+			return pl.devices, nil
 		}
 		return 0, fmt.Errorf("%w %s: no NUMA affinity can hold %s", errTopologyPolicy, p.opts.TopologyPolicy, what)
+	}
+	if pl.devices != 0 {
+		return p.withDevices(avail, keep, n, what, pl.devices)
 	}
 	best := hints[0]
 	switch p.opts.TopologyPolicy {
@@ -437,6 +443,47 @@ func (p *Policy) admitTopology(pl placement, avail cpumask.Mask) (cpuallocator.N
 		}
 	}
 	return best.Nodes, nil
+}
+
+// withDevices merges the device hint, the NUMA nodes of the container's
+// devices, with the CPUs' as the kubelet's topology manager merges a
+// device plugin's hints with the CPU manager's: the merged affinity is
+// the AND of the two, preferred only when a preferred CPU affinity is
+// exactly the devices' nodes (mergePermutation). The devices are in place
+// already (the kubelet's own topology manager admitted them), so their
+// hint counts as preferred. single-numa-node and restricted admit only a
+// preferred merged affinity; best-effort takes the devices' nodes first,
+// whatever fits there.
+func (p *Policy) withDevices(avail cpumask.Mask, keep cpuset.CPUSet, n int, what string, devices cpuallocator.NodeMask) (cpuallocator.NodeMask, error) {
+	inDevices := avail.And(maskOf(p.topo.CPUsInNUMANodes(devices)))
+	for _, h := range p.alloc.NUMAHintsFrom(inDevices, keep, n) {
+		if h.Nodes == devices && h.Preferred {
+			return devices, nil
+		}
+	}
+	if p.opts.TopologyPolicy == cpuallocator.TopologyBestEffort {
+		return devices, nil
+	}
+	return 0, fmt.Errorf("%w %s: %s do not fit the NUMA node(s) %s of the container's devices as one preferred NUMA affinity",
+		errTopologyPolicy, p.opts.TopologyPolicy, what, devices)
+}
+
+// devicesOf returns the device hint of container name of a pod: the NUMA
+// nodes of its devices (own for a container not tracked yet), and under
+// topologyManagerScope: pod those of every running container of the pod.
+// 0 (no hint) under topologyManagerPolicy: none.
+func (p *Policy) devicesOf(m *Model, podUID, name string, own cpuallocator.NodeMask) cpuallocator.NodeMask {
+	if p.opts.TopologyPolicy == cpuallocator.TopologyNone || p.opts.TopologyPolicy == "" {
+		return 0
+	}
+	nodes := own
+	pod := p.opts.TopologyScope == cpuallocator.ScopePod
+	for _, t := range m.Containers {
+		if t.PodUID == podUID && !t.Stopped && (pod || t.Name == name) {
+			nodes = nodes.Union(t.DeviceNodes)
+		}
+	}
+	return nodes
 }
 
 func (p *Policy) keeping(keep cpuset.CPUSet) string {

@@ -276,7 +276,7 @@ func (p *Policy) ReleaseDelayed(m *Model) Decision {
 // it is refused.
 func (p *Policy) shrinkTo(m *Model, podUID, name, display string, a state.Assignment, n int) (cpuset.CPUSet, error) {
 	assigned := a.Assigned()
-	pl := placement{keep: a.Baseline, n: n}
+	pl := placement{keep: a.Baseline, n: n, devices: p.devicesOf(m, podUID, name, 0)}
 	if p.opts.TopologyScope == cpuallocator.ScopePod {
 		pl.pod = m.podHeld(podUID, name)
 	}
@@ -373,7 +373,7 @@ func (p *Policy) placeGrowth(pl placement, free cpumask.Mask, poolLeft int) (cpu
 // cpuset follows from it: Model.CPUsOf).
 func (p *Policy) track(m *Model, c Container, display string) {
 	if m.Containers[c.ID] == nil {
-		m.add(&Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: true})
+		m.add(&Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: true, DeviceNodes: c.DeviceNodes})
 	}
 	m.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
 }

@@ -79,7 +79,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		// Tracked stopped: the pod keeps its CPUs for their restart, and
 		// their removal tells when the pod's last container is gone.
 		nm.add(&Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: displayName(c.Pod, c.Name), Stopped: true,
-			Completed: c.Completed, SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name), CPULimitMilli: cpuLimitMilli(c.Resources)})
+			Completed: c.Completed, SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name), CPULimitMilli: cpuLimitMilli(c.Resources), DeviceNodes: c.DeviceNodes})
 	}
 	// From here on the pool is kept in step with every assignment made:
 	// the free CPUs are read off it (Policy.taken).
@@ -90,7 +90,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		display := displayName(c.Pod, c.Name)
 		class := Classify(c.Pod.QoS(), c.Resources)
 		t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive,
-			CPULimitMilli: cpuLimitMilli(c.Resources), SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name)}
+			CPULimitMilli: cpuLimitMilli(c.Resources), SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name), DeviceNodes: c.DeviceNodes}
 		nm.add(t)
 		ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 		if byRef[ref] != c {
@@ -479,7 +479,7 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 		if on, _ := cpumask.Of(c.CPUs.Difference(assigned)); !on.IsEmpty() {
 			if extra := on.And(free).CPUSet(); assigned.Size()+extra.Size() <= n {
 				keepAlso := assigned.Union(extra)
-				cpus, err = p.place(placement{keep: keepAlso, n: n}, free.AndNot(on), poolLeft-p.inPoolBase(extra))
+				cpus, err = p.place(placement{keep: keepAlso, n: n, devices: p.devicesOf(m, c.Pod.UID, c.Name, 0)}, free.AndNot(on), poolLeft-p.inPoolBase(extra))
 				placed = err == nil
 			}
 		}

@@ -81,6 +81,7 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		Index:               cfg.PluginIndex,
 		Socket:              cfg.NRISocket,
 		CgroupfsRoot:        cfg.CgroupfsRoot,
+		SysfsRoot:           cfg.SysfsRoot,
 		VerifyInterval:      30 * time.Second,
 		KubeletCheckpoint:   cfg.KubeletCheckpoint,
 		DisconnectedTimeout: cfg.DisconnectedTimeout,

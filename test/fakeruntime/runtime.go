@@ -555,6 +555,20 @@ func (r *Runtime) CreateContainer(pod *api.PodSandbox, name string, res policy.R
 // CreateContainerWithID is CreateContainer with a container id of the
 // caller's: a runtime bug that reuses an id, or gives none.
 func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, res policy.Resources) (*api.Container, error) {
+	return r.createWith(pod, id, name, res, nil)
+}
+
+// CreateContainerWithDevices is CreateContainer of a container given
+// device nodes (a device plugin's, CDI's, a privileged container's).
+func (r *Runtime) CreateContainerWithDevices(pod *api.PodSandbox, name string, res policy.Resources, devices []*api.LinuxDevice) (*api.Container, error) {
+	r.mu.Lock()
+	r.nextID++
+	id := fmt.Sprintf("%s-%s-%d", pod.Name, name, r.nextID)
+	r.mu.Unlock()
+	return r.createWith(pod, id, name, res, devices)
+}
+
+func (r *Runtime) createWith(pod *api.PodSandbox, id, name string, res policy.Resources, devices []*api.LinuxDevice) (*api.Container, error) {
 	r.mu.Lock()
 	if err := r.ready(pod); err != nil {
 		r.mu.Unlock()
@@ -566,6 +580,7 @@ func (r *Runtime) CreateContainerWithID(pod *api.PodSandbox, id, name string, re
 		Linux: &api.LinuxContainer{
 			Resources:   NRIResources(res),
 			CgroupsPath: cgroupsPath(pod.Linux.CgroupParent, id),
+			Devices:     devices,
 		},
 	}
 	ctx, cancel := r.ctx()
