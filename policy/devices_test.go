@@ -34,7 +34,7 @@ func TestPlacementWithDevices(t *testing.T) {
 		within cpuset.CPUSet
 		// inWithin is how many of its CPUs must be within (all when 0).
 		inWithin int
-		refused string
+		refused  string
 	}{
 		{name: "single-numa-node, no devices: the ordinary placement", policy: cpuallocator.TopologySingleNUMANode,
 			test: container{"a", "app", 2, 0}, within: node0},
