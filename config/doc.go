@@ -6,7 +6,10 @@
 //
 // Every key is declared once, in the table of keys.go: its name, doc,
 // default, validation, JSON schema, flag and when a running plugin applies
-// it. The parser, Diff and the flags all read it.
+// it. The parser, Diff, the flags and the documents generated from the
+// table (config/example.yaml, the reference table of docs/install.md and
+// the chart's values.schema.json; go generate rewrites them, and the test
+// of hack/configdocs fails while they are stale) all read it.
 //
 // Keys are named as the kubelet names them where one exists
 // (reservedSystemCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, ...).
@@ -18,3 +21,5 @@
 // what is built from it; the caller decides what to do with a reloaded
 // config (see Diff).
 package config
+
+//go:generate go run ../hack/configdocs -root ..

@@ -10,8 +10,10 @@ import (
 )
 
 // key declares one configuration key. It is the one place a key is
-// written: the parser, Diff, the flags and the checkpoint's record read
-// it.
+// written: the parser, Diff, the flags, the checkpoint's record and the
+// generated documents (config/example.yaml, the reference table of
+// docs/install.md, the chart's values.schema.json: go generate ./config)
+// read it.
 type key struct {
 	// name is the key as the file writes it.
 	name string
