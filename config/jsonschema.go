@@ -10,6 +10,7 @@ import (
 // chart's values.schema.json uses, for the tools that check a
 // configuration before the plugin reads it. It is stricter than the
 // parser where a deployment needs more (absolute paths), never looser.
+// Each field is the JSON Schema keyword its tag names.
 type Schema struct {
 	Type                 string     `json:"type"`
 	Enum                 []string   `json:"enum,omitempty"`
