@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -11,7 +12,9 @@ import (
 
 // Config is a validated configuration. Values are typed; use Parse, Load or
 // Default to get one, and treat it as immutable once handed out (a changed
-// config is a new *Config).
+// config is a new *Config). Each field is the value of one key of keys
+// (keys.go), which declares the key's name, default, validation, doc and
+// when a running plugin applies it.
 type Config struct {
 	// NRISocket is the path of containerd's NRI socket (nriSocket).
 	NRISocket string
@@ -122,7 +125,7 @@ const (
 	IsolatedCPUsExclusive IsolatedCPUs = "exclusive"
 )
 
-// Defaults of the keys whose default is worth naming outside Default.
+// Defaults of the keys whose default is worth naming outside keys.
 const (
 	// DefaultKubeletCheckpoint is the kubelet's CPU manager checkpoint.
 	DefaultKubeletCheckpoint = "/var/lib/kubelet/cpu_manager_state"
@@ -135,29 +138,11 @@ const (
 )
 
 // Default returns the configuration used for every key the file does not
-// set.
+// set: each key's default, as keys declares it.
 func Default() *Config {
-	return &Config{
-		NRISocket:             "/var/run/nri/nri.sock",
-		PluginName:            "cpumanager",
-		PluginIndex:           "90",
-		StateDir:              "/var/lib/nri-cpumanager",
-		SysfsRoot:             "/sys",
-		CgroupfsRoot:          "/sys/fs/cgroup",
-		ReservedSystemCPUs:    cpuset.New(0),
-		IsolatedCPUs:          IsolatedCPUsShared,
-		TopologyManagerPolicy: cpuallocator.TopologyNone,
-		TopologyManagerScope:  cpuallocator.ScopeContainer,
-		TopologyManagerPolicyOptions: cpuallocator.TopologyOptions{
-			MaxAllowableNUMANodes: cpuallocator.DefaultMaxAllowableNUMANodes,
-		},
-		InPlaceResize:       true,
-		MetricsAddress:      ":9101",
-		HealthAddress:       ":9103",
-		DebugAddress:        "127.0.0.1:9102",
-		LogLevel:            logrus.InfoLevel,
-		KubeletCheckpoint:   DefaultKubeletCheckpoint,
-		DisconnectedTimeout: DefaultDisconnectedTimeout,
-		NRIConfigureTimeout: DefaultNRIConfigureTimeout,
+	c, err := newDocument().build()
+	if err != nil {
+		panic(fmt.Sprintf("config: the defaults are invalid: %v", err)) // TestDefaultValues
 	}
+	return c
 }

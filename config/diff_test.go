@@ -65,7 +65,7 @@ func TestDiffClassifiesEveryKey(t *testing.T) {
 
 func TestDiffRulesMatchSchema(t *testing.T) {
 	var names []string
-	for _, k := range keyRules {
+	for _, k := range keys {
 		names = append(names, k.name)
 	}
 	if !slices.Equal(names, schemaKeys()) {

@@ -34,11 +34,11 @@ func Load(path string) (*Config, error) {
 // every value of the wrong type and every value out of range, all from one
 // call, so that a file is fixed in one round.
 func Parse(data []byte) (*Config, error) {
-	f, err := decode(data)
-	if f == nil {
+	d, err := decode(data)
+	if d == nil {
 		return nil, err
 	}
-	c, buildErr := f.build()
+	c, buildErr := d.build()
 	if err != nil || buildErr != nil {
 		return nil, errors.Join(err, buildErr)
 	}
@@ -46,12 +46,12 @@ func Parse(data []byte) (*Config, error) {
 }
 
 // decode reads the document over the defaults, strictly: duplicate keys,
-// keys the schema does not know (also when only their case differs, which
+// keys the table does not know (also when only their case differs, which
 // encoding/json would otherwise accept) and values of the wrong type are
-// errors. A document that is not a mapping gives no file; otherwise the
-// file comes back with the error, holding every value that decoded (a key
-// that did not keeps its default), for build to check the rest.
-func decode(data []byte) (*file, error) {
+// errors. A document that is not a mapping gives no document; otherwise
+// the document comes back with the error, holding every value that decoded
+// (a key that did not keeps its default), for build to check the rest.
+func decode(data []byte) (*document, error) {
 	doc, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, fmt.Errorf("not valid YAML: %w", err)
@@ -61,36 +61,35 @@ func decode(data []byte) (*file, error) {
 		return nil, fmt.Errorf("the document must be a mapping of config keys to values, not %s", jsonKind(doc))
 	}
 	keyErr := checkKeys(slices.Sorted(maps.Keys(top)))
-	f := defaultFile()
-	if err := yaml.UnmarshalStrict(data, f); err == nil {
-		return f, keyErr
+	d := newDocument()
+	if err := yaml.UnmarshalStrict(data, d.pointer()); err == nil {
+		return &d, keyErr
 	}
 	// The whole document stops at its first bad value: decode the keys one
 	// by one to report them all.
-	f = defaultFile()
-	return f, errors.Join(keyErr, decodeKeys(top, f))
+	d = newDocument()
+	return &d, errors.Join(keyErr, decodeKeys(top, d))
 }
 
-// decodeKeys decodes each known key of top into f on its own, in the
-// schema's order, and reports every key (and option) whose value has the
+// decodeKeys decodes each known key of top into d on its own, in the
+// table's order, and reports every key (and option) whose value has the
 // wrong type; such a key keeps its default.
-func decodeKeys(top map[string]json.RawMessage, f *file) error {
-	v := reflect.ValueOf(f).Elem()
+func decodeKeys(top map[string]json.RawMessage, d document) error {
 	var errs []error
-	for i, key := range schemaKeys() {
-		raw, ok := top[key]
+	for i, k := range keys {
+		raw, ok := top[k.name]
 		if !ok {
 			continue
 		}
-		field := v.Field(i)
+		field := d.v.Field(i)
 		if field.Kind() == reflect.Map {
-			errs = append(errs, decodeOptions(key, raw, field)...)
+			errs = append(errs, decodeOptions(k.name, raw, field)...)
 			continue
 		}
 		val := reflect.New(field.Type())
 		val.Elem().Set(field)
 		if err := yaml.UnmarshalStrict(raw, val.Interface()); err != nil {
-			errs = append(errs, explainDecodeError(key, err))
+			errs = append(errs, explainDecodeError(k.name, err))
 			continue
 		}
 		field.Set(val.Elem())
@@ -127,18 +126,7 @@ func decodeOptions(key string, raw json.RawMessage, field reflect.Value) []error
 	return errs
 }
 
-// schemaKeys returns the keys of the schema, in the order of the file
-// struct.
-func schemaKeys() []string {
-	t := reflect.TypeFor[file]()
-	keys := make([]string, t.NumField())
-	for i := range keys {
-		keys[i], _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
-	}
-	return keys
-}
-
-// checkKeys reports every key the schema does not know, suggesting the
+// checkKeys reports every key the table does not know, suggesting the
 // closest known key.
 func checkKeys(keys []string) error {
 	known := schemaKeys()
@@ -222,14 +210,14 @@ func describeType(t reflect.Type) string {
 // structKeys names the keys of a nested mapping, e.g. "enabled and
 // removeOnExit".
 func structKeys(t reflect.Type) string {
-	keys := make([]string, t.NumField())
-	for i := range keys {
-		keys[i], _, _ = strings.Cut(t.Field(i).Tag.Get("json"), ",")
+	names := make([]string, t.NumField())
+	for i := range names {
+		names[i] = jsonName(t.Field(i))
 	}
-	if len(keys) < 2 {
-		return strings.Join(keys, "")
+	if len(names) < 2 {
+		return strings.Join(names, "")
 	}
-	return strings.Join(keys[:len(keys)-1], ", ") + " and " + keys[len(keys)-1]
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 func withArticle(jsonKind string) string {

@@ -62,13 +62,13 @@ func TestDefaultValues(t *testing.T) {
 		"nodeResourceTopology":         "enabled=false;removeOnExit=false",
 	}
 	d := Default()
-	for _, k := range keyRules {
-		if got := k.value(d); got != want[k.name] {
+	for _, k := range keys {
+		if got := k.value.text(d); got != want[k.name] {
 			t.Errorf("default %s = %q, want %q", k.name, got, want[k.name])
 		}
 	}
-	if len(want) != len(keyRules) {
-		t.Errorf("test lists %d keys, schema has %d", len(want), len(keyRules))
+	if len(want) != len(keys) {
+		t.Errorf("test lists %d keys, schema has %d", len(want), len(keys))
 	}
 }
 
@@ -419,11 +419,11 @@ func TestYAMLWritesEveryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := decode(out)
+	d, err := decode(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.ReservedSystemCPUs == nil || len(f.CPUManagerPolicyOptions) != len(cpuallocator.StaticPolicyOptionNames()) || len(f.TopologyManagerPolicyOptions) != 2 {
+	if d.value("reservedSystemCPUs").IsNil() || d.value("cpuManagerPolicyOptions").Len() != len(cpuallocator.StaticPolicyOptionNames()) || d.value("topologyManagerPolicyOptions").Len() != 2 {
 		t.Errorf("YAML() leaves keys or options out:\n%s", out)
 	}
 	for _, k := range schemaKeys() {

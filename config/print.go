@@ -10,7 +10,7 @@ import (
 // included (keys sorted by name). Parse of the result gives back a Config
 // equal to c.
 func (c *Config) YAML() ([]byte, error) {
-	out, err := yaml.Marshal(toFile(c))
+	out, err := yaml.Marshal(documentOf(c).v.Interface())
 	if err != nil {
 		return nil, fmt.Errorf("encoding config as YAML: %w", err)
 	}

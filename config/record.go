@@ -20,24 +20,24 @@ import (
 // keys), each as the file writes it (JSON), by key.
 func (c *Config) AllocationKeys() map[string]string {
 	fields := fieldsOf(c)
-	keys := map[string]string{}
-	for _, k := range keyRules {
+	values := map[string]string{}
+	for _, k := range keys {
 		if k.when == applyWithoutExclusive {
-			keys[k.name] = string(fields[k.name])
+			values[k.name] = string(fields[k.name])
 		}
 	}
-	return keys
+	return values
 }
 
 // WithKeys returns c with the keys given in AllocationKeys' notation set
 // to their values. Only allocation keys may be given.
-func (c *Config) WithKeys(keys map[string]string) (*Config, error) {
+func (c *Config) WithKeys(values map[string]string) (*Config, error) {
 	fields := fieldsOf(c)
-	for _, name := range slices.Sorted(maps.Keys(keys)) {
-		if rule(name).when != applyWithoutExclusive {
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		if k, ok := keyNamed(name); !ok || k.when != applyWithoutExclusive {
 			return nil, fmt.Errorf("%s is not a key of the CPU assignments", name)
 		}
-		fields[name] = json.RawMessage(keys[name])
+		fields[name] = json.RawMessage(values[name])
 	}
 	return fromFields(fields)
 }
@@ -57,7 +57,7 @@ func (c *Config) WithReservedCPUs(cpus cpuset.CPUSet) (*Config, error) {
 // restart.
 func Merge(running, file *Config) *Config {
 	fields, was := fieldsOf(file), fieldsOf(running)
-	for _, k := range keyRules {
+	for _, k := range keys {
 		if k.when == applyAtRestart {
 			fields[k.name] = was[k.name]
 		}
@@ -72,11 +72,10 @@ func Merge(running, file *Config) *Config {
 }
 
 // LiveOnly returns the running configuration with file's values for the
-// keys a running plugin applies at once (logLevel, inPlaceResize,
-// alignMemory).
+// keys a running plugin applies at once (Changes.Live).
 func LiveOnly(running, file *Config) *Config {
 	fields, now := fieldsOf(running), fieldsOf(file)
-	for _, k := range keyRules {
+	for _, k := range keys {
 		if k.when == applyLive {
 			fields[k.name] = now[k.name]
 		}
@@ -90,7 +89,7 @@ func LiveOnly(running, file *Config) *Config {
 
 // fieldsOf returns every key of c in the file's notation.
 func fieldsOf(c *Config) map[string]json.RawMessage {
-	data, err := json.Marshal(toFile(c))
+	data, err := json.Marshal(documentOf(c).v.Interface())
 	if err != nil {
 		panic(fmt.Sprintf("config: encoding a configuration: %v", err)) // plain values: cannot fail
 	}
@@ -108,14 +107,4 @@ func fromFields(fields map[string]json.RawMessage) (*Config, error) {
 		return nil, fmt.Errorf("encoding a configuration: %w", err)
 	}
 	return Parse(data)
-}
-
-// rule returns the rule of key name (the zero rule when it is unknown).
-func rule(name string) keyRule {
-	for _, k := range keyRules {
-		if k.name == name {
-			return k
-		}
-	}
-	return keyRule{when: -1}
 }

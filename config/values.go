@@ -75,7 +75,12 @@ func parseIsolatedCPUs(s string) (IsolatedCPUs, error) {
 	case IsolatedCPUsShared, IsolatedCPUsExclusive:
 		return m, nil
 	}
-	return "", notOneOf(s, []string{string(IsolatedCPUsShared), string(IsolatedCPUsExclusive)})
+	return "", notOneOf(s, isolatedCPUsNames())
+}
+
+// isolatedCPUsNames are the values parseIsolatedCPUs accepts.
+func isolatedCPUsNames() []string {
+	return []string{string(IsolatedCPUsShared), string(IsolatedCPUsExclusive)}
 }
 
 // logLevels are the accepted logLevel values. logrus's own names are not
@@ -93,14 +98,21 @@ var logLevels = []struct {
 
 // parseLogLevel accepts trace, debug, info, warn and error.
 func parseLogLevel(s string) (logrus.Level, error) {
-	names := make([]string, len(logLevels))
-	for i, l := range logLevels {
+	for _, l := range logLevels {
 		if l.name == s {
 			return l.level, nil
 		}
+	}
+	return logrus.InfoLevel, notOneOf(s, logLevelNames())
+}
+
+// logLevelNames are the values parseLogLevel accepts.
+func logLevelNames() []string {
+	names := make([]string, len(logLevels))
+	for i, l := range logLevels {
 		names[i] = l.name
 	}
-	return logrus.InfoLevel, notOneOf(s, names)
+	return names
 }
 
 // logLevelName is the inverse of parseLogLevel; levels it does not accept

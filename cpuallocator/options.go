@@ -214,6 +214,9 @@ func ParseTopologyPolicy(s string) (TopologyPolicy, error) {
 	return parseName(s, topologyPolicies)
 }
 
+// TopologyPolicyNames returns the names ParseTopologyPolicy accepts.
+func TopologyPolicyNames() []string { return nameList(topologyPolicies) }
+
 // TopologyScope is the topology manager's scope (topologyManagerScope):
 // what one NUMA affinity is computed for.
 type TopologyScope string
@@ -234,16 +237,26 @@ func ParseTopologyScope(s string) (TopologyScope, error) {
 	return parseName(s, topologyScopes)
 }
 
+// TopologyScopeNames returns the names ParseTopologyScope accepts.
+func TopologyScopeNames() []string { return nameList(topologyScopes) }
+
 // parseName returns the value of names that s spells.
 func parseName[T ~string](s string, names []T) (T, error) {
-	all := make([]string, len(names))
-	for i, n := range names {
+	for _, n := range names {
 		if string(n) == s {
 			return n, nil
 		}
+	}
+	return "", notOneOf(s, nameList(names))
+}
+
+// nameList returns names as strings, in order.
+func nameList[T ~string](names []T) []string {
+	all := make([]string, len(names))
+	for i, n := range names {
 		all[i] = string(n)
 	}
-	return "", notOneOf(s, all)
+	return all
 }
 
 // parseBool accepts what the kubelet accepts for a boolean policy option

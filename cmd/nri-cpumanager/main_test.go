@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
@@ -72,6 +74,9 @@ func TestCommands(t *testing.T) {
 		{"valid config", []string{"validate-config", "--config", "../../config/example.yaml", sys}, 0, "is valid on this machine (online CPUs 0-11, reserved 0)"},
 		{"invalid config", []string{"validate-config", "--config", bad, sys}, 1, `topologyManagerPolicy: "single-numa" is not one of none, best-effort, restricted, single-numa-node`},
 		{"reserved CPU offline", []string{"validate-config", "--config", "../../config/example.yaml", sys, "--reserved-cpus=12"}, 1, "reservedSystemCPUs: CPUs 12 are not online"},
+		{"keys set apart from the defaults", []string{"validate-config", "--config", lowLatency, isoSys, "--log-level=debug"}, 0,
+			"Set apart from the defaults, by when a running plugin applies a change: live: logLevel; " +
+				"without exclusive containers: reservedSystemCPUs, isolatedCPUs, cpuManagerPolicyOptions; at restart: sysfsRoot.\n"},
 		{"topology shows isolated CPUs", []string{"topology", isoSys}, 0, "isolated CPUs (isolcpus): 2-15\n"},
 		{"topology shows what the configuration makes of them", []string{"topology", isoSys, "--config", lowLatency}, 0,
 			"  isolatedCPUs: exclusive: the isolated CPUs 2-15 serve exclusive containers only"},
@@ -263,5 +268,31 @@ func TestVersionStamped(t *testing.T) {
 	}
 	if info := buildInfo(); info.Version != "v9.8.7" || info.Revision != "0123abcd" || !strings.HasPrefix(info.GoVersion, "go") {
 		t.Errorf("buildInfo() = %+v", info)
+	}
+}
+
+// TestSetKeys: validate-config names the keys a configuration sets apart
+// from their defaults, grouped as their declarations say.
+func TestSetKeys(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*config.Config)
+		want   string
+	}{
+		{"defaults", func(*config.Config) {}, "Every key has its default."},
+		{"one key", func(c *config.Config) { c.AlignMemory = true },
+			"Set apart from the defaults, by when a running plugin applies a change: live: alignMemory."},
+		{"every group", func(c *config.Config) { c.StateDir, c.ReservedCPUCount, c.LogLevel = "/s", 2, logrus.DebugLevel },
+			"Set apart from the defaults, by when a running plugin applies a change: live: logLevel; " +
+				"without exclusive containers: reservedCPUCount; at restart: stateDir."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config.Default()
+			tt.change(c)
+			if got := setKeys(c); got != tt.want {
+				t.Errorf("setKeys = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
@@ -63,8 +64,10 @@ func showState(args []string, stdout, stderr io.Writer) error {
 // validateConfig checks a configuration file, and that it makes sense on
 // this machine's topology (reserved CPUs online, option combinations, a
 // shared pool left), prints what it makes of the CPUs with warnings about
-// settings that work but probably not as meant (they do not fail it), and
-// the effective configuration.
+// settings that work but probably not as meant (they do not fail it), the
+// keys it sets apart from their defaults with when a running plugin
+// applies them (as the keys' declarations say), and the effective
+// configuration.
 func validateConfig(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("validate-config", stderr)
 	cfg, err := f.load(args)
@@ -86,7 +89,18 @@ func validateConfig(args []string, stdout, stderr io.Writer) error {
 	if name == "-" {
 		name = "the configuration from standard input"
 	}
-	_, err = fmt.Fprintf(stdout, "%s is valid on this machine (online CPUs %s, reserved %s).\n%s\nEffective configuration:\n%s",
-		name, pol.Allocator().Topology().CPUs(), pol.Options().Reserved, strings.Join(assemble.DescribeCPUs(cfg, pol).Lines(), "\n"), text)
+	_, err = fmt.Fprintf(stdout, "%s is valid on this machine (online CPUs %s, reserved %s).\n%s\n%s\nEffective configuration:\n%s",
+		name, pol.Allocator().Topology().CPUs(), pol.Options().Reserved, strings.Join(assemble.DescribeCPUs(cfg, pol).Lines(), "\n"),
+		setKeys(cfg), text)
 	return err
+}
+
+// setKeys says which keys cfg sets apart from their defaults, by when a
+// running plugin applies a change of them.
+func setKeys(cfg *config.Config) string {
+	ch := config.Diff(config.Default(), cfg)
+	if ch.Empty() {
+		return "Every key has its default."
+	}
+	return "Set apart from the defaults, by when a running plugin applies a change: " + ch.String() + "."
 }

@@ -1,0 +1,320 @@
+package config
+
+import (
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+)
+
+// key declares one configuration key. It is the one place a key is
+// written: the parser, Diff, the flags, the checkpoint's record and the
+// generated documents (config/example.yaml, the reference table of
+// docs/install.md, the chart's values.schema.json: go generate ./config)
+// read it.
+type key struct {
+	// name is the key as the file writes it.
+	name string
+	// doc says what the key does, for operators: paragraphs separated by
+	// blank lines, with lines wrapped anyhow.
+	doc string
+	// when says when a running plugin applies a change of the key.
+	when applyWhen
+	// value binds the key to its field of Config: the value's type in the
+	// file, its default, its validation and its JSON schema.
+	value value
+	// flag is the command-line flag overriding the key; nil for none.
+	flag *flagSpec
+	// checkLast reports the key's problems after those of the other keys
+	// (before the option maps'), where they have always been reported.
+	checkLast bool
+}
+
+// applyWhen says when a changed key can take effect in a running plugin.
+type applyWhen int
+
+const (
+	// applyLive: safe at any time; affects only what the plugin does next.
+	applyLive applyWhen = iota
+	// applyWithoutExclusive: changes which CPUs are free or how they are
+	// placed, so it can only take effect while no exclusive container holds
+	// CPUs. The checkpoint records these keys (AllocationKeys).
+	applyWithoutExclusive
+	// applyAtRestart: fixed for the life of the process.
+	applyAtRestart
+)
+
+// String is how logs (Changes.String) and the documents name it.
+func (w applyWhen) String() string {
+	switch w {
+	case applyLive:
+		return "live"
+	case applyWithoutExclusive:
+		return "without exclusive containers"
+	default:
+		return "at restart"
+	}
+}
+
+// keys declares every configuration key, in the order the file, the
+// documents and the messages list them. It is read-only.
+var keys = []key{
+	{
+		name: "nriSocket", when: applyAtRestart,
+		doc:   `containerd's NRI socket.`,
+		value: text(func(c *Config) *string { return &c.NRISocket }, "/var/run/nri/nri.sock", pathText),
+		flag:  &flagSpec{name: "nri-socket", usage: "`path` of containerd's NRI socket"},
+	},
+	{
+		name: "pluginName", when: applyAtRestart,
+		doc: `The name the plugin registers with NRI (containerd's required_plugins
+			names it): letters, digits and _.+-.`,
+		value: text(func(c *Config) *string { return &c.PluginName }, "cpumanager", pluginNameText),
+		flag:  &flagSpec{name: "plugin-name", usage: "`name` the plugin registers with NRI"},
+	},
+	{
+		name: "pluginIndex", when: applyAtRestart,
+		doc: `The two-digit index the plugin registers with NRI. It orders plugins:
+			a lower index sees each event first. Quote it ("09", not 09).`,
+		value: text(func(c *Config) *string { return &c.PluginIndex }, "90", pluginIndexText),
+		flag:  &flagSpec{name: "plugin-index", usage: "two-digit NRI plugin `index`"},
+	},
+	{
+		name: "stateDir", when: applyAtRestart,
+		doc: `Directory of the plugin's checkpoint, <stateDir>/cpu_manager_state. It
+			must survive plugin restarts (a hostPath in the DaemonSet) and must
+			not be the kubelet's directory.`,
+		value: text(func(c *Config) *string { return &c.StateDir }, "/var/lib/nri-cpumanager", pathText),
+		flag:  &flagSpec{name: "state-dir", usage: "`directory` of the plugin's checkpoint"},
+	},
+	{
+		name: "sysfsRoot", when: applyAtRestart,
+		doc: `Where the CPU topology is read from. Change it only for tests on
+			fixture trees, or when the host's /sys is mounted elsewhere.`,
+		value: text(func(c *Config) *string { return &c.SysfsRoot }, "/sys", pathText),
+		flag:  &flagSpec{name: "sysfs-root", usage: "`path` the CPU topology is read from"},
+	},
+	{
+		name: "cgroupfsRoot", when: applyAtRestart,
+		doc: `Where containers' cgroup cpusets are checked after an update. "" turns
+			the verification of containers' cpusets off (pinning works without
+			it, but an update containerd failed to apply goes unnoticed).`,
+		value: text(func(c *Config) *string { return &c.CgroupfsRoot }, "/sys/fs/cgroup", optionalPathText),
+		flag:  &flagSpec{name: "cgroupfs-root", usage: "`path` of the host's cgroup tree, \"\" turns the verification of cpusets off"},
+	},
+	{
+		name: "reservedSystemCPUs", when: applyWithoutExclusive,
+		doc: `CPUs kept for the system and never given to a container exclusively,
+			as the kubelet's --reserved-cpus: a CPU list ("0", "0,32", "0-1");
+			"" reserves no CPU at all.`,
+		value: cpuList(func(c *Config) *cpuset.CPUSet { return &c.ReservedSystemCPUs }, "0"),
+		flag: &flagSpec{name: "reserved-cpus", usage: "CPU `list` reserved for the system, e.g. 0,2-3; replaces reservedCPUCount",
+			set: reservedCPUsFlag},
+	},
+	{
+		name: "reservedCPUCount", when: applyWithoutExclusive,
+		doc: `A count of CPUs to reserve instead of a list, placed by topology as
+			the kubelet's static policy places its systemReserved + kubeReserved
+			CPUs. Writing only reservedCPUCount replaces the default list "0";
+			another list with a count is an error.`,
+		value: count(func(c *Config) *int { return &c.ReservedCPUCount }, 0),
+	},
+	{
+		name: "isolatedCPUs", when: applyWithoutExclusive,
+		doc: `What the CPUs the kernel isolates (isolcpus=, listed in
+			/sys/devices/system/cpu/isolated) serve.
+
+			shared: like any other CPU, as the kubelet does; shared containers
+			run on them too (the kernel does not balance load onto them).
+
+			exclusive: only exclusive containers, which get them before any
+			other CPU where the topology rules allow; the shared pool is the
+			other CPUs and must keep at least one.
+
+			nri-cpumanager validate-config shows what the choice makes of them.`,
+		value: text(func(c *Config) *IsolatedCPUs { return &c.IsolatedCPUs }, string(IsolatedCPUsShared), isolatedCPUsText),
+	},
+	{
+		name: "cpuManagerPolicyOptions", when: applyWithoutExclusive,
+		doc: `The kubelet's static CPU manager policy options, each "true" or
+			"false". full-pcpus-only cannot be combined with
+			distribute-cpus-across-cores, nor distribute-cpus-across-cores with
+			distribute-cpus-across-numa. strict-cpu-reservation keeps the
+			reserved CPUs out of the shared pool too.`,
+		value: options(func(c *Config) *cpuallocator.StaticPolicyOptions { return &c.CPUManagerPolicyOptions },
+			cpuallocator.ParseStaticPolicyOptions, cpuallocator.StaticPolicyOptions.Map,
+			cpuallocator.StaticPolicyOptionNames(), nil),
+	},
+	{
+		name: "topologyManagerPolicy", when: applyWithoutExclusive,
+		doc: `NUMA alignment of exclusive CPUs: none, best-effort, restricted or
+			single-numa-node. single-numa-node refuses a container (or a resize)
+			whose CPUs do not fit in one NUMA node; restricted refuses an
+			affinity wider than the narrowest possible.`,
+		value: text(func(c *Config) *cpuallocator.TopologyPolicy { return &c.TopologyManagerPolicy },
+			string(cpuallocator.TopologyNone), topologyPolicyText),
+	},
+	{
+		name: "topologyManagerScope", when: applyWithoutExclusive,
+		doc: `What one NUMA affinity is computed for, as the kubelet's
+			topologyManagerScope: container (each pinned container on its own)
+			or pod (all the pinned containers of a pod share one affinity, sized
+			for the pod's total; growths keep to it or widen it for the whole
+			pod).`,
+		value: text(func(c *Config) *cpuallocator.TopologyScope { return &c.TopologyManagerScope },
+			string(cpuallocator.ScopeContainer), topologyScopeText),
+	},
+	{
+		name: "topologyManagerPolicyOptions", when: applyWithoutExclusive,
+		doc: `The kubelet's topology manager policy options.
+
+			prefer-closest-numa-nodes: "true" prefers, among affinities of equal
+			width, the NUMA nodes closest to each other.
+
+			max-allowable-numa-nodes: the widest affinity considered, an integer
+			≥ 1.`,
+		value: options(func(c *Config) *cpuallocator.TopologyOptions { return &c.TopologyManagerPolicyOptions },
+			cpuallocator.ParseTopologyOptions, cpuallocator.TopologyOptions.Map,
+			cpuallocator.TopologyOptionNames(), map[string]Schema{"max-allowable-numa-nodes": positiveIntegerSchema}),
+	},
+	{
+		name: "inPlaceResize", when: applyLive,
+		doc: `false: refuse any change of the CPU count of a container with
+			exclusive CPUs (the resize fails with reason featureDisabledError).`,
+		value: boolean(func(c *Config) *bool { return &c.InPlaceResize }, true),
+	},
+	{
+		name: "scaleDownDelay", when: applyLive, checkLast: true,
+		doc: `How long a container that shrinks keeps the CPUs its decrease
+			releases, so that its application can move its threads off them
+			first (KEP-6122's scale-delay-time): its cpuset changes only then.
+			"0s" releases them at once; at most 10m. A growth in the meantime
+			takes them back first; a restart of the container ends the delay.`,
+		value: text(func(c *Config) *time.Duration { return &c.ScaleDownDelay }, "0s", scaleDownDelayText),
+	},
+	{
+		name: "alignMemory", when: applyLive,
+		doc: `true: also set a container's cpuset.mems to the NUMA nodes of its
+			exclusive CPUs.`,
+		value: boolean(func(c *Config) *bool { return &c.AlignMemory }, false),
+	},
+	{
+		name: "metricsAddress", when: applyAtRestart,
+		doc:   `Listen address of /metrics; "" disables it.`,
+		value: text(func(c *Config) *string { return &c.MetricsAddress }, ":9101", addressText),
+		flag:  &flagSpec{name: "metrics-address", usage: "host:port `address` of /metrics, \"\" disables it"},
+	},
+	{
+		name: "healthAddress", when: applyAtRestart,
+		doc: `Listen address of the probes, /healthz and /readyz: a listener of
+			their own, which no client of /metrics can crowd out (the shipped
+			NetworkPolicy admits no one to it but the node, i.e. the kubelet).
+			"" serves them on metricsAddress instead.`,
+		value: text(func(c *Config) *string { return &c.HealthAddress }, ":9103", addressText),
+		flag: &flagSpec{name: "health-address",
+			usage: "host:port `address` of /healthz and /readyz, \"\" serves them on the metrics address"},
+	},
+	{
+		name: "debugAddress", when: applyAtRestart,
+		doc: `Listen address of /debug/state (pod UIDs and names, cpusets, the
+			invariant check, as JSON). Loopback by default: inside the plugin's
+			pod, reach it with kubectl port-forward. "" disables it.`,
+		value: text(func(c *Config) *string { return &c.DebugAddress }, "127.0.0.1:9102", addressText),
+		flag:  &flagSpec{name: "debug-address", usage: "host:port `address` of /debug/state, \"\" disables it"},
+	},
+	{
+		name: "logLevel", when: applyLive,
+		doc:   `The log level: trace, debug, info, warn or error.`,
+		value: text(func(c *Config) *logrus.Level { return &c.LogLevel }, "info", logLevelText),
+		flag:  &flagSpec{name: "log-level", usage: "`level`: trace, debug, info, warn or error"},
+	},
+	{
+		name: "kubeletCheckpoint", when: applyAtRestart,
+		doc: `The kubelet's own CPU manager checkpoint, imported once when the
+			plugin has no checkpoint of its own, so pods pinned by the kubelet's
+			static policy keep their CPUs. "" disables the import.`,
+		value: text(func(c *Config) *string { return &c.KubeletCheckpoint }, DefaultKubeletCheckpoint, optionalPathText),
+		flag: &flagSpec{name: "kubelet-checkpoint",
+			usage: "`path` of the kubelet's cpu_manager_state to import once, \"\" disables it"},
+	},
+	{
+		name: "disconnectedTimeout", when: applyAtRestart,
+		doc: `How long the plugin may go without a synchronized NRI connection
+			(while containerd is away, or hangs the connection) before /healthz
+			fails, so that the DaemonSet's liveness probe restarts it. "0s"
+			never fails it.`,
+		value: text(func(c *Config) *time.Duration { return &c.DisconnectedTimeout }, DefaultDisconnectedTimeout.String(), durationText),
+	},
+	{
+		name: "nriConfigureTimeout", when: applyAtRestart,
+		doc: `How long a new NRI connection may take from the dial to the
+			runtime's Configure before the plugin drops it and dials again: the
+			NRI stub waits for ever when the runtime closes the connection
+			between the plugin's registration and Configure (containerd
+			restarting at that moment). Once configured, a connection waits for
+			its Synchronize as long as containerd takes. "0s" turns this
+			watchdog off.`,
+		value: text(func(c *Config) *time.Duration { return &c.NRIConfigureTimeout }, DefaultNRIConfigureTimeout.String(), durationText),
+	},
+	{
+		name: "kubernetesAPI", when: applyAtRestart,
+		doc: `true: use the Kubernetes API (the DaemonSet of deploy/ and the chart
+			set it, with a service account whose RBAC allows just this): one
+			watch of the pods on this node, so that a resize of a pod with
+			several exclusive containers is decided whole, from the pod's spec,
+			before any container changes; and events on pods for refusals and
+			resizes (kubectl describe pod). The node's name comes from
+			$NODE_NAME (the DaemonSet sets it from the downward API), else the
+			host name.
+
+			false (the default, for runs by hand): NRI alone. Without the API
+			server (down, slow, forbidden) the plugin keeps working on NRI alone
+			and says so in its log and in the metric
+			nri_cpumanager_kubernetes_api_available.`,
+		value: boolean(func(c *Config) *bool { return &c.KubernetesAPI }, false),
+		flag: &flagSpec{name: "kubernetes-api",
+			usage: "`true` uses the Kubernetes API (pod watch, events), false NRI alone"},
+	},
+	{
+		name: "nodeResourceTopology", when: applyAtRestart,
+		doc: `Export this node's exclusive CPUs per NUMA node as the
+			NodeResourceTopology object named after the node
+			(topology.node.k8s.io/v1alpha2, read by the scheduler plugin
+			NodeResourceTopologyMatch).
+
+			enabled: true needs kubernetesAPI: true, the CRD installed and the
+			RBAC of deploy/components/noderesourcetopology (chart:
+			nodeResourceTopology.enabled).
+
+			removeOnExit: true deletes the object whenever the plugin stops
+			(uninstall, but also every restart and rolling update, while the
+			scheduler then sees no object for the node); false leaves it to
+			kubectl delete noderesourcetopology NODE.`,
+		value: mapping(func(c *Config) *NodeResourceTopology { return &c.NodeResourceTopology }),
+		flag: &flagSpec{name: "node-resource-topology",
+			usage: "`true` exports the NodeResourceTopology object (nodeResourceTopology.enabled)",
+			set:   nodeResourceTopologyFlag},
+	},
+}
+
+// keyNamed returns the declaration of the key name, and whether there is
+// one.
+func keyNamed(name string) (key, bool) {
+	for _, k := range keys {
+		if k.name == name {
+			return k, true
+		}
+	}
+	return key{}, false
+}
+
+// schemaKeys returns the names of the keys, in the table's order.
+func schemaKeys() []string {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.name
+	}
+	return names
+}

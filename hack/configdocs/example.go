@@ -1,0 +1,83 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/nri-cpumanager/nri-cpumanager/config"
+)
+
+// exampleWidth is the width of example.yaml's comments.
+const exampleWidth = 76
+
+// exampleIntro opens config/example.yaml; the keys applied at once and
+// those applied without pinned containers follow.
+const exampleIntro = `# nri-cpumanager configuration.
+#
+# Mount this file from a ConfigMap (the plugin follows the ConfigMap's
+# symlink swap and reloads it). Every key is optional; the values below are
+# the defaults. Keys are named as the kubelet names them where one exists.
+# Unknown keys, keys in the wrong case and duplicate keys are errors.
+#
+# Generated from config/keys.go by ` + regenerate + `: edit the keys there.
+#
+# When a changed file is picked up:
+`
+
+// exampleOutro closes the header.
+const exampleOutro = `#   - every other key applies when the plugin restarts.
+# A file the plugin could not start with is rejected with a message and the
+# running config kept (nri_cpumanager_config_rejected).
+`
+
+// renderExample writes config/example.yaml: a header, then every key with
+// its doc as a comment and its default.
+func renderExample(_ []byte, keys []config.KeyDoc) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString(exampleIntro)
+	writeLines(&b, wrap(strings.Join(namesApplied(keys, "live"), ", ")+" apply at once;",
+		exampleWidth, "#   - ", "#     "))
+	writeLines(&b, wrap(strings.Join(namesApplied(keys, "without exclusive containers"), ", ")+
+		" apply at once, unless pinned containers hold CPUs the new values reserve: "+
+		"then they wait until those containers are gone (at a restart too; nri_cpumanager_config_pending);",
+		exampleWidth, "#   - ", "#     "))
+	b.WriteString(exampleOutro)
+	for _, k := range keys {
+		b.WriteString("\n")
+		for i, p := range strings.Split(k.Doc, "\n\n") {
+			if i > 0 {
+				b.WriteString("#\n")
+			}
+			writeLines(&b, wrap(p, exampleWidth, "# ", "# "))
+		}
+		es, err := entries(k)
+		if err != nil {
+			return nil, err
+		}
+		if es == nil {
+			b.WriteString(k.Name + ": " + scalar(k.Default) + "\n")
+			continue
+		}
+		b.WriteString(k.Name + ":\n")
+		for _, e := range es {
+			b.WriteString("  " + e.name + ": " + scalar(e.value) + "\n")
+		}
+	}
+	return []byte(b.String()), nil
+}
+
+// namesApplied returns the names of the keys applied when says.
+func namesApplied(keys []config.KeyDoc, when string) []string {
+	var names []string
+	for _, k := range keys {
+		if k.Applies == when {
+			names = append(names, k.Name)
+		}
+	}
+	return names
+}
+
+func writeLines(b *strings.Builder, lines []string) {
+	for _, l := range lines {
+		b.WriteString(l + "\n")
+	}
+}
