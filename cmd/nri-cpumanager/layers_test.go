@@ -22,6 +22,7 @@ var layers = map[string]int{
 	"cpuallocator/internal/sysfs": 0,
 	"cpuallocator/devices":        2,
 	"hack/image":                  1,
+	"hack/configdocs":             3,
 	"config":                      2,
 	"policy":                      2,
 	"plugin":                      3,
