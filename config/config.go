@@ -98,6 +98,9 @@ type Config struct {
 	// configuration of a pod's service account and the node's name
 	// (NODE_NAME).
 	KubernetesAPI bool
+	// ObserveOnly has the plugin decide and record without handing the
+	// runtime anything (observeOnly).
+	ObserveOnly bool
 	// NodeResourceTopology is the export of the node's exclusive CPUs per
 	// NUMA node as a NodeResourceTopology object (nodeResourceTopology);
 	// it needs KubernetesAPI.

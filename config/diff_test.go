@@ -43,6 +43,7 @@ func TestDiffClassifiesEveryKey(t *testing.T) {
 		{"nriConfigureTimeout", func(c *Config) { c.NRIConfigureTimeout = time.Minute }, Changes{Restart: []string{"nriConfigureTimeout"}}},
 		{"kubernetesAPI", func(c *Config) { c.KubernetesAPI = true }, Changes{Restart: []string{"kubernetesAPI"}}},
 		{"nodeResourceTopology", func(c *Config) { c.NodeResourceTopology.RemoveOnExit = true }, Changes{Restart: []string{"nodeResourceTopology"}}},
+		{"observeOnly", func(c *Config) { c.ObserveOnly = true }, Changes{Restart: []string{"observeOnly"}}},
 	}
 	var covered []string
 	for _, tt := range tests {

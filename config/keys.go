@@ -297,6 +297,17 @@ var keys = []key{
 			usage: "`true` exports the NodeResourceTopology object (nodeResourceTopology.enabled)",
 			set:   nodeResourceTopologyFlag},
 	},
+	{
+		name: "observeOnly", when: applyAtRestart,
+		doc: `true: a safe first step on a production node. The plugin decides,
+			records (checkpoint, nri-cpumanager state), logs, meters and exports
+			as usual, and hands the runtime nothing: no cpuset is changed, no
+			request refused, no event written on a pod; its log lines carry
+			observeOnly=true and nri_cpumanager_observe_only is 1. Restarted with
+			false, it pins the running containers as it decided.`,
+		value: boolean(func(c *Config) *bool { return &c.ObserveOnly }, false),
+		flag:  &flagSpec{name: "observe-only", usage: "`true` decides and records without changing any cpuset"},
+	},
 }
 
 // keyNamed returns the declaration of the key name, and whether there is

@@ -82,6 +82,7 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		Socket:              cfg.NRISocket,
 		CgroupfsRoot:        cfg.CgroupfsRoot,
 		SysfsRoot:           cfg.SysfsRoot,
+		ObserveOnly:         cfg.ObserveOnly,
 		VerifyInterval:      30 * time.Second,
 		KubeletCheckpoint:   cfg.KubeletCheckpoint,
 		DisconnectedTimeout: cfg.DisconnectedTimeout,

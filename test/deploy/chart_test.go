@@ -77,6 +77,7 @@ var alternatives = map[string]map[string]any{
 	"isolatedCPUs":          {"isolatedCPUs": "exclusive"},
 	"debugAddress":          {"debugAddress": "127.0.0.1:9300"},
 	"kubernetesAPI":         {"kubernetesAPI": false},
+	"observeOnly":           {"observeOnly": true},
 }
 
 // otherOption is a valid option value other than def: the other boolean,
