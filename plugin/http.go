@@ -126,6 +126,8 @@ type ContainerView struct {
 	CPUs      string `json:"cpus"`
 	Applied   string `json:"applied"`
 	Stopped   bool   `json:"stopped,omitempty"`
+	// DeviceNodes are the NUMA nodes of its devices (none when empty).
+	DeviceNodes string `json:"deviceNodes,omitempty"`
 }
 
 // Snapshot returns the plugin's current view.
@@ -154,6 +156,11 @@ func (p *Plugin) Snapshot() Snapshot {
 	for id, t := range p.model.Containers {
 		s.Containers[id] = ContainerView{Name: t.Display, Exclusive: t.Exclusive, CPUs: p.model.CPUsOf(id).String(),
 			Applied: p.ledger.appliedTo(id).String(), Stopped: t.Stopped}
+		if t.DeviceNodes != 0 {
+			v := s.Containers[id]
+			v.DeviceNodes = t.DeviceNodes.String()
+			s.Containers[id] = v
+		}
 	}
 	for id, sb := range p.model.Sandboxes {
 		if s.Sandboxes == nil {

@@ -332,7 +332,7 @@ type modelCollector struct {
 	numa                                     atomic.Pointer[numaNodes]
 	exclusiveCPUs, perNode, shared, ctrCount *prometheus.Desc
 	held, holdingPods, freePerNode           *prometheus.Desc
-	delayed                                  *prometheus.Desc
+	delayed, offDevices                      *prometheus.Desc
 }
 
 func newModelCollector() *modelCollector {
@@ -347,6 +347,8 @@ func newModelCollector() *modelCollector {
 		holdingPods: prometheus.NewDesc(namespace+"_resizes_in_flight", "Pods holding CPUs for a resize in flight.", nil, nil),
 		delayed: prometheus.NewDesc(namespace+"_delayed_cpus",
 			"CPUs a container's decrease released that it keeps until its scale-down delay is over (scaleDownDelay).", nil, nil),
+		offDevices: prometheus.NewDesc(namespace+"_containers_off_device_nodes",
+			"Pinned containers some of whose exclusive CPUs are not on the NUMA nodes of their devices (topologyManagerPolicy best-effort when those nodes were full, or CPUs placed under another policy).", nil, nil),
 		freePerNode: prometheus.NewDesc(namespace+"_numa_node_free_cpus",
 			"CPUs free for an exclusive container now, by NUMA node (reserved CPUs and CPUs held for pods excluded).", []string{"numa_node"}, nil),
 	}
@@ -362,6 +364,7 @@ func (c *modelCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.holdingPods
 	ch <- c.freePerNode
 	ch <- c.delayed
+	ch <- c.offDevices
 }
 
 // Collect implements prometheus.Collector. A pod's entries may share CPUs
@@ -402,6 +405,9 @@ func (c *modelCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(held))
 	ch <- prometheus.MustNewConstMetric(c.holdingPods, prometheus.GaugeValue, float64(pods))
 	ch <- prometheus.MustNewConstMetric(c.delayed, prometheus.GaugeValue, float64(delayed))
+	if pol := c.policy.Load(); pol != nil {
+		ch <- prometheus.MustNewConstMetric(c.offDevices, prometheus.GaugeValue, float64(pol.OffDeviceNodes(model)))
+	}
 	if pol := c.policy.Load(); pol != nil && numa != nil {
 		freePerNode := map[string]int{}
 		for _, cpu := range pol.Free(model).UnsortedList() {

@@ -34,7 +34,10 @@ func TestPlacementWithDevices(t *testing.T) {
 		within cpuset.CPUSet
 		// inWithin is how many of its CPUs must be within (all when 0).
 		inWithin int
-		refused  string
+		// off is how many pinned containers end up off their devices'
+		// nodes (OffDeviceNodes).
+		off     int
+		refused string
 	}{
 		{name: "single-numa-node, no devices: the ordinary placement", policy: cpuallocator.TopologySingleNUMANode,
 			test: container{"a", "app", 2, 0}, within: node0},
@@ -51,7 +54,7 @@ func TestPlacementWithDevices(t *testing.T) {
 			test: container{"a", "app", 2, cpuallocator.NewNodeMask(1)}, within: node1},
 		{name: "best-effort: the devices' node first, the rest elsewhere", policy: cpuallocator.TopologyBestEffort,
 			before: []container{{"b", "app", 3, cpuallocator.NewNodeMask(1)}},
-			test:   container{"a", "app", 2, cpuallocator.NewNodeMask(1)}, within: node1, inWithin: 1},
+			test:   container{"a", "app", 2, cpuallocator.NewNodeMask(1)}, within: node1, inWithin: 1, off: 1},
 		{name: "none: devices ignored", policy: cpuallocator.TopologyNone,
 			test: container{"a", "app", 2, cpuallocator.NewNodeMask(1)}, within: node0},
 		{name: "pod scope: a container without devices follows its pod's", policy: cpuallocator.TopologySingleNUMANode, scope: cpuallocator.ScopePod,
@@ -100,6 +103,9 @@ func TestPlacementWithDevices(t *testing.T) {
 			}
 			if got := d.After.Intersection(tc.within).Size(); got != want || d.After.IsEmpty() {
 				t.Errorf("placed on %s: %d of them in %s, want %d", d.After, got, tc.within, want)
+			}
+			if off := pol.OffDeviceNodes(d.Model); off != tc.off {
+				t.Errorf("%d containers off their devices' nodes, want %d", off, tc.off)
 			}
 			if err := pol.CheckInvariants(d.Model); err != nil {
 				t.Error(err)

@@ -50,3 +50,24 @@ func (p *Policy) TopologyView(free cpuset.CPUSet) TopologyView {
 	}
 	return v
 }
+
+// OffDeviceNodes counts the running exclusive containers some of whose
+// CPUs are not on the NUMA nodes of their devices: under best-effort when
+// the devices' nodes had too few free CPUs, or CPUs placed before a
+// restart with another topology manager policy. 0 under
+// topologyManagerPolicy: none, which does not align.
+func (p *Policy) OffDeviceNodes(m *Model) int {
+	if p.opts.TopologyPolicy == cpuallocator.TopologyNone || p.opts.TopologyPolicy == "" {
+		return 0
+	}
+	off := 0
+	for id, t := range m.Containers {
+		if t.Stopped || !t.Exclusive || t.DeviceNodes == 0 {
+			continue
+		}
+		if cpus := m.CPUsOf(id); !cpus.IsEmpty() && !cpus.IsSubsetOf(p.topo.CPUsInNUMANodes(t.DeviceNodes)) {
+			off++
+		}
+	}
+	return off
+}

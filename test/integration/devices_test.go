@@ -53,6 +53,12 @@ func TestCPUsFollowTheDevices(t *testing.T) {
 			t.Errorf("%s runs on %s: on the GPU's NUMA node 1 (4-7): %v, want %v", c.ctr.Name+"@"+c.ctr.PodSandboxId, got, got.IsSubsetOf(node1), c.onNode)
 		}
 	}
+	if v := rp.Snapshot().Containers[withGPU.Id].DeviceNodes; v != "1" {
+		t.Errorf("the debug view shows the GPU container's device nodes %q, want 1", v)
+	}
+	if v := metricValue(t, rp, "nri_cpumanager_containers_off_device_nodes", nil); v != 0 {
+		t.Errorf("containers_off_device_nodes = %v, want 0", v)
+	}
 	if err := rt.UpdateContainer(withGPU, guaranteed(3)); err != nil {
 		t.Fatalf("growth: %v", err)
 	}
