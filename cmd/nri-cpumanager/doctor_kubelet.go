@@ -61,8 +61,15 @@ func (d *doctorRun) checkKubelet() {
 	}
 	d.checkReservation(kc)
 	if tm := kc.TopologyManagerPolicy; tm != "" && tm != "none" {
-		d.report(statusInfo, "kubelet", fmt.Sprintf("topologyManagerPolicy: %s aligns devices only: with cpuManagerPolicy none the kubelet has no CPUs to align them with (docs/install.md, \"Devices\"); the plugin's is %s",
-			tm, d.cfg.TopologyManagerPolicy), "")
+		switch plugin := string(d.cfg.TopologyManagerPolicy); plugin {
+		case "", "none":
+			d.report(statusWarning, "kubelet", fmt.Sprintf("topologyManagerPolicy: %s places the pods' devices, the plugin's is none: pinned CPUs ignore the devices' NUMA nodes", tm),
+				fmt.Sprintf("topologyManagerPolicy: %s in the plugin's ConfigMap (docs/design.md, \"Placement with the devices\")", tm))
+		case tm:
+			d.report(statusOK, "kubelet", fmt.Sprintf("topologyManagerPolicy: %s places the devices, the plugin's the CPUs on their NUMA nodes", tm), "")
+		default:
+			d.report(statusInfo, "kubelet", fmt.Sprintf("topologyManagerPolicy: %s places the devices, the plugin's %s the CPUs: they admit differently", tm, plugin), "")
+		}
 	}
 }
 

@@ -198,7 +198,7 @@ topologyManagerPolicy: single-numa-node
 		"FAIL  kubelet     cpuManagerPolicy: static (/etc/kubernetes/kubelet-config.yaml)",
 		"FAIL  kubelet     reserves CPUs 0,6 (reservedSystemCPUs), the plugin reserves CPUs 0 (reservedSystemCPUs)",
 		`fix: reservedSystemCPUs: "0,6" and no reservedCPUCount in the plugin's ConfigMap`,
-		"info  kubelet     topologyManagerPolicy: single-numa-node aligns devices only",
+		"warn  kubelet     topologyManagerPolicy: single-numa-node places the pods' devices, the plugin's is none: pinned CPUs ignore the devices' NUMA nodes",
 		"FAIL  cgroups     containerd's runc uses the cgroupfs driver (SystemdCgroup = false), the kubelet systemd",
 		"6 problem(s)")
 }
