@@ -130,8 +130,9 @@ const (
 
 // Defaults of the keys whose default is worth naming outside keys.
 const (
-	// DefaultKubeletCheckpoint is the kubelet's CPU manager checkpoint.
-	DefaultKubeletCheckpoint = "/var/lib/kubelet/cpu_manager_state"
+	// KubeletCheckpointPath is where the kubelet keeps its CPU manager
+	// checkpoint (what kubeletCheckpoint names to import it).
+	KubeletCheckpointPath = "/var/lib/kubelet/cpu_manager_state"
 	// DefaultDisconnectedTimeout is the default of disconnectedTimeout.
 	DefaultDisconnectedTimeout = time.Minute
 	// DefaultNRIConfigureTimeout is the default of nriConfigureTimeout:

@@ -38,10 +38,10 @@ func TestDiffClassifiesEveryKey(t *testing.T) {
 		{"healthAddress", func(c *Config) { c.HealthAddress = "" }, Changes{Restart: []string{"healthAddress"}}},
 		{"debugAddress", func(c *Config) { c.DebugAddress = ":9999" }, Changes{Restart: []string{"debugAddress"}}},
 		{"logLevel", func(c *Config) { c.LogLevel = logrus.DebugLevel }, Changes{Live: []string{"logLevel"}}},
-		{"kubeletCheckpoint", func(c *Config) { c.KubeletCheckpoint = "" }, Changes{Restart: []string{"kubeletCheckpoint"}}},
+		{"kubeletCheckpoint", func(c *Config) { c.KubeletCheckpoint = KubeletCheckpointPath }, Changes{Restart: []string{"kubeletCheckpoint"}}},
 		{"disconnectedTimeout", func(c *Config) { c.DisconnectedTimeout = 0 }, Changes{Restart: []string{"disconnectedTimeout"}}},
 		{"nriConfigureTimeout", func(c *Config) { c.NRIConfigureTimeout = time.Minute }, Changes{Restart: []string{"nriConfigureTimeout"}}},
-		{"kubernetesAPI", func(c *Config) { c.KubernetesAPI = true }, Changes{Restart: []string{"kubernetesAPI"}}},
+		{"kubernetesAPI", func(c *Config) { c.KubernetesAPI = false }, Changes{Restart: []string{"kubernetesAPI"}}},
 		{"nodeResourceTopology", func(c *Config) { c.NodeResourceTopology.RemoveOnExit = true }, Changes{Restart: []string{"nodeResourceTopology"}}},
 		{"observeOnly", func(c *Config) { c.ObserveOnly = true }, Changes{Restart: []string{"observeOnly"}}},
 	}

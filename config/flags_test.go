@@ -96,7 +96,7 @@ func TestFlagsRejectBadValues(t *testing.T) {
 
 func TestFlagsApplyChecksTheWhole(t *testing.T) {
 	fs, flags := newFlagSet()
-	if err := fs.Parse([]string{"--state-dir=/var/lib/kubelet"}); err != nil {
+	if err := fs.Parse([]string{"--state-dir=/var/lib/kubelet", "--kubelet-checkpoint=/var/lib/kubelet/cpu_manager_state"}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := flags.Apply(Default())

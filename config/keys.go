@@ -232,10 +232,13 @@ var keys = []key{
 	},
 	{
 		name: "kubeletCheckpoint", when: applyAtRestart,
-		doc: `The kubelet's own CPU manager checkpoint, imported once when the
-			plugin has no checkpoint of its own, so pods pinned by the kubelet's
-			static policy keep their CPUs. "" disables the import.`,
-		value: text(func(c *Config) *string { return &c.KubeletCheckpoint }, DefaultKubeletCheckpoint, optionalPathText),
+		doc: `The kubelet's own CPU manager checkpoint
+			(/var/lib/kubelet/cpu_manager_state), imported once when the plugin
+			has no checkpoint of its own, so pods pinned by the kubelet's static
+			policy keep their CPUs. "" (the default) imports nothing: a node
+			moves from the kubelet's static policy with the component
+			deploy/components/kubelet-checkpoint (docs/install.md).`,
+		value: text(func(c *Config) *string { return &c.KubeletCheckpoint }, "", optionalPathText),
 		flag: &flagSpec{name: "kubelet-checkpoint",
 			usage: "`path` of the kubelet's cpu_manager_state to import once, \"\" disables it"},
 	},
@@ -269,11 +272,13 @@ var keys = []key{
 			$NODE_NAME (the DaemonSet sets it from the downward API), else the
 			host name.
 
-			false (the default, for runs by hand): NRI alone. Without the API
-			server (down, slow, forbidden) the plugin keeps working on NRI alone
-			and says so in its log and in the metric
+			It is the default, as deploy/ and the chart ship it: a plugin run by
+			hand outside a cluster (no service account, no $KUBECONFIG) says so
+			once and works on NRI alone. false: NRI alone, no API client at all.
+			Without the API server (down, slow, forbidden) the plugin keeps
+			working on NRI alone and says so in its log and in the metric
 			nri_cpumanager_kubernetes_api_available.`,
-		value: boolean(func(c *Config) *bool { return &c.KubernetesAPI }, false),
+		value: boolean(func(c *Config) *bool { return &c.KubernetesAPI }, true),
 		flag: &flagSpec{name: "kubernetes-api",
 			usage: "`true` uses the Kubernetes API (pod watch, events), false NRI alone"},
 	},

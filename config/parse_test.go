@@ -55,10 +55,10 @@ func TestDefaultValues(t *testing.T) {
 		"healthAddress":                ":9103",
 		"debugAddress":                 "127.0.0.1:9102",
 		"logLevel":                     "info",
-		"kubeletCheckpoint":            "/var/lib/kubelet/cpu_manager_state",
+		"kubeletCheckpoint":            "",
 		"disconnectedTimeout":          "1m0s",
 		"nriConfigureTimeout":          "10s",
-		"kubernetesAPI":                "false",
+		"kubernetesAPI":                "true",
 		"nodeResourceTopology":         "enabled=false;removeOnExit=false",
 		"observeOnly":                  "false",
 	}
@@ -235,7 +235,7 @@ func TestParseValidationMessages(t *testing.T) {
 			`metricsAddress: ":70000" is not host:port such as ":9101" or "127.0.0.1:9101", or "" to disable the endpoint`}},
 		{"bad log level", `logLevel: verbose`, []string{`logLevel: "verbose" is not one of trace, debug, info, warn, error`}},
 		{"logrus-only log level", `logLevel: warning`, []string{`logLevel: "warning" is not one of trace, debug, info, warn, error`}},
-		{"checkpoint clash", `stateDir: /var/lib/kubelet/`, []string{
+		{"checkpoint clash", "stateDir: /var/lib/kubelet/\nkubeletCheckpoint: /var/lib/kubelet/cpu_manager_state", []string{
 			`stateDir: "/var/lib/kubelet/" holds kubeletCheckpoint "/var/lib/kubelet/cpu_manager_state"; the plugin would write its own checkpoint over it: give the plugin a directory of its own`}},
 		{"probes on the metrics listener", `healthAddress: ":9101"`, []string{
 			`healthAddress and metricsAddress are both ":9101": the probes need a listener of their own, or healthAddress "" to serve them with the metrics`}},
@@ -445,7 +445,7 @@ func TestParseKubernetesKeys(t *testing.T) {
 		t.Errorf("parsed %+v", c)
 	}
 	for doc, want := range map[string]string{
-		"nodeResourceTopology: {enabled: true}":                       "nodeResourceTopology.enabled: the export needs the Kubernetes API",
+		"kubernetesAPI: false\nnodeResourceTopology: {enabled: true}": "nodeResourceTopology.enabled: the export needs the Kubernetes API",
 		"kubernetesAPI: true\nnodeResourceTopology: {enable: true}":   `unknown field "enable"`,
 		"kubernetesAPI: true\nnodeResourceTopology: true":             "nodeResourceTopology: got a bool, want a mapping of enabled and removeOnExit",
 		"kubernetesAPI: \"yes\"\nnodeResourceTopology: {enabled: no}": `kubernetesAPI: got a string, want true or false`,

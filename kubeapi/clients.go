@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -79,6 +80,10 @@ func Config(version string) (*rest.Config, error) {
 	cfg.UserAgent = Component + "/" + version
 	return cfg, nil
 }
+
+// NotInCluster reports whether Config failed because the plugin runs
+// outside a pod (no service account) without $KUBECONFIG: run by hand.
+func NotInCluster(err error) bool { return errors.Is(err, rest.ErrNotInCluster) }
 
 // NewClients returns the clients of node's plugin on cfg. topology false
 // leaves Topology nil.

@@ -142,6 +142,12 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	for _, w := range use.Warnings {
 		log.Warn(w)
 	}
+	log.WithFields(features(cfg)).Info("features")
+	if ch := config.Diff(config.Default(), cfg); ch.Empty() {
+		log.Info("every configuration key has its default")
+	} else {
+		log.WithField("changed", ch.String()).Info("configuration keys set apart from their defaults, by when a change applies")
+	}
 	kubeDone := make(chan struct{})
 	go func() {
 		defer close(kubeDone)
@@ -223,8 +229,13 @@ func kubernetesAPI(cfg *config.Config, reg prometheus.Registerer, log *logrus.Lo
 			}
 		}
 	}
-	log.WithError(err).Error("kubernetesAPI is on but the plugin has no client for the Kubernetes API: " +
-		"working on NRI alone (no exact pod resize admission, no events, no NodeResourceTopology)")
+	if kubeapi.NotInCluster(err) {
+		// Run by hand, outside a pod, without a kubeconfig.
+		log.Info("not in a cluster (no service account, no KUBECONFIG): working on NRI alone; kubernetesAPI: false says so quietly")
+	} else {
+		log.WithError(err).Error("kubernetesAPI is on but the plugin has no client for the Kubernetes API: " +
+			"working on NRI alone (no exact pod resize admission, no events, no NodeResourceTopology)")
+	}
 	if err := kubeapi.Unavailable(reg, nrt); err != nil {
 		log.WithError(err).Error("Kubernetes API metrics")
 	}

@@ -55,3 +55,38 @@ func checkNodeAtStart(cfg *config.Config, hostRoot string, log *logrus.Logger, f
 	}
 	return d.findings
 }
+
+// features says which of the plugin's features a configuration turns on
+// and off, for the start-up log: an operator reads there that a
+// configuration file turned off what they meant to keep.
+func features(cfg *config.Config) logrus.Fields {
+	onOff := func(on bool) string {
+		if on {
+			return "on"
+		}
+		return "off"
+	}
+	or := func(value, otherwise string) string {
+		if value == "" {
+			return otherwise
+		}
+		return value
+	}
+	probes := or(cfg.HealthAddress, "on metricsAddress")
+	if cfg.HealthAddress == "" && cfg.MetricsAddress == "" {
+		probes = "off"
+	}
+	return logrus.Fields{
+		"kubernetesAPI":        onOff(cfg.KubernetesAPI),
+		"nodeResourceTopology": onOff(cfg.KubernetesAPI && cfg.NodeResourceTopology.Enabled),
+		"inPlaceResize":        onOff(cfg.InPlaceResize),
+		"alignMemory":          onOff(cfg.AlignMemory),
+		"observeOnly":          onOff(cfg.ObserveOnly),
+		"kubeletImport":        or(cfg.KubeletCheckpoint, "off"),
+		"cpusetVerification":   onOff(cfg.CgroupfsRoot != ""),
+		"topologyManager":      string(cfg.TopologyManagerPolicy) + "/" + string(cfg.TopologyManagerScope),
+		"metrics":              or(cfg.MetricsAddress, "off"),
+		"probes":               probes,
+		"debug":                or(cfg.DebugAddress, "off"),
+	}
+}

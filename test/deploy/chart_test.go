@@ -281,18 +281,18 @@ func renderPlugin(t *testing.T, ch *chartv2.Chart, cfg map[string]any) *deployed
 }
 
 func TestChartKubeletCheckpointImport(t *testing.T) {
-	p := pluginOf(t, chart(t, map[string]any{"config": map[string]any{"kubeletCheckpoint": config.DefaultKubeletCheckpoint}}))
+	p := pluginOf(t, chart(t, map[string]any{"config": map[string]any{"kubeletCheckpoint": config.KubeletCheckpointPath}}))
 	checkSafe(t, p)
-	if p.cfg.KubeletCheckpoint != config.DefaultKubeletCheckpoint {
+	if p.cfg.KubeletCheckpoint != config.KubeletCheckpointPath {
 		t.Errorf("kubeletCheckpoint %q", p.cfg.KubeletCheckpoint)
 	}
 	// The same mount as deploy/'s component.
 	k := pluginOf(t, kustomizeOverlay(t, components.kubeletCheckpoint))
-	name := func(p *deployed) string { return hostMounts(t, p)[config.DefaultKubeletCheckpoint].mount.Name }
+	name := func(p *deployed) string { return hostMounts(t, p)[config.KubeletCheckpointPath].mount.Name }
 	sameObject(t, "the kubelet checkpoint volume of the chart and of the component", volume(t, p.pod, name(p)), volume(t, k.pod, name(k)))
 	sameObject(t, "the kubelet checkpoint mount of the chart and of the component",
-		hostMounts(t, p)[config.DefaultKubeletCheckpoint].mount, hostMounts(t, k)[config.DefaultKubeletCheckpoint].mount)
-	if m := hostMounts(t, p)[config.DefaultKubeletCheckpoint]; m.hostType != corev1.HostPathFile {
+		hostMounts(t, p)[config.KubeletCheckpointPath].mount, hostMounts(t, k)[config.KubeletCheckpointPath].mount)
+	if m := hostMounts(t, p)[config.KubeletCheckpointPath]; m.hostType != corev1.HostPathFile {
 		t.Errorf("kubelet checkpoint hostPath type %q, want File", m.hostType)
 	}
 }

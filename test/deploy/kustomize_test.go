@@ -17,13 +17,11 @@ import (
 )
 
 // shippedDefaults is the configuration deploy/ and the chart ship: the
-// plugin's defaults (the kubelet's wherever it has one), with the kubelet
-// checkpoint import off until an operator opts in.
+// plugin's defaults exactly (the kubelet's wherever it has one), so that a
+// configuration file written from the docs, which names only the keys it
+// changes, keeps every other choice of deploy/.
 func shippedDefaults() *config.Config {
-	c := config.Default()
-	c.KubeletCheckpoint = ""
-	c.KubernetesAPI = true
-	return c
+	return config.Default()
 }
 
 // sameConfig fails the test when got and want differ, naming the keys.
@@ -109,16 +107,16 @@ func TestKustomizeKubeletCheckpointComponent(t *testing.T) {
 	base := pluginOf(t, kustomize(t, deployDir))
 	p := pluginOf(t, kustomizeOverlay(t, components.kubeletCheckpoint))
 	checkSafe(t, p)
-	if p.cfg.KubeletCheckpoint != config.DefaultKubeletCheckpoint {
-		t.Errorf("with the component, kubeletCheckpoint is %q, want %q", p.cfg.KubeletCheckpoint, config.DefaultKubeletCheckpoint)
+	if p.cfg.KubeletCheckpoint != config.KubeletCheckpointPath {
+		t.Errorf("with the component, kubeletCheckpoint is %q, want %q", p.cfg.KubeletCheckpoint, config.KubeletCheckpointPath)
 	}
-	m, ok := hostMounts(t, p)[config.DefaultKubeletCheckpoint]
+	m, ok := hostMounts(t, p)[config.KubeletCheckpointPath]
 	if !ok || m.hostType != corev1.HostPathFile || !m.mount.ReadOnly {
-		t.Errorf("the kubelet checkpoint mount %+v: want %s read-only from a hostPath of type File", m, config.DefaultKubeletCheckpoint)
+		t.Errorf("the kubelet checkpoint mount %+v: want %s read-only from a hostPath of type File", m, config.KubeletCheckpointPath)
 	}
 	// Everything else as without the component.
 	want := shippedDefaults()
-	want.KubeletCheckpoint = config.DefaultKubeletCheckpoint
+	want.KubeletCheckpoint = config.KubeletCheckpointPath
 	sameConfig(t, "base + kubelet-checkpoint", p.cfg, want)
 	if len(p.pod.Volumes) != len(base.pod.Volumes)+1 || len(p.ctr.VolumeMounts) != len(base.ctr.VolumeMounts)+1 {
 		t.Errorf("the component should add one volume and one mount: %d → %d volumes, %d → %d mounts",
@@ -193,7 +191,7 @@ func TestKustomizeExampleOverlay(t *testing.T) {
 	want.ReservedSystemCPUs = cpuset.New(0, 32)
 	want.CPUManagerPolicyOptions.FullPCPUsOnly = true
 	want.TopologyManagerPolicy = cpuallocator.TopologySingleNUMANode
-	want.KubeletCheckpoint = config.DefaultKubeletCheckpoint
+	want.KubeletCheckpoint = config.KubeletCheckpointPath
 	sameConfig(t, "the example overlay", p.cfg, want)
 	if p.ctr.Image != "registry.example.com/mirror/nri-cpumanager:v0.1.0" {
 		t.Errorf("image %s, want the mirror's", p.ctr.Image)
