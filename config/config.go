@@ -78,6 +78,8 @@ type Config struct {
 	DebugAddress string
 	// LogLevel is the logrus level (logLevel).
 	LogLevel logrus.Level
+	// LogFormat is how log lines are written (logFormat).
+	LogFormat LogFormat
 	// KubeletCheckpoint is the kubelet's cpu_manager_state, imported once
 	// when the plugin has no checkpoint of its own; "" disables the import
 	// (kubeletCheckpoint).
@@ -114,6 +116,17 @@ type NodeResourceTopology struct {
 	// RemoveOnExit deletes it when the plugin stops (removeOnExit).
 	RemoveOnExit bool `json:"removeOnExit"`
 }
+
+// LogFormat is how the plugin writes its log lines.
+type LogFormat string
+
+// The logFormat values.
+const (
+	// LogFormatText writes logfmt-like lines: time="…" level=info msg="…".
+	LogFormatText LogFormat = "text"
+	// LogFormatJSON writes one JSON object per line, for log pipelines.
+	LogFormatJSON LogFormat = "json"
+)
 
 // IsolatedCPUs is what isolated CPUs serve: shared or exclusive.
 type IsolatedCPUs string

@@ -38,6 +38,7 @@ func TestDiffClassifiesEveryKey(t *testing.T) {
 		{"healthAddress", func(c *Config) { c.HealthAddress = "" }, Changes{Restart: []string{"healthAddress"}}},
 		{"debugAddress", func(c *Config) { c.DebugAddress = ":9999" }, Changes{Restart: []string{"debugAddress"}}},
 		{"logLevel", func(c *Config) { c.LogLevel = logrus.DebugLevel }, Changes{Live: []string{"logLevel"}}},
+		{"logFormat", func(c *Config) { c.LogFormat = LogFormatJSON }, Changes{Restart: []string{"logFormat"}}},
 		{"kubeletCheckpoint", func(c *Config) { c.KubeletCheckpoint = KubeletCheckpointPath }, Changes{Restart: []string{"kubeletCheckpoint"}}},
 		{"disconnectedTimeout", func(c *Config) { c.DisconnectedTimeout = 0 }, Changes{Restart: []string{"disconnectedTimeout"}}},
 		{"nriConfigureTimeout", func(c *Config) { c.NRIConfigureTimeout = time.Minute }, Changes{Restart: []string{"nriConfigureTimeout"}}},

@@ -37,7 +37,8 @@ var (
 		parse: cpuallocator.ParseTopologyScope, print: func(s cpuallocator.TopologyScope) string { return string(s) },
 		schema: oneOf(cpuallocator.TopologyScopeNames()),
 	}
-	logLevelText = textFormat[logrus.Level]{parse: parseLogLevel, print: logLevelName, schema: oneOf(logLevelNames())}
+	logLevelText  = textFormat[logrus.Level]{parse: parseLogLevel, print: logLevelName, schema: oneOf(logLevelNames())}
+	logFormatText = textFormat[LogFormat]{parse: parseLogFormat, print: func(f LogFormat) string { return string(f) }, schema: oneOf(logFormatNames())}
 
 	durationText       = textFormat[time.Duration]{parse: parseDuration, print: time.Duration.String, schema: durationSchema}
 	scaleDownDelayText = textFormat[time.Duration]{parse: parseScaleDownDelay, print: time.Duration.String, schema: durationSchema}

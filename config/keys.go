@@ -231,6 +231,14 @@ var keys = []key{
 		flag:  &flagSpec{name: "log-level", usage: "`level`: trace, debug, info, warn or error"},
 	},
 	{
+		name: "logFormat", when: applyAtRestart,
+		doc: `How log lines are written: text (time="…" level=info msg="…"
+			field=value) or json (one JSON object per line, for log pipelines
+			that parse fields: time, level, msg and the fields).`,
+		value: text(func(c *Config) *LogFormat { return &c.LogFormat }, string(LogFormatText), logFormatText),
+		flag:  &flagSpec{name: "log-format", usage: "`format` of the log lines: text or json"},
+	},
+	{
 		name: "kubeletCheckpoint", when: applyAtRestart,
 		doc: `The kubelet's own CPU manager checkpoint
 			(/var/lib/kubelet/cpu_manager_state), imported once when the plugin

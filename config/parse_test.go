@@ -55,6 +55,7 @@ func TestDefaultValues(t *testing.T) {
 		"healthAddress":                ":9103",
 		"debugAddress":                 "127.0.0.1:9102",
 		"logLevel":                     "info",
+		"logFormat":                    "text",
 		"kubeletCheckpoint":            "",
 		"disconnectedTimeout":          "1m0s",
 		"nriConfigureTimeout":          "10s",
@@ -307,10 +308,10 @@ func TestParseRejectsUnknownKeys(t *testing.T) {
 		{"wrong case", `reservedSystemCpus: "1"`, []string{`unknown key "reservedSystemCpus" (did you mean "reservedSystemCPUs"?)`}},
 		{"typo", `logLvel: debug`, []string{`unknown key "logLvel" (did you mean "logLevel"?)`}},
 		{"kubelet key this plugin has no use for", `cpuManagerPolicy: static`, []string{
-			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, healthAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology, observeOnly`}},
+			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, healthAddress, debugAddress, logLevel, logFormat, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology, observeOnly`}},
 		{"every unknown key reported", "zz: 1\nlogLevel: debug\naa: 2", []string{
-			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, healthAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology, observeOnly`,
-			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, healthAddress, debugAddress, logLevel, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology, observeOnly`,
+			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, healthAddress, debugAddress, logLevel, logFormat, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology, observeOnly`,
+			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, healthAddress, debugAddress, logLevel, logFormat, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology, observeOnly`,
 		}},
 	}
 	for _, tt := range tests {

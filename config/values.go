@@ -83,6 +83,20 @@ func isolatedCPUsNames() []string {
 	return []string{string(IsolatedCPUsShared), string(IsolatedCPUsExclusive)}
 }
 
+// parseLogFormat checks a logFormat value.
+func parseLogFormat(s string) (LogFormat, error) {
+	switch f := LogFormat(s); f {
+	case LogFormatText, LogFormatJSON:
+		return f, nil
+	}
+	return "", notOneOf(s, logFormatNames())
+}
+
+// logFormatNames are the values parseLogFormat accepts.
+func logFormatNames() []string {
+	return []string{string(LogFormatText), string(LogFormatJSON)}
+}
+
 // logLevels are the accepted logLevel values. logrus's own names are not
 // used for printing because it calls WarnLevel "warning".
 var logLevels = []struct {

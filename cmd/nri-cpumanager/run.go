@@ -46,10 +46,7 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := logrus.New()
-	log.SetOutput(stderr)
-	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: time.RFC3339Nano})
-	log.SetLevel(cfg.LogLevel)
+	log := newLogger(cfg, stderr)
 
 	pol, err := assemble.FromSysfs(cfg)
 	if err != nil {

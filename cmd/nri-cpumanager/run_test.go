@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +60,31 @@ func TestFeaturesAtStart(t *testing.T) {
 	for key, want := range map[string]string{"kubernetesAPI": "off", "observeOnly": "on", "probes": "off", "metrics": "off", "cpusetVerification": "off"} {
 		if off[key] != want {
 			t.Errorf("%s = %v, want %s", key, off[key], want)
+		}
+	}
+}
+
+// TestLogFormat: logFormat json writes one JSON object per line with the
+// time, level, message and fields; text, the logfmt-like default.
+func TestLogFormat(t *testing.T) {
+	for _, tc := range []struct {
+		format config.LogFormat
+		want   func(line string) bool
+	}{
+		{config.LogFormatJSON, func(line string) bool {
+			var v map[string]any
+			return json.Unmarshal([]byte(line), &v) == nil && v["msg"] == "started" && v["level"] == "info" && v["pod"] == "ns/a" && v["time"] != nil
+		}},
+		{config.LogFormatText, func(line string) bool {
+			return strings.Contains(line, `level=info msg=started pod=ns/a`) && strings.HasPrefix(line, "time=")
+		}},
+	} {
+		cfg := config.Default()
+		cfg.LogFormat = tc.format
+		var out bytes.Buffer
+		newLogger(cfg, &out).WithField("pod", "ns/a").Info("started")
+		if line := strings.TrimSpace(out.String()); !tc.want(line) {
+			t.Errorf("logFormat %s wrote %q", tc.format, line)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
@@ -89,4 +90,18 @@ func features(cfg *config.Config) logrus.Fields {
 		"probes":               probes,
 		"debug":                or(cfg.DebugAddress, "off"),
 	}
+}
+
+// newLogger returns the plugin's logger: cfg's level, lines in cfg's
+// format (logFormat) with nanosecond RFC 3339 times, written to out.
+func newLogger(cfg *config.Config, out io.Writer) *logrus.Logger {
+	log := logrus.New()
+	log.SetOutput(out)
+	if cfg.LogFormat == config.LogFormatJSON {
+		log.SetFormatter(&logrus.JSONFormatter{TimestampFormat: time.RFC3339Nano})
+	} else {
+		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: time.RFC3339Nano})
+	}
+	log.SetLevel(cfg.LogLevel)
+	return log
 }

@@ -72,6 +72,7 @@ var alternatives = map[string]map[string]any{
 	"healthAddress":         {"healthAddress": ":9203"},
 	"nriConfigureTimeout":   {"nriConfigureTimeout": "20s"},
 	"logLevel":              {"logLevel": "debug"},
+	"logFormat":             {"logFormat": "json"},
 	"kubeletCheckpoint":     {"kubeletCheckpoint": "/var/lib/k0s/kubelet/cpu_manager_state"},
 	"disconnectedTimeout":   {"disconnectedTimeout": "2m30s"},
 	"isolatedCPUs":          {"isolatedCPUs": "exclusive"},
