@@ -100,6 +100,8 @@ func TestCommands(t *testing.T) {
 		{"core mixing isolated and other CPUs", []string{"validate-config", "--config", mixedCore, isoSys}, 0,
 			"warning: cores 1,9 (1 not isolated) mix isolated and other CPUs: under full-pcpus-only pinning one takes its other CPUs out of the shared pool too"},
 		{"state", []string{"state", sys, "--state-dir=" + stateDir}, 0, `"defaultCpuSet":"0-11"`},
+		{"export-kubelet", []string{"export-kubelet", sys, "--state-dir=" + stateDir}, 0, `{"policyName":"static","defaultCpuSet":"0-11","checksum":0}`},
+		{"export-kubelet without a checkpoint", []string{"export-kubelet", sys, "--state-dir=" + t.TempDir()}, 1, "no checkpoint"},
 		{"no state", []string{"state", sys, "--state-dir=" + t.TempDir()}, 0, "no checkpoint"},
 		{"simulate", []string{"simulate", "../../test/scenarios/kep-checkpoint-walkthrough.yaml"}, 0, "every expectation held"},
 		{"simulate without a file", []string{"simulate"}, 2, "one scenario file is required"},

@@ -61,6 +61,41 @@ func showState(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
+// exportKubelet prints the plugin's checkpoint as the kubelet's own
+// cpu_manager_state (format V2: the kubelet 1.36), for a node going back
+// to the kubelet's static policy with its pinned pods keeping their CPUs
+// (docs/install.md, "Going back to the kubelet's static policy"). It
+// changes nothing, so it is safe while the plugin runs; the file is only
+// right once the plugin is stopped.
+func exportKubelet(args []string, stdout, stderr io.Writer) error {
+	cfg, err := newFlags("export-kubelet", stderr).load(args)
+	if err != nil {
+		return err
+	}
+	topo, err := cpuallocator.Discover(cfg.SysfsRoot)
+	if err != nil {
+		return err
+	}
+	st, err := state.Inspect(cfg.StateDir, topo.CPUs())
+	if err != nil {
+		return err
+	}
+	pol, err := assemble.Policy(cfg, topo)
+	if err != nil {
+		return fmt.Errorf("the configuration does not fit this machine: %w", err)
+	}
+	managed := topo.CPUs() // the CPUs the kubelet's static policy manages
+	if cfg.CPUManagerPolicyOptions.StrictCPUReservation {
+		managed = managed.Difference(pol.Options().Reserved)
+	}
+	data, err := state.ExportKubeletV2(st, managed)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "%s\n", data)
+	return err
+}
+
 // validateConfig checks a configuration file, and that it makes sense on
 // this machine's topology (reserved CPUs online, option combinations, a
 // shared pool left), prints what it makes of the CPUs with warnings about
