@@ -19,7 +19,8 @@ const startHostRoot = "/host"
 // finding is one of doctor's findings.
 type finding struct{ status, topic, text, fix string }
 
-// checkNodeAtStart runs doctor's checks of the node as the plugin's pod
+// checkNodeAtStart runs doctor's checks of the node (containerd, the
+// kubelet, cgroups) as the plugin's pod
 // sees it (the host's files under startHostRoot when the doctor mounts are
 // there; a kubelet configuration it cannot see is a warning here, the
 // plugin goes on) and reports them: each problem and warning in the log,
@@ -32,7 +33,9 @@ func checkNodeAtStart(cfg *config.Config, hostRoot string, log *logrus.Logger, f
 	d.checkContainerd()
 	d.checkKubelet()
 	d.checkCgroups()
-	d.checkCPUs()
+	// Not doctor's CPU checks: the plugin logged what its configuration
+	// makes of the CPUs already ("CPU use"), and a second discovery of the
+	// topology would cost its memory again (megabytes at 4096 CPUs).
 	var problems []string
 	for _, f := range d.findings {
 		entry := log.WithFields(logrus.Fields{"component": "node-check", "check": f.topic})
