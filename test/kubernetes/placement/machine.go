@@ -18,6 +18,9 @@ type Machine struct {
 	Name    string
 	Ours    *cpuallocator.Topology
 	Kubelet *topology.CPUTopology
+	// Info is the machine as cadvisor reports it to the kubelet (its
+	// topology manager reads the NUMA nodes from it).
+	Info *cadvisorapi.MachineInfo
 	// place holds, per online CPU, where Shape counts it.
 	place map[int]place
 	// coreSize is the number of online CPUs of each core.
@@ -61,14 +64,15 @@ func NewMachine(ms MachineSpec) (*Machine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: discovering the sysfs tree: %w", ms.Name, err)
 	}
-	kube, err := topology.Discover(logr.Discard(), cadvisorMachineInfo(m))
+	info := cadvisorMachineInfo(m)
+	kube, err := topology.Discover(logr.Discard(), info)
 	if err != nil {
 		return nil, fmt.Errorf("machine %s: kubelet topology: %w", ms.Name, err)
 	}
 	if !kube.CPUDetails.CPUs().Equals(ours.CPUs()) {
 		return nil, fmt.Errorf("machine %s: the kubelet sees CPUs %s, the plugin %s", ms.Name, kube.CPUDetails.CPUs(), ours.CPUs())
 	}
-	mach := &Machine{Name: ms.Name, Ours: ours, Kubelet: kube, place: map[int]place{}, coreSize: map[coreKey]int{}}
+	mach := &Machine{Name: ms.Name, Ours: ours, Kubelet: kube, Info: info, place: map[int]place{}, coreSize: map[coreKey]int{}}
 	for _, c := range online(m) {
 		k := coreKey{c.Socket, c.Core}
 		mach.place[c.ID] = place{core: k, node: c.Node}
@@ -143,6 +147,15 @@ func cadvisorMachineInfo(m fakesysfs.Machine) *cadvisorapi.MachineInfo {
 		info.Topology = append(info.Topology, *nodes[id])
 	}
 	return info
+}
+
+// NodesOf returns the NUMA nodes of cpus on the fixture machine.
+func (m *Machine) NodesOf(cpus cpuset.CPUSet) cpuallocator.NodeMask {
+	var nodes []int
+	for _, id := range cpus.UnsortedList() {
+		nodes = append(nodes, m.place[id].node)
+	}
+	return cpuallocator.NewNodeMask(nodes...)
 }
 
 // Shape is what the placement rule compares of a pick.
