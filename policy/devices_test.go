@@ -48,6 +48,8 @@ func TestPlacementWithDevices(t *testing.T) {
 		{name: "single-numa-node: the devices' node is full", policy: cpuallocator.TopologySingleNUMANode,
 			before: []container{{"b", "app", 3, cpuallocator.NewNodeMask(1)}},
 			test:   container{"a", "app", 2, cpuallocator.NewNodeMask(1)}, refused: "TopologyAffinityError"},
+		{name: "single-numa-node: devices on two nodes", policy: cpuallocator.TopologySingleNUMANode,
+			test: container{"a", "app", 2, cpuallocator.NewNodeMask(0, 1)}, refused: "not one"},
 		{name: "restricted: devices on two nodes for CPUs that fit one", policy: cpuallocator.TopologyRestricted,
 			test: container{"a", "app", 2, cpuallocator.NewNodeMask(0, 1)}, refused: "TopologyAffinityError"},
 		{name: "best-effort: the devices' node", policy: cpuallocator.TopologyBestEffort,

@@ -455,6 +455,12 @@ func (p *Policy) admitTopology(pl placement, avail cpumask.Mask) (cpuallocator.N
 // preferred merged affinity; best-effort takes the devices' nodes first,
 // whatever fits there.
 func (p *Policy) withDevices(avail cpumask.Mask, keep cpuset.CPUSet, n int, what string, devices cpuallocator.NodeMask) (cpuallocator.NodeMask, error) {
+	if p.opts.TopologyPolicy == cpuallocator.TopologySingleNUMANode && devices.Count() > 1 {
+		// single-numa-node keeps the hints of one NUMA node only: a device
+		// hint of several leaves nothing to merge (the kubelet refuses
+		// such a pod whatever its CPUs).
+		return 0, fmt.Errorf("%w single-numa-node: the container's devices are on NUMA nodes %s, not one", errTopologyPolicy, devices)
+	}
 	inDevices := avail.And(maskOf(p.topo.CPUsInNUMANodes(devices)))
 	for _, h := range p.alloc.NUMAHintsFrom(inDevices, keep, n) {
 		if h.Nodes == devices && h.Preferred {

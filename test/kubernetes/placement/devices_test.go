@@ -100,28 +100,10 @@ func sameNodes(affinity bitmask.BitMask, nodes cpuallocator.NodeMask) bool {
 // knownDisagreement names an admission disagreement the plugin's policy
 // should fix, or returns "".
 func knownDisagreement(m *Machine, c deviceCase, o deviceOutcome) string {
-	// TODO(single-numa-node with devices on two NUMA nodes): the kubelet's
-	// single-numa-node policy keeps only hints of one NUMA node, so the
-	// device hint of two nodes leaves nothing to merge and the pod is
-	// refused (TopologyAffinityError), whatever the CPUs. The plugin's
-	// withDevices admits, on the devices' two nodes, a request that needs
-	// two nodes when those two can hold it (a preferred CPU affinity equal
-	// to the devices' nodes); it should refuse devices on more than one
-	// node under single-numa-node.
-	if c.policy == "single-numa-node" && c.devices.Count() > 1 && !o.kube.Admitted && o.ours.Admitted &&
-		c.n > largestNode(m) && o.oursNodes == c.devices {
-		return "single-numa-node admits a request wider than one NUMA node on devices' two nodes; the kubelet refuses"
-	}
+	// None known: the one found (single-numa-node admitting, on devices
+	// of two NUMA nodes, a request wider than one node, which the kubelet
+	// refuses) is fixed in the policy (withDevices).
 	return ""
-}
-
-// largestNode is the number of CPUs of the largest NUMA node of m.
-func largestNode(m *Machine) int {
-	most := 0
-	for _, node := range m.Ours.NUMANodes() {
-		most = max(most, m.Ours.CPUsInNUMANodes(cpuallocator.NewNodeMask(node)).Size())
-	}
-	return most
 }
 
 func describeDevices(m *Machine, c deviceCase, o deviceOutcome) string {
@@ -170,7 +152,7 @@ func TestAdmissionWithDevicesTable(t *testing.T) {
 		{name: "single-numa-node: the devices' node is full", machine: twoNodes,
 			deviceCase: deviceCase{"single-numa-node", mustParse("1-10"), 4, nodes(1)}, kubelet: none, plugin: none},
 		{name: "single-numa-node: more CPUs than a node, devices on both", machine: twoNodes,
-			deviceCase: deviceCase{"single-numa-node", mustParse("1-15"), 10, nodes(0, 1)}, kubelet: none, plugin: nodes(0, 1), known: true},
+			deviceCase: deviceCase{"single-numa-node", mustParse("1-15"), 10, nodes(0, 1)}, kubelet: none, plugin: none},
 		{name: "restricted: devices on two nodes for CPUs that fit one", machine: twoNodes,
 			deviceCase: deviceCase{"restricted", mustParse("1-15"), 4, nodes(0, 1)}, kubelet: none, plugin: none},
 		{name: "restricted: more CPUs than a node, devices on both", machine: twoNodes,
@@ -186,7 +168,7 @@ func TestAdmissionWithDevicesTable(t *testing.T) {
 		{name: "restricted: devices on two nodes of different sockets", machine: fourNodes,
 			deviceCase: deviceCase{"restricted", mustParse("1-31"), 12, nodes(0, 3)}, kubelet: nodes(0, 3), plugin: nodes(0, 3)},
 		{name: "single-numa-node: devices on two nodes of different sockets", machine: fourNodes,
-			deviceCase: deviceCase{"single-numa-node", mustParse("1-31"), 12, nodes(0, 3)}, kubelet: none, plugin: nodes(0, 3), known: true},
+			deviceCase: deviceCase{"single-numa-node", mustParse("1-31"), 12, nodes(0, 3)}, kubelet: none, plugin: none},
 		{name: "best-effort: more CPUs than the devices' node", machine: fourNodes,
 			deviceCase: deviceCase{"best-effort", mustParse("1-31"), 12, nodes(2)}, kubelet: nodes(2, 3), plugin: nodes(2, 3)},
 		{name: "best-effort: the devices' node full, each side packs its own way", machine: fourNodes,

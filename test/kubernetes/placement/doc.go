@@ -37,8 +37,7 @@
 //   - The plugin (DevicePlugin): policy.Policy.CreateContainer with
 //     Container.DeviceNodes = D on a model whose free CPUs are the same.
 //
-// The test fails when one side admits and the other refuses (but for the
-// known disagreement below); when both admit and the kubelet's CPUs are
+// The test fails when one side admits and the other refuses; when both admit and the kubelet's CPUs are
 // all on D's nodes and the plugin's are not; when the plugin's CPUs span
 // more NUMA nodes than the kubelet's; and, under single-numa-node and
 // restricted, when the sides use other NUMA nodes. It prints, per policy,
@@ -73,15 +72,13 @@
 // set of nodes that holds them, preferred when as narrow as the
 // resource's devices anywhere on the machine allow.
 //
-// Known disagreement, logged (with its count and first case) and not
-// failed on, a TODO of the plugin's policy (knownDisagreement): under
-// single-numa-node with devices on two NUMA nodes and a request of more
-// CPUs than the largest NUMA node has, which those two nodes' free CPUs
-// can hold, the kubelet refuses (TopologyAffinityError: single-numa-node
-// keeps only one-node hints, so the device hint leaves nothing to merge)
-// and the plugin admits the container on the two nodes (withDevices finds
-// a preferred CPU affinity equal to the devices' nodes and skips the
-// one-node check).
+// The comparison found one disagreement, since fixed in the policy: under
+// single-numa-node with devices on two NUMA nodes, the kubelet refuses
+// every request (single-numa-node keeps only one-node hints, so the device
+// hint leaves nothing to merge), and the plugin admitted one wider than a
+// node on the devices' two nodes. knownDisagreement is where a disagreement
+// the policy should fix would be named, to be logged rather than failed on
+// until it is; none is.
 //
 // No fixture has CPUs offline: the kubelet's static policy counts the
 // threads per core as online CPUs ÷ cores, 1 when some siblings are
