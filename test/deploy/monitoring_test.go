@@ -259,7 +259,7 @@ func TestAlertsQueryExportedMetrics(t *testing.T) {
 			default:
 				t.Errorf("%s: severity %q, want critical, warning or info", where, r.Labels["severity"])
 			}
-			for _, a := range []string{"summary", "description"} {
+			for _, a := range []string{"summary", "description", "runbook_url"} {
 				if strings.TrimSpace(r.Annotations[a]) == "" {
 					t.Errorf("%s has no %s", where, a)
 				}
