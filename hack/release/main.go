@@ -2,8 +2,8 @@
 // shell line; hack/release-artifacts and the release workflow run it from
 // the repository's root:
 //
-//	go run ./hack/release check TAG     the tag against the version deploy/
-//	                                    and the chart name
+//	go run ./hack/release check TAG     the tag against the version deploy/,
+//	                                    the chart and docs/install.md name
 //	go run ./hack/release version       that version (they must agree)
 //	go run ./hack/release digest FILE   the digest of the image index in an
 //	                                    OCI layout archive (hack/image's)
@@ -45,7 +45,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err := Check(root, args[0]); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s is the version of deploy/ and the chart (%s)\n", args[0], ChartVersion(args[0]))
+		fmt.Fprintf(stdout, "%s is the version of deploy/, the chart (%s) and docs/install.md\n", args[0], ChartVersion(args[0]))
 		return nil
 	case "version":
 		if len(args) != 0 {

@@ -67,6 +67,8 @@ var (
 	// The chart's version and appVersion, top-level keys of Chart.yaml.
 	chartVersionLine = regexp.MustCompile(`^version:\s*["']?([^"'\s#]+)`)
 	appVersionLine   = regexp.MustCompile(`^appVersion:\s*["']?([^"'\s#]+)`)
+	// The version docs/install.md installs: VERSION=… in its commands.
+	docsVersionLine = regexp.MustCompile(`^\s*(?:export\s+)?VERSION=["']?([^"'\s#;]+)`)
 )
 
 // Files the places are read from, relative to the repository's root.
@@ -75,6 +77,7 @@ const (
 	chartDir     = "deploy/helm/nri-cpumanager"
 	chartFile    = chartDir + "/Chart.yaml"
 	valuesFile   = chartDir + "/values.yaml"
+	installDoc   = "docs/install.md"
 	daemonSet    = "deploy/daemonset.yaml"
 	kustomizeTop = "deploy/kustomization.yaml"
 )
@@ -86,13 +89,14 @@ var required = []struct{ file, what string }{
 	{chartFile, "chart appVersion"},
 	{daemonSet, "image tag"},
 	{kustomizeTop, "label app.kubernetes.io/version"},
+	{installDoc, "VERSION= of the install commands"},
 }
 
 // Places returns every place of the repository at fsys that states the
 // version: the image tags and version labels of the manifests in deploy/
 // (its components included; the chart's templates take theirs from the
-// chart), the chart's version and appVersion, and an image tag its values
-// set.
+// chart), the chart's version and appVersion, an image tag its values set,
+// and the version docs/install.md installs.
 func Places(fsys fs.FS) ([]Place, error) {
 	var places []Place
 	scan := func(file string, rules ...func(line string) (what, value string, chart bool)) error {
@@ -161,6 +165,9 @@ func Places(fsys fs.FS) ([]Place, error) {
 	}
 	if v.Image.Digest != "" {
 		places = append(places, Place{File: valuesFile, What: "image.digest (leave it empty: the release sets it)", Value: v.Image.Digest})
+	}
+	if err := scan(installDoc, match(docsVersionLine, "VERSION= of the install commands", false)); err != nil {
+		return nil, err
 	}
 	sort.SliceStable(places, func(i, j int) bool { return places[i].File < places[j].File })
 	var errs []error

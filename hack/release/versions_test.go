@@ -31,6 +31,7 @@ func repo() fstest.MapFS {
 		"deploy/helm/nri-cpumanager/Chart.yaml":      "apiVersion: v2\nname: nri-cpumanager\nversion: 1.2.3\nappVersion: v1.2.3\n",
 		"deploy/helm/nri-cpumanager/values.yaml":     "image:\n  repository: ghcr.io/nri-cpumanager/nri-cpumanager\n  tag: \"\"\n  digest: \"\"\n",
 		"deploy/helm/nri-cpumanager/templates/x.yml": "app.kubernetes.io/version: {{ .Chart.AppVersion }}\n",
+		"docs/install.md":                            "# Installing\n\n```sh\nVERSION=v1.2.3\ncurl …/$VERSION/…\n```\n",
 	}
 	fsys := fstest.MapFS{}
 	for name, text := range files {
@@ -80,6 +81,7 @@ func TestCheck(t *testing.T) {
 			`deploy/components/prometheus/kustomization.yaml:3: label app.kubernetes.io/version "v1.2.3", want "v1.2.4"`,
 			`Chart.yaml:3: chart version "1.2.3", want "1.2.4"`,
 			`Chart.yaml:4: chart appVersion "v1.2.3", want "v1.2.4"`,
+			`docs/install.md:4: VERSION= of the install commands "v1.2.3", want "v1.2.4"`,
 		}},
 		{name: "the image left behind", fsys: with(t, "deploy/daemonset.yaml", ":v1.2.3", ":v1.2.2"), tag: "v1.2.3",
 			want: []string{`deploy/daemonset.yaml:6: image tag "v1.2.2", want "v1.2.3"`}},
@@ -96,10 +98,14 @@ func TestCheck(t *testing.T) {
 			want: []string{`values.yaml: image.tag (leave it empty: the appVersion) "v1.2.2"`}},
 		{name: "values pin a digest", fsys: with(t, "deploy/helm/nri-cpumanager/values.yaml", `digest: ""`, `digest: sha256:abc`), tag: "v1.2.3",
 			want: []string{`image.digest (leave it empty: the release sets it) "sha256:abc"`}},
+		{name: "the docs install another version", fsys: with(t, "docs/install.md", "VERSION=v1.2.3", "export VERSION=v1.2.0"), tag: "v1.2.3",
+			want: []string{`docs/install.md:4: VERSION= of the install commands "v1.2.0"`}},
 		{name: "no image found", fsys: with(t, "deploy/daemonset.yaml", "image: ghcr.io/nri-cpumanager/nri-cpumanager:v1.2.3", "image: example.com/other:v1.2.3"), tag: "v1.2.3",
 			want: []string{"deploy/daemonset.yaml: no image tag found"}},
 		{name: "no label found", fsys: with(t, "deploy/kustomization.yaml", "app.kubernetes.io/version: v1.2.3", "app.kubernetes.io/name: x"), tag: "v1.2.3",
 			want: []string{"deploy/kustomization.yaml: no label app.kubernetes.io/version found"}},
+		{name: "no VERSION in the docs", fsys: with(t, "docs/install.md", "VERSION=v1.2.3", "V=v1.2.3"), tag: "v1.2.3",
+			want: []string{"docs/install.md: no VERSION= of the install commands found"}},
 		{name: "without v", fsys: repo(), tag: "1.2.3", want: []string{`tag "1.2.3" is not a release tag`}},
 		{name: "two numbers", fsys: repo(), tag: "v1.2", want: []string{"not a release tag"}},
 		{name: "four numbers", fsys: repo(), tag: "v1.2.3.4", want: []string{"not a release tag"}},
@@ -155,8 +161,8 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// TestTheRepositoryIsReleasable checks this repository: deploy/ and the
-// chart name one version, so a tag of it passes the release
+// TestTheRepositoryIsReleasable checks this repository: deploy/, the chart
+// and docs/install.md name one version, so a tag of it passes the release
 // workflow's check. A version bumped in one place only fails here, long
 // before a tag.
 func TestTheRepositoryIsReleasable(t *testing.T) {
