@@ -59,7 +59,7 @@ push-image:
 ## (the version deploy/, the chart and docs/install.md name), every release
 ## file built into _output/release and verified (hack/release-artifacts),
 ## the image pushed to a local OCI layout; lists the pushes and signatures
-## it skips (docs/development.md, "Releasing"). Not part of make test.
+## it skips (docs/development.md, "Releasing"); in make test (30-45 s warm)
 release-dry-run:
 	GO=$(GO) hack/release-dry-run
 
@@ -75,9 +75,9 @@ check:
 
 ## test: everything CI runs — lint, unit + integration (race detector), the
 ## placement and lifecycle comparisons with the kubelet, fuzz, deploy manifests,
-## e2e, e2e-kube, and the VM suite (e2e-vm, e2e-vm-kube) — printing each
-## target's time at the end
-TEST_TARGETS := lint unit placement-diff lifecycle-diff fuzz deploy-test e2e e2e-kube e2e-vm e2e-vm-kube
+## the release dry run, e2e, e2e-kube, and the VM suite (e2e-vm, e2e-vm-kube) —
+## printing each target's time at the end
+TEST_TARGETS := lint unit placement-diff lifecycle-diff fuzz deploy-test release-dry-run e2e e2e-kube e2e-vm e2e-vm-kube
 test:
 	@MAKE="$(MAKE)" hack/timed-make $(TEST_TARGETS)
 
