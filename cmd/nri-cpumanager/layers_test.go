@@ -20,6 +20,7 @@ var layers = map[string]int{
 	"state":                       1,
 	"cpuallocator":                1,
 	"hack/image":                  1,
+	"hack/release":                1,
 	"config":                      2,
 	"policy":                      2,
 	"plugin":                      3,
