@@ -30,7 +30,7 @@ IMAGE_ARCHIVE ?= $(OUTPUT)/image/nri-cpumanager.tar
 IMAGE ?=
 IMAGE_FLAGS ?=
 
-.PHONY: all build image push-image check test clean-cache unit placement-diff lifecycle-diff fuzz e2e e2e-kube e2e-vm e2e-vm-kube vm-shell deploy-test chart-readme bench lint demo clean
+.PHONY: all build image push-image release-dry-run check test clean-cache unit placement-diff lifecycle-diff fuzz e2e e2e-kube e2e-vm e2e-vm-kube vm-shell deploy-test chart-readme bench lint demo clean
 
 all: build
 
@@ -54,6 +54,14 @@ push-image:
 	$(call tool,regctl) image import "$(IMAGE)" "$(IMAGE_ARCHIVE)"
 	$(call tool,regctl) manifest get "$(IMAGE)" --format '{{range .Manifests}}{{println .Platform.OS .Platform.Architecture .Digest}}{{end}}'
 
+## release-dry-run: the release workflow (.github/workflows/release.yaml) on
+## this machine, without GitHub or a registry: actionlint, the tag check
+## (the version deploy/, the chart and docs/install.md name), every release
+## file built into _output/release and verified (hack/release-artifacts),
+## the image pushed to a local OCI layout; lists the pushes and signatures
+## it skips (docs/development.md, "Releasing"); in make test (30-45 s warm)
+release-dry-run:
+	GO=$(GO) hack/release-dry-run
 
 ## check: the quick tier to run before every commit, no root needed, a few
 ## minutes (1m30s measured with warm caches): gofmt, go vet and staticcheck of the
@@ -67,8 +75,8 @@ check:
 
 ## test: everything CI runs — lint, unit + integration (race detector), the
 ## placement and lifecycle comparisons with the kubelet, fuzz, deploy manifests,
-## e2e, e2e-kube, and the VM suite (e2e-vm, e2e-vm-kube) — printing each
-## target's time at the end
+## the release dry run, e2e, e2e-kube, and the VM suite (e2e-vm, e2e-vm-kube) —
+## printing each target's time at the end
 TEST_TARGETS := lint unit placement-diff lifecycle-diff fuzz deploy-test e2e e2e-kube e2e-vm e2e-vm-kube
 test:
 	@MAKE="$(MAKE)" hack/timed-make $(TEST_TARGETS)

@@ -23,6 +23,7 @@ var layers = map[string]int{
 	"cpuallocator/devices":        2,
 	"hack/image":                  1,
 	"hack/configdocs":             3,
+	"hack/release":                1,
 	"config":                      2,
 	"policy":                      2,
 	"plugin":                      3,

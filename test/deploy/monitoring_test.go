@@ -259,7 +259,7 @@ func TestAlertsQueryExportedMetrics(t *testing.T) {
 			default:
 				t.Errorf("%s: severity %q, want critical, warning or info", where, r.Labels["severity"])
 			}
-			for _, a := range []string{"summary", "description"} {
+			for _, a := range []string{"summary", "description", "runbook_url"} {
 				if strings.TrimSpace(r.Annotations[a]) == "" {
 					t.Errorf("%s has no %s", where, a)
 				}
@@ -267,10 +267,11 @@ func TestAlertsQueryExportedMetrics(t *testing.T) {
 		}
 	}
 	// The alerts an operator needs first: not ready, no plugin at all,
-	// checkpoint write errors, real drift, pods refused.
+	// checkpoint write errors, real drift, pods refused, a configuration
+	// the plugin refused.
 	for _, name := range []string{
 		"nri_cpumanager_ready", "kube_daemonset_status_desired_number_scheduled", "nri_cpumanager_checkpoint_writes_total",
-		"nri_cpumanager_cpuset_drift_total", "nri_cpumanager_refused_since_seconds",
+		"nri_cpumanager_cpuset_drift_total", "nri_cpumanager_refused_since_seconds", "nri_cpumanager_config_rejected",
 	} {
 		if !used[name] {
 			t.Errorf("no alert queries %s", name)
