@@ -4,8 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/scenario"
 )
 
 // kepPod sets up KEP-5554's multi-container e2e pod under single-numa-node
@@ -27,7 +28,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := f.Policy(t.TempDir())
+	pol, err := assemble.ScenarioPolicy(f, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,15 @@
 // Package scenariotest runs scenario files as subtests: the *testing.T glue
-// around the scenario package of the command.
+// around package scenario, for the suites that run scenarios on fixture
+// machines.
 package scenariotest
 
 import (
 	"path/filepath"
 	"testing"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/scenario"
 )
 
 // RunFiles runs every scenario file matching pattern as a subtest, against
@@ -24,7 +26,7 @@ func RunFiles(t *testing.T, pattern string, newDriver func(t *testing.T, pol *po
 			t.Fatal(err)
 		}
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			pol, err := f.Policy(t.TempDir())
+			pol, err := assemble.ScenarioPolicy(f, t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}

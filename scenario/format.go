@@ -3,6 +3,7 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -129,6 +130,18 @@ func Load(path string) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return f, nil
+}
+
+// ConfigFile returns the scenario's plugin configuration as a
+// configuration file, with the keys of extra set as well (the machine's
+// sysfsRoot, the NRI socket, the state directory).
+func (f *File) ConfigFile(extra map[string]any) ([]byte, error) {
+	keys := maps.Clone(f.Config)
+	if keys == nil {
+		keys = map[string]any{}
+	}
+	maps.Copy(keys, extra)
+	return yaml.Marshal(keys)
 }
 
 // Parse decodes a scenario strictly and checks that every step has exactly
