@@ -28,7 +28,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := assemble.ScenarioPolicy(f, t.TempDir())
+	pol, err := assemble.ScenarioPolicy(f, f.Topology, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

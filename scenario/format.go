@@ -13,11 +13,17 @@ import (
 
 // File is one scenario.
 type File struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description,omitempty"`
-	Topology    Topology       `json:"topology"`
-	Config      map[string]any `json:"config,omitempty"`
-	Steps       []Step         `json:"steps"`
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Topology    Topology `json:"topology"`
+	// Machines are further machines on which every expectation holds as
+	// written: the suites that play scenarios on fixture machines play
+	// it on each, and the suites on real machines (make e2e, make e2e-vm)
+	// play it on a machine whose topology has the shape of its topology
+	// or of one of these (see Shape).
+	Machines []Topology     `json:"machines,omitempty"`
+	Config   map[string]any `json:"config,omitempty"`
+	Steps    []Step         `json:"steps"`
 }
 
 // Topology selects the machine: a KEP machine, a hand-written layout of a
@@ -38,6 +44,11 @@ type Topology struct {
 	// Isolated is the kernel's isolcpus list on any of these machines
 	// (devices/system/cpu/isolated), e.g. "2-15".
 	Isolated string `json:"isolated,omitempty"`
+	// Distances, when set, are the NUMA distances of any of these
+	// machines: row i lists the distances from node i (a regular
+	// machine's default: 10 local, 11 within a socket, 21 between
+	// sockets; QEMU's, for instance, are 10 and 20).
+	Distances [][]int `json:"distances,omitempty"`
 }
 
 // Step is one action and what it should lead to. Exactly one action is set.

@@ -10,8 +10,17 @@ import (
 // Machine returns the machine a scenario's topology describes.
 func (t Topology) Machine() (fakesysfs.Machine, error) {
 	m, err := t.machine()
-	if err != nil || t.Isolated == "" {
+	if err != nil {
 		return m, err
+	}
+	if t.Distances != nil {
+		m.Distances = t.Distances
+		if err := m.Validate(); err != nil {
+			return fakesysfs.Machine{}, fmt.Errorf("distances: %w", err)
+		}
+	}
+	if t.Isolated == "" {
+		return m, nil
 	}
 	isolated, err := cpumask.Parse(t.Isolated, cpumask.MaxID)
 	if err != nil {

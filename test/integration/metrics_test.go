@@ -78,7 +78,7 @@ func TestMetricsAfterScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := assemble.ScenarioPolicy(f, t.TempDir())
+	pol, err := assemble.ScenarioPolicy(f, f.Topology, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
