@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/cpuset"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
@@ -217,10 +218,7 @@ func (k *kube) nodeResourceTopology(ctx context.Context, t *testing.T) {
 
 	k.apply(ctx, t, harness.PodManifest("nrt-pinned", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
 	pinned := k.attach(ctx, t, k.waitRunning(ctx, t, "nrt-pinned"), "app")
-	cpus, _, err := waitCPUs(ctx, pinned, func(s cpuset.CPUSet) bool { return s.Size() == k.unit })
-	if err != nil {
-		t.Fatalf("nrt-pinned: %v", err)
-	}
+	cpus := e2etest.SettledCPUs(ctx, t, pinned, fmt.Sprintf("%d CPUs", k.unit), func(s cpuset.CPUSet) bool { return s.Size() == k.unit })
 	waitAvailable(exclusive.Difference(cpus))
 	t.Logf("pinned to %s: the object shows it", cpus)
 	k.deletePod(t, "nrt-pinned")
@@ -364,7 +362,7 @@ func (k *kube) withoutTheAPI(ctx context.Context, t *testing.T) {
 	k.apply(ctx, t, harness.PodManifest("nri-only", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
 	t.Cleanup(func() { k.deletePod(t, "nri-only") })
 	app := k.attach(ctx, t, k.waitRunning(ctx, t, "nri-only"), "app")
-	if got, _, err := waitCPUs(ctx, app, func(s cpuset.CPUSet) bool { return s.Size() == k.unit && s.IsSubsetOf(k.available()) }); err != nil {
+	if got, _, err := e2etest.WaitCPUs(ctx, app, func(s cpuset.CPUSet) bool { return s.Size() == k.unit && s.IsSubsetOf(k.available()) }); err != nil {
 		t.Errorf("nri-only pod: cpuset %s, want %d exclusive CPUs of %s: %v", got, k.unit, k.available(), err)
 	}
 	k.resize(ctx, t, "nri-only", fmt.Sprint(k.mach.cpus.Size()), "64Mi")
@@ -389,10 +387,7 @@ func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 	k.apply(ctx, t, harness.PodManifest("frozen", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
 	t.Cleanup(func() { k.deletePod(t, "frozen") })
 	app := k.attach(ctx, t, k.waitRunning(ctx, t, "frozen"), "app")
-	pinned, _, err := waitCPUs(ctx, app, func(s cpuset.CPUSet) bool { return s.Size() == k.unit })
-	if err != nil {
-		t.Fatal(err)
-	}
+	pinned := e2etest.SettledCPUs(ctx, t, app, fmt.Sprintf("%d CPUs", k.unit), func(s cpuset.CPUSet) bool { return s.Size() == k.unit })
 	before := k.cpusets(ctx, t)
 	if err := k.cluster.FreezeAPIServer(); err != nil {
 		t.Fatal(err)
@@ -414,7 +409,7 @@ func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 				t.Errorf("while the API server is stopped, the plugin's %s answers %d (%v)", path, code, err)
 			}
 		}
-		wantCPUs(ctx, t, app, pinned)
+		e2etest.WantCPUs(ctx, t, app, pinned)
 	}
 	thaw()
 	if err := harness.Poll(ctx, func() (bool, error) {
@@ -427,7 +422,7 @@ func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 	// The node goes on: the pod's memory-only resize is applied, CPUs kept.
 	k.resize(ctx, t, "frozen", k.units(1), "96Mi")
 	k.waitResized(ctx, t, "frozen", k.units(1), "96Mi")
-	wantCPUs(ctx, t, app, pinned)
+	e2etest.WantCPUs(ctx, t, app, pinned)
 }
 
 // metricValue reads one sample of the plugin's metrics.

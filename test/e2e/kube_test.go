@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
@@ -145,18 +146,15 @@ func (k *kube) pinnedAndShared(ctx context.Context, t *testing.T) cpuset.CPUSet 
 	available := k.available()
 	exclusive, ok := k.mach.oneExclusive(available)
 	if ok && k.unit == 1 {
-		wantCPUs(ctx, t, pinned, exclusive)
+		e2etest.WantCPUs(ctx, t, pinned, exclusive)
 	} else {
 		t.Logf("which CPU of %s the plugin picks is not predicted on this machine (%s)", available, k.mach.unpredictable)
-		got, _, err := waitCPUs(ctx, pinned, func(s cpuset.CPUSet) bool { return s.Size() == k.unit && s.IsSubsetOf(available) })
-		if err != nil {
-			t.Fatalf("pinned pod: cpuset %s, want a core (%d CPUs) of %s: %v", got, k.unit, available, err)
-		}
-		exclusive = got
+		exclusive = e2etest.SettledCPUs(ctx, t, pinned, fmt.Sprintf("a core (%d CPUs) of %s", k.unit, available),
+			func(s cpuset.CPUSet) bool { return s.Size() == k.unit && s.IsSubsetOf(available) })
 	}
 	sharedPool := k.mach.cpus.Difference(exclusive)
-	wantCPUs(ctx, t, shared, sharedPool)
-	wantProcessCPUs(ctx, t, k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager"), sharedPool)
+	e2etest.WantCPUs(ctx, t, shared, sharedPool)
+	e2etest.WantProcessCPUs(ctx, t, k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager"), sharedPool)
 	st := k.checkpoint(t)
 	if a, ok := st.Assignment(pinned.Pod.Spec.UID, "app"); !ok || !a.Baseline.Equals(exclusive) {
 		t.Errorf("checkpoint entry of the pinned pod: %+v (present %v), want original %s", a, ok, exclusive)
@@ -231,7 +229,7 @@ func (k *kube) memoryOnlyResize(ctx context.Context, t *testing.T, exclusive cpu
 		t.Errorf("memory.limit_in_bytes %d (%v), want 96Mi", limit, err)
 	}
 	k.wantCPUsets(ctx, t, before)
-	wantCPUs(ctx, t, app, exclusive)
+	e2etest.WantCPUs(ctx, t, app, exclusive)
 }
 
 // configMapEdit sets inPlaceResize: false in the ConfigMap: the plugin
@@ -267,7 +265,7 @@ func (k *kube) configMapEdit(ctx context.Context, t *testing.T, exclusive cpuset
 	cond := k.waitResizeError(ctx, t, "pinned", regexp.MustCompile(`Infeasible: featureDisabledError: .*default/pinned`))
 	t.Logf("PodResizeInProgress: %q", cond.Message)
 	k.putBack(t, "pinned", k.units(1), "96Mi")
-	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
+	e2etest.WantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
 
 	mark = k.logSize(ctx, t, plugin)
 	setResize("false", "true")
@@ -287,13 +285,10 @@ func (k *kube) growthAndShrink(ctx context.Context, t *testing.T, exclusive cpus
 	k.resize(ctx, t, "pinned", k.units(2), "96Mi")
 	p := k.waitResized(ctx, t, "pinned", k.units(2), "96Mi")
 	app := k.attach(ctx, t, p, "app")
-	grown, _, err := waitCPUs(ctx, app, func(s cpuset.CPUSet) bool {
+	grown := e2etest.SettledCPUs(ctx, t, app, fmt.Sprintf("%d CPUs keeping %s, none reserved", 2*k.unit, exclusive), func(s cpuset.CPUSet) bool {
 		return s.Size() == 2*k.unit && exclusive.IsSubsetOf(s) && s.Intersection(k.reserved).IsEmpty()
 	})
-	if err != nil {
-		t.Fatalf("after growing to %d CPUs: cpuset %s, want them keeping %s, none reserved: %v", 2*k.unit, grown, exclusive, err)
-	}
-	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "shared"), "app"), k.mach.cpus.Difference(grown))
+	e2etest.WantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "shared"), "app"), k.mach.cpus.Difference(grown))
 	podCgroup, err := app.Pod.Cgroup()
 	if err != nil {
 		t.Fatal(err)
@@ -302,8 +297,8 @@ func (k *kube) growthAndShrink(ctx context.Context, t *testing.T, exclusive cpus
 
 	k.resize(ctx, t, "pinned", k.units(1), "96Mi")
 	k.waitResized(ctx, t, "pinned", k.units(1), "96Mi")
-	wantCPUs(ctx, t, app, exclusive)
-	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "shared"), "app"), k.mach.cpus.Difference(exclusive))
+	e2etest.WantCPUs(ctx, t, app, exclusive)
+	e2etest.WantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "shared"), "app"), k.mach.cpus.Difference(exclusive))
 }
 
 // pluginPodRecreated deletes the plugin's pod: the DaemonSet makes a new
@@ -319,9 +314,9 @@ func (k *kube) pluginPodRecreated(ctx context.Context, t *testing.T, exclusive c
 	k.wantCPUsets(ctx, t, before)
 	renewed := k.waitPluginReady(ctx, t, old.Metadata.UID)
 	t.Logf("plugin pod %s replaced by %s", old.Metadata.Name, renewed.Metadata.Name)
-	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
+	e2etest.WantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
 	k.wantCPUsets(ctx, t, before)
-	wantProcessCPUs(ctx, t, k.attach(ctx, t, renewed, "nri-cpumanager"), k.mach.cpus.Difference(exclusive))
+	e2etest.WantProcessCPUs(ctx, t, k.attach(ctx, t, renewed, "nri-cpumanager"), k.mach.cpus.Difference(exclusive))
 }
 
 // failClosed takes the plugin off the node (the DaemonSet's node label
@@ -373,8 +368,8 @@ func (k *kube) failClosed(ctx context.Context, t *testing.T, exclusive cpuset.CP
 	}
 	k.waitPluginReady(ctx, t, "")
 	late := k.attach(ctx, t, k.waitRunning(ctx, t, "late"), "app")
-	wantCPUs(ctx, t, late, k.mach.cpus.Difference(exclusive))
-	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
+	e2etest.WantCPUs(ctx, t, late, k.mach.cpus.Difference(exclusive))
+	e2etest.WantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
 }
 
 // deletedPodReturnsCPUs deletes the pinned pod: its CPUs go back to the
@@ -385,8 +380,8 @@ func (k *kube) deletedPodReturnsCPUs(ctx context.Context, t *testing.T) {
 	uid := k.pod(ctx, t, "pinned").Metadata.UID
 	k.deletePod(t, "pinned")
 	shared := k.attach(ctx, t, k.pod(ctx, t, "shared"), "app")
-	wantCPUs(ctx, t, shared, k.mach.cpus)
-	wantProcessCPUs(ctx, t, k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager"), k.mach.cpus)
+	e2etest.WantCPUs(ctx, t, shared, k.mach.cpus)
+	e2etest.WantProcessCPUs(ctx, t, k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager"), k.mach.cpus)
 	st := k.checkpoint(t)
 	if _, ok := st.Assignment(uid, "app"); ok || st.NumAssignments() != 0 || !st.DefaultCPUSet().Equals(k.mach.cpus) {
 		t.Errorf("checkpoint after the deletion: %d entries, shared pool %s, want none and %s", st.NumAssignments(), st.DefaultCPUSet(), k.mach.cpus)
@@ -433,8 +428,8 @@ func (k *kube) podLevelResources(ctx context.Context, t *testing.T) {
 	if exclusive.Size() != k.unit || !exclusive.IsSubsetOf(k.available()) {
 		t.Errorf("%s pinned to %s, want %d CPUs of %s", pinned, exclusive, k.unit, k.available())
 	}
-	wantCPUs(ctx, t, k.attach(ctx, t, p, pinned), exclusive)
-	wantCPUs(ctx, t, k.attach(ctx, t, p, shared), k.mach.cpus.Difference(exclusive))
+	e2etest.WantCPUs(ctx, t, k.attach(ctx, t, p, pinned), exclusive)
+	e2etest.WantCPUs(ctx, t, k.attach(ctx, t, p, shared), k.mach.cpus.Difference(exclusive))
 	plugin := k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
 	note := regexp.MustCompile(`default/pod-level/` + shared + `: runs on the shared pool: its \d+ CPUs and the \d+ exclusive CPUs of its pod's other containers exceed the pod's CPU limit`)
 	if line, err := k.waitLog(ctx, plugin, 0, note); err != nil {
@@ -717,37 +712,7 @@ func (k *kube) wantCPUsets(ctx context.Context, t *testing.T, before map[string]
 // checkpoint reads and verifies the plugin's checkpoint.
 func (k *kube) checkpoint(t *testing.T) *state.State {
 	t.Helper()
-	return readCheckpoint(t, k.stateDir, k.mach.cpus)
-}
-
-// wantProcessCPUs is wantCPUs for a container without a shell (the
-// plugin's image holds only its binary): the container's cgroup cpuset
-// and the CPU affinity of its command, read from the host, must be want.
-func wantProcessCPUs(ctx context.Context, t *testing.T, c *harness.Container, want cpuset.CPUSet) {
-	t.Helper()
-	pid, err := c.PID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cg, err := c.Cgroup(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cgroupCPUs, allowed cpuset.CPUSet
-	pollCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	err = harness.Poll(pollCtx, func() (bool, error) {
-		if cgroupCPUs, err = cg.AllowedCPUs(); err != nil {
-			return false, err
-		}
-		if allowed, err = harness.ProcessCPUsAllowed(pid); err != nil {
-			return false, err
-		}
-		return cgroupCPUs.Equals(want) && allowed.Equals(want), nil
-	})
-	if err != nil {
-		t.Errorf("%s: cgroup cpuset %q, Cpus_allowed_list of pid %d %q, want %q (%v)", c, cgroupCPUs, pid, allowed, want, err)
-	}
+	return e2etest.ReadCheckpoint(t, k.stateDir, k.mach.cpus)
 }
 
 // readPodCPU returns the CPU quota of a pod cgroup and its cpu.shares

@@ -5,6 +5,7 @@ package guest
 import (
 	"testing"
 
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
@@ -29,10 +30,10 @@ func TestIsolatedCPUsShared(t *testing.T) {
 	ctx := harness.Context(t, timeout)
 	m := startPlugin(ctx, t, env, "isolatedCPUs: shared")
 
-	web := runPod(ctx, t, env, "web", burstable).Container("app")
+	web := e2etest.RunPod(ctx, t, env, "web", burstable).Container("app")
 	wantCPUs(ctx, t, web, "0-15")
-	g := runPod(ctx, t, env, "g", guaranteed(2))
-	h := runPod(ctx, t, env, "h", guaranteed(1))
+	g := e2etest.RunPod(ctx, t, env, "g", guaranteed(2))
+	h := e2etest.RunPod(ctx, t, env, "h", guaranteed(1))
 	wantCPUs(ctx, t, g.Container("app"), "2-3")
 	wantCPUs(ctx, t, h.Container("app"), "1")
 	wantCPUs(ctx, t, web, "0,4-15")
@@ -54,10 +55,10 @@ func TestIsolatedCPUsExclusive(t *testing.T) {
 	ctx := harness.Context(t, timeout)
 	m := startPlugin(ctx, t, env, "isolatedCPUs: exclusive")
 
-	web := runPod(ctx, t, env, "web", burstable).Container("app")
+	web := e2etest.RunPod(ctx, t, env, "web", burstable).Container("app")
 	wantCPUs(ctx, t, web, "0-11")
-	g := runPod(ctx, t, env, "g", guaranteed(2))
-	h := runPod(ctx, t, env, "h", guaranteed(1))
+	g := e2etest.RunPod(ctx, t, env, "g", guaranteed(2))
+	h := e2etest.RunPod(ctx, t, env, "h", guaranteed(1))
 	wantCPUs(ctx, t, g.Container("app"), "12-13") // an isolated core
 	wantCPUs(ctx, t, h.Container("app"), "14")
 	wantCPUs(ctx, t, web, "0-11")

@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
@@ -53,7 +54,7 @@ type lives struct {
 // reserved, 7 are free for these cases' 4.
 func (k *kube) podLives(ctx context.Context, shared *harness.Container) {
 	start := time.Now()
-	l := &lives{shared: shared, pool: settledCPUs(ctx, k.t, shared, "one cpuset", func(cpuset.CPUSet) bool { return true })}
+	l := &lives{shared: shared, pool: e2etest.SettledCPUs(ctx, k.t, shared, "one cpuset", func(cpuset.CPUSet) bool { return true })}
 	k.t.Logf("the shared pool before the pod-life cases: %s", l.pool)
 	k.wantPool(ctx, l, "before the pod-life cases")
 	initReuse := k.step("InitContainerCPUsReused", func(k *kube) { k.initContainerReuse(ctx, l) })

@@ -15,8 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/utils/cpuset"
-
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
@@ -118,9 +117,9 @@ func TestKubernetes(t *testing.T) {
 	check := func(cpus int, pinnedCPUs, sharedCPUs string) {
 		t.Helper()
 		wantCPUs(ctx, t, pinned, pinnedCPUs)
-		wantQuota(ctx, t, pinned, int64(cpus))
+		e2etest.WantQuota(ctx, t, pinned, int64(cpus))
 		wantCPUs(ctx, t, shared, sharedCPUs)
-		wantProcessCPUs(ctx, t, pluginCtr, sharedCPUs)
+		e2etest.WantProcessCPUs(ctx, t, pluginCtr, must(sharedCPUs))
 		if got, err := podCgroup.ReadFile("cpu", "cpu.max"); err != nil || got != fmt.Sprintf("%d 100000", cpus*100000) {
 			t.Errorf("pod cgroup %s: cpu.max %q (%v), want %d CPUs", podCgroup.Path, got, err, cpus)
 		}
@@ -157,7 +156,7 @@ func TestKubernetes(t *testing.T) {
 		t.Errorf("the plugin does not say that it verifies cpusets in the cgroup v2 tree:\n%s", lastLines(log, 40))
 	}
 	for _, line := range strings.Split(log, "\n") {
-		if verificationWarning(line) {
+		if e2etest.VerificationWarning(line) {
 			t.Errorf("warning in the plugin's log: %s", line)
 		}
 	}
@@ -251,33 +250,6 @@ func (k *kube) multiContainerResize(ctx context.Context, pluginCtr *harness.Cont
 		t.Errorf("the resize put back changed cgroups: before %v, after %v", before, after)
 	}
 	t.Logf("multi-container case done in %v", time.Since(start).Round(time.Second))
-}
-
-// exclusiveCPUs waits until the container runs on n CPUs (the same set
-// everywhere it is read) and returns them.
-func exclusiveCPUs(ctx context.Context, t *testing.T, c *harness.Container, n int) cpuset.CPUSet {
-	t.Helper()
-	return settledCPUs(ctx, t, c, fmt.Sprintf("%d CPUs", n), func(set cpuset.CPUSet) bool { return set.Size() == n })
-}
-
-// settledCPUs waits until the container runs on the same CPUs everywhere
-// they are read (its cgroup's cpuset.cpus and cpuset.cpus.effective,
-// Cpus_allowed_list of a new process and of its command) and ok accepts
-// them (want says what it wants), and returns them.
-func settledCPUs(ctx context.Context, t *testing.T, c *harness.Container, want string, ok func(cpuset.CPUSet) bool) cpuset.CPUSet {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	var got cpusOf
-	err := harness.Poll(ctx, func() (bool, error) {
-		var err error
-		got, _, err = readCPUs(ctx, c)
-		return err == nil && ok(got.cpus) && got.all(got.cpus), err
-	})
-	if err != nil {
-		t.Fatalf("%s: %s; want %s everywhere (%v)", c, got, want, err)
-	}
-	return got.cpus
 }
 
 // metricValue reads one sample of the plugin's metrics (the DaemonSet runs
@@ -480,40 +452,6 @@ func (k *kube) waitResizeError(ctx context.Context, name string, want *regexp.Re
 		k.t.Fatalf("pod %s: no PodResizeInProgress Error matching %q: last %+v: %v", name, want, last, err)
 	}
 	return last
-}
-
-// wantProcessCPUs checks a container without a shell (the plugin's image
-// holds only its binary): its cgroup's cpuset and the Cpus_allowed_list
-// of its command, read from the guest.
-func wantProcessCPUs(ctx context.Context, t *testing.T, c *harness.Container, want string) {
-	t.Helper()
-	pid, err := c.PID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cg, err := c.Cgroup(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := must(want)
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	var cpus, allowed string
-	err = harness.Poll(ctx, func() (bool, error) {
-		set, err := cg.AllowedCPUs()
-		if err != nil {
-			return false, err
-		}
-		proc, err := harness.ProcessCPUsAllowed(pid)
-		if err != nil {
-			return false, err
-		}
-		cpus, allowed = set.String(), proc.String()
-		return set.Equals(w) && proc.Equals(w), nil
-	})
-	if err != nil {
-		t.Errorf("%s: cgroup cpuset %q, Cpus_allowed_list of pid %d %q, want %s (%v)", c, cpus, pid, allowed, want, err)
-	}
 }
 
 // lastLines returns the last n lines of s.

@@ -5,6 +5,7 @@ package guest
 import (
 	"testing"
 
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
@@ -18,15 +19,15 @@ func TestCreateGrowShrink(t *testing.T) {
 	ctx := harness.Context(t, timeout)
 	m := startPlugin(ctx, t, env, "")
 
-	web := runPod(ctx, t, env, "web", burstable).Container("app")
+	web := e2etest.RunPod(ctx, t, env, "web", burstable).Container("app")
 	wantCPUs(ctx, t, web, "0-15")
 
-	a := runPod(ctx, t, env, "a", guaranteed(2))
+	a := e2etest.RunPod(ctx, t, env, "a", guaranteed(2))
 	wantCPUs(ctx, t, a.Container("app"), "2-3") // a whole core: SMT siblings
-	wantQuota(ctx, t, a.Container("app"), 2)
+	e2etest.WantQuota(ctx, t, a.Container("app"), 2)
 	wantCPUs(ctx, t, web, "0-1,4-15")
 
-	b := runPod(ctx, t, env, "b", guaranteed(1))
+	b := e2etest.RunPod(ctx, t, env, "b", guaranteed(1))
 	app := b.Container("app")
 	wantCPUs(ctx, t, app, "1") // the free thread of the reserved CPU's core
 	wantCPUs(ctx, t, web, "0,4-15")
@@ -43,7 +44,7 @@ func TestCreateGrowShrink(t *testing.T) {
 			t.Fatalf("resize b to %d CPUs: %v", step.cpus, err)
 		}
 		wantCPUs(ctx, t, app, step.want)
-		wantQuota(ctx, t, app, step.cpus)
+		e2etest.WantQuota(ctx, t, app, step.cpus)
 		wantCPUs(ctx, t, web, step.shared)
 		m.wantAssignment(t, app, "1", step.want)
 		if step.cpus == 4 {
@@ -52,9 +53,9 @@ func TestCreateGrowShrink(t *testing.T) {
 	}
 
 	err := resize(ctx, a, 1)
-	wantRefused(t, err, "shrinking a from 2 CPUs to 1", "Infeasible", "prohibitedCPUAllocation", "2-3")
+	e2etest.WantRefused(t, err, "shrinking a from 2 CPUs to 1", "Infeasible", "prohibitedCPUAllocation", "2-3")
 	wantCPUs(ctx, t, a.Container("app"), "2-3")
-	wantQuota(ctx, t, a.Container("app"), 2)
+	e2etest.WantQuota(ctx, t, a.Container("app"), 2)
 	wantCPUs(ctx, t, web, "0,4-15")
 	m.wantAssignment(t, a.Container("app"), "2-3", "2-3")
 }
@@ -67,9 +68,9 @@ func TestRestarts(t *testing.T) {
 	ctx := harness.Context(t, timeout)
 	m := startPlugin(ctx, t, env, "")
 
-	web := runPod(ctx, t, env, "web", burstable).Container("app")
-	a := runPod(ctx, t, env, "a", guaranteed(2)).Container("app")
-	b := runPod(ctx, t, env, "b", guaranteed(1))
+	web := e2etest.RunPod(ctx, t, env, "web", burstable).Container("app")
+	a := e2etest.RunPod(ctx, t, env, "a", guaranteed(2)).Container("app")
+	b := e2etest.RunPod(ctx, t, env, "b", guaranteed(1))
 	if err := resize(ctx, b, 4); err != nil {
 		t.Fatal(err)
 	}
@@ -87,14 +88,14 @@ func TestRestarts(t *testing.T) {
 	if err := m.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	m.start(ctx, t)
+	m.Start(ctx, t)
 	want("after the plugin was killed and restarted")
 
 	mark := m.Mark()
 	if err := env.RestartContainerd(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.WaitForLogSince(ctx, mark, synchronized); err != nil {
+	if _, err := m.WaitForLogSince(ctx, mark, e2etest.Synchronized); err != nil {
 		t.Fatalf("the plugin did not reconnect after containerd's restart: %v", err)
 	}
 	want("after containerd was restarted")
