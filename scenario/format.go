@@ -182,6 +182,17 @@ func Parse(data []byte) (*File, error) {
 	return &f, nil
 }
 
+// NeedsPodSpec reports whether a step names a container's role in the
+// pod's spec, which a plugin learns from the Kubernetes API only.
+func (f *File) NeedsPodSpec() bool {
+	for _, s := range f.Steps {
+		if s.Create != nil && s.Create.Role != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // Action names a step's action for reports.
 func (s Step) Action() string {
 	switch {
