@@ -62,7 +62,9 @@ var suiteKeys = []string{"nriSocket", "stateDir", "metricsAddress", "healthAddre
 // the step created or resized must be allowed those CPUs too; a refused
 // call must change neither the checkpoint nor any cgroup; and the
 // plugin's log must have no drift warning.
-func PlayScenarios(ctx context.Context, t *testing.T, opts ScenarioOptions) {
+//
+// It returns the files it played (their base names).
+func PlayScenarios(ctx context.Context, t *testing.T, opts ScenarioOptions) (played []string) {
 	t.Helper()
 	real, err := cpuallocator.Discover("/sys")
 	if err != nil {
@@ -109,6 +111,9 @@ func PlayScenarios(ctx context.Context, t *testing.T, opts ScenarioOptions) {
 	}
 	for i, path := range paths {
 		e := files[i]
+		if e.ok {
+			played = append(played, filepath.Base(path))
+		}
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			if !e.ok {
 				t.Skip(e.skipWhy)
@@ -117,6 +122,7 @@ func PlayScenarios(ctx context.Context, t *testing.T, opts ScenarioOptions) {
 			play(ctx, t, env, real, e.f, opts)
 		})
 	}
+	return played
 }
 
 // play plays f with a plugin of its own.
@@ -190,8 +196,9 @@ type scenarioContainer struct {
 //     UpdatePodSandboxResources;
 //   - stop: StopContainer, the container's command exiting with the
 //     step's exit code (137: killed at once);
-//   - restart: StopContainer (137), the next attempt created and started,
-//     then RemoveContainer of the stopped one;
+//   - restart: StopContainer (137) unless the container exited already,
+//     the next attempt created and started, then RemoveContainer of the
+//     stopped one;
 //   - remove: RemoveContainer; removePod: StopPodSandbox and
 //     RemovePodSandbox (then the pod cgroup, as the kubelet removes it).
 type criDriver struct {
@@ -361,8 +368,12 @@ func (d *criDriver) RestartContainer(pod policy.Pod, name string, r policy.Resou
 	if err != nil {
 		return err
 	}
-	if err := d.StopContainer(pod, name, 137); err != nil {
-		return err
+	if old.running {
+		// A crash, as the kubelet sees it when it kills a container whose
+		// probe failed; an exited one is re-created as it is.
+		if err := d.StopContainer(pod, name, 137); err != nil {
+			return err
+		}
 	}
 	if err := d.CreateContainer(pod, name, r); err != nil {
 		return err
@@ -404,14 +415,14 @@ func (d *criDriver) UpdatePod(pod policy.Pod, r policy.PodResources) error {
 	return d.unchanged("update pod "+pod.Name, func() error { return p.UpdateResources(d.ctx, totals) })
 }
 
-// ContainerCPUs implements scenario.Driver: the cpuset of the container's
-// cgroup.
+// ContainerCPUs implements scenario.Driver: the cpuset.cpus of the
+// container's cgroup.
 func (d *criDriver) ContainerCPUs(pod policy.Pod, name string) (cpuset.CPUSet, bool) {
 	c := d.ctrs[key(pod, name)]
 	if c == nil || !c.running {
 		return cpuset.New(), false
 	}
-	cpus, err := c.cg.AllowedCPUs()
+	cpus, err := c.cg.CPUs()
 	if err != nil {
 		d.t.Logf("%s: %v", c, err)
 		return cpuset.New(), false
@@ -495,7 +506,7 @@ func (d *criDriver) verify() error {
 		if !c.running || !c.fresh {
 			continue
 		}
-		got, _ := c.cg.AllowedCPUs()
+		got, _ := c.cg.CPUs()
 		allowed, err := c.CPUsAllowed(d.ctx)
 		if err != nil {
 			return err
@@ -508,12 +519,16 @@ func (d *criDriver) verify() error {
 	return nil
 }
 
-// settled returns the CPUs c runs on when its cgroup's cpuset, effective
-// set and its command's Cpus_allowed_list agree.
+// settled returns the CPUs c runs on when its cgroup's cpuset.cpus
+// (written: on cgroup v2 an empty one would inherit its parent's),
+// effective set and its command's Cpus_allowed_list agree.
 func (d *criDriver) settled(c *scenarioContainer) (cpuset.CPUSet, error) {
-	cpus, err := c.cg.AllowedCPUs()
+	cpus, err := c.cg.CPUs()
 	if err != nil {
 		return cpus, err
+	}
+	if cpus.IsEmpty() {
+		return cpus, fmt.Errorf("%s: nothing wrote the cpuset.cpus of its cgroup %s", c, c.cg.Path)
 	}
 	effective, err := c.cg.EffectiveCPUs()
 	if err != nil {
@@ -584,7 +599,7 @@ func (d *criDriver) snapshot() (snapshot, error) {
 		if !c.running {
 			continue
 		}
-		if s.cpus[k], err = c.cg.AllowedCPUs(); err != nil {
+		if s.cpus[k], err = c.cg.CPUs(); err != nil {
 			return s, err
 		}
 	}

@@ -21,7 +21,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -42,12 +41,15 @@ var (
 
 // Where the boot's payload puts things.
 const (
-	binDir  = "/vm/bin"
-	outDir  = "/tmp/nrivm"
-	plugin  = binDir + "/nri-cpumanager"
-	online  = "0-15"
-	mib     = harness.MiB
-	timeout = 10 * time.Minute
+	binDir = "/vm/bin"
+	// repoRoot holds the repository's files a boot's payload carries
+	// (test/scenarios, deploy/).
+	repoRoot = "/vm/repo"
+	outDir   = "/tmp/nrivm"
+	plugin   = binDir + "/nri-cpumanager"
+	online   = "0-15"
+	mib      = harness.MiB
+	timeout  = 10 * time.Minute
 )
 
 func TestMain(m *testing.M) {
@@ -199,34 +201,4 @@ func wantCPUs(ctx context.Context, t *testing.T, c *harness.Container, want stri
 func exclusiveCPUs(ctx context.Context, t *testing.T, c *harness.Container, n int) cpuset.CPUSet {
 	t.Helper()
 	return e2etest.SettledCPUs(ctx, t, c, fmt.Sprintf("%d CPUs", n), func(set cpuset.CPUSet) bool { return set.Size() == n })
-}
-
-// nodesOf returns the NUMA nodes the CPUs of set belong to, from sysfs.
-func nodesOf(t *testing.T, set cpuset.CPUSet) []int {
-	t.Helper()
-	var nodes []int
-	for n := 0; ; n++ {
-		data, err := os.ReadFile(fmt.Sprintf("/sys/devices/system/node/node%d/cpulist", n))
-		if os.IsNotExist(err) {
-			return nodes
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !must(strings.TrimSpace(string(data))).Intersection(set).IsEmpty() {
-			nodes = append(nodes, n)
-		}
-	}
-}
-
-// wantOneNode checks that a container's CPUs sit on one NUMA node.
-func wantOneNode(ctx context.Context, t *testing.T, c *harness.Container) {
-	t.Helper()
-	got, err := c.CgroupCPUs(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if nodes := nodesOf(t, got); len(nodes) != 1 {
-		t.Errorf("%s: CPUs %s on NUMA nodes %v, want one", c, got, nodes)
-	}
 }
