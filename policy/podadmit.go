@@ -366,7 +366,10 @@ type podMember struct {
 	a state.Assignment
 }
 
-// podMembers returns what the model knows of a pod's running containers.
+// podMembers returns what the model knows of a pod's running containers,
+// the exclusive ones in the order of their names: the runtime's ids are
+// random, and the divisions tried, and so the refusals' text, must not
+// depend on them.
 func (m *Model) podMembers(podUID string) podMembers {
 	pm := podMembers{held: cpuset.New(), baseline: cpuset.New(), limitSum: m.podLimitMilli(podUID)}
 	for _, id := range m.sortedIDs() {
@@ -383,6 +386,7 @@ func (m *Model) podMembers(podUID string) podMembers {
 		pm.held = pm.held.Union(a.Assigned())
 		pm.baseline = pm.baseline.Union(a.Baseline)
 	}
+	slices.SortStableFunc(pm.exclusive, func(a, b podMember) int { return strings.Compare(a.t.Name, b.t.Name) })
 	return pm
 }
 

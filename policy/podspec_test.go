@@ -4,8 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/scenario"
 )
 
 // kepPod sets up KEP-5554's multi-container e2e pod under single-numa-node
@@ -27,7 +28,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := f.Policy(t.TempDir())
+	pol, err := assemble.ScenarioPolicy(f, f.Topology, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,5 +82,35 @@ func TestPodSpecDecidesTheWholeResize(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPodRefusalDoesNotDependOnContainerIDs: a pod-level refusal names
+// the pod's containers, and tries its divisions, in the order of their
+// names, not of the runtime's container ids (random on a real
+// containerd): here the second container by name is created first, so
+// that its id sorts first.
+func TestPodRefusalDoesNotDependOnContainerIDs(t *testing.T) {
+	f, err := scenario.Parse([]byte(`
+name: ids in the other order
+topology: {sockets: 1, numaPerSocket: 2, coresPerNUMA: 4, threadsPerCore: 2}
+config: {reservedSystemCPUs: "0", topologyManagerPolicy: single-numa-node}
+steps:
+- create: {pod: gu-pod, container: gu-container-2, cpu: "2", podCPU: "4"}
+  expect: {cpus: "2-3"}
+- create: {pod: gu-pod, container: gu-container-1, cpu: "2"}
+  expect: {cpus: "4-5"}
+- updatePod: {pod: gu-pod, cpu: "10"}
+  refused: "Infeasible: resizeAllocateCPUsError: pod default/gu-pod cannot divide 10 exclusive CPUs among its containers (gu-container-1, gu-container-2) in any way: cannot grow container default/gu-pod/gu-container-2 from 2 to 8"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := assemble.ScenarioPolicy(f, f.Topology, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := scenario.NewRunner(scenario.NewPolicyDriver(pol)).Run(f); err != nil {
+		t.Fatal(err)
 	}
 }

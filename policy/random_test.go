@@ -8,11 +8,11 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
-	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/scenario"
 )
 
 // randomNode builds a policy for a random machine and configuration.

@@ -29,7 +29,7 @@ var layers = map[string]int{
 	"plugin":                      3,
 	"kubeapi":                     3,
 	"cmd/nri-cpumanager":          6,
-	"cmd/nri-cpumanager/scenario": 5,
+	"scenario":                    3,
 	"cmd/nri-cpumanager/assemble": 4,
 	"test":                        7,
 }

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/scenario"
 )
 
 // simulate replays a scenario file against the policy on the scenario's
@@ -32,7 +33,7 @@ func simulate(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stdout, f.Name)
-	if err := f.Simulate(func(line string) { fmt.Fprintln(stdout, line) }); err != nil {
+	if err := assemble.Simulate(f, func(line string) { fmt.Fprintln(stdout, line) }); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "every expectation held")

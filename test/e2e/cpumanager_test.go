@@ -4,9 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,184 +11,50 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
-// synchronized is the plugin's log line once it is registered and
-// synchronized with containerd.
-var synchronized = regexp.MustCompile(`msg=synchronized`)
-
-// cpuManager is the nri-cpumanager binary running as an external NRI
-// plugin, the DaemonSet way.
+// cpuManager is the plugin (e2etest.CPUManager) on this machine, whose
+// choices the tests predict where its topology allows (wantPinned).
 type cpuManager struct {
-	*harness.Process
-	env      *harness.Env
-	mach     *machine
-	bin      string
-	config   string
-	stateDir string
+	*e2etest.CPUManager
+	mach *machine
 }
 
-// startCPUManager builds and starts the plugin against env's containerd on
-// the machine mach with the given extra configuration lines, and waits
-// until it is synchronized.
+// startCPUManager builds the plugin and starts it against env's
+// containerd on the machine mach with the given extra configuration
+// lines, and waits until it is synchronized.
 func startCPUManager(ctx context.Context, t *testing.T, env *harness.Env, mach *machine, extraConfig string) *cpuManager {
 	t.Helper()
 	bin, err := harness.GoBuild(ctx, "", "./cmd/nri-cpumanager")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	m := &cpuManager{env: env, mach: mach, bin: bin, config: filepath.Join(dir, "config.yaml"), stateDir: filepath.Join(dir, "state")}
-	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nmetricsAddress: \"\"\nhealthAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: debug\n%s\n",
-		env.Containerd.NRISocket(), m.stateDir, extraConfig)
-	if err := os.WriteFile(m.config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	m.start(ctx, t)
-	return m
-}
-
-// reserve returns the configuration line that reserves cpus for the
-// system.
-func reserve(cpus cpuset.CPUSet) string {
-	return fmt.Sprintf("reservedSystemCPUs: %q", cpus.String())
-}
-
-func (m *cpuManager) start(ctx context.Context, t *testing.T) {
-	t.Helper()
-	p, err := m.env.StartPlugin(harness.ProcessOptions{Path: m.bin, Args: []string{"run", "--config", m.config}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Process = p
-	if _, err := p.WaitForLog(ctx, synchronized); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// checkpoint reads and verifies the checkpoint the plugin keeps.
-func (m *cpuManager) checkpoint(t *testing.T) *state.State {
-	t.Helper()
-	return readCheckpoint(t, m.stateDir, m.mach.cpus)
-}
-
-// readCheckpoint reads and verifies the checkpoint in a plugin's state
-// directory.
-func readCheckpoint(t *testing.T, dir string, online cpuset.CPUSet) *state.State {
-	t.Helper()
-	st, err := state.Inspect(dir, online)
-	if err != nil {
-		t.Fatalf("checkpoint: %v", err)
-	}
-	return st
-}
-
-// runPod starts a pod with one container "app".
-func runPod(ctx context.Context, t *testing.T, env *harness.Env, name string, r harness.Resources) *harness.Pod {
-	t.Helper()
-	pod, err := env.CRI.RunPod(ctx, harness.PodSpec{Name: name, Containers: []harness.ContainerSpec{{Name: "app", Resources: r}}})
-	if err != nil {
-		t.Fatalf("run pod %s: %v", name, err)
-	}
-	return pod
+	return &cpuManager{CPUManager: e2etest.StartCPUManager(ctx, t, env, bin, mach.cpus, extraConfig), mach: mach}
 }
 
 func burstable(milli int64) harness.Resources {
 	return harness.Resources{CPURequestMilli: milli, CPULimitMilli: 2 * milli, MemoryRequest: 32 * harness.MiB, MemoryLimit: 64 * harness.MiB}
 }
 
-// waitCPUs waits a few seconds (unsolicited updates are asynchronous) for
-// the container's cgroup cpuset (its cpuset.cpus, or on cgroup v2 the set
-// it inherits while none was written), the kernel's effective set of the
-// cgroup and the CPUs a new process inside it may use to be the same set
-// and satisfy ok. It returns the last ones read.
-func waitCPUs(ctx context.Context, c *harness.Container, ok func(cpuset.CPUSet) bool) (cgroupCPUs, allowed cpuset.CPUSet, err error) {
-	pollCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	err = harness.Poll(pollCtx, func() (bool, error) {
-		cg, err := c.Cgroup(ctx)
-		if err != nil {
-			return false, err
-		}
-		if cgroupCPUs, err = cg.AllowedCPUs(); err != nil {
-			return false, err
-		}
-		effective, err := cg.EffectiveCPUs()
-		if err != nil {
-			return false, err
-		}
-		if allowed, err = c.CPUsAllowed(ctx); err != nil {
-			return false, err
-		}
-		return cgroupCPUs.Equals(allowed) && effective.Equals(allowed) && ok(cgroupCPUs), nil
-	})
-	return cgroupCPUs, allowed, err
-}
-
-// wantCPUs checks, within a few seconds, that the container's cgroup
-// cpuset and the CPUs a new process inside it may use are want.
-func wantCPUs(ctx context.Context, t *testing.T, c *harness.Container, want cpuset.CPUSet) {
-	t.Helper()
-	if cgroupCPUs, allowed, err := waitCPUs(ctx, c, want.Equals); err != nil {
-		t.Errorf("%s: cgroup cpuset %q, Cpus_allowed_list %q, want %q (%v)", c, cgroupCPUs, allowed, want, err)
-	}
-}
-
 // wantPinned checks that c, a Guaranteed container of one whole CPU created
 // while the CPUs of available were free for exclusive use, is pinned to one
-// of them (in its cgroup, in the CPUs a process inside it may use, and as
-// its baseline CPUs in the checkpoint), and returns it. Where the machine's
+// of them (in its cgroup, in the CPUs its processes may use, and as its
+// baseline CPUs in the checkpoint), and returns it. Where the machine's
 // topology lets the tests predict the plugin's choice (every machine with
 // one socket and one NUMA node), it must be that CPU.
 func (m *cpuManager) wantPinned(ctx context.Context, t *testing.T, c *harness.Container, available cpuset.CPUSet) cpuset.CPUSet {
 	t.Helper()
 	got, ok := m.mach.oneExclusive(available)
 	if ok {
-		wantCPUs(ctx, t, c, got)
+		e2etest.WantCPUs(ctx, t, c, got)
 	} else {
 		t.Logf("%s: which CPU of %s the plugin picks is not predicted on this machine (%s); checking that it is one of them", c, available, m.mach.unpredictable)
-		cgroupCPUs, allowed, err := waitCPUs(ctx, c, func(s cpuset.CPUSet) bool { return s.Size() == 1 && s.IsSubsetOf(available) })
-		if err != nil {
-			t.Fatalf("%s: cgroup cpuset %q, Cpus_allowed_list %q, want one CPU of %s (%v)", c, cgroupCPUs, allowed, available, err)
-		}
-		got = cgroupCPUs
+		got = e2etest.SettledCPUs(ctx, t, c, "one CPU of "+available.String(), func(s cpuset.CPUSet) bool { return s.Size() == 1 && s.IsSubsetOf(available) })
 	}
-	if a, ok := m.checkpoint(t).Assignment(c.Pod.Spec.UID, c.Name); !ok || !a.Baseline.Equals(got) || !a.Assigned().Equals(got) {
-		t.Errorf("checkpoint entry of %s: %+v (present %v), want original %s", c, a, ok, got)
-	}
+	m.WantAssignment(t, c, got, got)
 	return got
-}
-
-// unpinnedCPUs returns the CPUs a container runs on when no plugin sets its
-// cpuset: those of the root cpuset cgroup, every online CPU.
-func unpinnedCPUs(t *testing.T) cpuset.CPUSet {
-	t.Helper()
-	root, err := harness.NewCgroup("/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpus, err := root.EffectiveCPUs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cpus
-}
-
-func wantQuota(t *testing.T, ctx context.Context, c *harness.Container, want int64) {
-	t.Helper()
-	cg, err := c.Cgroup(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, err := cg.Values()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v.CPUQuota != want {
-		t.Errorf("%s: cpu.cfs_quota_us %d, want %d", c, v.CPUQuota, want)
-	}
 }
 
 // Every scenario below reserves the machine's first CPU for the system
@@ -212,18 +75,18 @@ func TestSharedPoolFollowsPinnedContainer(t *testing.T) {
 	env := harness.NewTestEnv(t, harness.EnvOptions{})
 	ctx := harness.Context(t, 5*time.Minute)
 	reserved := mach.firstCPU()
-	m := startCPUManager(ctx, t, env, mach, reserve(reserved))
+	m := startCPUManager(ctx, t, env, mach, e2etest.Reserve(reserved))
 
-	web := runPod(ctx, t, env, "web", burstable(250)).Container("app")
-	wantCPUs(ctx, t, web, mach.cpus)
-	pinned := runPod(ctx, t, env, "pinned", harness.Guaranteed(1000, 64*harness.MiB))
+	web := e2etest.RunPod(ctx, t, env, "web", burstable(250)).Container("app")
+	e2etest.WantCPUs(ctx, t, web, mach.cpus)
+	pinned := e2etest.RunPod(ctx, t, env, "pinned", harness.Guaranteed(1000, 64*harness.MiB))
 	exclusive := m.wantPinned(ctx, t, pinned.Container("app"), mach.cpus.Difference(reserved))
 	shared := mach.cpus.Difference(exclusive)
-	wantCPUs(ctx, t, web, shared)
-	frac := runPod(ctx, t, env, "fractional", harness.Guaranteed(500, 64*harness.MiB)).Container("app")
-	wantCPUs(ctx, t, frac, shared)
+	e2etest.WantCPUs(ctx, t, web, shared)
+	frac := e2etest.RunPod(ctx, t, env, "fractional", harness.Guaranteed(500, 64*harness.MiB)).Container("app")
+	e2etest.WantCPUs(ctx, t, frac, shared)
 
-	st := m.checkpoint(t)
+	st := m.Checkpoint(t)
 	if a, ok := st.Assignment(pinned.Spec.UID, "app"); !ok || !a.Baseline.Equals(exclusive) {
 		t.Errorf("checkpoint entry of the pinned container: %+v (present %v), want original %s", a, ok, exclusive)
 	}
@@ -234,9 +97,9 @@ func TestSharedPoolFollowsPinnedContainer(t *testing.T) {
 	if err := pinned.Remove(ctx); err != nil {
 		t.Fatal(err)
 	}
-	wantCPUs(ctx, t, web, mach.cpus)
-	wantCPUs(ctx, t, frac, mach.cpus)
-	if st := m.checkpoint(t); st.NumAssignments() != 0 || !st.DefaultCPUSet().Equals(mach.cpus) {
+	e2etest.WantCPUs(ctx, t, web, mach.cpus)
+	e2etest.WantCPUs(ctx, t, frac, mach.cpus)
+	if st := m.Checkpoint(t); st.NumAssignments() != 0 || !st.DefaultCPUSet().Equals(mach.cpus) {
 		t.Errorf("checkpoint after removal: %d entries, shared pool %q, want no entry and %s", st.NumAssignments(), st.DefaultCPUSet(), mach.cpus)
 	}
 }
@@ -249,14 +112,14 @@ func TestGrowthThatWouldEmptyTheSharedPoolIsRefused(t *testing.T) {
 	mach.needCPUs(t, 2, "one to pin and one left in the shared pool")
 	env := harness.NewTestEnv(t, harness.EnvOptions{})
 	ctx := harness.Context(t, 5*time.Minute)
-	m := startCPUManager(ctx, t, env, mach, reserve(cpuset.New()))
+	m := startCPUManager(ctx, t, env, mach, e2etest.Reserve(cpuset.New()))
 
-	web := runPod(ctx, t, env, "web", burstable(250)).Container("app")
-	pinned := runPod(ctx, t, env, "pinned", harness.Guaranteed(1000, 64*harness.MiB))
+	web := e2etest.RunPod(ctx, t, env, "web", burstable(250)).Container("app")
+	pinned := e2etest.RunPod(ctx, t, env, "pinned", harness.Guaranteed(1000, 64*harness.MiB))
 	app := pinned.Container("app")
 	exclusive := m.wantPinned(ctx, t, app, mach.cpus)
 	shared := mach.cpus.Difference(exclusive)
-	wantCPUs(ctx, t, web, shared)
+	e2etest.WantCPUs(ctx, t, web, shared)
 
 	every := int64(mach.cpus.Size())
 	err := pinned.Resize(ctx, map[string]harness.Resources{"app": harness.Guaranteed(every*1000, 64*harness.MiB)})
@@ -269,10 +132,10 @@ func TestGrowthThatWouldEmptyTheSharedPoolIsRefused(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	wantCPUs(ctx, t, app, exclusive)
-	wantQuota(t, ctx, app, 100000)
-	wantCPUs(ctx, t, web, shared)
-	if a, _ := m.checkpoint(t).Assignment(pinned.Spec.UID, "app"); !a.Assigned().Equals(exclusive) {
+	e2etest.WantCPUs(ctx, t, app, exclusive)
+	e2etest.WantQuota(ctx, t, app, 1)
+	e2etest.WantCPUs(ctx, t, web, shared)
+	if a, _ := m.Checkpoint(t).Assignment(pinned.Spec.UID, "app"); !a.Assigned().Equals(exclusive) {
 		t.Errorf("checkpoint: %+v, want the container still on CPU %s", a, exclusive)
 	}
 }
@@ -286,15 +149,15 @@ func TestMemoryOnlyResizeKeepsCPUs(t *testing.T) {
 	env := harness.NewTestEnv(t, harness.EnvOptions{})
 	ctx := harness.Context(t, 5*time.Minute)
 	reserved := mach.firstCPU()
-	m := startCPUManager(ctx, t, env, mach, reserve(reserved))
+	m := startCPUManager(ctx, t, env, mach, e2etest.Reserve(reserved))
 
-	pinned := runPod(ctx, t, env, "pinned", harness.Guaranteed(1000, 64*harness.MiB))
+	pinned := e2etest.RunPod(ctx, t, env, "pinned", harness.Guaranteed(1000, 64*harness.MiB))
 	app := pinned.Container("app")
 	exclusive := m.wantPinned(ctx, t, app, mach.cpus.Difference(reserved))
 	if err := pinned.Resize(ctx, map[string]harness.Resources{"app": harness.Guaranteed(1000, 128*harness.MiB)}); err != nil {
 		t.Fatalf("memory resize: %v", err)
 	}
-	wantCPUs(ctx, t, app, exclusive)
+	e2etest.WantCPUs(ctx, t, app, exclusive)
 	cg, err := app.Cgroup(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -302,7 +165,7 @@ func TestMemoryOnlyResizeKeepsCPUs(t *testing.T) {
 	if v, err := cg.Values(); err != nil || v.MemoryLimit != 128*harness.MiB {
 		t.Errorf("memory limit %d (%v), want 128Mi", v.MemoryLimit, err)
 	}
-	st := m.checkpoint(t)
+	st := m.Checkpoint(t)
 	if a, ok := st.Assignment(pinned.Spec.UID, "app"); !ok || !a.Baseline.Equals(exclusive) || !a.Assigned().Equals(exclusive) {
 		t.Errorf("checkpoint entry after the memory resize: %+v (present %v), want original %s and nothing more", a, ok, exclusive)
 	}
@@ -322,26 +185,26 @@ func TestPluginKilledAndRestartedKeepsCPUs(t *testing.T) {
 	env := harness.NewTestEnv(t, harness.EnvOptions{})
 	ctx := harness.Context(t, 5*time.Minute)
 	reserved := mach.firstCPU()
-	m := startCPUManager(ctx, t, env, mach, reserve(reserved))
+	m := startCPUManager(ctx, t, env, mach, e2etest.Reserve(reserved))
 
-	web := runPod(ctx, t, env, "web", burstable(250)).Container("app")
-	pinnedPod := runPod(ctx, t, env, "pinned", harness.Guaranteed(1000, 64*harness.MiB))
+	web := e2etest.RunPod(ctx, t, env, "web", burstable(250)).Container("app")
+	pinnedPod := e2etest.RunPod(ctx, t, env, "pinned", harness.Guaranteed(1000, 64*harness.MiB))
 	pinned := pinnedPod.Container("app")
 	exclusive := m.wantPinned(ctx, t, pinned, mach.cpus.Difference(reserved))
 	shared := mach.cpus.Difference(exclusive)
-	wantCPUs(ctx, t, web, shared)
+	e2etest.WantCPUs(ctx, t, web, shared)
 
 	if err := m.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	late := runPod(ctx, t, env, "late", burstable(100)).Container("app")
-	wantCPUs(ctx, t, late, unpinnedCPUs(t))
+	late := e2etest.RunPod(ctx, t, env, "late", burstable(100)).Container("app")
+	e2etest.WantCPUs(ctx, t, late, e2etest.UnpinnedCPUs(t))
 
-	m.start(ctx, t)
-	wantCPUs(ctx, t, pinned, exclusive)
-	wantCPUs(ctx, t, web, shared)
-	wantCPUs(ctx, t, late, shared)
-	st := m.checkpoint(t)
+	m.Start(ctx, t)
+	e2etest.WantCPUs(ctx, t, pinned, exclusive)
+	e2etest.WantCPUs(ctx, t, web, shared)
+	e2etest.WantCPUs(ctx, t, late, shared)
+	st := m.Checkpoint(t)
 	if a, _ := st.Assignment(pinnedPod.Spec.UID, "app"); !a.Baseline.Equals(exclusive) {
 		t.Errorf("checkpoint after restart: %+v, want original %s", a, exclusive)
 	}
@@ -364,10 +227,10 @@ func TestContainerdRestartKeepsCPUs(t *testing.T) {
 	env := harness.NewTestEnv(t, harness.EnvOptions{})
 	ctx := harness.Context(t, 5*time.Minute)
 	reserved := mach.firstCPU()
-	m := startCPUManager(ctx, t, env, mach, reserve(reserved))
+	m := startCPUManager(ctx, t, env, mach, e2etest.Reserve(reserved))
 
-	web := runPod(ctx, t, env, "web", burstable(250)).Container("app")
-	pinnedPod := runPod(ctx, t, env, "pinned", harness.Guaranteed(1000, 64*harness.MiB))
+	web := e2etest.RunPod(ctx, t, env, "web", burstable(250)).Container("app")
+	pinnedPod := e2etest.RunPod(ctx, t, env, "pinned", harness.Guaranteed(1000, 64*harness.MiB))
 	pinned := pinnedPod.Container("app")
 	exclusive := m.wantPinned(ctx, t, pinned, mach.cpus.Difference(reserved))
 
@@ -375,11 +238,11 @@ func TestContainerdRestartKeepsCPUs(t *testing.T) {
 	if err := env.RestartContainerd(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.WaitForLogSince(ctx, mark, synchronized); err != nil {
+	if _, err := m.WaitForLogSince(ctx, mark, e2etest.Synchronized); err != nil {
 		t.Fatalf("the plugin did not reconnect: %v", err)
 	}
-	wantCPUs(ctx, t, pinned, exclusive)
-	wantCPUs(ctx, t, web, mach.cpus.Difference(exclusive))
+	e2etest.WantCPUs(ctx, t, pinned, exclusive)
+	e2etest.WantCPUs(ctx, t, web, mach.cpus.Difference(exclusive))
 
 	mark = m.Mark()
 	if err := pinnedPod.Remove(ctx); err != nil {
@@ -388,14 +251,14 @@ func TestContainerdRestartKeepsCPUs(t *testing.T) {
 	if _, err := m.WaitForLogSince(ctx, mark, regexp.MustCompile(`pinned/app: stopped; its pod keeps its exclusive CPUs`)); err != nil {
 		t.Fatalf("the plugin did not see the pod's container stop: %v", err)
 	}
-	wantCPUs(ctx, t, web, mach.cpus.Difference(exclusive))
+	e2etest.WantCPUs(ctx, t, web, mach.cpus.Difference(exclusive))
 
 	if err := m.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	m.start(ctx, t)
-	wantCPUs(ctx, t, web, mach.cpus)
-	st := m.checkpoint(t)
+	m.Start(ctx, t)
+	e2etest.WantCPUs(ctx, t, web, mach.cpus)
+	st := m.Checkpoint(t)
 	if st.NumAssignments() != 0 {
 		t.Errorf("checkpoint still holds %d entries after the pod went", st.NumAssignments())
 	}

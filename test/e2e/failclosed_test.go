@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
@@ -62,13 +63,13 @@ func TestFailClosedWhileThePluginIsAway(t *testing.T) {
 	}
 
 	// The plugin comes; the kubelet would retry the creation.
-	m := startCPUManager(ctx, t, env, mach, reserve(reserved))
+	m := startCPUManager(ctx, t, env, mach, e2etest.Reserve(reserved))
 	app, err := pinned.StartContainer(ctx, spec.Containers[0])
 	if err != nil {
 		t.Fatalf("creation with the plugin back: %v", err)
 	}
 	exclusive := m.wantPinned(ctx, t, app, mach.cpus.Difference(reserved))
-	wantCPUs(ctx, t, tolerated.Container("app"), mach.cpus.Difference(exclusive))
+	e2etest.WantCPUs(ctx, t, tolerated.Container("app"), mach.cpus.Difference(exclusive))
 
 	// The plugin goes again: fail closed again.
 	if err := m.Stop(5 * time.Second); err != nil {
@@ -89,5 +90,5 @@ func TestFailClosedWhileThePluginIsAway(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	wantCPUs(ctx, t, app, exclusive)
+	e2etest.WantCPUs(ctx, t, app, exclusive)
 }

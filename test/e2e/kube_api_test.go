@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/cpuset"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
@@ -25,10 +26,6 @@ import (
 // (no request forbidden) under the API server's RBAC authorization, its
 // events on pods, its NodeResourceTopology object, and the node working
 // on NRI alone when the plugin loses the API server.
-
-// pluginMetrics is the plugin's /metrics (the DaemonSet runs on the host
-// network in this suite).
-const pluginMetrics = "http://127.0.0.1:9101/metrics"
 
 // pluginHealth is the plugin's probes' listener (healthAddress, the pod's
 // port health; the overlay runs the pod on the host's network).
@@ -41,7 +38,7 @@ var forbidden = regexp.MustCompile(`(?i)forbidden`)
 // apiAccessAllowed scans the plugin's log for a denied request: the RBAC
 // of deploy/ must be enough for everything the plugin did so far.
 func (k *kube) apiAccessAllowed(ctx context.Context, t *testing.T) {
-	plugin := k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
+	plugin := k.Attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
 	st, err := plugin.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +57,7 @@ func (k *kube) apiAccessAllowed(ctx context.Context, t *testing.T) {
 		t.Errorf("the API server denied the plugin %d requests: deploy/'s RBAC is not enough:\n%s", len(denied), strings.Join(denied, "\n"))
 	}
 	for _, feature := range []string{"pods", "events"} {
-		if v, err := metricValue(ctx, `nri_cpumanager_kubernetes_api_available{feature="`+feature+`"}`); err != nil || v != 1 {
+		if v, err := e2etest.PluginMetricValue(ctx, `nri_cpumanager_kubernetes_api_available{feature="`+feature+`"}`); err != nil || v != 1 {
 			t.Errorf("kubernetes_api_available{feature=%q} = %v (%v), want 1", feature, v, err)
 		}
 	}
@@ -89,10 +86,10 @@ func (k *kube) eventsOnRefusal(ctx context.Context, t *testing.T) {
 			} `json:"regarding"`
 		} `json:"items"`
 	}
-	if err := k.cluster.KubectlJSON(ctx, &list, "get", "events.v1.events.k8s.io", "-n", "default"); err != nil {
+	if err := k.Cluster.KubectlJSON(ctx, &list, "get", "events.v1.events.k8s.io", "-n", "default"); err != nil {
 		t.Fatal(err)
 	}
-	uid := k.pod(ctx, t, "pinned").Metadata.UID
+	uid := k.Pod(ctx, t, "pinned").Metadata.UID
 	var found bool
 	for _, e := range list.Items {
 		if e.Regarding.UID == uid && e.Reason == "ResizeRefused" {
@@ -105,7 +102,7 @@ func (k *kube) eventsOnRefusal(ctx context.Context, t *testing.T) {
 	if !found {
 		t.Errorf("no ResizeRefused event regards pod pinned (%s): %+v", uid, list.Items)
 	}
-	out, err := k.cluster.Kubectl(ctx, "describe", "pod", "pinned")
+	out, err := k.Cluster.Kubectl(ctx, "describe", "pod", "pinned")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +168,7 @@ func (k *kube) nodeResourceTopology(ctx context.Context, t *testing.T) {
 	var lastErr error
 	get := func() *nrt {
 		var n nrt
-		if lastErr = k.cluster.KubectlJSON(ctx, &n, "get", "noderesourcetopologies.v1alpha2.topology.node.k8s.io", k.cluster.NodeName); lastErr != nil {
+		if lastErr = k.Cluster.KubectlJSON(ctx, &n, "get", "noderesourcetopologies.v1alpha2.topology.node.k8s.io", k.Cluster.NodeName); lastErr != nil {
 			return &n
 		}
 		return &n
@@ -190,7 +187,7 @@ func (k *kube) nodeResourceTopology(ctx context.Context, t *testing.T) {
 			return true, nil
 		})
 		if err != nil {
-			t.Fatalf("NodeResourceTopology %s: %+v (last error %v), want the free CPUs %s per NUMA node: %v", k.cluster.NodeName, n, lastErr, free, err)
+			t.Fatalf("NodeResourceTopology %s: %+v (last error %v), want the free CPUs %s per NUMA node: %v", k.Cluster.NodeName, n, lastErr, free, err)
 		}
 		return n
 	}
@@ -215,15 +212,12 @@ func (k *kube) nodeResourceTopology(ctx context.Context, t *testing.T) {
 	}
 	k.topologyOwnership(ctx, t, n)
 
-	k.apply(ctx, t, harness.PodManifest("nrt-pinned", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
-	pinned := k.attach(ctx, t, k.waitRunning(ctx, t, "nrt-pinned"), "app")
-	cpus, _, err := waitCPUs(ctx, pinned, func(s cpuset.CPUSet) bool { return s.Size() == k.unit })
-	if err != nil {
-		t.Fatalf("nrt-pinned: %v", err)
-	}
+	k.Apply(ctx, t, harness.PodManifest("nrt-pinned", k.Cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
+	pinned := k.Attach(ctx, t, k.WaitReady(ctx, t, "nrt-pinned"), "app")
+	cpus := e2etest.SettledCPUs(ctx, t, pinned, fmt.Sprintf("%d CPUs", k.unit), func(s cpuset.CPUSet) bool { return s.Size() == k.unit })
 	waitAvailable(exclusive.Difference(cpus))
 	t.Logf("pinned to %s: the object shows it", cpus)
-	k.deletePod(t, "nrt-pinned")
+	k.DeletePod(t, "nrt-pinned")
 	waitAvailable(exclusive)
 }
 
@@ -238,19 +232,19 @@ func (k *kube) topologyOwnership(ctx context.Context, t *testing.T, n *nrt) {
 			UID string `json:"uid"`
 		} `json:"metadata"`
 	}
-	if err := k.cluster.KubectlJSON(ctx, &node, "get", "node", k.cluster.NodeName); err != nil {
+	if err := k.Cluster.KubectlJSON(ctx, &node, "get", "node", k.Cluster.NodeName); err != nil {
 		t.Fatal(err)
 	}
 	owners := n.Metadata.OwnerReferences
-	if len(owners) != 1 || owners[0].Kind != "Node" || owners[0].APIVersion != "v1" || owners[0].Name != k.cluster.NodeName || owners[0].UID != node.Metadata.UID {
-		t.Errorf("owner references %+v, want the Node %s (%s)", owners, k.cluster.NodeName, node.Metadata.UID)
+	if len(owners) != 1 || owners[0].Kind != "Node" || owners[0].APIVersion != "v1" || owners[0].Name != k.Cluster.NodeName || owners[0].UID != node.Metadata.UID {
+		t.Errorf("owner references %+v, want the Node %s (%s)", owners, k.Cluster.NodeName, node.Metadata.UID)
 	}
 	if n.Metadata.Labels["app.kubernetes.io/managed-by"] != "nri-cpumanager" {
 		t.Errorf("labels %v, want managed-by nri-cpumanager", n.Metadata.Labels)
 	}
 
 	plugin := k.pluginPod(ctx, t)
-	token, err := k.cluster.Kubectl(ctx, "create", "token", "-n", pluginNamespace, "nri-cpumanager",
+	token, err := k.Cluster.Kubectl(ctx, "create", "token", "-n", e2etest.PluginNamespace, "nri-cpumanager",
 		"--bound-object-kind", "Pod", "--bound-object-name", plugin.Metadata.Name, "--bound-object-uid", plugin.Metadata.UID)
 	if err != nil {
 		t.Fatal(err)
@@ -260,14 +254,14 @@ kind: NodeResourceTopology
 metadata: {name: another-node}
 zones: []
 `
-	out, err := k.cluster.KubectlWithToken(ctx, strings.TrimSpace(token), other, "create", "-f", "-")
+	out, err := k.Cluster.KubectlWithToken(ctx, strings.TrimSpace(token), other, "create", "-f", "-")
 	if err == nil || !strings.Contains(err.Error(), "may write only the NodeResourceTopology object of its own node, not another-node") {
 		t.Errorf("the plugin's token creating another node's object: %q, %v; want it denied by the policy", out, err)
 	}
 	// Its own node's object, through the same token: the policy admits it
 	// (a dry run writes nothing).
-	own := strings.Replace(other, "another-node", k.cluster.NodeName, 1)
-	if _, err := k.cluster.KubectlWithToken(ctx, strings.TrimSpace(token), own, "create", "--dry-run=server", "-f", "-"); err != nil &&
+	own := strings.Replace(other, "another-node", k.Cluster.NodeName, 1)
+	if _, err := k.Cluster.KubectlWithToken(ctx, strings.TrimSpace(token), own, "create", "--dry-run=server", "-f", "-"); err != nil &&
 		!strings.Contains(err.Error(), "AlreadyExists") && !strings.Contains(err.Error(), "already exists") {
 		t.Errorf("the plugin's token and its own node's object: %v, want only AlreadyExists", err)
 	}
@@ -331,17 +325,17 @@ func (k *kube) topologyCommand(ctx context.Context, t *testing.T) (map[int]cpuse
 func (k *kube) withoutTheAPI(ctx context.Context, t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 8*time.Minute)
 	defer cancel()
-	_, port, err := k.cluster.APIServerHostPort()
+	_, port, err := k.Cluster.APIServerHostPort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	setPort := func(ctx context.Context, p string) *harness.KubePod {
 		t.Helper()
 		old := k.pluginPod(ctx, t)
-		if _, err := k.cluster.Kubectl(ctx, "set", "env", "daemonset/nri-cpumanager", "-n", pluginNamespace, "KUBERNETES_SERVICE_PORT="+p); err != nil {
+		if _, err := k.Cluster.Kubectl(ctx, "set", "env", "daemonset/nri-cpumanager", "-n", e2etest.PluginNamespace, "KUBERNETES_SERVICE_PORT="+p); err != nil {
 			t.Fatal(err)
 		}
-		return k.waitPluginReady(ctx, t, old.Metadata.UID)
+		return k.WaitPluginReady(ctx, t, old.Metadata.UID)
 	}
 	// Port 1 of the loopback: nothing listens, connections are refused.
 	cut := setPort(ctx, "1")
@@ -350,25 +344,25 @@ func (k *kube) withoutTheAPI(ctx context.Context, t *testing.T) {
 		defer cancel()
 		setPort(ctx, port)
 	})
-	plugin := k.attach(ctx, t, cut, "nri-cpumanager")
+	plugin := k.Attach(ctx, t, cut, "nri-cpumanager")
 	line, err := k.waitLog(ctx, plugin, 0, regexp.MustCompile(`Kubernetes API unavailable.*feature=pods`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("plugin: %s", strings.TrimSpace(line))
-	if v, err := metricValue(ctx, `nri_cpumanager_kubernetes_api_available{feature="pods"}`); err != nil || v != 0 {
+	if v, err := e2etest.PluginMetricValue(ctx, `nri_cpumanager_kubernetes_api_available{feature="pods"}`); err != nil || v != 0 {
 		t.Errorf("kubernetes_api_available{feature=pods} = %v (%v), want 0", v, err)
 	}
 
 	// Pinning and refusing on NRI alone.
-	k.apply(ctx, t, harness.PodManifest("nri-only", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
-	t.Cleanup(func() { k.deletePod(t, "nri-only") })
-	app := k.attach(ctx, t, k.waitRunning(ctx, t, "nri-only"), "app")
-	if got, _, err := waitCPUs(ctx, app, func(s cpuset.CPUSet) bool { return s.Size() == k.unit && s.IsSubsetOf(k.available()) }); err != nil {
+	k.Apply(ctx, t, harness.PodManifest("nri-only", k.Cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
+	t.Cleanup(func() { k.DeletePod(t, "nri-only") })
+	app := k.Attach(ctx, t, k.WaitReady(ctx, t, "nri-only"), "app")
+	if got, _, err := e2etest.WaitCPUs(ctx, app, func(s cpuset.CPUSet) bool { return s.Size() == k.unit && s.IsSubsetOf(k.available()) }); err != nil {
 		t.Errorf("nri-only pod: cpuset %s, want %d exclusive CPUs of %s: %v", got, k.unit, k.available(), err)
 	}
 	k.resize(ctx, t, "nri-only", fmt.Sprint(k.mach.cpus.Size()), "64Mi")
-	cond := k.waitResizeError(ctx, t, "nri-only", regexp.MustCompile(`(Infeasible|Deferred): [A-Za-z]+: .*default/nri-only`))
+	cond := k.WaitResizeError(ctx, t, "nri-only", regexp.MustCompile(`(Infeasible|Deferred): [A-Za-z]+: .*default/nri-only`))
 	t.Logf("refused on NRI alone: %q", cond.Message)
 	k.putBack(t, "nri-only", k.units(1), "64Mi")
 	lines, err := os.ReadFile(mustLogPath(ctx, t, plugin))
@@ -386,22 +380,19 @@ func (k *kube) withoutTheAPI(ctx context.Context, t *testing.T) {
 func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
 	defer cancel()
-	k.apply(ctx, t, harness.PodManifest("frozen", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
-	t.Cleanup(func() { k.deletePod(t, "frozen") })
-	app := k.attach(ctx, t, k.waitRunning(ctx, t, "frozen"), "app")
-	pinned, _, err := waitCPUs(ctx, app, func(s cpuset.CPUSet) bool { return s.Size() == k.unit })
-	if err != nil {
-		t.Fatal(err)
-	}
+	k.Apply(ctx, t, harness.PodManifest("frozen", k.Cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
+	t.Cleanup(func() { k.DeletePod(t, "frozen") })
+	app := k.Attach(ctx, t, k.WaitReady(ctx, t, "frozen"), "app")
+	pinned := e2etest.SettledCPUs(ctx, t, app, fmt.Sprintf("%d CPUs", k.unit), func(s cpuset.CPUSet) bool { return s.Size() == k.unit })
 	before := k.cpusets(ctx, t)
-	if err := k.cluster.FreezeAPIServer(); err != nil {
+	if err := k.Cluster.FreezeAPIServer(); err != nil {
 		t.Fatal(err)
 	}
 	thawed := false
 	thaw := func() {
 		if !thawed {
 			thawed = true
-			if err := k.cluster.ThawAPIServer(); err != nil {
+			if err := k.Cluster.ThawAPIServer(); err != nil {
 				t.Error(err)
 			}
 		}
@@ -414,11 +405,11 @@ func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 				t.Errorf("while the API server is stopped, the plugin's %s answers %d (%v)", path, code, err)
 			}
 		}
-		wantCPUs(ctx, t, app, pinned)
+		e2etest.WantCPUs(ctx, t, app, pinned)
 	}
 	thaw()
 	if err := harness.Poll(ctx, func() (bool, error) {
-		_, err := k.cluster.Kubectl(ctx, "get", "--raw", "/readyz")
+		_, err := k.Cluster.Kubectl(ctx, "get", "--raw", "/readyz")
 		return err == nil, nil
 	}); err != nil {
 		t.Fatalf("the API server did not come back: %v", err)
@@ -427,12 +418,7 @@ func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 	// The node goes on: the pod's memory-only resize is applied, CPUs kept.
 	k.resize(ctx, t, "frozen", k.units(1), "96Mi")
 	k.waitResized(ctx, t, "frozen", k.units(1), "96Mi")
-	wantCPUs(ctx, t, app, pinned)
-}
-
-// metricValue reads one sample of the plugin's metrics.
-func metricValue(ctx context.Context, series string) (float64, error) {
-	return harness.MetricValue(ctx, pluginMetrics, series)
+	e2etest.WantCPUs(ctx, t, app, pinned)
 }
 
 func mustLogPath(ctx context.Context, t *testing.T, c *harness.Container) string {

@@ -14,18 +14,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/nri-cpumanager/nri-cpumanager/config"
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
-)
-
-// The plugin's image as the Kubernetes suite builds and imports it, and
-// where the DaemonSet of deploy/ runs.
-const (
-	pluginImageRepo = "localhost/nri-cpumanager"
-	pluginImageTag  = "e2e"
-	pluginNamespace = "nri-cpumanager"
-	pluginSelector  = "app.kubernetes.io/name=nri-cpumanager"
-	// nodeLabel is the label deploy/daemonset.yaml's nodeSelector wants.
-	nodeLabel = "nri-cpumanager.io/enabled"
 )
 
 // buildPluginImage builds the plugin's image the way the release does
@@ -42,7 +32,7 @@ func buildPluginImage(ctx context.Context, t *testing.T) string {
 		t.Fatal(err)
 	}
 	archive := filepath.Join(root, "_output", "e2e", "nri-cpumanager-image.tar")
-	cmd := exec.CommandContext(ctx, bin, "-o", archive, "-name", pluginImageRepo, "-tag", pluginImageTag)
+	cmd := exec.CommandContext(ctx, bin, "-o", archive, "-name", e2etest.PluginImageRepo, "-tag", e2etest.PluginImageTag)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -50,34 +40,6 @@ func buildPluginImage(ctx context.Context, t *testing.T) string {
 	}
 	t.Logf("%s", strings.TrimSpace(string(out)))
 	return archive
-}
-
-// overlay writes a kustomization in a temporary directory that takes
-// deploy/ as it is, with its NodeResourceTopology component, and only
-// points the DaemonSet at this test's containerd, state directory, image
-// and API server (see harness.DeployOverlay; on a 2-CPU node, the plugin's
-// 100m CPU request would make the kubelet defer a 1 -> 2 CPU growth itself,
-// and the test wants the plugin's answer).
-func overlay(t *testing.T, env *harness.Env, stateDir string, cluster *harness.Cluster) string {
-	t.Helper()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	apiHost, apiPort, err := cluster.APIServerHostPort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	o := harness.DeployOverlay{
-		Deploy: filepath.Join(root, "deploy"), Components: []string{"components/noderesourcetopology"},
-		Image: pluginImageRepo, Tag: pluginImageTag, NRISocketDir: env.Containerd.NRISocketDir(), StateDir: stateDir,
-		APIHost: apiHost, APIPort: apiPort,
-	}
-	if err := o.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 // deployedConfig returns the plugin's configuration as deploy/configmap.yaml

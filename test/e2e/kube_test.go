@@ -15,13 +15,13 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
 // kube is the Kubernetes suite's cluster with the plugin deployed.
 type kube struct {
-	env      *harness.Env
-	cluster  *harness.Cluster
+	*e2etest.Kube
 	mach     *machine
 	stateDir string
 	// reserved is deploy/configmap.yaml's reservedSystemCPUs.
@@ -57,7 +57,7 @@ func TestKubernetes(t *testing.T) {
 	if err := env.Containerd.ImportImages(ctx, archive); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.CRI.WaitForImages(ctx, pluginImageRepo+":"+pluginImageTag); err != nil {
+	if err := env.CRI.WaitForImages(ctx, e2etest.PluginImageRepo+":"+e2etest.PluginImageTag); err != nil {
 		t.Fatal(err)
 	}
 	cluster, err := harness.StartCluster(ctx, harness.ClusterOptions{Tools: tools, Containerd: env.Containerd, Logf: t.Logf})
@@ -68,7 +68,7 @@ func TestKubernetes(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("cluster logs:\n%s", cluster.LogTails(40))
-			t.Logf("the plugin's logs:\n%s", cluster.ContainerLogTails(pluginNamespace, 80))
+			t.Logf("the plugin's logs:\n%s", cluster.ContainerLogTails(e2etest.PluginNamespace, 80))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
@@ -80,7 +80,8 @@ func TestKubernetes(t *testing.T) {
 		}
 	})
 	cfg := deployedConfig(t)
-	k := &kube{env: env, cluster: cluster, mach: mach, stateDir: filepath.Join(cluster.Dir, "nri-cpumanager"), reserved: cfg.ReservedSystemCPUs, unit: 1}
+	k := &kube{Kube: &e2etest.Kube{Env: env, Cluster: cluster, Wait: 2 * time.Minute, PluginWait: 4 * time.Minute},
+		mach: mach, stateDir: filepath.Join(cluster.Dir, "nri-cpumanager"), reserved: cfg.ReservedSystemCPUs, unit: 1}
 	if cfg.CPUManagerPolicyOptions.FullPCPUsOnly {
 		k.unit = mach.cores[0].Size()
 	}
@@ -115,18 +116,24 @@ func TestKubernetes(t *testing.T) {
 // the DaemonSet's pod to be Ready through its probes.
 func (k *kube) deploy(t *testing.T) {
 	ctx := harness.Context(t, 5*time.Minute)
-	dir := overlay(t, k.env, k.stateDir, k.cluster)
-	if out, err := k.cluster.Kubectl(ctx, "apply", "-k", dir); err != nil {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With deploy/'s NodeResourceTopology component; see
+	// harness.DeployOverlay for why the DaemonSet's CPU request goes.
+	dir := k.Overlay(t, filepath.Join(root, "deploy"), []string{"components/noderesourcetopology"}, k.stateDir)
+	if out, err := k.Cluster.Kubectl(ctx, "apply", "-k", dir); err != nil {
 		t.Fatal(err)
 	} else {
 		t.Logf("kubectl apply -k:\n%s", strings.TrimSpace(out))
 	}
-	if _, err := k.cluster.Kubectl(ctx, "label", "node", k.cluster.NodeName, nodeLabel+"=true"); err != nil {
+	if _, err := k.Cluster.Kubectl(ctx, "label", "node", k.Cluster.NodeName, e2etest.NodeLabel+"=true"); err != nil {
 		t.Fatal(err)
 	}
-	p := k.waitPluginReady(ctx, t, "")
+	p := k.WaitPluginReady(ctx, t, "")
 	t.Logf("plugin pod %s Ready", p.Metadata.Name)
-	c := k.attach(ctx, t, p, "nri-cpumanager")
+	c := k.Attach(ctx, t, p, "nri-cpumanager")
 	// The release image's binary, running as the DaemonSet's container.
 	if _, err := k.waitLog(ctx, c, 0, regexp.MustCompile(`msg="?synchronized`)); err != nil {
 		t.Error(err)
@@ -137,26 +144,23 @@ func (k *kube) deploy(t *testing.T) {
 // full-pcpus-only) and a shared one and checks their cpusets and affinity and the plugin's
 // own; it returns the pinned pod's exclusive CPUs.
 func (k *kube) pinnedAndShared(ctx context.Context, t *testing.T) cpuset.CPUSet {
-	k.apply(ctx, t, harness.PodManifest("shared", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: sharedResources}))
-	k.apply(ctx, t, harness.PodManifest("pinned", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
-	pinned := k.attach(ctx, t, k.waitRunning(ctx, t, "pinned"), "app")
-	shared := k.attach(ctx, t, k.waitRunning(ctx, t, "shared"), "app")
+	k.Apply(ctx, t, harness.PodManifest("shared", k.Cluster.NodeName, harness.PodContainer{Name: "app", Resources: sharedResources}))
+	k.Apply(ctx, t, harness.PodManifest("pinned", k.Cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(k.unit, "64Mi")}))
+	pinned := k.Attach(ctx, t, k.WaitReady(ctx, t, "pinned"), "app")
+	shared := k.Attach(ctx, t, k.WaitReady(ctx, t, "shared"), "app")
 
 	available := k.available()
 	exclusive, ok := k.mach.oneExclusive(available)
 	if ok && k.unit == 1 {
-		wantCPUs(ctx, t, pinned, exclusive)
+		e2etest.WantCPUs(ctx, t, pinned, exclusive)
 	} else {
 		t.Logf("which CPU of %s the plugin picks is not predicted on this machine (%s)", available, k.mach.unpredictable)
-		got, _, err := waitCPUs(ctx, pinned, func(s cpuset.CPUSet) bool { return s.Size() == k.unit && s.IsSubsetOf(available) })
-		if err != nil {
-			t.Fatalf("pinned pod: cpuset %s, want a core (%d CPUs) of %s: %v", got, k.unit, available, err)
-		}
-		exclusive = got
+		exclusive = e2etest.SettledCPUs(ctx, t, pinned, fmt.Sprintf("a core (%d CPUs) of %s", k.unit, available),
+			func(s cpuset.CPUSet) bool { return s.Size() == k.unit && s.IsSubsetOf(available) })
 	}
 	sharedPool := k.mach.cpus.Difference(exclusive)
-	wantCPUs(ctx, t, shared, sharedPool)
-	wantProcessCPUs(ctx, t, k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager"), sharedPool)
+	e2etest.WantCPUs(ctx, t, shared, sharedPool)
+	e2etest.WantProcessCPUs(ctx, t, k.Attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager"), sharedPool)
 	st := k.checkpoint(t)
 	if a, ok := st.Assignment(pinned.Pod.Spec.UID, "app"); !ok || !a.Baseline.Equals(exclusive) {
 		t.Errorf("checkpoint entry of the pinned pod: %+v (present %v), want original %s", a, ok, exclusive)
@@ -175,7 +179,7 @@ func (k *kube) pinnedAndShared(ctx context.Context, t *testing.T) cpuset.CPUSet 
 func (k *kube) refusedGrowth(ctx context.Context, t *testing.T, exclusive cpuset.CPUSet) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	pinned := k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app")
+	pinned := k.Attach(ctx, t, k.Pod(ctx, t, "pinned"), "app")
 	podCgroup, err := pinned.Pod.Cgroup()
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +198,7 @@ func (k *kube) refusedGrowth(ctx context.Context, t *testing.T, exclusive cpuset
 		reason = "[A-Za-z]+" // TopologyAffinityError, when every CPU spans NUMA nodes
 	}
 	want := regexp.MustCompile(`(Infeasible|Deferred): ` + reason + `: .*default/pinned`)
-	cond := k.waitResizeError(ctx, t, "pinned", want)
+	cond := k.WaitResizeError(ctx, t, "pinned", want)
 	t.Logf("PodResizeInProgress: reason %s, message %q", cond.Reason, cond.Message)
 	k.wantEvent(ctx, t, "pinned", "ResizeError", want)
 
@@ -222,7 +226,7 @@ func (k *kube) memoryOnlyResize(ctx context.Context, t *testing.T, exclusive cpu
 	before := k.cpusets(ctx, t)
 	k.resize(ctx, t, "pinned", k.units(1), "96Mi")
 	p := k.waitResized(ctx, t, "pinned", k.units(1), "96Mi")
-	app := k.attach(ctx, t, p, "app")
+	app := k.Attach(ctx, t, p, "app")
 	cg, err := app.Cgroup(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +235,7 @@ func (k *kube) memoryOnlyResize(ctx context.Context, t *testing.T, exclusive cpu
 		t.Errorf("memory.limit_in_bytes %d (%v), want 96Mi", limit, err)
 	}
 	k.wantCPUsets(ctx, t, before)
-	wantCPUs(ctx, t, app, exclusive)
+	e2etest.WantCPUs(ctx, t, app, exclusive)
 }
 
 // configMapEdit sets inPlaceResize: false in the ConfigMap: the plugin
@@ -240,10 +244,10 @@ func (k *kube) memoryOnlyResize(ctx context.Context, t *testing.T, exclusive cpu
 func (k *kube) configMapEdit(ctx context.Context, t *testing.T, exclusive cpuset.CPUSet) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	plugin := k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
+	plugin := k.Attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
 	setResize := func(from, to string) {
 		t.Helper()
-		out, err := k.cluster.Kubectl(ctx, "get", "configmap", "nri-cpumanager-config", "-n", pluginNamespace, "-o", "jsonpath={.data.config\\.yaml}")
+		out, err := k.Cluster.Kubectl(ctx, "get", "configmap", "nri-cpumanager-config", "-n", e2etest.PluginNamespace, "-o", "jsonpath={.data.config\\.yaml}")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,7 +255,7 @@ func (k *kube) configMapEdit(ctx context.Context, t *testing.T, exclusive cpuset
 			t.Fatalf("the ConfigMap's config.yaml has no %q:\n%s", "inPlaceResize: "+from, out)
 		}
 		patch := encodeJSON(t, map[string]any{"data": map[string]string{"config.yaml": strings.Replace(out, "inPlaceResize: "+from, "inPlaceResize: "+to, 1)}})
-		if _, err := k.cluster.Kubectl(ctx, "patch", "configmap", "nri-cpumanager-config", "-n", pluginNamespace, "--type=merge", "-p", patch); err != nil {
+		if _, err := k.Cluster.Kubectl(ctx, "patch", "configmap", "nri-cpumanager-config", "-n", e2etest.PluginNamespace, "--type=merge", "-p", patch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -264,10 +268,10 @@ func (k *kube) configMapEdit(ctx context.Context, t *testing.T, exclusive cpuset
 	t.Logf("the ConfigMap edit reached the plugin in %v", time.Since(edited).Round(100*time.Millisecond))
 	n := k.mach.cpus.Size()
 	k.resize(ctx, t, "pinned", fmt.Sprintf("%d", n), "96Mi")
-	cond := k.waitResizeError(ctx, t, "pinned", regexp.MustCompile(`Infeasible: featureDisabledError: .*default/pinned`))
+	cond := k.WaitResizeError(ctx, t, "pinned", regexp.MustCompile(`Infeasible: featureDisabledError: .*default/pinned`))
 	t.Logf("PodResizeInProgress: %q", cond.Message)
 	k.putBack(t, "pinned", k.units(1), "96Mi")
-	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
+	e2etest.WantCPUs(ctx, t, k.Attach(ctx, t, k.Pod(ctx, t, "pinned"), "app"), exclusive)
 
 	mark = k.logSize(ctx, t, plugin)
 	setResize("false", "true")
@@ -286,14 +290,11 @@ func (k *kube) growthAndShrink(ctx context.Context, t *testing.T, exclusive cpus
 	defer cancel()
 	k.resize(ctx, t, "pinned", k.units(2), "96Mi")
 	p := k.waitResized(ctx, t, "pinned", k.units(2), "96Mi")
-	app := k.attach(ctx, t, p, "app")
-	grown, _, err := waitCPUs(ctx, app, func(s cpuset.CPUSet) bool {
+	app := k.Attach(ctx, t, p, "app")
+	grown := e2etest.SettledCPUs(ctx, t, app, fmt.Sprintf("%d CPUs keeping %s, none reserved", 2*k.unit, exclusive), func(s cpuset.CPUSet) bool {
 		return s.Size() == 2*k.unit && exclusive.IsSubsetOf(s) && s.Intersection(k.reserved).IsEmpty()
 	})
-	if err != nil {
-		t.Fatalf("after growing to %d CPUs: cpuset %s, want them keeping %s, none reserved: %v", 2*k.unit, grown, exclusive, err)
-	}
-	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "shared"), "app"), k.mach.cpus.Difference(grown))
+	e2etest.WantCPUs(ctx, t, k.Attach(ctx, t, k.Pod(ctx, t, "shared"), "app"), k.mach.cpus.Difference(grown))
 	podCgroup, err := app.Pod.Cgroup()
 	if err != nil {
 		t.Fatal(err)
@@ -302,8 +303,8 @@ func (k *kube) growthAndShrink(ctx context.Context, t *testing.T, exclusive cpus
 
 	k.resize(ctx, t, "pinned", k.units(1), "96Mi")
 	k.waitResized(ctx, t, "pinned", k.units(1), "96Mi")
-	wantCPUs(ctx, t, app, exclusive)
-	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "shared"), "app"), k.mach.cpus.Difference(exclusive))
+	e2etest.WantCPUs(ctx, t, app, exclusive)
+	e2etest.WantCPUs(ctx, t, k.Attach(ctx, t, k.Pod(ctx, t, "shared"), "app"), k.mach.cpus.Difference(exclusive))
 }
 
 // pluginPodRecreated deletes the plugin's pod: the DaemonSet makes a new
@@ -313,15 +314,15 @@ func (k *kube) pluginPodRecreated(ctx context.Context, t *testing.T, exclusive c
 	defer cancel()
 	before := k.cpusets(ctx, t)
 	old := k.pluginPod(ctx, t)
-	if _, err := k.cluster.Kubectl(ctx, "delete", "pod", "-n", pluginNamespace, old.Metadata.Name, "--wait=true"); err != nil {
+	if _, err := k.Cluster.Kubectl(ctx, "delete", "pod", "-n", e2etest.PluginNamespace, old.Metadata.Name, "--wait=true"); err != nil {
 		t.Fatal(err)
 	}
 	k.wantCPUsets(ctx, t, before)
-	renewed := k.waitPluginReady(ctx, t, old.Metadata.UID)
+	renewed := k.WaitPluginReady(ctx, t, old.Metadata.UID)
 	t.Logf("plugin pod %s replaced by %s", old.Metadata.Name, renewed.Metadata.Name)
-	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
+	e2etest.WantCPUs(ctx, t, k.Attach(ctx, t, k.Pod(ctx, t, "pinned"), "app"), exclusive)
 	k.wantCPUsets(ctx, t, before)
-	wantProcessCPUs(ctx, t, k.attach(ctx, t, renewed, "nri-cpumanager"), k.mach.cpus.Difference(exclusive))
+	e2etest.WantProcessCPUs(ctx, t, k.Attach(ctx, t, renewed, "nri-cpumanager"), k.mach.cpus.Difference(exclusive))
 }
 
 // failClosed takes the plugin off the node (the DaemonSet's node label
@@ -331,26 +332,26 @@ func (k *kube) pluginPodRecreated(ctx context.Context, t *testing.T, exclusive c
 func (k *kube) failClosed(ctx context.Context, t *testing.T, exclusive cpuset.CPUSet) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if _, err := k.cluster.Kubectl(ctx, "label", "node", k.cluster.NodeName, nodeLabel+"-"); err != nil {
+	if _, err := k.Cluster.Kubectl(ctx, "label", "node", k.Cluster.NodeName, e2etest.NodeLabel+"-"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		k.cluster.Kubectl(ctx, "label", "node", k.cluster.NodeName, nodeLabel+"=true", "--overwrite")
+		k.Cluster.Kubectl(ctx, "label", "node", k.Cluster.NodeName, e2etest.NodeLabel+"=true", "--overwrite")
 	})
 	if err := harness.Poll(ctx, func() (bool, error) {
-		out, err := k.cluster.Kubectl(ctx, "get", "pods", "-n", pluginNamespace, "-l", pluginSelector, "-o", "name")
+		out, err := k.Cluster.Kubectl(ctx, "get", "pods", "-n", e2etest.PluginNamespace, "-l", e2etest.PluginSelector, "-o", "name")
 		return err == nil && strings.TrimSpace(out) == "", nil
 	}); err != nil {
 		t.Fatalf("the plugin pod did not go: %v", err)
 	}
-	k.apply(ctx, t, harness.PodManifest("late", k.cluster.NodeName, harness.PodContainer{Name: "app", Resources: sharedResources}))
-	t.Cleanup(func() { k.deletePod(t, "late") })
+	k.Apply(ctx, t, harness.PodManifest("late", k.Cluster.NodeName, harness.PodContainer{Name: "app", Resources: sharedResources}))
+	t.Cleanup(func() { k.DeletePod(t, "late") })
 	const wantErr = `required plugin "` + pluginName + `" not present`
 	var waiting string
 	err := harness.Poll(ctx, func() (bool, error) {
-		p := k.pod(ctx, t, "late")
+		p := k.Pod(ctx, t, "late")
 		if c := p.Container("app"); c != nil && c.State.Waiting != nil && c.State.Waiting.Message != "" {
 			waiting = c.State.Waiting.Reason + ": " + c.State.Waiting.Message
 			return c.State.Waiting.Reason == "CreateContainerError", nil
@@ -368,13 +369,13 @@ func (k *kube) failClosed(ctx context.Context, t *testing.T, exclusive cpuset.CP
 		t.Errorf("the pod's waiting state %q does not say %q", waiting, wantErr)
 	}
 
-	if _, err := k.cluster.Kubectl(ctx, "label", "node", k.cluster.NodeName, nodeLabel+"=true"); err != nil {
+	if _, err := k.Cluster.Kubectl(ctx, "label", "node", k.Cluster.NodeName, e2etest.NodeLabel+"=true"); err != nil {
 		t.Fatal(err)
 	}
-	k.waitPluginReady(ctx, t, "")
-	late := k.attach(ctx, t, k.waitRunning(ctx, t, "late"), "app")
-	wantCPUs(ctx, t, late, k.mach.cpus.Difference(exclusive))
-	wantCPUs(ctx, t, k.attach(ctx, t, k.pod(ctx, t, "pinned"), "app"), exclusive)
+	k.WaitPluginReady(ctx, t, "")
+	late := k.Attach(ctx, t, k.WaitReady(ctx, t, "late"), "app")
+	e2etest.WantCPUs(ctx, t, late, k.mach.cpus.Difference(exclusive))
+	e2etest.WantCPUs(ctx, t, k.Attach(ctx, t, k.Pod(ctx, t, "pinned"), "app"), exclusive)
 }
 
 // deletedPodReturnsCPUs deletes the pinned pod: its CPUs go back to the
@@ -382,11 +383,11 @@ func (k *kube) failClosed(ctx context.Context, t *testing.T, exclusive cpuset.CP
 func (k *kube) deletedPodReturnsCPUs(ctx context.Context, t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	uid := k.pod(ctx, t, "pinned").Metadata.UID
-	k.deletePod(t, "pinned")
-	shared := k.attach(ctx, t, k.pod(ctx, t, "shared"), "app")
-	wantCPUs(ctx, t, shared, k.mach.cpus)
-	wantProcessCPUs(ctx, t, k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager"), k.mach.cpus)
+	uid := k.Pod(ctx, t, "pinned").Metadata.UID
+	k.DeletePod(t, "pinned")
+	shared := k.Attach(ctx, t, k.Pod(ctx, t, "shared"), "app")
+	e2etest.WantCPUs(ctx, t, shared, k.mach.cpus)
+	e2etest.WantProcessCPUs(ctx, t, k.Attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager"), k.mach.cpus)
 	st := k.checkpoint(t)
 	if _, ok := st.Assignment(uid, "app"); ok || st.NumAssignments() != 0 || !st.DefaultCPUSet().Equals(k.mach.cpus) {
 		t.Errorf("checkpoint after the deletion: %d entries, shared pool %s, want none and %s", st.NumAssignments(), st.DefaultCPUSet(), k.mach.cpus)
@@ -402,7 +403,7 @@ func (k *kube) podLevelResources(ctx context.Context, t *testing.T) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	cpu := k.units(1)
-	k.apply(ctx, t, fmt.Sprintf(`{
+	k.Apply(ctx, t, fmt.Sprintf(`{
   "apiVersion": "v1", "kind": "Pod",
   "metadata": {"name": "pod-level", "namespace": "default"},
   "spec": {
@@ -413,9 +414,9 @@ func (k *kube) podLevelResources(ctx context.Context, t *testing.T) {
       {"name": "app", "image": %q, "imagePullPolicy": "Never"},
       {"name": "side", "image": %q, "imagePullPolicy": "Never"}]
   }
-}`, k.cluster.NodeName, cpu, cpu, harness.BusyboxImage, harness.BusyboxImage))
-	defer k.deletePod(t, "pod-level")
-	p := k.waitRunning(ctx, t, "pod-level")
+}`, k.Cluster.NodeName, cpu, cpu, harness.BusyboxImage, harness.BusyboxImage))
+	defer k.DeletePod(t, "pod-level")
+	p := k.WaitReady(ctx, t, "pod-level")
 
 	st := k.checkpoint(t)
 	var pinned, shared string
@@ -433,9 +434,9 @@ func (k *kube) podLevelResources(ctx context.Context, t *testing.T) {
 	if exclusive.Size() != k.unit || !exclusive.IsSubsetOf(k.available()) {
 		t.Errorf("%s pinned to %s, want %d CPUs of %s", pinned, exclusive, k.unit, k.available())
 	}
-	wantCPUs(ctx, t, k.attach(ctx, t, p, pinned), exclusive)
-	wantCPUs(ctx, t, k.attach(ctx, t, p, shared), k.mach.cpus.Difference(exclusive))
-	plugin := k.attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
+	e2etest.WantCPUs(ctx, t, k.Attach(ctx, t, p, pinned), exclusive)
+	e2etest.WantCPUs(ctx, t, k.Attach(ctx, t, p, shared), k.mach.cpus.Difference(exclusive))
+	plugin := k.Attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
 	note := regexp.MustCompile(`default/pod-level/` + shared + `: runs on the shared pool: its \d+ CPUs and the \d+ exclusive CPUs of its pod's other containers exceed the pod's CPU limit`)
 	if line, err := k.waitLog(ctx, plugin, 0, note); err != nil {
 		t.Errorf("plugin log: %v", err)
@@ -458,31 +459,13 @@ func (k *kube) available() cpuset.CPUSet {
 // units returns n cores' worth of CPUs as a Kubernetes quantity.
 func (k *kube) units(n int) string { return fmt.Sprint(n * k.unit) }
 
-// apply applies a manifest.
-func (k *kube) apply(ctx context.Context, t *testing.T, manifest string) {
-	t.Helper()
-	if _, err := k.cluster.KubectlStdin(ctx, manifest, "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// pod returns a pod of the default namespace.
-func (k *kube) pod(ctx context.Context, t *testing.T, name string) *harness.KubePod {
-	t.Helper()
-	var p harness.KubePod
-	if err := k.cluster.KubectlJSON(ctx, &p, "get", "pod", name); err != nil {
-		t.Fatal(err)
-	}
-	return &p
-}
-
 // pluginPod returns the DaemonSet's one pod.
 func (k *kube) pluginPod(ctx context.Context, t *testing.T) *harness.KubePod {
 	t.Helper()
 	var list struct {
 		Items []harness.KubePod `json:"items"`
 	}
-	if err := k.cluster.KubectlJSON(ctx, &list, "get", "pods", "-n", pluginNamespace, "-l", pluginSelector); err != nil {
+	if err := k.Cluster.KubectlJSON(ctx, &list, "get", "pods", "-n", e2etest.PluginNamespace, "-l", e2etest.PluginSelector); err != nil {
 		t.Fatal(err)
 	}
 	var live []harness.KubePod
@@ -497,92 +480,11 @@ func (k *kube) pluginPod(ctx context.Context, t *testing.T) *harness.KubePod {
 	return &live[0]
 }
 
-// waitPluginReady waits (up to four minutes) until the DaemonSet has
-// exactly one pod, Ready through its probes and other than the pod with
-// UID notUID, and `kubectl rollout status` agrees; it returns that pod.
-// (rollout status alone can answer before the DaemonSet controller has
-// seen a node just labelled.)
-func (k *kube) waitPluginReady(ctx context.Context, t *testing.T, notUID string) *harness.KubePod {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
-	defer cancel()
-	var found *harness.KubePod
-	var last string
-	err := harness.Poll(ctx, func() (bool, error) {
-		var list struct {
-			Items []harness.KubePod `json:"items"`
-		}
-		if err := k.cluster.KubectlJSON(ctx, &list, "get", "pods", "-n", pluginNamespace, "-l", pluginSelector); err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		last = fmt.Sprintf("%d pods", len(list.Items))
-		if len(list.Items) != 1 || list.Items[0].Metadata.UID == notUID || !list.Items[0].Ready() {
-			return false, nil
-		}
-		found = &list.Items[0]
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("no Ready plugin pod (last: %s): %v\n%s", last, err, k.describePlugin(ctx))
-	}
-	if _, err := k.cluster.Kubectl(ctx, "rollout", "status", "daemonset/nri-cpumanager", "-n", pluginNamespace, "--timeout=1m"); err != nil {
-		t.Fatal(err)
-	}
-	return found
-}
-
-// describePlugin returns `kubectl describe` of the plugin's pods, for
-// failure messages.
-func (k *kube) describePlugin(ctx context.Context) string {
-	out, err := k.cluster.Kubectl(ctx, "describe", "pods", "-n", pluginNamespace, "-l", pluginSelector)
-	if err != nil {
-		return err.Error()
-	}
-	return out
-}
-
-// waitRunning waits for a pod of the default namespace to be Ready.
-func (k *kube) waitRunning(ctx context.Context, t *testing.T, name string) *harness.KubePod {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	var p *harness.KubePod
-	if err := harness.Poll(ctx, func() (bool, error) {
-		p = k.pod(ctx, t, name)
-		return p.Ready(), nil
-	}); err != nil {
-		out, _ := k.cluster.Kubectl(context.Background(), "describe", "pod", name)
-		t.Fatalf("pod %s not Ready: %v\n%s", name, err, out)
-	}
-	return p
-}
-
-// attach returns the CRI view of a pod's container.
-func (k *kube) attach(ctx context.Context, t *testing.T, p *harness.KubePod, name string) *harness.Container {
-	t.Helper()
-	cs := p.Container(name)
-	if cs == nil || cs.ContainerID == "" {
-		t.Fatalf("pod %s has no container %s yet", p.Metadata.Name, name)
-	}
-	c, err := k.env.CRI.Attach(ctx, cs.ContainerID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // resize asks for new resources of a pod's container "app" through the
 // resize subresource, as a user would.
 func (k *kube) resize(ctx context.Context, t *testing.T, name, cpu, memory string) {
 	t.Helper()
-	r := map[string]string{"cpu": cpu, "memory": memory}
-	patch := encodeJSON(t, map[string]any{"spec": map[string]any{"containers": []any{
-		map[string]any{"name": "app", "resources": map[string]any{"requests": r, "limits": r}},
-	}}})
-	if _, err := k.cluster.Kubectl(ctx, "patch", "pod", name, "--subresource", "resize", "--patch", patch); err != nil {
-		t.Fatal(err)
-	}
+	k.Resize(ctx, t, name, map[string]map[string]string{"app": {"cpu": cpu, "memory": memory}})
 }
 
 // putBack asks for the given resources again and waits until no resize is
@@ -595,45 +497,11 @@ func (k *kube) putBack(t *testing.T, name, cpu, memory string) {
 	k.waitResized(ctx, t, name, cpu, memory)
 }
 
-// waitResized waits until the pod's container runs with the given
+// waitResized waits until the pod's container "app" runs with the given
 // resources and no resize is in progress or pending.
 func (k *kube) waitResized(ctx context.Context, t *testing.T, name, cpu, memory string) *harness.KubePod {
 	t.Helper()
-	var p *harness.KubePod
-	err := harness.Poll(ctx, func() (bool, error) {
-		p = k.pod(ctx, t, name)
-		c := p.Container("app")
-		if c == nil || c.Resources == nil || p.Condition("PodResizeInProgress") != nil || p.Condition("PodResizePending") != nil {
-			return false, nil
-		}
-		return c.Resources.Limits["cpu"] == cpu && c.Resources.Limits["memory"] == memory, nil
-	})
-	if err != nil {
-		t.Fatalf("pod %s not resized to cpu %s memory %s: %v; conditions %+v", name, cpu, memory, err, p.Status.Conditions)
-	}
-	return p
-}
-
-// waitResizeError waits for the pod's PodResizeInProgress condition with
-// reason Error and a message matching want, and returns it.
-func (k *kube) waitResizeError(ctx context.Context, t *testing.T, name string, want *regexp.Regexp) harness.KubeCondition {
-	t.Helper()
-	var last harness.KubeCondition
-	err := harness.Poll(ctx, func() (bool, error) {
-		p := k.pod(ctx, t, name)
-		if c := p.Condition("PodResizeInProgress"); c != nil {
-			last = *c
-			return c.Reason == "Error" && want.MatchString(c.Message), nil
-		}
-		if c := p.Condition("PodResizePending"); c != nil {
-			last = *c
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("pod %s: no PodResizeInProgress Error matching %q: last condition %+v: %v", name, want, last, err)
-	}
-	return last
+	return k.WaitResized(ctx, t, name, map[string]map[string]string{"app": {"cpu": cpu, "memory": memory}})
 }
 
 // wantEvent checks that the pod has an event with reason and a message
@@ -646,7 +514,7 @@ func (k *kube) wantEvent(ctx context.Context, t *testing.T, name, reason string,
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	err := harness.Poll(ctx, func() (bool, error) {
-		if err := k.cluster.KubectlJSON(ctx, &list, "get", "events", "--field-selector", "involvedObject.name="+name+",reason="+reason); err != nil {
+		if err := k.Cluster.KubectlJSON(ctx, &list, "get", "events", "--field-selector", "involvedObject.name="+name+",reason="+reason); err != nil {
 			return false, err
 		}
 		for _, e := range list.Items {
@@ -662,17 +530,6 @@ func (k *kube) wantEvent(ctx context.Context, t *testing.T, name, reason string,
 	}
 }
 
-// deletePod deletes a pod of the default namespace and waits until it is
-// gone.
-func (k *kube) deletePod(t *testing.T, name string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := k.cluster.Kubectl(ctx, "delete", "pod", name, "--ignore-not-found", "--wait=true"); err != nil {
-		t.Error(err)
-	}
-}
-
 // cpusets returns the cgroup cpuset of every container of the test's pods
 // and the plugin's.
 func (k *kube) cpusets(ctx context.Context, t *testing.T) map[string]cpuset.CPUSet {
@@ -681,8 +538,8 @@ func (k *kube) cpusets(ctx context.Context, t *testing.T) map[string]cpuset.CPUS
 	var list struct {
 		Items []harness.KubePod `json:"items"`
 	}
-	for _, ns := range []string{"default", pluginNamespace} {
-		if err := k.cluster.KubectlJSON(ctx, &list, "get", "pods", "-n", ns); err != nil {
+	for _, ns := range []string{"default", e2etest.PluginNamespace} {
+		if err := k.Cluster.KubectlJSON(ctx, &list, "get", "pods", "-n", ns); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range list.Items {
@@ -690,7 +547,7 @@ func (k *kube) cpusets(ctx context.Context, t *testing.T) map[string]cpuset.CPUS
 				if cs.State.Running == nil {
 					continue
 				}
-				c := k.attach(ctx, t, &p, cs.Name)
+				c := k.Attach(ctx, t, &p, cs.Name)
 				cpus, err := c.CgroupCPUs(ctx)
 				if err != nil {
 					t.Fatal(err)
@@ -717,37 +574,7 @@ func (k *kube) wantCPUsets(ctx context.Context, t *testing.T, before map[string]
 // checkpoint reads and verifies the plugin's checkpoint.
 func (k *kube) checkpoint(t *testing.T) *state.State {
 	t.Helper()
-	return readCheckpoint(t, k.stateDir, k.mach.cpus)
-}
-
-// wantProcessCPUs is wantCPUs for a container without a shell (the
-// plugin's image holds only its binary): the container's cgroup cpuset
-// and the CPU affinity of its command, read from the host, must be want.
-func wantProcessCPUs(ctx context.Context, t *testing.T, c *harness.Container, want cpuset.CPUSet) {
-	t.Helper()
-	pid, err := c.PID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cg, err := c.Cgroup(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cgroupCPUs, allowed cpuset.CPUSet
-	pollCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	err = harness.Poll(pollCtx, func() (bool, error) {
-		if cgroupCPUs, err = cg.AllowedCPUs(); err != nil {
-			return false, err
-		}
-		if allowed, err = harness.ProcessCPUsAllowed(pid); err != nil {
-			return false, err
-		}
-		return cgroupCPUs.Equals(want) && allowed.Equals(want), nil
-	})
-	if err != nil {
-		t.Errorf("%s: cgroup cpuset %q, Cpus_allowed_list of pid %d %q, want %q (%v)", c, cgroupCPUs, pid, allowed, want, err)
-	}
+	return e2etest.ReadCheckpoint(t, k.stateDir, k.mach.cpus)
 }
 
 // readPodCPU returns the CPU quota of a pod cgroup and its cpu.shares

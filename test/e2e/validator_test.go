@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
@@ -67,7 +68,7 @@ func TestValidatorRejectsWhatThePluginNeverAdjusts(t *testing.T) {
 		t.Fatal(err)
 	}
 	reserved := mach.firstCPU()
-	m := startCPUManager(ctx, t, env, mach, reserve(reserved))
+	m := startCPUManager(ctx, t, env, mach, e2etest.Reserve(reserved))
 
 	pinned, err := env.CRI.RunPod(ctx, harness.PodSpec{Name: "pinned", Containers: []harness.ContainerSpec{{Name: "app", Resources: harness.Guaranteed(1000, 64*harness.MiB)}}})
 	if err != nil {

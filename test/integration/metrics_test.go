@@ -6,7 +6,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/scenario"
 )
 
 // metricValue returns the value of a counter, gauge or histogram count with
@@ -77,7 +78,7 @@ func TestMetricsAfterScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pol, err := f.Policy(t.TempDir())
+	pol, err := assemble.ScenarioPolicy(f, f.Topology, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

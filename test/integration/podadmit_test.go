@@ -4,9 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )

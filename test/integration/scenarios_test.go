@@ -3,8 +3,8 @@ package integration
 import (
 	"testing"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/test/scenariotest"
 )
 

@@ -29,7 +29,8 @@ import (
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
+	"github.com/nri-cpumanager/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
@@ -267,7 +268,7 @@ func (d *demo) simulated() error {
 		return err
 	}
 	d.say("== SIMULATED (same policy code, a 16-CPU fixture machine, no containers): %s", f.Name)
-	if err := f.Simulate(func(line string) { d.say("   %s", line) }); err != nil {
+	if err := assemble.Simulate(f, func(line string) { d.say("   %s", line) }); err != nil {
 		return errors.Join(errors.New("the simulated scenario did not go as expected"), err)
 	}
 	return nil

@@ -13,8 +13,11 @@ import (
 
 // ContainerSpec describes a container of a pod.
 type ContainerSpec struct {
-	// Name is required and unique in the pod.
+	// Name is required and unique in the pod, with Attempt.
 	Name string
+	// Attempt counts the kubelet's re-creations of the container: a
+	// container exited, the next one of its name has the next attempt.
+	Attempt uint32
 	// Resources are its requests and limits.
 	Resources Resources
 	// Image defaults to BusyboxImage.
@@ -37,8 +40,9 @@ type Mount struct {
 type Container struct {
 	// ID is the container id.
 	ID string
-	// Name is its name in the pod.
-	Name string
+	// Name is its name in the pod, Attempt its re-creation count.
+	Name    string
+	Attempt uint32
 	// Pod is the pod it belongs to.
 	Pod *Pod
 	// Resources are the resources it was created with, or last updated to
@@ -64,15 +68,15 @@ func (p *Pod) CreateContainer(ctx context.Context, spec ContainerSpec) (*Contain
 	if spec.Name == "" {
 		return nil, errors.New("create container: Name is required")
 	}
-	if p.Container(spec.Name) != nil {
-		return nil, fmt.Errorf("create container %s: the pod already has a container of that name", spec.Name)
+	if c := p.Container(spec.Name); c != nil && c.Attempt >= spec.Attempt {
+		return nil, fmt.Errorf("create container %s: the pod already has a container of that name, attempt %d", spec.Name, c.Attempt)
 	}
 	image := spec.Image
 	if image == "" {
 		image = BusyboxImage
 	}
 	config := &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: spec.Name},
+		Metadata: &runtimeapi.ContainerMetadata{Name: spec.Name, Attempt: spec.Attempt},
 		Image:    &runtimeapi.ImageSpec{Image: image},
 		Command:  spec.Command,
 		Args:     spec.Args,
@@ -96,7 +100,7 @@ func (p *Pod) CreateContainer(ctx context.Context, spec ContainerSpec) (*Contain
 	if err != nil {
 		return nil, fmt.Errorf("create container %s/%s with %s: %w", p.Spec.Name, spec.Name, spec.Resources, err)
 	}
-	c := &Container{ID: resp.GetContainerId(), Name: spec.Name, Pod: p, Resources: spec.Resources}
+	c := &Container{ID: resp.GetContainerId(), Name: spec.Name, Attempt: spec.Attempt, Pod: p, Resources: spec.Resources}
 	p.Containers = append(p.Containers, c)
 	p.cri.logf("container %s/%s created as %.12s with %s", p.Spec.Name, spec.Name, c.ID, spec.Resources)
 	return c, nil

@@ -37,6 +37,9 @@ type PodSpec struct {
 	// Containers are what RunPod creates and starts, in order. Their
 	// resources give the pod totals and, unless QOS is set, its class.
 	Containers []ContainerSpec
+	// Resources, when set, are the pod totals passed with the sandbox
+	// instead of the sum of Containers'; a zero Resources passes none.
+	Resources *Resources
 	// QOS overrides the class derived from Containers, and with it the
 	// cgroup parent.
 	QOS QOSClass
@@ -112,7 +115,7 @@ func (c *CRI) RunPodSandbox(ctx context.Context, spec PodSpec) (*Pod, error) {
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent:    pod.CgroupParent,
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{NamespaceOptions: pod.namespaces()},
-			Resources:       SumResources(spec.containerResources()...).LinuxResources(),
+			Resources:       spec.totals(),
 		},
 	}
 	resp, err := c.Runtime.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: pod.config})
@@ -126,6 +129,17 @@ func (c *CRI) RunPodSandbox(ctx context.Context, spec PodSpec) (*Pod, error) {
 	c.track(pod)
 	c.logf("pod %s/%s (%s, %s) running as sandbox %.12s", spec.Namespace, spec.Name, qos, pod.CgroupParent, pod.ID)
 	return pod, nil
+}
+
+// totals returns the pod totals passed with the sandbox.
+func (s PodSpec) totals() *runtimeapi.LinuxContainerResources {
+	switch {
+	case s.Resources == nil:
+		return SumResources(s.containerResources()...).LinuxResources()
+	case *s.Resources == (Resources{}):
+		return nil
+	}
+	return s.Resources.LinuxResources()
 }
 
 // containerResources lists the resources of the spec's containers.
@@ -151,9 +165,10 @@ func (p *Pod) namespaces() *runtimeapi.NamespaceOption {
 	}
 }
 
-// Container returns the pod's container called name, or nil.
+// Container returns the pod's container called name, its latest
+// attempt, or nil.
 func (p *Pod) Container(name string) *Container {
-	for _, c := range p.Containers {
+	for _, c := range slices.Backward(p.Containers) {
 		if c.Name == name {
 			return c
 		}

@@ -353,7 +353,17 @@ func DemoFiles(ctx context.Context, a *Assets) (map[string]string, error) {
 	if err := harness.GoBuildTo(ctx, "./test/e2e/demo", bin, harness.BuildOptions{Static: true}); err != nil {
 		return nil, err
 	}
-	files := map[string]string{"bin/demo": bin}
+	files, err := ScenarioFiles()
+	if err != nil {
+		return nil, err
+	}
+	files["bin/demo"] = bin
+	return files, nil
+}
+
+// ScenarioFiles are the payload entries of test/scenarios/*.yaml, which
+// the guest's TestScenarios plays.
+func ScenarioFiles() (map[string]string, error) {
 	root, err := harness.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -362,6 +372,7 @@ func DemoFiles(ctx context.Context, a *Assets) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	files := map[string]string{}
 	for _, s := range scenarios {
 		files["repo/test/scenarios/"+filepath.Base(s)] = s
 	}

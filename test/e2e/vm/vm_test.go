@@ -43,8 +43,9 @@ func prepare(t *testing.T, ctx context.Context) (*Assets, Accel, *Binaries) {
 
 // The guest tests of each boot. The cgroupfs boot proves containerd's
 // cgroupfs driver on cgroup v2 (creation, resizes and restarts, whose
-// cgroups the driver places and runc writes) and the demo; the isolcpus
-// boot, isolated CPUs. The systemd driver on cgroup v2 is the kubelet's
+// cgroups the driver places and runc writes: the scenario files written
+// for this guest, TestRestarts) and the demo; the isolcpus boot, isolated
+// CPUs (the scenario files written for the guest with isolcpus=12-15). The systemd driver on cgroup v2 is the kubelet's
 // production setup, which TestVMKubernetes boots: its resizes, restarts
 // and pod lives write and read the systemd slices, so no boot of this
 // suite repeats them. Placement (NUMA, whole cores) is the allocator's,
@@ -54,8 +55,8 @@ func prepare(t *testing.T, ctx context.Context) (*Assets, Accel, *Binaries) {
 // TestTopology, in every boot, proves that this guest's real sysfs reads
 // as the topology QEMU was given.
 const (
-	cgroupfsTests = "^(TestTopology|TestCreateGrowShrink|TestRestarts|TestDemoOnCgroupV2)$"
-	isolatedTests = "^(TestTopology|TestIsolatedCPUsShared|TestIsolatedCPUsExclusive)$"
+	cgroupfsTests = "^(TestTopology|TestScenarios|TestRestarts|TestDemoOnCgroupV2)$"
+	isolatedTests = "^(TestTopology|TestScenarios)$"
 )
 
 // TestVM boots the production-shaped guest twice and runs the guest tests
@@ -69,10 +70,14 @@ func TestVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	scenarios, err := ScenarioFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range []Run{
 		{Name: "cgroupfs", Init: BusyboxInit, Files: demo, Tests: cgroupfsTests},
 		{Name: "isolcpus", Init: BusyboxInit, Cmdline: []string{"isolcpus=12-15"}, Env: map[string]string{"NRIVM_ISOLATED": "12-15"},
-			Tests: isolatedTests},
+			Files: scenarios, Tests: isolatedTests},
 	} {
 		t.Run(r.Name, func(t *testing.T) { execute(t, ctx, a, accel, bins, r) })
 	}

@@ -13,12 +13,8 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
-// The cgroupfs boot's payload adds the demo and the repository files it
-// reads.
-const (
-	demo     = binDir + "/demo"
-	repoRoot = "/vm/repo"
-)
+// demo is make demo's program, which the cgroupfs boot's payload adds.
+const demo = binDir + "/demo"
 
 // TestDemoOnCgroupV2 runs `make demo`'s program on this cgroup v2 node the
 // way the host would, with the harness pointed at the payload (prebuilt

@@ -21,13 +21,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/utils/cpuset"
 
-	"github.com/nri-cpumanager/nri-cpumanager/state"
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
@@ -42,12 +41,15 @@ var (
 
 // Where the boot's payload puts things.
 const (
-	binDir  = "/vm/bin"
-	outDir  = "/tmp/nrivm"
-	plugin  = binDir + "/nri-cpumanager"
-	online  = "0-15"
-	mib     = harness.MiB
-	timeout = 10 * time.Minute
+	binDir = "/vm/bin"
+	// repoRoot holds the repository's files a boot's payload carries
+	// (test/scenarios, deploy/).
+	repoRoot = "/vm/repo"
+	outDir   = "/tmp/nrivm"
+	plugin   = binDir + "/nri-cpumanager"
+	online   = "0-15"
+	mib      = harness.MiB
+	timeout  = 10 * time.Minute
 )
 
 func TestMain(m *testing.M) {
@@ -55,6 +57,9 @@ func TestMain(m *testing.M) {
 		fmt.Println("skipped: these tests run inside the VM suite's guest only (make e2e-vm)")
 		os.Exit(0)
 	}
+	// Under emulation a CRI call takes seconds: the plugin's asynchronous
+	// updates may too.
+	e2etest.Wait = time.Minute
 	os.Exit(m.Run())
 }
 
@@ -125,32 +130,18 @@ func makeQoSCgroups() error {
 	return nil
 }
 
-// cpuManager is the plugin running as an external NRI plugin.
-type cpuManager struct {
-	*harness.Process
-	env      *harness.Env
-	config   string
-	stateDir string
-}
+// cpuManager is the plugin on this node (e2etest.CPUManager).
+type cpuManager struct{ *e2etest.CPUManager }
 
-// startPlugin writes the plugin's configuration (reserving CPU 0, the
-// default, plus extra lines) and starts it, waiting until it is
-// synchronized; it checks that the plugin verifies cpusets in the cgroup
-// v2 tree.
+// startPlugin starts the payload's plugin (reserving CPU 0, the default,
+// plus extra configuration lines), waiting until it is synchronized; it
+// checks that the plugin verifies cpusets in the cgroup v2 tree, and when
+// the test ends that it found no drift.
 func startPlugin(ctx context.Context, t *testing.T, env *harness.Env, extra string) *cpuManager {
 	t.Helper()
-	dir := t.TempDir()
-	m := &cpuManager{env: env, config: filepath.Join(dir, "config.yaml"), stateDir: filepath.Join(dir, "state")}
-	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nmetricsAddress: \"\"\nhealthAddress: \"\"\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: debug\nreservedSystemCPUs: \"0\"\n%s\n",
-		env.Containerd.NRISocket(), m.stateDir, extra)
-	if err := os.WriteFile(m.config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	m.start(ctx, t)
-	if log, err := m.Log(); err != nil || !verifiesOnV2.MatchString(log) {
-		t.Errorf("the plugin does not say that it verifies cpusets in the cgroup v2 tree (%v); its log:\n%s", err, m.LogTail(30))
-	}
-	t.Cleanup(func() { m.noDrift(t) })
+	m := &cpuManager{e2etest.StartCPUManager(ctx, t, env, plugin, must(online), "reservedSystemCPUs: \"0\"\n"+extra)}
+	wantVerifiesOnV2(t, m.CPUManager)
+	t.Cleanup(func() { m.NoDrift(t) })
 	return m
 }
 
@@ -158,85 +149,19 @@ func startPlugin(ctx context.Context, t *testing.T, env *harness.Env, extra stri
 // tree and the kubelet's cgroups in it.
 var verifiesOnV2 = regexp.MustCompile(`cpusets are verified in their cgroups.*cgroup v2 \(unified\)`)
 
-var synchronized = regexp.MustCompile(`msg=synchronized`)
-
-func (m *cpuManager) start(ctx context.Context, t *testing.T) {
+// wantVerifiesOnV2 checks that the plugin says it verifies cpusets in the
+// cgroup v2 tree.
+func wantVerifiesOnV2(t testing.TB, m *e2etest.CPUManager) {
 	t.Helper()
-	p, err := m.env.StartPlugin(harness.ProcessOptions{Path: plugin, Args: []string{"run", "--config", m.config}})
-	if err != nil {
-		t.Fatal(err)
+	if log, err := m.Log(); err != nil || !verifiesOnV2.MatchString(log) {
+		t.Errorf("the plugin does not say that it verifies cpusets in the cgroup v2 tree (%v); its log:\n%s", err, m.LogTail(30))
 	}
-	m.Process = p
-	if _, err := p.WaitForLog(ctx, synchronized); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// verificationWarnings are the plugin's warnings when it finds a
-// container's cgroup cpuset different from what the runtime was given
-// (drift), or cannot read or parse it.
-var verificationWarnings = []string{
-	"differs from what the runtime was given",
-	"cannot read the container's cpuset",
-	"cannot parse the container's cgroup cpuset",
-}
-
-// verificationWarning reports whether a line of the plugin's log is one of
-// verificationWarnings. None is tolerated: a cpuset.cpus read between the
-// cgroup v2 creation and runc writing it (empty) must not be one either.
-func verificationWarning(line string) bool {
-	for _, w := range verificationWarnings {
-		if strings.Contains(line, w) {
-			return true
-		}
-	}
-	return false
-}
-
-// noDrift checks that the plugin read every container's cpuset from its
-// cgroup and found what it had the runtime apply: on cgroup v2, with
-// either driver, it reads the same cpuset.cpus runc (or systemd) wrote.
-func (m *cpuManager) noDrift(t *testing.T) {
-	t.Helper()
-	log, err := m.Log()
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	for _, line := range strings.Split(log, "\n") {
-		if verificationWarning(line) {
-			t.Errorf("warning in the plugin's log: %s", line)
-		}
-	}
-}
-
-// checkpoint reads and verifies the plugin's checkpoint.
-func (m *cpuManager) checkpoint(t *testing.T) *state.State {
-	t.Helper()
-	st, err := state.Inspect(m.stateDir, must(online))
-	if err != nil {
-		t.Fatalf("checkpoint: %v", err)
-	}
-	return st
 }
 
 // wantAssignment checks a container's checkpoint entry.
 func (m *cpuManager) wantAssignment(t *testing.T, c *harness.Container, original, assigned string) {
 	t.Helper()
-	a, ok := m.checkpoint(t).Assignment(c.Pod.Spec.UID, c.Name)
-	if !ok || !a.Baseline.Equals(must(original)) || !a.Assigned().Equals(must(assigned)) {
-		t.Errorf("checkpoint entry of %s: %+v (present %v), want original %s, assigned %s", c, a, ok, original, assigned)
-	}
-}
-
-// runPod starts a pod with one container "app".
-func runPod(ctx context.Context, t *testing.T, env *harness.Env, name string, r harness.Resources) *harness.Pod {
-	t.Helper()
-	pod, err := env.CRI.RunPod(ctx, harness.PodSpec{Name: name, Containers: []harness.ContainerSpec{{Name: "app", Resources: r}}})
-	if err != nil {
-		t.Fatalf("run pod %s: %v", name, err)
-	}
-	return pod
+	m.WantAssignment(t, c, must(original), must(assigned))
 }
 
 // guaranteed is a Guaranteed container of whole CPUs.
@@ -252,143 +177,28 @@ func resize(ctx context.Context, pod *harness.Pod, cpus int64) error {
 	return pod.Resize(ctx, map[string]harness.Resources{"app": guaranteed(cpus)})
 }
 
-// cpusOf reads what a container runs on: cpuset.cpus and
-// cpuset.cpus.effective of its cgroup v2 directory, and the
-// Cpus_allowed_list of a new process and of the container's own command.
-type cpusOf struct {
-	cpus, effective, newProcess, command cpuset.CPUSet
-}
-
-func (c cpusOf) all(want cpuset.CPUSet) bool {
-	return c.cpus.Equals(want) && c.effective.Equals(want) && c.newProcess.Equals(want) && c.command.Equals(want)
-}
-
-func (c cpusOf) String() string {
-	return fmt.Sprintf("cpuset.cpus %q, cpuset.cpus.effective %q, Cpus_allowed_list %q (new process) and %q (the container's command)",
-		c.cpus, c.effective, c.newProcess, c.command)
-}
-
-func readCPUs(ctx context.Context, c *harness.Container) (cpusOf, *harness.Cgroup, error) {
-	var r cpusOf
-	cg, err := c.Cgroup(ctx)
-	if err != nil {
-		return r, nil, err
-	}
-	if cg.Version() != 2 {
-		return r, cg, fmt.Errorf("%s: cgroup %s read as cgroup v%d, want v2", c, cg.Path, cg.Version())
-	}
-	if r.cpus, err = cg.CPUs(); err != nil {
-		return r, cg, err
-	}
-	if r.effective, err = cg.EffectiveCPUs(); err != nil {
-		return r, cg, err
-	}
-	if r.newProcess, err = c.CPUsAllowed(ctx); err != nil {
-		return r, cg, err
-	}
-	if r.command, err = c.InitCPUsAllowed(ctx); err != nil {
-		return r, cg, err
-	}
-	return r, cg, nil
-}
-
-// wantCPUs checks, waiting up to a minute for the plugin's asynchronous
-// updates (the emulated guest is slow), that the container runs on
-// exactly want: its cgroup's cpuset.cpus and cpuset.cpus.effective, and
-// Cpus_allowed_list inside it. It also checks that the cgroup is where the
-// boot's driver puts it.
+// wantCPUs is e2etest.WantCPUs (the container's cgroup cpuset and
+// effective set, and the CPUs a new process and its command may use) on
+// this node: the cgroup is a cgroup v2 directory where the boot's driver
+// puts it, and its cpuset.cpus itself was written (not inherited).
 func wantCPUs(ctx context.Context, t *testing.T, c *harness.Container, want string) {
 	t.Helper()
-	w := must(want)
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	var got cpusOf
-	var cg *harness.Cgroup
-	err := harness.Poll(ctx, func() (bool, error) {
-		var err error
-		got, cg, err = readCPUs(ctx, c)
-		return err == nil && got.all(w), err
-	})
-	if err != nil {
-		t.Errorf("%s: %s; want %s everywhere (%v)", c, got, want, err)
-	}
-	if cg != nil {
-		wantDriverPath(t, c, cg.Path)
-	}
-}
-
-// wantDriverPath checks that a container's cgroup is where the kubelet's
-// driver and containerd put it: /kubepods/…/<id> with cgroupfs,
-// /kubepods.slice/…/cri-containerd-<id>.scope with systemd.
-func wantDriverPath(t *testing.T, c *harness.Container, path string) {
-	t.Helper()
-	want := c.Pod.CgroupParent + "/" + c.ID
-	if driver == harness.SystemdDriver {
-		want = c.Pod.CgroupParent + "/cri-containerd-" + c.ID + ".scope"
-	}
-	if path != want {
-		t.Errorf("%s: cgroup %s, want %s (%s driver)", c, path, want, driver)
-	}
-}
-
-// wantQuota checks cpu.max of the container's cgroup: cpus whole CPUs
-// over the kubelet's 100 ms period.
-func wantQuota(ctx context.Context, t *testing.T, c *harness.Container, cpus int64) {
-	t.Helper()
-	cg, err := c.Cgroup(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := cg.ReadFile("cpu", "cpu.max")
-	if want := fmt.Sprintf("%d 100000", cpus*100000); err != nil || got != want {
-		t.Errorf("%s: cpu.max %q (%v), want %q", c, got, err, want)
-	}
-}
-
-// wantRefused checks that err is the plugin's refusal: its kind and the
-// stem of its reason (KEP-5554's names, with or without their "Error"
-// suffix, in any case: smtAlignment or the kubelet's SMTAlignmentError),
-// and that its explanation mentions detail (a cpuset or a policy's name;
-// "" for none).
-func wantRefused(t *testing.T, err error, what, kind, reason, detail string) {
-	t.Helper()
-	if err == nil {
-		t.Errorf("%s succeeded, want it refused with %s: %s…", what, kind, reason)
+	cg := e2etest.WantCPUs(ctx, t, c, must(want))
+	if cg == nil {
 		return
 	}
-	t.Logf("%s refused: %v", what, err)
-	re := regexp.MustCompile(regexp.QuoteMeta(kind+": ") + `(?i:` + regexp.QuoteMeta(reason) + `)(Error)?: .*` + regexp.QuoteMeta(detail))
-	if !re.MatchString(err.Error()) {
-		t.Errorf("%s: error %q does not match %q", what, err, re)
+	if cg.Version() != 2 {
+		t.Errorf("%s: cgroup %s read as cgroup v%d, want v2", c, cg.Path, cg.Version())
 	}
+	if cpus, err := cg.CPUs(); err != nil || !cpus.Equals(must(want)) {
+		t.Errorf("%s: cpuset.cpus %q (%v), want %s written", c, cpus, err, want)
+	}
+	e2etest.WantDriverPath(t, c, driver, cg.Path)
 }
 
-// nodesOf returns the NUMA nodes the CPUs of set belong to, from sysfs.
-func nodesOf(t *testing.T, set cpuset.CPUSet) []int {
+// exclusiveCPUs waits until the container runs on n CPUs (the same set
+// everywhere it is read) and returns them.
+func exclusiveCPUs(ctx context.Context, t *testing.T, c *harness.Container, n int) cpuset.CPUSet {
 	t.Helper()
-	var nodes []int
-	for n := 0; ; n++ {
-		data, err := os.ReadFile(fmt.Sprintf("/sys/devices/system/node/node%d/cpulist", n))
-		if os.IsNotExist(err) {
-			return nodes
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !must(strings.TrimSpace(string(data))).Intersection(set).IsEmpty() {
-			nodes = append(nodes, n)
-		}
-	}
-}
-
-// wantOneNode checks that a container's CPUs sit on one NUMA node.
-func wantOneNode(ctx context.Context, t *testing.T, c *harness.Container) {
-	t.Helper()
-	got, _, err := readCPUs(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if nodes := nodesOf(t, got.cpus); len(nodes) != 1 {
-		t.Errorf("%s: CPUs %s on NUMA nodes %v, want one", c, got.cpus, nodes)
-	}
+	return e2etest.SettledCPUs(ctx, t, c, fmt.Sprintf("%d CPUs", n), func(set cpuset.CPUSet) bool { return set.Size() == n })
 }

@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
@@ -53,7 +54,7 @@ type lives struct {
 // reserved, 7 are free for these cases' 4.
 func (k *kube) podLives(ctx context.Context, shared *harness.Container) {
 	start := time.Now()
-	l := &lives{shared: shared, pool: settledCPUs(ctx, k.t, shared, "one cpuset", func(cpuset.CPUSet) bool { return true })}
+	l := &lives{shared: shared, pool: e2etest.SettledCPUs(ctx, k.t, shared, "one cpuset", func(cpuset.CPUSet) bool { return true })}
 	k.t.Logf("the shared pool before the pod-life cases: %s", l.pool)
 	k.wantPool(ctx, l, "before the pod-life cases")
 	initReuse := k.step("InitContainerCPUsReused", func(k *kube) { k.initContainerReuse(ctx, l) })
@@ -88,12 +89,12 @@ func (k *kube) step(name string, f func(k *kube)) bool {
 // the shared pool loses max(init, app) = 1 CPU, not 2.
 func (k *kube) initContainerReuse(ctx context.Context, l *lives) {
 	t := k.t
-	k.apply(ctx, harness.PodManifest("init-reuse", k.cluster.NodeName,
+	k.Apply(ctx, k.t, harness.PodManifest("init-reuse", k.Cluster.NodeName,
 		harness.PodContainer{Name: "init", Init: true, Resources: harness.GuaranteedCPUs(1, "64Mi"), Command: reportCPUs},
 		harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(1, "64Mi")}))
-	p := k.waitReady(ctx, "init-reuse")
+	p := k.WaitReady(ctx, k.t, "init-reuse")
 	initCPUs := k.reportedCPUs(p, "init", 1)
-	app := exclusiveCPUs(ctx, t, k.attach(ctx, p, "app"), 1)
+	app := exclusiveCPUs(ctx, t, k.Attach(ctx, k.t, p, "app"), 1)
 	t.Logf("init-reuse: the init container ran on %s, the app runs on %s", initCPUs, app)
 	if !initCPUs.IsSubsetOf(l.pool) {
 		t.Errorf("init-reuse: the init container ran on %s, not CPUs taken from the shared pool %s", initCPUs, l.pool)
@@ -111,13 +112,13 @@ func (k *kube) initContainerReuse(ctx context.Context, l *lives) {
 // sidecar keeps its CPU, so both are pinned, on different CPUs.
 func (k *kube) sidecarKeepsCPUs(ctx context.Context, l *lives) {
 	t := k.t
-	k.apply(ctx, harness.PodManifest("sidecar", k.cluster.NodeName,
+	k.Apply(ctx, k.t, harness.PodManifest("sidecar", k.Cluster.NodeName,
 		harness.PodContainer{Name: "sidecar", Init: true, RestartPolicy: "Always", Resources: harness.GuaranteedCPUs(1, "64Mi")},
 		harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(1, "64Mi")}))
-	p := k.waitReady(ctx, "sidecar")
+	p := k.WaitReady(ctx, k.t, "sidecar")
 	l.sidecar = map[string]cpuset.CPUSet{}
 	for _, name := range []string{"sidecar", "app"} {
-		l.sidecar[name] = exclusiveCPUs(ctx, t, k.attach(ctx, p, name), 1)
+		l.sidecar[name] = exclusiveCPUs(ctx, t, k.Attach(ctx, k.t, p, name), 1)
 	}
 	t.Logf("sidecar: the sidecar runs on %s, the app on %s", l.sidecar["sidecar"], l.sidecar["app"])
 	both := l.sidecar["sidecar"].Union(l.sidecar["app"])
@@ -136,17 +137,17 @@ func (k *kube) sidecarKeepsCPUs(ctx context.Context, l *lives) {
 // same names) and each runs on its CPU again.
 func (k *kube) killedContainersComeBack(ctx context.Context, l *lives) {
 	t := k.t
-	p := k.pod(ctx, "sidecar")
+	p := k.Pod(ctx, k.t, "sidecar")
 	old := map[string]string{}
 	for _, name := range []string{"sidecar", "app"} {
-		c := k.attach(ctx, p, name)
+		c := k.Attach(ctx, k.t, p, name)
 		old[name] = c.ID
 		k.kill(ctx, c)
 	}
 	p = k.waitRecreated(ctx, "sidecar", old)
 	for name, want := range l.sidecar {
-		t.Logf("sidecar/%s re-created, restart count %d", name, podContainer(p, name).RestartCount)
-		wantCPUs(ctx, t, k.attach(ctx, p, name), want.String())
+		t.Logf("sidecar/%s re-created, restart count %d", name, podStatus(p, name).RestartCount)
+		wantCPUs(ctx, t, k.Attach(ctx, k.t, p, name), want.String())
 	}
 	k.wantPool(ctx, l, "after the sidecar pod's containers were re-created")
 }
@@ -163,7 +164,7 @@ func (k *kube) killedContainersComeBack(ctx context.Context, l *lives) {
 // the shared pool and the exclusive count do not change.
 func (k *kube) sandboxRecreated(ctx context.Context, l *lives) {
 	t := k.t
-	p := k.pod(ctx, "init-reuse")
+	p := k.Pod(ctx, k.t, "init-reuse")
 	uid := p.Metadata.UID
 	sandboxes := k.sandboxes(ctx, uid)
 	if len(sandboxes) != 1 || sandboxes[0].GetState() != runtimeapi.PodSandboxState_SANDBOX_READY {
@@ -176,7 +177,7 @@ func (k *kube) sandboxRecreated(ctx context.Context, l *lives) {
 	}
 	t.Logf("init-reuse: killed the pause process %d of sandbox %.12s", pid, oldSandbox)
 	p = k.waitRecreated(ctx, "init-reuse", map[string]string{"app": p.Container("app").ContainerID, "init": p.InitContainer("init").ContainerID})
-	app := k.attach(ctx, p, "app")
+	app := k.Attach(ctx, k.t, p, "app")
 	if app.Pod.ID == oldSandbox {
 		t.Fatalf("init-reuse: the app was re-created in the old sandbox %.12s, want a new one", oldSandbox)
 	}
@@ -190,7 +191,7 @@ func (k *kube) sandboxRecreated(ctx context.Context, l *lives) {
 	k.kill(ctx, app)
 	p = k.waitRecreated(ctx, "init-reuse", map[string]string{"app": app.ID})
 	k.waitSandboxGone(ctx, uid, oldSandbox)
-	wantCPUs(ctx, t, k.attach(ctx, p, "app"), l.initApp.String())
+	wantCPUs(ctx, t, k.Attach(ctx, k.t, p, "app"), l.initApp.String())
 	k.wantPool(ctx, l, "after the kubelet removed init-reuse's old sandbox")
 }
 
@@ -206,9 +207,9 @@ func (k *kube) restartsKeepCPUs(ctx context.Context, l *lives) {
 	}
 	before := map[string]running{}
 	for pod, names := range pods {
-		p := k.pod(ctx, pod)
+		p := k.Pod(ctx, k.t, pod)
 		for _, name := range names {
-			c := k.attach(ctx, p, name)
+			c := k.Attach(ctx, k.t, p, name)
 			cpus, err := c.CgroupCPUs(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -218,11 +219,11 @@ func (k *kube) restartsKeepCPUs(ctx context.Context, l *lives) {
 	}
 	reconnects := k.metric(ctx, "nri_cpumanager_reconnects_total")
 
-	if err := k.env.RestartContainerd(ctx); err != nil {
+	if err := k.Env.RestartContainerd(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("containerd restarted")
-	if err := k.cluster.RestartKubelet(ctx); err != nil {
+	if err := k.Cluster.RestartKubelet(ctx); err != nil {
 		t.Fatal(err)
 	}
 	restarted := time.Now()
@@ -234,15 +235,15 @@ func (k *kube) restartsKeepCPUs(ctx context.Context, l *lives) {
 	// few rounds to do whatever it would do to them.
 	time.Sleep(time.Until(restarted.Add(20 * time.Second)))
 	for pod, names := range pods {
-		p := k.pod(ctx, pod)
+		p := k.Pod(ctx, k.t, pod)
 		for _, name := range names {
 			was := before[pod+"/"+name]
-			s := podContainer(p, name)
+			s := podStatus(p, name)
 			if s == nil || runtimeID(s.ContainerID) != was.id || s.State.Running == nil {
 				t.Errorf("%s/%s after the restarts: %+v, want container %.12s still running", pod, name, s, was.id)
 				continue
 			}
-			wantCPUs(ctx, t, k.attach(ctx, p, name), was.cpus.String())
+			wantCPUs(ctx, t, k.Attach(ctx, k.t, p, name), was.cpus.String())
 		}
 	}
 	k.wantPool(ctx, l, "after containerd and the kubelet restarted")
@@ -255,10 +256,10 @@ func (k *kube) restartsKeepCPUs(ctx context.Context, l *lives) {
 // drops.
 func (k *kube) completedJobReturnsCPUs(ctx context.Context, l *lives) {
 	t := k.t
-	k.apply(ctx, harness.JobManifest("once", k.cluster.NodeName,
+	k.Apply(ctx, k.t, harness.JobManifest("once", k.Cluster.NodeName,
 		harness.PodContainer{Name: "work", Resources: harness.GuaranteedCPUs(1, "64Mi"), Command: waitForJobDone}))
 	p := k.waitJobPod(ctx, "once")
-	work := k.attach(ctx, p, "work")
+	work := k.Attach(ctx, k.t, p, "work")
 	cpus := exclusiveCPUs(ctx, t, work, 1)
 	t.Logf("Job once: pod %s runs on %s", p.Metadata.Name, cpus)
 	if !cpus.IsSubsetOf(l.pool) {
@@ -277,7 +278,7 @@ func (k *kube) completedJobReturnsCPUs(ctx context.Context, l *lives) {
 	})
 	t.Logf("Job once: its CPU back in the shared pool %v after its pod turned Succeeded", time.Since(succeeded).Round(time.Second))
 	k.wantPool(ctx, l, "after the Job completed")
-	if got := k.pod(ctx, p.Metadata.Name); got.Status.Phase != "Succeeded" {
+	if got := k.Pod(ctx, k.t, p.Metadata.Name); got.Status.Phase != "Succeeded" {
 		t.Errorf("Job once: its pod %s is %s, want it kept as Succeeded", p.Metadata.Name, got.Status.Phase)
 	}
 }
@@ -304,7 +305,7 @@ func (k *kube) waitGauge(ctx context.Context, what string, timeout time.Duration
 	defer cancel()
 	seen := map[string]float64{}
 	get := func(series string) float64 {
-		v, err := metricValue(ctx, series)
+		v, err := e2etest.PluginMetricValue(ctx, series)
 		if err != nil {
 			v = -1
 		}
@@ -319,7 +320,7 @@ func (k *kube) waitGauge(ctx context.Context, what string, timeout time.Duration
 // metric reads one of the plugin's metrics.
 func (k *kube) metric(ctx context.Context, series string) float64 {
 	k.t.Helper()
-	v, err := metricValue(ctx, series)
+	v, err := e2etest.PluginMetricValue(ctx, series)
 	if err != nil {
 		k.t.Fatal(err)
 	}
@@ -341,9 +342,9 @@ func everySecond(ctx context.Context, cond func() (bool, error)) error {
 	})
 }
 
-// podContainer returns the status of the pod's container, init container
-// or sidecar called name, or nil.
-func podContainer(p *harness.KubePod, name string) *harness.KubeContainerStatus {
+// podStatus returns the status of the pod's container, init container or
+// sidecar called name, or nil.
+func podStatus(p *harness.KubePod, name string) *harness.KubeContainerStatus {
 	if s := p.Container(name); s != nil {
 		return s
 	}
@@ -360,7 +361,7 @@ func runtimeID(id string) string { return strings.TrimPrefix(id, "containerd://"
 // hold n CPUs.
 func (k *kube) reportedCPUs(p *harness.KubePod, name string, n int) cpuset.CPUSet {
 	k.t.Helper()
-	s := podContainer(p, name)
+	s := podStatus(p, name)
 	if s == nil || s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
 		k.t.Fatalf("%s/%s: status %+v, want it exited 0", p.Metadata.Name, name, s)
 	}
@@ -406,12 +407,12 @@ func (k *kube) waitRecreated(ctx context.Context, name string, old map[string]st
 	defer cancel()
 	var p *harness.KubePod
 	err := everySecond(ctx, func() (bool, error) {
-		p = k.pod(ctx, name)
+		p = k.Pod(ctx, k.t, name)
 		if !p.Ready() {
 			return false, nil
 		}
 		for c, id := range old {
-			s := podContainer(p, c)
+			s := podStatus(p, c)
 			if s == nil || s.ContainerID == "" || runtimeID(s.ContainerID) == runtimeID(id) || (s.State.Running == nil && s.State.Terminated == nil) {
 				return false, nil
 			}
@@ -419,7 +420,7 @@ func (k *kube) waitRecreated(ctx context.Context, name string, old map[string]st
 		return true, nil
 	})
 	if err != nil {
-		out, _ := k.cluster.Kubectl(context.Background(), "describe", "pod", name)
+		out, _ := k.Cluster.Kubectl(context.Background(), "describe", "pod", name)
 		k.t.Fatalf("pod %s: containers %v not re-created: %v\n%s", name, old, err, out)
 	}
 	return p
@@ -432,11 +433,11 @@ func (k *kube) waitJobPod(ctx context.Context, job string) *harness.KubePod {
 	defer cancel()
 	var items []harness.KubePod
 	err := everySecond(ctx, func() (bool, error) {
-		items = k.pods(ctx, "-l", "batch.kubernetes.io/job-name="+job)
+		items = k.Pods(ctx, k.t, "-l", "batch.kubernetes.io/job-name="+job)
 		return len(items) == 1 && items[0].Ready(), nil
 	})
 	if err != nil {
-		out, _ := k.cluster.Kubectl(context.Background(), "describe", "job", job)
+		out, _ := k.Cluster.Kubectl(context.Background(), "describe", "job", job)
 		k.t.Fatalf("Job %s: no Ready pod (%d pods): %v\n%s", job, len(items), err, out)
 	}
 	return &items[0]
@@ -449,7 +450,7 @@ func (k *kube) waitPhase(ctx context.Context, name, phase string) time.Time {
 	defer cancel()
 	var last string
 	if err := everySecond(ctx, func() (bool, error) {
-		last = k.pod(ctx, name).Status.Phase
+		last = k.Pod(ctx, k.t, name).Status.Phase
 		return last == phase, nil
 	}); err != nil {
 		k.t.Fatalf("pod %s: phase %s, want %s: %v", name, last, phase, err)
@@ -460,7 +461,7 @@ func (k *kube) waitPhase(ctx context.Context, name, phase string) time.Time {
 // sandboxes lists the runtime's sandboxes of a pod.
 func (k *kube) sandboxes(ctx context.Context, uid string) []*runtimeapi.PodSandbox {
 	k.t.Helper()
-	resp, err := k.env.CRI.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{
+	resp, err := k.Env.CRI.Runtime.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{
 		Filter: &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid}}})
 	if err != nil {
 		k.t.Fatalf("list the sandboxes of pod %s: %v", uid, err)
@@ -472,7 +473,7 @@ func (k *kube) sandboxes(ctx context.Context, uid string) []*runtimeapi.PodSandb
 // containerd's verbose sandbox status.
 func (k *kube) sandboxPID(ctx context.Context, id string) int {
 	k.t.Helper()
-	resp, err := k.env.CRI.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	resp, err := k.Env.CRI.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
 	if err != nil {
 		k.t.Fatalf("status of sandbox %.12s: %v", id, err)
 	}
@@ -505,7 +506,7 @@ func (k *kube) waitSandboxGone(ctx context.Context, uid, id string) {
 	})
 	if err != nil {
 		var inOld []string
-		if resp, lerr := k.env.CRI.Runtime.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{
+		if resp, lerr := k.Env.CRI.Runtime.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{
 			Filter: &runtimeapi.ContainerFilter{PodSandboxId: id}}); lerr == nil {
 			for _, c := range resp.GetContainers() {
 				inOld = append(inOld, fmt.Sprintf("%s %.12s (%s)", c.GetMetadata().GetName(), c.GetId(), c.GetState()))

@@ -4,34 +4,24 @@ package guest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"k8s.io/utils/cpuset"
-
+	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/e2etest"
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
 // The Kubernetes boot's payload.
 const (
 	k8sDir      = "/vm/k8s"
-	deployDir   = "/vm/repo/deploy"
+	deployDir   = repoRoot + "/deploy"
 	pluginImage = "/vm/plugin-image.tar"
-	// The plugin's image as the payload's archive names it, and where the
-	// DaemonSet of deploy/ runs.
-	pluginImageRepo = "localhost/nri-cpumanager"
-	pluginImageTag  = "e2e"
-	pluginNamespace = "nri-cpumanager"
-	pluginSelector  = "app.kubernetes.io/name=nri-cpumanager"
-	nodeLabel       = "nri-cpumanager.io/enabled"
 )
 
 // TestKubernetes runs a real single-node Kubernetes v1.36.3 in the guest
@@ -65,7 +55,7 @@ func TestKubernetes(t *testing.T) {
 	if err := env.Containerd.ImportImages(ctx, pluginImage); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.CRI.WaitForImages(ctx, pluginImageRepo+":"+pluginImageTag); err != nil {
+	if err := env.CRI.WaitForImages(ctx, e2etest.PluginImageRepo+":"+e2etest.PluginImageTag); err != nil {
 		t.Fatal(err)
 	}
 	tools := &harness.KubernetesTools{
@@ -77,11 +67,11 @@ func TestKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("Kubernetes started %v after the test began", time.Since(start).Round(time.Second))
-	k := &kube{t: t, env: env, cluster: cluster}
+	k := &kube{t: t, Kube: &e2etest.Kube{Env: env, Cluster: cluster, Wait: 10 * time.Minute, PluginWait: 15 * time.Minute}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("cluster logs:\n%s", cluster.LogTails(40))
-			t.Logf("the plugin's logs:\n%s", cluster.ContainerLogTails(pluginNamespace, 80))
+			t.Logf("the plugin's logs:\n%s", cluster.ContainerLogTails(e2etest.PluginNamespace, 80))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
@@ -89,23 +79,23 @@ func TestKubernetes(t *testing.T) {
 			t.Errorf("clean up the cluster: %v", err)
 		}
 	})
-	if v := k.kubectl(ctx, "get", "node", cluster.NodeName, "-o", "jsonpath={.status.nodeInfo.kubeletVersion}"); v != "v1.36.3" {
+	if v := k.Kubectl(ctx, k.t, "get", "node", cluster.NodeName, "-o", "jsonpath={.status.nodeInfo.kubeletVersion}"); v != "v1.36.3" {
 		t.Errorf("kubelet version %q, want v1.36.3", v)
 	}
 
 	// The DaemonSet of deploy/, pointed at this containerd.
-	k.kubectl(ctx, "apply", "-k", k.overlay())
-	k.kubectl(ctx, "label", "node", cluster.NodeName, nodeLabel+"=true")
-	plugin := k.waitPluginReady(ctx)
+	k.Kubectl(ctx, k.t, "apply", "-k", k.Overlay(k.t, deployDir, nil, filepath.Join(k.Cluster.Dir, "nri-cpumanager")))
+	k.Kubectl(ctx, k.t, "label", "node", cluster.NodeName, e2etest.NodeLabel+"=true")
+	plugin := k.WaitPluginReady(ctx, k.t, "")
 	t.Logf("plugin pod %s Ready %v after the test began", plugin.Metadata.Name, time.Since(start).Round(time.Second))
 
-	k.apply(ctx, harness.PodManifest("shared", cluster.NodeName,
+	k.Apply(ctx, k.t, harness.PodManifest("shared", cluster.NodeName,
 		harness.PodContainer{Name: "app", Resources: `{"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}}`}))
-	k.apply(ctx, harness.PodManifest("pinned", cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(2, "64Mi")}))
-	shared := k.attach(ctx, k.waitReady(ctx, "shared"), "app")
-	pinnedPod := k.waitReady(ctx, "pinned")
-	pinned := k.attach(ctx, pinnedPod, "app")
-	pluginCtr := k.attach(ctx, plugin, "nri-cpumanager")
+	k.Apply(ctx, k.t, harness.PodManifest("pinned", cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(2, "64Mi")}))
+	shared := k.Attach(ctx, k.t, k.WaitReady(ctx, k.t, "shared"), "app")
+	pinnedPod := k.WaitReady(ctx, k.t, "pinned")
+	pinned := k.Attach(ctx, k.t, pinnedPod, "app")
+	pluginCtr := k.Attach(ctx, k.t, plugin, "nri-cpumanager")
 
 	podCgroup, err := pinned.Pod.Cgroup()
 	if err != nil {
@@ -118,9 +108,9 @@ func TestKubernetes(t *testing.T) {
 	check := func(cpus int, pinnedCPUs, sharedCPUs string) {
 		t.Helper()
 		wantCPUs(ctx, t, pinned, pinnedCPUs)
-		wantQuota(ctx, t, pinned, int64(cpus))
+		e2etest.WantQuota(ctx, t, pinned, int64(cpus))
 		wantCPUs(ctx, t, shared, sharedCPUs)
-		wantProcessCPUs(ctx, t, pluginCtr, sharedCPUs)
+		e2etest.WantProcessCPUs(ctx, t, pluginCtr, must(sharedCPUs))
 		if got, err := podCgroup.ReadFile("cpu", "cpu.max"); err != nil || got != fmt.Sprintf("%d 100000", cpus*100000) {
 			t.Errorf("pod cgroup %s: cpu.max %q (%v), want %d CPUs", podCgroup.Path, got, err, cpus)
 		}
@@ -142,7 +132,7 @@ func TestKubernetes(t *testing.T) {
 
 	// Below the baseline CPUs: the plugin refuses, the pod says why.
 	k.resize(ctx, "pinned", 1)
-	cond := k.waitResizeError(ctx, "pinned", regexp.MustCompile(`Infeasible: prohibitedCPUAllocation(Error)?: .*default/pinned`))
+	cond := k.WaitResizeError(ctx, k.t, "pinned", regexp.MustCompile(`Infeasible: prohibitedCPUAllocation(Error)?: .*default/pinned`))
 	t.Logf("PodResizeInProgress: reason %s, message %q", cond.Reason, cond.Message)
 	check(2, "2-3", "0-1,4-15")
 	k.resize(ctx, "pinned", 2)
@@ -152,12 +142,12 @@ func TestKubernetes(t *testing.T) {
 	k.podLives(ctx, shared)
 
 	// The DaemonSet's plugin verified every cpuset on cgroup v2.
-	log := cluster.ContainerLogTails(pluginNamespace, 100000)
+	log := cluster.ContainerLogTails(e2etest.PluginNamespace, 100000)
 	if !verifiesOnV2.MatchString(log) {
 		t.Errorf("the plugin does not say that it verifies cpusets in the cgroup v2 tree:\n%s", lastLines(log, 40))
 	}
 	for _, line := range strings.Split(log, "\n") {
-		if verificationWarning(line) {
+		if e2etest.VerificationWarning(line) {
 			t.Errorf("warning in the plugin's log: %s", line)
 		}
 	}
@@ -175,16 +165,16 @@ func TestKubernetes(t *testing.T) {
 func (k *kube) multiContainerResize(ctx context.Context, pluginCtr *harness.Container) {
 	t := k.t
 	start := time.Now()
-	if v, err := metricValue(ctx, `nri_cpumanager_kubernetes_api_available{feature="pods"}`); err != nil || v != 1 {
+	if v, err := e2etest.PluginMetricValue(ctx, `nri_cpumanager_kubernetes_api_available{feature="pods"}`); err != nil || v != 1 {
 		t.Fatalf("kubernetes_api_available{feature=\"pods\"} = %v (%v), want 1: the plugin runs without the API", v, err)
 	}
 	// CPU 0 reserved (deploy/'s configuration), "pinned" on 2-3: 13 CPUs
 	// free for exclusive use.
-	k.apply(ctx, harness.PodManifest("multi", k.cluster.NodeName,
+	k.Apply(ctx, k.t, harness.PodManifest("multi", k.Cluster.NodeName,
 		harness.PodContainer{Name: "c1", Resources: harness.GuaranteedCPUs(2, "64Mi")},
 		harness.PodContainer{Name: "c2", Resources: harness.GuaranteedCPUs(2, "64Mi")}))
-	pod := k.waitReady(ctx, "multi")
-	c1, c2 := k.attach(ctx, pod, "c1"), k.attach(ctx, pod, "c2")
+	pod := k.WaitReady(ctx, k.t, "multi")
+	c1, c2 := k.Attach(ctx, k.t, pod, "c1"), k.Attach(ctx, k.t, pod, "c2")
 	original := exclusiveCPUs(ctx, t, c1, 2)
 
 	// c1 grows to 4 first, keeping its CPUs, so that it may shrink back.
@@ -232,7 +222,7 @@ func (k *kube) multiContainerResize(ctx context.Context, pluginCtr *harness.Cont
 	// be free after c1's shrink, c2 needs 10 more. The node's allocatable
 	// (16 CPUs, all requested now) lets the kubelet ask the runtime.
 	k.resizeTo(ctx, "multi", map[string]int{"c1": 2, "c2": 12})
-	cond := k.waitResizeError(ctx, "multi", regexp.MustCompile(
+	cond := k.WaitResizeError(ctx, k.t, "multi", regexp.MustCompile(
 		`(Infeasible|Deferred): resizeAllocateCPUs(Error)?: pod default/multi's resize is refused as a whole, its containers unchanged: container c2: `))
 	t.Logf("PodResizeInProgress: reason %s, message %q", cond.Reason, cond.Message)
 	// The kubelet retries about once a second: look again after a few.
@@ -240,7 +230,7 @@ func (k *kube) multiContainerResize(ctx context.Context, pluginCtr *harness.Cont
 	if after := read(); !maps.Equal(after, before) {
 		t.Errorf("the refused resize changed cgroups: before %v, after %v", before, after)
 	}
-	if c := k.pod(ctx, "multi").Container("c1"); c == nil || c.Resources == nil || c.Resources.Limits["cpu"] != "4" {
+	if c := k.Pod(ctx, k.t, "multi").Container("c1"); c == nil || c.Resources == nil || c.Resources.Limits["cpu"] != "4" {
 		t.Errorf("c1's status after the refusal: %+v, want its 4 CPUs: the kubelet applied part of a refused resize", c)
 	}
 
@@ -253,154 +243,11 @@ func (k *kube) multiContainerResize(ctx context.Context, pluginCtr *harness.Cont
 	t.Logf("multi-container case done in %v", time.Since(start).Round(time.Second))
 }
 
-// exclusiveCPUs waits until the container runs on n CPUs (the same set
-// everywhere it is read) and returns them.
-func exclusiveCPUs(ctx context.Context, t *testing.T, c *harness.Container, n int) cpuset.CPUSet {
-	t.Helper()
-	return settledCPUs(ctx, t, c, fmt.Sprintf("%d CPUs", n), func(set cpuset.CPUSet) bool { return set.Size() == n })
-}
-
-// settledCPUs waits until the container runs on the same CPUs everywhere
-// they are read (its cgroup's cpuset.cpus and cpuset.cpus.effective,
-// Cpus_allowed_list of a new process and of its command) and ok accepts
-// them (want says what it wants), and returns them.
-func settledCPUs(ctx context.Context, t *testing.T, c *harness.Container, want string, ok func(cpuset.CPUSet) bool) cpuset.CPUSet {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	var got cpusOf
-	err := harness.Poll(ctx, func() (bool, error) {
-		var err error
-		got, _, err = readCPUs(ctx, c)
-		return err == nil && ok(got.cpus) && got.all(got.cpus), err
-	})
-	if err != nil {
-		t.Fatalf("%s: %s; want %s everywhere (%v)", c, got, want, err)
-	}
-	return got.cpus
-}
-
-// metricValue reads one sample of the plugin's metrics (the DaemonSet runs
-// on the guest's host network).
-func metricValue(ctx context.Context, series string) (float64, error) {
-	return harness.MetricValue(ctx, "http://127.0.0.1:9101/metrics", series)
-}
-
-// kube drives the guest's cluster with kubectl.
+// kube drives the guest's cluster (e2etest.Kube) for one test or
+// subtest.
 type kube struct {
-	t       *testing.T
-	env     *harness.Env
-	cluster *harness.Cluster
-}
-
-func (k *kube) kubectl(ctx context.Context, args ...string) string {
-	k.t.Helper()
-	out, err := k.cluster.Kubectl(ctx, args...)
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	return strings.TrimSpace(out)
-}
-
-func (k *kube) apply(ctx context.Context, manifest string) {
-	k.t.Helper()
-	if _, err := k.cluster.KubectlStdin(ctx, manifest, "apply", "-f", "-"); err != nil {
-		k.t.Fatal(err)
-	}
-}
-
-// overlay writes a kustomization that takes deploy/ as it is and points
-// the DaemonSet at this containerd's NRI socket, a state directory and
-// the imported image, on the host network (the node has no CNI).
-func (k *kube) overlay() string {
-	k.t.Helper()
-	apiHost, apiPort, err := k.cluster.APIServerHostPort()
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	dir := k.t.TempDir()
-	o := harness.DeployOverlay{
-		Deploy: deployDir, Image: pluginImageRepo, Tag: pluginImageTag,
-		NRISocketDir: k.env.Containerd.NRISocketDir(), StateDir: filepath.Join(k.cluster.Dir, "nri-cpumanager"),
-		APIHost: apiHost, APIPort: apiPort,
-	}
-	if err := o.Write(dir); err != nil {
-		k.t.Fatal(err)
-	}
-	return dir
-}
-
-func (k *kube) pods(ctx context.Context, args ...string) []harness.KubePod {
-	k.t.Helper()
-	var list struct {
-		Items []harness.KubePod `json:"items"`
-	}
-	if err := k.cluster.KubectlJSON(ctx, &list, append([]string{"get", "pods"}, args...)...); err != nil {
-		k.t.Fatal(err)
-	}
-	return list.Items
-}
-
-func (k *kube) pod(ctx context.Context, name string) *harness.KubePod {
-	k.t.Helper()
-	var p harness.KubePod
-	if err := k.cluster.KubectlJSON(ctx, &p, "get", "pod", name); err != nil {
-		k.t.Fatal(err)
-	}
-	return &p
-}
-
-// waitPluginReady waits until the DaemonSet has one pod, Ready through its
-// probes.
-func (k *kube) waitPluginReady(ctx context.Context) *harness.KubePod {
-	k.t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
-	defer cancel()
-	var found *harness.KubePod
-	err := harness.Poll(ctx, func() (bool, error) {
-		items := k.pods(ctx, "-n", pluginNamespace, "-l", pluginSelector)
-		if len(items) == 1 && items[0].Ready() {
-			found = &items[0]
-			return true, nil
-		}
-		return false, nil
-	})
-	if err != nil {
-		out, _ := k.cluster.Kubectl(context.Background(), "describe", "pods", "-n", pluginNamespace)
-		k.t.Fatalf("no Ready plugin pod: %v\n%s", err, out)
-	}
-	return found
-}
-
-// waitReady waits for a pod of the default namespace to be Ready.
-func (k *kube) waitReady(ctx context.Context, name string) *harness.KubePod {
-	k.t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	var p *harness.KubePod
-	if err := harness.Poll(ctx, func() (bool, error) {
-		p = k.pod(ctx, name)
-		return p.Ready(), nil
-	}); err != nil {
-		out, _ := k.cluster.Kubectl(context.Background(), "describe", "pod", name)
-		k.t.Fatalf("pod %s not Ready: %v\n%s", name, err, out)
-	}
-	return p
-}
-
-// attach returns the CRI view of a pod's container (or init container,
-// or sidecar).
-func (k *kube) attach(ctx context.Context, p *harness.KubePod, name string) *harness.Container {
-	k.t.Helper()
-	cs := podContainer(p, name)
-	if cs == nil || cs.ContainerID == "" {
-		k.t.Fatalf("pod %s has no container %s yet", p.Metadata.Name, name)
-	}
-	c, err := k.env.CRI.Attach(ctx, cs.ContainerID)
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	return c
+	t *testing.T
+	*e2etest.Kube
 }
 
 // resize asks for cpus whole CPUs (and 64Mi) for the pod's container
@@ -413,21 +260,7 @@ func (k *kube) resize(ctx context.Context, name string, cpus int) {
 // (and 64Mi) for each named container of the pod.
 func (k *kube) resizeTo(ctx context.Context, name string, cpus map[string]int) {
 	k.t.Helper()
-	// The API server refuses a resize whose containers come in another
-	// order than the pod's ("may not be renamed or reordered"): the
-	// suite's pods name theirs in sorted order, so sort (a map's order
-	// is random, and failed one run in two).
-	var containers []any
-	for _, c := range slices.Sorted(maps.Keys(cpus)) {
-		n := cpus[c]
-		r := map[string]string{"cpu": fmt.Sprint(n), "memory": "64Mi"}
-		containers = append(containers, map[string]any{"name": c, "resources": map[string]any{"requests": r, "limits": r}})
-	}
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"containers": containers}})
-	if err != nil {
-		k.t.Fatal(err)
-	}
-	k.kubectl(ctx, "patch", "pod", name, "--subresource", "resize", "--patch", string(patch))
+	k.Resize(ctx, k.t, name, wholeCPUs(cpus))
 }
 
 // waitResized waits until the pod's container "app" runs with cpus CPUs
@@ -440,80 +273,20 @@ func (k *kube) waitResized(ctx context.Context, name string, cpus int) {
 // CPUs (the kubelet's status) and no resize is in progress or pending.
 func (k *kube) waitResizedTo(ctx context.Context, name string, cpus map[string]int) {
 	k.t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	var p *harness.KubePod
-	err := harness.Poll(ctx, func() (bool, error) {
-		p = k.pod(ctx, name)
-		if p.Condition("PodResizeInProgress") != nil || p.Condition("PodResizePending") != nil {
-			return false, nil
-		}
-		for cname, n := range cpus {
-			c := p.Container(cname)
-			if c == nil || c.Resources == nil || c.Resources.Limits["cpu"] != fmt.Sprint(n) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		k.t.Fatalf("pod %s not resized to %v CPUs: %v; conditions %+v", name, cpus, err, p.Status.Conditions)
+	limits := map[string]map[string]string{}
+	for c, n := range cpus {
+		limits[c] = map[string]string{"cpu": fmt.Sprint(n)}
 	}
+	k.WaitResized(ctx, k.t, name, limits)
 }
 
-// waitResizeError waits for the pod's PodResizeInProgress condition with
-// reason Error and a message matching want.
-func (k *kube) waitResizeError(ctx context.Context, name string, want *regexp.Regexp) harness.KubeCondition {
-	k.t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	defer cancel()
-	var last harness.KubeCondition
-	err := harness.Poll(ctx, func() (bool, error) {
-		p := k.pod(ctx, name)
-		if c := p.Condition("PodResizeInProgress"); c != nil {
-			last = *c
-			return c.Reason == "Error" && want.MatchString(c.Message), nil
-		}
-		return false, nil
-	})
-	if err != nil {
-		k.t.Fatalf("pod %s: no PodResizeInProgress Error matching %q: last %+v: %v", name, want, last, err)
+// wholeCPUs returns the resources of containers of whole CPUs and 64Mi.
+func wholeCPUs(cpus map[string]int) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for c, n := range cpus {
+		out[c] = map[string]string{"cpu": fmt.Sprint(n), "memory": "64Mi"}
 	}
-	return last
-}
-
-// wantProcessCPUs checks a container without a shell (the plugin's image
-// holds only its binary): its cgroup's cpuset and the Cpus_allowed_list
-// of its command, read from the guest.
-func wantProcessCPUs(ctx context.Context, t *testing.T, c *harness.Container, want string) {
-	t.Helper()
-	pid, err := c.PID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cg, err := c.Cgroup(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := must(want)
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	var cpus, allowed string
-	err = harness.Poll(ctx, func() (bool, error) {
-		set, err := cg.AllowedCPUs()
-		if err != nil {
-			return false, err
-		}
-		proc, err := harness.ProcessCPUsAllowed(pid)
-		if err != nil {
-			return false, err
-		}
-		cpus, allowed = set.String(), proc.String()
-		return set.Equals(w) && proc.Equals(w), nil
-	})
-	if err != nil {
-		t.Errorf("%s: cgroup cpuset %q, Cpus_allowed_list of pid %d %q, want %s (%v)", c, cpus, pid, allowed, want, err)
-	}
+	return out
 }
 
 // lastLines returns the last n lines of s.

@@ -6,7 +6,7 @@
 // /vm/bin, the guest tests as /vm/guest.test, with the suite's environment
 // exported, so that inside the guest
 //
-//	/vm/guest.test -test.v -test.run TestCreateGrowShrink
+//	/vm/guest.test -test.v -test.run TestRestarts
 //
 // runs a guest test as the suite would. `exit` powers the guest off;
 // Ctrl-A X leaves QEMU at once.

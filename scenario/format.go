@@ -3,6 +3,7 @@ package scenario
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -12,11 +13,17 @@ import (
 
 // File is one scenario.
 type File struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description,omitempty"`
-	Topology    Topology       `json:"topology"`
-	Config      map[string]any `json:"config,omitempty"`
-	Steps       []Step         `json:"steps"`
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Topology    Topology `json:"topology"`
+	// Machines are further machines on which every expectation holds as
+	// written: the suites that play scenarios on fixture machines play
+	// it on each, and the suites on real machines (make e2e, make e2e-vm)
+	// play it on a machine whose topology has the shape of its topology
+	// or of one of these (see Shape).
+	Machines []Topology     `json:"machines,omitempty"`
+	Config   map[string]any `json:"config,omitempty"`
+	Steps    []Step         `json:"steps"`
 }
 
 // Topology selects the machine: a KEP machine, a hand-written layout of a
@@ -37,6 +44,11 @@ type Topology struct {
 	// Isolated is the kernel's isolcpus list on any of these machines
 	// (devices/system/cpu/isolated), e.g. "2-15".
 	Isolated string `json:"isolated,omitempty"`
+	// Distances, when set, are the NUMA distances of any of these
+	// machines: row i lists the distances from node i (a regular
+	// machine's default: 10 local, 11 within a socket, 21 between
+	// sockets; QEMU's, for instance, are 10 and 20).
+	Distances [][]int `json:"distances,omitempty"`
 }
 
 // Step is one action and what it should lead to. Exactly one action is set.
@@ -131,6 +143,18 @@ func Load(path string) (*File, error) {
 	return f, nil
 }
 
+// ConfigFile returns the scenario's plugin configuration as a
+// configuration file, with the keys of extra set as well (the machine's
+// sysfsRoot, the NRI socket, the state directory).
+func (f *File) ConfigFile(extra map[string]any) ([]byte, error) {
+	keys := maps.Clone(f.Config)
+	if keys == nil {
+		keys = map[string]any{}
+	}
+	maps.Copy(keys, extra)
+	return yaml.Marshal(keys)
+}
+
 // Parse decodes a scenario strictly and checks that every step has exactly
 // one action.
 func Parse(data []byte) (*File, error) {
@@ -156,6 +180,17 @@ func Parse(data []byte) (*File, error) {
 		}
 	}
 	return &f, nil
+}
+
+// NeedsPodSpec reports whether a step names a container's role in the
+// pod's spec, which a plugin learns from the Kubernetes API only.
+func (f *File) NeedsPodSpec() bool {
+	for _, s := range f.Steps {
+		if s.Create != nil && s.Create.Role != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Action names a step's action for reports.

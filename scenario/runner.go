@@ -47,6 +47,17 @@ type Runner struct {
 	memory map[string]int64 // pod/container → memory limit
 	// Report, if set, receives one line per step.
 	Report func(string)
+	// Verify, if set, is checked after every step, after the step's
+	// expectations: what a driver checks beyond them (on a real runtime,
+	// that every container's cgroup is what the checkpoint gives it).
+	Verify func() error
+	// Settle, if set, runs each step's check (its expectations, then
+	// Verify) until it passes or Settle gives up, and returns the last
+	// error: a driver over a real runtime sets it, since the plugin
+	// applies some updates after the call returned (the shared
+	// containers' growth after a shrink is sent when the runtime confirms
+	// the shrink).
+	Settle func(check func() error) error
 }
 
 // NewRunner returns a runner over d.
@@ -67,7 +78,20 @@ func (r *Runner) Run(f *File) error {
 		case s.Refused == "" && err != nil:
 			return fmt.Errorf("%s: %w", where, err)
 		}
-		if err := r.check(s); err != nil {
+		check := func() error {
+			if err := r.check(s); err != nil {
+				return err
+			}
+			if r.Verify != nil {
+				return r.Verify()
+			}
+			return nil
+		}
+		settle := r.Settle
+		if settle == nil {
+			settle = func(check func() error) error { return check() }
+		}
+		if err := settle(check); err != nil {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 		if r.Report != nil {

@@ -3,21 +3,24 @@ package scenario
 import (
 	"fmt"
 
-	"sigs.k8s.io/yaml"
-
-	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
-	"github.com/nri-cpumanager/nri-cpumanager/config"
-	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
-	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
 // Machine returns the machine a scenario's topology describes.
 func (t Topology) Machine() (fakesysfs.Machine, error) {
 	m, err := t.machine()
-	if err != nil || t.Isolated == "" {
+	if err != nil {
 		return m, err
+	}
+	if t.Distances != nil {
+		m.Distances = t.Distances
+		if err := m.Validate(); err != nil {
+			return fakesysfs.Machine{}, fmt.Errorf("distances: %w", err)
+		}
+	}
+	if t.Isolated == "" {
+		return m, nil
 	}
 	isolated, err := cpumask.Parse(t.Isolated, cpumask.MaxID)
 	if err != nil {
@@ -56,46 +59,11 @@ func (t Topology) machine() (fakesysfs.Machine, error) {
 	}.Machine()
 }
 
-// WriteSysfs writes the scenario's machine as a sysfs tree under dir.
-func (f *File) WriteSysfs(dir string) error {
-	m, err := f.Topology.Machine()
+// WriteSysfs writes the machine as a sysfs tree under dir.
+func (t Topology) WriteSysfs(dir string) error {
+	m, err := t.Machine()
 	if err != nil {
 		return fmt.Errorf("topology: %w", err)
 	}
 	return fakesysfs.Write(dir, m)
-}
-
-// PluginConfig returns the scenario's configuration, with sysfsRoot set.
-func (f *File) PluginConfig(sysfsRoot string) (*config.Config, error) {
-	keys := map[string]any{}
-	for k, v := range f.Config {
-		keys[k] = v
-	}
-	keys["sysfsRoot"] = sysfsRoot
-	data, err := yaml.Marshal(keys)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := config.Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	return cfg, nil
-}
-
-// Policy writes the scenario's machine under dir and builds the policy its
-// configuration describes.
-func (f *File) Policy(dir string) (*policy.Policy, error) {
-	if err := f.WriteSysfs(dir); err != nil {
-		return nil, err
-	}
-	cfg, err := f.PluginConfig(dir)
-	if err != nil {
-		return nil, err
-	}
-	topo, err := cpuallocator.Discover(dir)
-	if err != nil {
-		return nil, err
-	}
-	return assemble.Policy(cfg, topo)
 }
