@@ -12,8 +12,10 @@
 // with the cpusets or the refusal expected. A pod's sandbox runs at its
 // first create; a create may name the container's role in the pod's spec
 // (role: init, sidecar or app: a driver that knows the spec, as the plugin
-// watching the Kubernetes API does); a stop is the process exiting with
-// exitCode (0 by default: an init container completing):
+// watching the Kubernetes API does) and the NUMA nodes of the devices it
+// is given (devices: [1], as the plugin would find them in sysfs; drivers
+// that cannot give devices refuse such a step); a stop is the process
+// exiting with exitCode (0 by default: an init container completing):
 //
 //	name: grow then shrink back
 //	topology: {kep: checkpoint}          # or {layout: NAME} or {sockets: 2, coresPerNUMA: 4, ...}; isolated: "2-15" adds isolcpus

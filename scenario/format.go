@@ -104,6 +104,11 @@ type ContainerStep struct {
 	// (an ordinary init container), sidecar (a restartable one) or app;
 	// empty when the spec is not known.
 	Role string `json:"role,omitempty"`
+	// Devices are the NUMA nodes of the device nodes the container is
+	// given (a GPU, a VF bound to vfio-pci), as the plugin finds them in
+	// sysfs; creation steps only. A driver that cannot give a container
+	// devices refuses the step.
+	Devices []int `json:"devices,omitempty"`
 }
 
 // PodStep is an UpdatePodSandboxResources with the pod's new CPU total.

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
@@ -151,10 +152,16 @@ func (d *PolicyDriver) applyInfallible(call func(m *policy.Model) policy.Decisio
 
 // CreateContainer implements Driver.
 func (d *PolicyDriver) CreateContainer(pod policy.Pod, name string, r policy.Resources) error {
+	return d.CreateContainerWithDevices(pod, name, r, nil)
+}
+
+// CreateContainerWithDevices implements DeviceDriver: the container's
+// devices are on the given NUMA nodes, as the plugin would have found.
+func (d *PolicyDriver) CreateContainerWithDevices(pod policy.Pod, name string, r policy.Resources, nodes []int) error {
 	d.next++
 	id := fmt.Sprintf("ctr-%03d-%s", d.next, name)
 	dec, err := d.decide(func(m *policy.Model) (policy.Decision, error) {
-		return d.Policy.CreateContainer(m, policy.Container{ID: id, Name: name, Pod: pod, Resources: r})
+		return d.Policy.CreateContainer(m, policy.Container{ID: id, Name: name, Pod: pod, Resources: r, DeviceNodes: cpuallocator.NewNodeMask(nodes...)})
 	})
 	if err != nil {
 		return err

@@ -38,6 +38,12 @@ type Driver interface {
 	NUMANodesOf(cpus cpuset.CPUSet) int
 }
 
+// DeviceDriver is a Driver that can create a container given devices on
+// NUMA nodes (a step's devices).
+type DeviceDriver interface {
+	CreateContainerWithDevices(pod policy.Pod, name string, r policy.Resources, nodes []int) error
+}
+
 // Runner runs the steps of a scenario against a driver, remembering the
 // pods it created.
 type Runner struct {
@@ -155,7 +161,7 @@ func (r *Runner) do(s Step) error {
 		if err != nil {
 			return err
 		}
-		if err := r.d.CreateContainer(pod, c.Container, res); err != nil {
+		if err := r.create(pod, c, res); err != nil {
 			return err
 		}
 		r.memory[c.Pod+"/"+c.Container] = res.MemoryLimit
@@ -304,4 +310,16 @@ func (r *Runner) check(s Step) error {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// create creates a step's container, given its devices when it has some.
+func (r *Runner) create(pod policy.Pod, c *ContainerStep, res policy.Resources) error {
+	if len(c.Devices) == 0 {
+		return r.d.CreateContainer(pod, c.Container, res)
+	}
+	d, ok := r.d.(DeviceDriver)
+	if !ok {
+		return fmt.Errorf("%s/%s: this driver cannot give a container devices", c.Pod, c.Container)
+	}
+	return d.CreateContainerWithDevices(pod, c.Container, res, c.Devices)
 }

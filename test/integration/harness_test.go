@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
@@ -182,7 +183,12 @@ type nriDriver struct {
 
 func newNRIDriver(t testing.TB, pol *policy.Policy) *nriDriver {
 	rt := fakeruntime.New(t, pol.Allocator().Topology().CPUs())
-	return &nriDriver{t: t, rt: rt, rp: startPlugin(t, rt, pol, t.TempDir()), pol: pol,
+	sysfs := t.TempDir()
+	if err := fakesysfs.WriteDevices(sysfs, oneDevicePerNode(pol.Allocator().Topology().NUMANodes())); err != nil {
+		t.Fatal(err)
+	}
+	rp := startPluginWith(t, rt, pol, t.TempDir(), func(o *plugin.Options) { o.SysfsRoot = sysfs })
+	return &nriDriver{t: t, rt: rt, rp: rp, pol: pol,
 		pods: map[string]*api.PodSandbox{}, ctrs: map[string]*api.Container{}}
 }
 
@@ -238,7 +244,40 @@ func (d *nriDriver) RunPod(pod policy.Pod) error {
 	return err
 }
 
+// oneDevicePerNode is a sysfs device tree with one char device per NUMA
+// node (/dev/testdevN, 240:N, behind a PCI function on node N), for the
+// scenarios' devices.
+func oneDevicePerNode(nodes []int) fakesysfs.Devices {
+	var d fakesysfs.Devices
+	for _, n := range nodes {
+		addr := fmt.Sprintf("0000:%02x:00.0", 0x10+n)
+		d.PCI = append(d.PCI, fakesysfs.PCIFunction{Addr: addr, Node: n})
+		d.Nodes = append(d.Nodes, fakesysfs.DeviceNode{Type: "c", Major: 240, Minor: n, Parent: addr,
+			Dir: fmt.Sprintf("testdev/testdev%d", n), DevPath: fmt.Sprintf("/dev/testdev%d", n)})
+	}
+	return d
+}
+
+// CreateContainerWithDevices implements scenario.DeviceDriver: the
+// container is given the test device of each NUMA node named, which the
+// plugin finds in its sysfs tree.
+func (d *nriDriver) CreateContainerWithDevices(pod policy.Pod, name string, r policy.Resources, nodes []int) error {
+	var devs []*api.LinuxDevice
+	for _, n := range nodes {
+		devs = append(devs, &api.LinuxDevice{Path: fmt.Sprintf("/dev/testdev%d", n), Type: "c", Major: 240, Minor: int64(n)})
+	}
+	return d.create(pod, name, func(sb *api.PodSandbox) (*api.Container, error) {
+		return d.rt.CreateContainerWithDevices(sb, name, r, devs)
+	})
+}
+
 func (d *nriDriver) CreateContainer(pod policy.Pod, name string, r policy.Resources) error {
+	return d.create(pod, name, func(sb *api.PodSandbox) (*api.Container, error) { return d.rt.CreateContainer(sb, name, r) })
+}
+
+// create runs a pod's sandbox if needed and creates a container with
+// createIn.
+func (d *nriDriver) create(pod policy.Pod, name string, createIn func(*api.PodSandbox) (*api.Container, error)) error {
 	sb := d.pods[pod.UID]
 	if sb == nil {
 		if err := d.RunPod(pod); err != nil {
@@ -247,7 +286,7 @@ func (d *nriDriver) CreateContainer(pod policy.Pod, name string, r policy.Resour
 		sb = d.pods[pod.UID]
 	}
 	return d.unchanged(func() error {
-		c, err := d.rt.CreateContainer(sb, name, r)
+		c, err := createIn(sb)
 		if err == nil {
 			d.ctrs[pod.UID+"/"+name] = c
 		}
