@@ -37,15 +37,7 @@ func showTopology(args []string, stdout, stderr io.Writer) error {
 // showState verifies and prints the durable state (the checkpoint file)
 // without changing anything, so it is safe while the plugin runs.
 func showState(args []string, stdout, stderr io.Writer) error {
-	cfg, err := newFlags("state", stderr).load(args)
-	if err != nil {
-		return err
-	}
-	topo, err := cpuallocator.Discover(cfg.SysfsRoot)
-	if err != nil {
-		return err
-	}
-	st, err := state.Inspect(cfg.StateDir, topo.CPUs())
+	cfg, _, st, err := loadCheckpoint("state", args, stderr)
 	if errors.Is(err, state.ErrNoCheckpoint) {
 		_, err = fmt.Fprintf(stdout, "no checkpoint in %s\n", cfg.StateDir)
 		return err
@@ -61,6 +53,21 @@ func showState(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
+// loadCheckpoint reads a command's configuration, the machine's topology
+// and the checkpoint, without changing anything.
+func loadCheckpoint(command string, args []string, stderr io.Writer) (*config.Config, *cpuallocator.Topology, *state.State, error) {
+	cfg, err := newFlags(command, stderr).load(args)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	topo, err := cpuallocator.Discover(cfg.SysfsRoot)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := state.Inspect(cfg.StateDir, topo.CPUs())
+	return cfg, topo, st, err
+}
+
 // exportKubelet prints the plugin's checkpoint as the kubelet's own
 // cpu_manager_state (format V2: the kubelet 1.36), for a node going back
 // to the kubelet's static policy with its pinned pods keeping their CPUs
@@ -68,15 +75,7 @@ func showState(args []string, stdout, stderr io.Writer) error {
 // changes nothing, so it is safe while the plugin runs; the file is only
 // right once the plugin is stopped.
 func exportKubelet(args []string, stdout, stderr io.Writer) error {
-	cfg, err := newFlags("export-kubelet", stderr).load(args)
-	if err != nil {
-		return err
-	}
-	topo, err := cpuallocator.Discover(cfg.SysfsRoot)
-	if err != nil {
-		return err
-	}
-	st, err := state.Inspect(cfg.StateDir, topo.CPUs())
+	cfg, topo, st, err := loadCheckpoint("export-kubelet", args, stderr)
 	if err != nil {
 		return err
 	}
