@@ -4,7 +4,6 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/sirupsen/logrus"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/devices"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
@@ -22,8 +21,7 @@ const maxLocatedDevices = 64
 // manager policy that aligns (not none).
 func (p *Plugin) withDeviceNodes(c policy.Container, ctr *api.Container) policy.Container {
 	nriDevices := ctr.GetLinux().GetDevices()
-	if len(nriDevices) == 0 || p.policy.Options().TopologyPolicy == cpuallocator.TopologyNone || p.policy.Options().TopologyPolicy == "" ||
-		!policy.Classify(c.Pod.QoS(), c.Resources).Exclusive {
+	if len(nriDevices) == 0 || !p.policy.AlignsDevices() || !policy.Classify(c.Pod.QoS(), c.Resources).Exclusive {
 		return c
 	}
 	log := p.containerLog(c)

@@ -479,7 +479,7 @@ func (p *Policy) withDevices(avail cpumask.Mask, keep cpuset.CPUSet, n int, what
 // topologyManagerScope: pod those of every running container of the pod.
 // 0 (no hint) under topologyManagerPolicy: none.
 func (p *Policy) devicesOf(m *Model, podUID, name string, own cpuallocator.NodeMask) cpuallocator.NodeMask {
-	if p.opts.TopologyPolicy == cpuallocator.TopologyNone || p.opts.TopologyPolicy == "" {
+	if !p.AlignsDevices() {
 		return 0
 	}
 	nodes := own

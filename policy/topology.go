@@ -51,13 +51,20 @@ func (p *Policy) TopologyView(free cpuset.CPUSet) TopologyView {
 	return v
 }
 
+// AlignsDevices reports whether the topology manager policy places CPUs
+// with the containers' devices (any but none): only then are their
+// devices' NUMA nodes worth looking up.
+func (p *Policy) AlignsDevices() bool {
+	return p.opts.TopologyPolicy != cpuallocator.TopologyNone && p.opts.TopologyPolicy != ""
+}
+
 // OffDeviceNodes counts the running exclusive containers some of whose
 // CPUs are not on the NUMA nodes of their devices: under best-effort when
 // the devices' nodes had too few free CPUs, or CPUs placed before a
 // restart with another topology manager policy. 0 under
 // topologyManagerPolicy: none, which does not align.
 func (p *Policy) OffDeviceNodes(m *Model) int {
-	if p.opts.TopologyPolicy == cpuallocator.TopologyNone || p.opts.TopologyPolicy == "" {
+	if !p.AlignsDevices() {
 		return 0
 	}
 	off := 0
