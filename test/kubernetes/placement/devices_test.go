@@ -2,10 +2,8 @@ package placement
 
 import (
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,10 +42,9 @@ type deviceOutcome struct {
 	kubeOnD, oursOnD bool
 	// nodes are the NUMA nodes of each side's CPUs.
 	kubeNodes, oursNodes cpuallocator.NodeMask
-	// problem is a disagreement the test fails on, known one it logs
-	// (a TODO of the plugin's policy), expected one it counts (the
-	// package comment lists them); at most one is set.
-	problem, known, expected string
+	// problem is a disagreement the test fails on, expected one it
+	// counts (the package comment lists them); at most one is set.
+	problem, expected string
 }
 
 // The expected differences (the package comment says why).
@@ -72,11 +69,7 @@ func compareDevices(m *Machine, kube *DeviceKubelet, ours *DevicePlugin, c devic
 	bestEffort := c.policy == "best-effort"
 	switch {
 	case o.kube.Admitted != o.ours.Admitted:
-		if todo := knownDisagreement(m, c, o); todo != "" {
-			o.known = todo
-		} else {
-			o.problem = "admission differs"
-		}
+		o.problem = "admission differs"
 	case !o.kube.Admitted:
 	case o.kubeOnD && !o.oursOnD:
 		o.problem = "the kubelet's CPUs are on the devices' nodes, the plugin's not"
@@ -95,15 +88,6 @@ func compareDevices(m *Machine, kube *DeviceKubelet, ours *DevicePlugin, c devic
 // sameNodes tells whether a kubelet's NUMA affinity is nodes.
 func sameNodes(affinity bitmask.BitMask, nodes cpuallocator.NodeMask) bool {
 	return affinity != nil && cpuallocator.NewNodeMask(affinity.GetBits()...) == nodes
-}
-
-// knownDisagreement names an admission disagreement the plugin's policy
-// should fix, or returns "".
-func knownDisagreement(m *Machine, c deviceCase, o deviceOutcome) string {
-	// None known: the one found (single-numa-node admitting, on devices
-	// of two NUMA nodes, a request wider than one node, which the kubelet
-	// refuses) is fixed in the policy (withDevices).
-	return ""
 }
 
 func describeDevices(m *Machine, c deviceCase, o deviceOutcome) string {
@@ -144,7 +128,6 @@ func TestAdmissionWithDevicesTable(t *testing.T) {
 		deviceCase
 		// the NUMA nodes of each side's CPUs; 0: refused.
 		kubelet, plugin cpuallocator.NodeMask
-		known           bool
 		expected        string
 	}{
 		{name: "single-numa-node: the devices' node", machine: twoNodes,
@@ -201,9 +184,6 @@ func TestAdmissionWithDevicesTable(t *testing.T) {
 			if o.problem != "" {
 				t.Errorf("%s: %s", o.problem, describeDevices(m, tc.deviceCase, o))
 			}
-			if (o.known != "") != tc.known {
-				t.Errorf("known disagreement %q, want one: %v", o.known, tc.known)
-			}
 			if o.expected != tc.expected {
 				t.Errorf("expected difference %q, want %q", o.expected, tc.expected)
 			}
@@ -234,7 +214,7 @@ func deviceSeed(t *testing.T) uint64 {
 // deviceTally counts the outcomes under one topology manager policy.
 type deviceTally struct {
 	cases, bothRefused, bothAdmitted int
-	disagree, known                  int
+	disagree                         int
 	// on the devices' nodes: both sides, the kubelet only, the plugin
 	// only, neither (of the cases both admit).
 	onBoth, onKubelet, onPlugin, onNeither int
@@ -249,9 +229,6 @@ func (tl *deviceTally) add(o deviceOutcome) {
 	switch {
 	case o.kube.Admitted != o.ours.Admitted:
 		tl.disagree++
-		if o.known != "" {
-			tl.known++
-		}
 		return
 	case !o.kube.Admitted:
 		tl.bothRefused++
@@ -297,12 +274,6 @@ func TestAdmissionWithDevicesMatchesKubelet(t *testing.T) {
 	for _, p := range TopologyPolicies {
 		tallies[p] = &deviceTally{expected: map[string]int{}}
 	}
-	// known counts the known disagreements by TODO, first the first case.
-	type seen struct {
-		count int
-		first string
-	}
-	known := map[string]*seen{}
 	for range deviceMachines {
 		ms := randomDeviceMachine(rng)
 		m, err := NewMachine(ms)
@@ -330,14 +301,8 @@ func TestAdmissionWithDevicesMatchesKubelet(t *testing.T) {
 					t.Fatalf("seed %d: machine %s: %s: %v", seed, m.Name, c, err)
 				}
 				tallies[p].add(o)
-				switch {
-				case o.problem != "":
+				if o.problem != "" {
 					t.Errorf("seed %d: %s: %s", seed, o.problem, describeDevices(m, c, o))
-				case o.known != "":
-					if known[o.known] == nil {
-						known[o.known] = &seen{first: describeDevices(m, c, o)}
-					}
-					known[o.known].count++
 				}
 			}
 		}
@@ -346,17 +311,14 @@ func TestAdmissionWithDevicesMatchesKubelet(t *testing.T) {
 	var report strings.Builder
 	fmt.Fprintf(&report, "\nseed %d (PLACEMENT_SEED=n for another), %d machines × %d states × %d policies in %s\n",
 		seed, deviceMachines, deviceStates, len(TopologyPolicies), elapsed.Round(time.Millisecond))
-	report.WriteString("\n| policy | cases | both refused | both admitted | admission differs (known) | on devices' nodes: both / kubelet only / plugin only / neither | NUMA nodes: same / others, as many / plugin fewer / plugin more | expected differences: affinity / NUMA nodes |\n|---|---|---|---|---|---|---|---|\n")
+	report.WriteString("\n| policy | cases | both refused | both admitted | admission differs | on devices' nodes: both / kubelet only / plugin only / neither | NUMA nodes: same / others, as many / plugin fewer / plugin more | expected differences: affinity / NUMA nodes |\n|---|---|---|---|---|---|---|---|\n")
 	for _, p := range TopologyPolicies {
 		tl := tallies[p]
-		fmt.Fprintf(&report, "| %s | %d | %d | %d | %d (%d) | %d / %d / %d / %d | %d / %d / %d / %d | %d / %d |\n",
-			p, tl.cases, tl.bothRefused, tl.bothAdmitted, tl.disagree, tl.known,
+		fmt.Fprintf(&report, "| %s | %d | %d | %d | %d | %d / %d / %d / %d | %d / %d / %d / %d | %d / %d |\n",
+			p, tl.cases, tl.bothRefused, tl.bothAdmitted, tl.disagree,
 			tl.onBoth, tl.onKubelet, tl.onPlugin, tl.onNeither,
 			tl.sameNodes, tl.otherNodes, tl.fewerNodes, tl.moreNodes,
 			tl.expected[expectedAffinity], tl.expected[expectedNodes])
-	}
-	for _, todo := range slices.Sorted(maps.Keys(known)) {
-		fmt.Fprintf(&report, "\nknown disagreement (TODO in knownDisagreement), %d cases: %s\n    first: %s\n", known[todo].count, todo, known[todo].first)
 	}
 	t.Log(report.String())
 }

@@ -76,9 +76,7 @@
 // single-numa-node with devices on two NUMA nodes, the kubelet refuses
 // every request (single-numa-node keeps only one-node hints, so the device
 // hint leaves nothing to merge), and the plugin admitted one wider than a
-// node on the devices' two nodes. knownDisagreement is where a disagreement
-// the policy should fix would be named, to be logged rather than failed on
-// until it is; none is.
+// node on the devices' two nodes.
 //
 // No fixture has CPUs offline: the kubelet's static policy counts the
 // threads per core as online CPUs ÷ cores, 1 when some siblings are
