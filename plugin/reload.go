@@ -128,7 +128,8 @@ func (p *Plugin) startOn(st *state.State) {
 	if recorded && sameRecord(was, p.record) {
 		return
 	}
-	inWay := pinnedCPUs(st).Difference(p.policy.Allocatable())
+	pinned := pinnedCPUs(st)
+	inWay := pinned.Difference(p.policy.Allocatable())
 	if inWay.IsEmpty() {
 		return
 	}
@@ -145,8 +146,8 @@ func (p *Plugin) startOn(st *state.State) {
 		log.Warn("pinned containers hold CPUs the configuration reserves or cannot allocate; no other configuration to run on was given")
 		return
 	}
-	if err == nil && !pinnedCPUs(st).Difference(old.Allocatable()).IsEmpty() {
-		err = fmt.Errorf("it does not allow CPUs %s either", pinnedCPUs(st).Difference(old.Allocatable()))
+	if err == nil && !pinned.IsSubsetOf(old.Allocatable()) {
+		err = fmt.Errorf("it does not allow CPUs %s either", pinned.Difference(old.Allocatable()))
 	}
 	if err != nil {
 		log.WithError(err).Warn("pinned containers hold CPUs the configuration reserves; no configuration that allows them fits this machine, so the given one applies")
