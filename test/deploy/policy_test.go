@@ -57,18 +57,7 @@ func TestExemptionPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	compile := func(expr string) cel.Program {
-		t.Helper()
-		ast, iss := env.Compile(expr)
-		if iss.Err() != nil {
-			t.Fatalf("%q: %v", expr, iss.Err())
-		}
-		prg, err := env.Program(ast)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return prg
-	}
+	compile := func(expr string) cel.Program { return celProgram(t, env, expr) }
 	if len(policy.Spec.Variables) != 1 || len(policy.Spec.Validations) != 1 {
 		t.Fatalf("want one variable and one validation: %+v", policy.Spec)
 	}
@@ -131,4 +120,18 @@ func TestExemptionPolicy(t *testing.T) {
 			t.Errorf("namespace %s: covered %v, want %v", ns, got, covered)
 		}
 	}
+}
+
+// celProgram compiles a CEL expression of an admission policy in env.
+func celProgram(t *testing.T, env *cel.Env, expr string) cel.Program {
+	t.Helper()
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		t.Fatalf("%q: %v", expr, iss.Err())
+	}
+	prg, err := env.Program(ast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prg
 }

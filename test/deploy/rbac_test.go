@@ -209,18 +209,7 @@ func checkTopologyPolicyDecisions(t *testing.T, p *admissionregistrationv1.Valid
 	if err != nil {
 		t.Fatal(err)
 	}
-	compile := func(expr string) cel.Program {
-		t.Helper()
-		ast, iss := env.Compile(expr)
-		if iss.Err() != nil {
-			t.Fatalf("%q: %v", expr, iss.Err())
-		}
-		prg, err := env.Program(ast)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return prg
-	}
+	compile := func(expr string) cel.Program { return celProgram(t, env, expr) }
 	eval := func(prg cel.Program, request map[string]any) (any, error) {
 		out, _, err := prg.Eval(map[string]any{"request": request})
 		if err != nil {
