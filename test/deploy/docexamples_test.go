@@ -12,9 +12,11 @@ import (
 )
 
 // TestDocumentedConfigFiles: every plugin configuration file the docs show
-// (a YAML block all of whose keys are configuration keys) is valid, and,
-// naming only the keys it changes, keeps every other choice deploy/ ships
-// (deploy/'s configuration is the plugin's defaults: shippedDefaults).
+// (a YAML block all of whose keys are configuration keys) is valid, and
+// changes no key it does not name (a count set beside the default list,
+// say), so that it keeps every other choice deploy/ ships. That deploy/
+// ships the plugin's defaults is TestKustomizeBaseIsSafeAndShipsTheDefaults'
+// to check (shippedDefaults).
 func TestDocumentedConfigFiles(t *testing.T) {
 	known := map[string]bool{}
 	for _, k := range config.Keys() {
