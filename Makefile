@@ -113,7 +113,7 @@ e2e:
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 40m -v -skip '^TestKubernetes$$' . ./harness/
 
 ## e2e-vm: a production-shaped node in QEMU (16 vCPUs, 2 sockets, SMT 2, 2 NUMA
-## nodes, cgroup v2): containerd + runc + the plugin under the cgroupfs driver
+## nodes with a PCI disk each, cgroup v2): containerd + runc + the plugin under the cgroupfs driver
 ## and with isolcpus=, and the demo; the systemd driver is e2e-vm-kube's (root;
 ## builds its kernel, root file system and initramfs from Debian packages into
 ## the build cache; KVM where it works, else emulation)
@@ -123,7 +123,8 @@ e2e-vm:
 ## e2e-vm-kube: a real kubelet v1.36.3 (systemd driver, cgroup v2) in that guest,
 ## the plugin as the DaemonSet of deploy/: a pod resized 2 -> 6 -> 2, a
 ## multi-container resize refused as a whole, and pod lives (init container,
-## sidecar, kills, sandbox re-creation, restarts, a Job)
+## sidecar, kills, sandbox re-creation, restarts, a Job), and a device plugin's
+## device on NUMA node 1 under single-numa-node
 e2e-vm-kube:
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 120m -v -run '^TestVMKubernetes$$' ./vm/
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -196,6 +197,25 @@ func (f *File) NeedsPodSpec() bool {
 		}
 	}
 	return false
+}
+
+// DeviceNodes returns the NUMA nodes its creations give devices on,
+// sorted, each once: a driver over a real runtime needs a device node on
+// each of them.
+func (f *File) DeviceNodes() []int {
+	var nodes []int
+	for _, s := range f.Steps {
+		if s.Create == nil {
+			continue
+		}
+		for _, n := range s.Create.Devices {
+			if !slices.Contains(nodes, n) {
+				nodes = append(nodes, n)
+			}
+		}
+	}
+	slices.Sort(nodes)
+	return nodes
 }
 
 // Action names a step's action for reports.

@@ -35,6 +35,11 @@ type ScenarioOptions struct {
 	// Started, if set, is called with each scenario's plugin once it is
 	// synchronized (the VM checks the plugin's cgroup v2 line).
 	Started func(t *testing.T, m *CPUManager)
+	// NodeDevices are device nodes of this machine by NUMA node (the VM
+	// guest's disks): a scenario's creation given devices on node n gets
+	// NodeDevices[n]. A scenario with devices on a node not listed is
+	// skipped.
+	NodeDevices map[int]string
 }
 
 // suiteKeys are the configuration keys the suites set themselves; a
@@ -95,6 +100,9 @@ func PlayScenarios(ctx context.Context, t *testing.T, opts ScenarioOptions) (pla
 		if ok && f.NeedsPodSpec() {
 			ok, why = false, "the scenario names containers' roles in the pod's spec, which the plugin learns from the Kubernetes API only: a node driven over CRI has none"
 		}
+		if missing := missingDevices(f, opts.NodeDevices); ok && len(missing) > 0 {
+			ok, why = false, fmt.Sprintf("the scenario gives containers devices on NUMA nodes %v, and the suite knows no device node of this machine on %v", f.DeviceNodes(), missing)
+		}
 		for _, key := range suiteKeys {
 			if _, set := f.Config[key]; set && ok {
 				t.Fatalf("%s sets %s, which the suites on real machines set themselves", path, key)
@@ -138,7 +146,8 @@ func play(ctx context.Context, t *testing.T, env *harness.Env, real *cpuallocato
 	if opts.Started != nil {
 		opts.Started(t, m)
 	}
-	d := &criDriver{t: t, ctx: ctx, env: env, m: m, topo: real, pods: map[string]*harness.Pod{}, ctrs: map[string]*scenarioContainer{}}
+	d := &criDriver{t: t, ctx: ctx, env: env, m: m, topo: real, nodeDevices: opts.NodeDevices,
+		pods: map[string]*harness.Pod{}, ctrs: map[string]*scenarioContainer{}}
 	t.Cleanup(func() {
 		// The pods go first, with the plugin watching; then the plugin.
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -158,6 +167,18 @@ func play(ctx context.Context, t *testing.T, env *harness.Env, real *cpuallocato
 	if err := r.Run(f); err != nil {
 		t.Fatalf("%v\nthe plugin's log, last lines:\n%s", err, m.LogTail(40))
 	}
+}
+
+// missingDevices returns the NUMA nodes f gives devices on that have no
+// device node in nodeDevices.
+func missingDevices(f *scenario.File, nodeDevices map[int]string) []int {
+	var missing []int
+	for _, n := range f.DeviceNodes() {
+		if _, ok := nodeDevices[n]; !ok {
+			missing = append(missing, n)
+		}
+	}
+	return missing
 }
 
 // scenarioCommand is the command of the scenarios' containers: it sleeps
@@ -182,6 +203,9 @@ type scenarioContainer struct {
 	// fresh is set when the step created or resized it: a new process in
 	// it is checked once (an exec, seconds in the emulated guest).
 	fresh bool
+	// devices are the device nodes it was given; the kubelet gives them
+	// again to the next attempt of a restarted container.
+	devices []harness.Device
 }
 
 // criDriver is a scenario.Driver over CRI: each action is what the
@@ -191,7 +215,9 @@ type scenarioContainer struct {
 //   - create: RunPodSandbox at a pod's first create (its cgroup parent by
 //     its QoS class, its totals when the scenario gives them), then
 //     CreateContainer and StartContainer; a container created again after
-//     an exit is the next attempt of its name;
+//     an exit is the next attempt of its name; devices on NUMA node n are
+//     the device node NodeDevices[n], given as a device plugin's
+//     DeviceSpec is (at /dev/numa-node-<n> in the container);
 //   - resize: UpdateContainerResources; updatePod:
 //     UpdatePodSandboxResources;
 //   - stop: StopContainer, the container's command exiting with the
@@ -207,12 +233,17 @@ type criDriver struct {
 	env  *harness.Env
 	m    *CPUManager
 	topo *cpuallocator.Topology
+	// nodeDevices are the host's device nodes by NUMA node.
+	nodeDevices map[int]string
 	// pods are by pod UID; ctrs by "<pod UID>/<name>", the latest attempt.
 	pods map[string]*harness.Pod
 	ctrs map[string]*scenarioContainer
 }
 
-var _ scenario.Driver = (*criDriver)(nil)
+var (
+	_ scenario.Driver       = (*criDriver)(nil)
+	_ scenario.DeviceDriver = (*criDriver)(nil)
+)
 
 // harnessResources returns resources whose conversion by the kubelet
 // (harness.Resources.LinuxResources) gives the CPU shares, quota and
@@ -278,6 +309,24 @@ func (d *criDriver) RunPod(pod policy.Pod) error {
 
 // CreateContainer implements scenario.Driver.
 func (d *criDriver) CreateContainer(pod policy.Pod, name string, r policy.Resources) error {
+	return d.create(pod, name, r, nil)
+}
+
+// CreateContainerWithDevices implements scenario.DeviceDriver.
+func (d *criDriver) CreateContainerWithDevices(pod policy.Pod, name string, r policy.Resources, nodes []int) error {
+	var devices []harness.Device
+	for _, n := range nodes {
+		host, ok := d.nodeDevices[n]
+		if !ok {
+			return fmt.Errorf("%s/%s: this machine has no device node known on NUMA node %d", pod.Name, name, n)
+		}
+		devices = append(devices, harness.Device{HostPath: host, ContainerPath: fmt.Sprintf("/dev/numa-node-%d", n), Permissions: "r"})
+	}
+	return d.create(pod, name, r, devices)
+}
+
+// create creates and starts the next attempt of a container.
+func (d *criDriver) create(pod policy.Pod, name string, r policy.Resources, devices []harness.Device) error {
 	p := d.pods[pod.UID]
 	if p == nil {
 		return fmt.Errorf("no pod %s", pod.Name)
@@ -286,7 +335,7 @@ func (d *criDriver) CreateContainer(pod policy.Pod, name string, r policy.Resour
 	if err != nil {
 		return err
 	}
-	spec := harness.ContainerSpec{Name: name, Resources: res, Command: scenarioCommand}
+	spec := harness.ContainerSpec{Name: name, Resources: res, Command: scenarioCommand, Devices: devices}
 	if old := d.ctrs[key(pod, name)]; old != nil {
 		spec.Attempt = old.Attempt + 1
 	}
@@ -302,7 +351,7 @@ func (d *criDriver) CreateContainer(pod policy.Pod, name string, r policy.Resour
 	if err := c.Start(d.ctx); err != nil {
 		return err
 	}
-	sc := &scenarioContainer{Container: c, running: true, fresh: true}
+	sc := &scenarioContainer{Container: c, running: true, fresh: true, devices: devices}
 	if sc.cg, err = c.Cgroup(d.ctx); err != nil {
 		return err
 	}
@@ -375,7 +424,7 @@ func (d *criDriver) RestartContainer(pod policy.Pod, name string, r policy.Resou
 			return err
 		}
 	}
-	if err := d.CreateContainer(pod, name, r); err != nil {
+	if err := d.create(pod, name, r, old.devices); err != nil {
 		return err
 	}
 	return old.Remove(d.ctx)

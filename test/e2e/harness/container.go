@@ -28,6 +28,16 @@ type ContainerSpec struct {
 	// Mounts are hostPath mounts, as the kubelet passes a pod's hostPath
 	// volumes to CRI.
 	Mounts []Mount
+	// Devices are device nodes given to the container, as the kubelet
+	// passes a device plugin's DeviceSpecs to CRI.
+	Devices []Device
+}
+
+// Device is a host device node given to a container.
+type Device struct {
+	// HostPath is the node on the host ("/dev/vdb"), ContainerPath its
+	// path in the container; Permissions are cgroup's "r", "w" and "m".
+	HostPath, ContainerPath, Permissions string
 }
 
 // Mount is a hostPath volume mounted into a container.
@@ -81,6 +91,7 @@ func (p *Pod) CreateContainer(ctx context.Context, spec ContainerSpec) (*Contain
 		Command:  spec.Command,
 		Args:     spec.Args,
 		Mounts:   criMounts(spec.Mounts),
+		Devices:  criDevices(spec.Devices),
 		Labels: map[string]string{
 			labelPodName:       p.Spec.Name,
 			labelPodNamespace:  p.Spec.Namespace,
@@ -113,6 +124,15 @@ func criMounts(mounts []Mount) []*runtimeapi.Mount {
 	for _, m := range mounts {
 		out = append(out, &runtimeapi.Mount{HostPath: m.HostPath, ContainerPath: m.ContainerPath, Readonly: m.ReadOnly,
 			Propagation: runtimeapi.MountPropagation_PROPAGATION_PRIVATE})
+	}
+	return out
+}
+
+// criDevices converts device nodes to CRI's.
+func criDevices(devices []Device) []*runtimeapi.Device {
+	var out []*runtimeapi.Device
+	for _, d := range devices {
+		out = append(out, &runtimeapi.Device{HostPath: d.HostPath, ContainerPath: d.ContainerPath, Permissions: d.Permissions})
 	}
 	return out
 }

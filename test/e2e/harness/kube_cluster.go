@@ -36,6 +36,11 @@ type ClusterOptions struct {
 	StartTimeout time.Duration
 	// KubeletVerbosity is the kubelet's --v. Default 2.
 	KubeletVerbosity int
+	// TopologyManagerPolicy is the kubelet's topologyManagerPolicy: with
+	// cpuManagerPolicy none, the device manager's hints alone are merged
+	// (devices on one NUMA node with single-numa-node). Default the
+	// kubelet's, none.
+	TopologyManagerPolicy string
 	// Logf receives progress messages; nil discards them.
 	Logf Logf
 }
@@ -83,7 +88,8 @@ type Cluster struct {
 	// server is the API server's URL, caFile the CA it is signed by.
 	server, caFile string
 
-	kubeletVerbosity int
+	kubeletVerbosity      int
+	topologyManagerPolicy string
 }
 
 type namedProcess struct {
@@ -152,6 +158,8 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		containerd:       opts.Containerd,
 		logf:             opts.Logf,
 		kubeletVerbosity: opts.KubeletVerbosity,
+
+		topologyManagerPolicy: opts.TopologyManagerPolicy,
 	}
 	if c.CgroupDriver == SystemdDriver {
 		// systemd's kubepods.slice, as on a kubeadm node: the kubelet's
@@ -344,6 +352,9 @@ func (c *Cluster) kubeletConfig(ports clusterPorts, caFile string) string {
 	}
 	if layout, err := machineCgroups(); err == nil && layout.version() == 1 {
 		cgroups.WriteString("failCgroupV1: false\n")
+	}
+	if c.topologyManagerPolicy != "" {
+		fmt.Fprintf(&cgroups, "topologyManagerPolicy: %s\n", c.topologyManagerPolicy)
 	}
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

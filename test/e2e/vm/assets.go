@@ -65,8 +65,9 @@ var rootfsPackages = []string{"runc", "busybox-static", "systemd-sysv", "dbus", 
 
 // guestModules are the kernel modules the initramfs loads (with the
 // modules they depend on): virtio PCI and 9p for the shared directories,
-// overlay for the root, dummy for the kubelet's node address.
-var guestModules = []string{"virtio_pci", "9pnet_virtio", "9p", "overlay", "dummy"}
+// overlay for the root, dummy for the kubelet's node address, virtio_blk
+// for the disks on the NUMA nodes (Layout.NodeDisks).
+var guestModules = []string{"virtio_pci", "9pnet_virtio", "9p", "overlay", "dummy", "virtio_blk"}
 
 // EnsureAssets installs the host packages if needed and builds, or reuses
 // from the build cache, the kernel, the root file system and the

@@ -123,7 +123,8 @@ func skipReason(output, name string) string {
 // single-node Kubernetes v1.36.3 in it, with the plugin as the DaemonSet
 // of deploy/ (guest test TestKubernetes: resizes, then a pod's life:
 // init containers, sidecars, re-created containers and sandboxes,
-// restarts, a Job).
+// restarts, a Job; then a test device plugin's device on NUMA node 1
+// under the kubelet's and the plugin's single-numa-node).
 func TestVMKubernetes(t *testing.T) {
 	ctx := harness.Context(t, 110*time.Minute)
 	a, accel, bins := prepare(t, ctx)

@@ -15,7 +15,11 @@ func TestQEMUArgs(t *testing.T) {
 	got := strings.Join(Production.qemuArgs(), " ")
 	want := "-cpu Skylake-Server -smp 16,sockets=2,cores=4,threads=2 -m 4096M " +
 		"-object memory-backend-ram,id=m0,size=2048M -numa node,nodeid=0,cpus=0-7,memdev=m0 " +
-		"-object memory-backend-ram,id=m1,size=2048M -numa node,nodeid=1,cpus=8-15,memdev=m1"
+		"-object memory-backend-ram,id=m1,size=2048M -numa node,nodeid=1,cpus=8-15,memdev=m1 " +
+		"-blockdev driver=null-co,node-name=disk0,size=1048576,read-zeroes=on " +
+		"-device pxb,id=pxb0,bus=pci.0,bus_nr=32,numa_node=0 -device virtio-blk-pci,drive=disk0,bus=pxb0,serial=numa-node-0 " +
+		"-blockdev driver=null-co,node-name=disk1,size=1048576,read-zeroes=on " +
+		"-device pxb,id=pxb1,bus=pci.0,bus_nr=64,numa_node=1 -device virtio-blk-pci,drive=disk1,bus=pxb1,serial=numa-node-1"
 	if got != want {
 		t.Errorf("qemuArgs =\n%s\nwant\n%s", got, want)
 	}

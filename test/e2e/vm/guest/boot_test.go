@@ -13,7 +13,7 @@ import (
 
 // readSys returns a sysfs or procfs file's content without surrounding
 // white space.
-func readSys(t *testing.T, path string) string {
+func readSys(t testing.TB, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -26,7 +26,8 @@ func readSys(t *testing.T, path string) string {
 // written for: 16 online CPUs, sockets 0-7 and 8-15, NUMA nodes the same
 // (distance 20 between them), SMT siblings 2k and 2k+1, the boot's
 // isolated CPUs; cgroup v2 with the cpuset, cpu and memory controllers;
-// the boot's init as PID 1.
+// the boot's init as PID 1; a disk on each NUMA node, which the plugin's
+// device lookup places on its node.
 func TestTopology(t *testing.T) {
 	if got := readSys(t, "/sys/devices/system/cpu/online"); got != online {
 		t.Fatalf("online CPUs %s, want %s", got, online)
@@ -54,6 +55,7 @@ func TestTopology(t *testing.T) {
 	if got := readSys(t, "/sys/devices/system/cpu/isolated"); got != isolated {
 		t.Errorf("isolated CPUs %q, want the boot's isolcpus %q", got, isolated)
 	}
+	wantNodeDisks(t)
 	if err := harness.RequireCpusetCgroups(); err != nil {
 		t.Error(err)
 	}

@@ -41,6 +41,9 @@ const (
 // killed containers and a killed pause process re-created on their CPUs
 // (nothing freed when the kubelet removes the old sandbox), containerd and
 // the kubelet restarted, a completed Job's CPU back in the shared pool.
+// Last, a pod given a device on NUMA node 1 by a device plugin, with the
+// kubelet's and the plugin's topology policies single-numa-node, pinned
+// and grown on node 1 (devicesOnTheirNode).
 func TestKubernetes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(k8sDir, "kubelet")); err != nil {
 		t.Skipf("needs the Kubernetes boot's binaries in %s: %v", k8sDir, err)
@@ -62,7 +65,11 @@ func TestKubernetes(t *testing.T) {
 		APIServer: k8sDir + "/kube-apiserver", ControllerManager: k8sDir + "/kube-controller-manager",
 		Scheduler: k8sDir + "/kube-scheduler", Kubelet: k8sDir + "/kubelet", Kubectl: k8sDir + "/kubectl", Etcd: k8sDir + "/etcd",
 	}
-	cluster, err := harness.StartCluster(ctx, harness.ClusterOptions{Tools: tools, Containerd: env.Containerd, StartTimeout: 20 * time.Minute, Logf: t.Logf})
+	// The kubelet's topology manager aligns the devices of the device case
+	// (devicesOnTheirNode); with cpuManagerPolicy none it has no hint for
+	// a pod without devices, which it admits as it would without it.
+	cluster, err := harness.StartCluster(ctx, harness.ClusterOptions{Tools: tools, Containerd: env.Containerd, StartTimeout: 20 * time.Minute,
+		TopologyManagerPolicy: "single-numa-node", Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +147,7 @@ func TestKubernetes(t *testing.T) {
 
 	k.multiContainerResize(ctx, pluginCtr)
 	k.podLives(ctx, shared)
+	k.step("DevicesOnTheirNUMANode", func(k *kube) { k.devicesOnTheirNode(ctx, shared) })
 
 	// The DaemonSet's plugin verified every cpuset on cgroup v2.
 	log := cluster.ContainerLogTails(e2etest.PluginNamespace, 100000)
