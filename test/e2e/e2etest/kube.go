@@ -63,12 +63,17 @@ func (k *Kube) Apply(ctx context.Context, t testing.TB, manifest string) {
 	}
 }
 
+// KubeletCheckpointComponent is deploy/'s component that imports the
+// kubelet's CPU assignments.
+const KubeletCheckpointComponent = "components/kubelet-checkpoint"
+
 // Overlay writes, in a directory of the test's, a kustomization that
 // takes deploy (deploy/ or the payload's copy) as it is, with the given
 // components of it, and only points the DaemonSet at this containerd's
 // NRI socket, the state directory, the imported image and the cluster's
 // API server, on the host network (the node has no CNI); see
-// harness.DeployOverlay.
+// harness.DeployOverlay. With KubeletCheckpointComponent, the component
+// reads the cluster's kubelet's checkpoint.
 func (k *Kube) Overlay(t testing.TB, deploy string, components []string, stateDir string) string {
 	t.Helper()
 	apiHost, apiPort, err := k.Cluster.APIServerHostPort()
@@ -80,6 +85,9 @@ func (k *Kube) Overlay(t testing.TB, deploy string, components []string, stateDi
 		Deploy: deploy, Components: components, Image: PluginImageRepo, Tag: PluginImageTag,
 		NRISocketDir: k.Env.Containerd.NRISocketDir(), StateDir: stateDir,
 		APIHost: apiHost, APIPort: apiPort,
+	}
+	if slices.Contains(components, KubeletCheckpointComponent) {
+		o.KubeletCheckpoint = k.Cluster.KubeletCheckpoint()
 	}
 	if err := o.Write(dir); err != nil {
 		t.Fatal(err)

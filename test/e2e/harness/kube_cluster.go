@@ -36,6 +36,9 @@ type ClusterOptions struct {
 	StartTimeout time.Duration
 	// KubeletVerbosity is the kubelet's --v. Default 2.
 	KubeletVerbosity int
+	// CPUManager is the kubelet's CPU manager configuration. Default
+	// cpuManagerPolicy none: the plugin's node.
+	CPUManager KubeletCPUManager
 	// TopologyManagerPolicy is the kubelet's topologyManagerPolicy: with
 	// cpuManagerPolicy none, the device manager's hints alone are merged
 	// (devices on one NUMA node with single-numa-node). Default the
@@ -90,6 +93,28 @@ type Cluster struct {
 
 	kubeletVerbosity      int
 	topologyManagerPolicy string
+	cpuManager            KubeletCPUManager
+	// kubeletConfigFile is the kubelet's --config, written from ports.
+	kubeletConfigFile string
+	ports             clusterPorts
+}
+
+// KubeletCPUManager is the kubelet's CPU manager configuration.
+type KubeletCPUManager struct {
+	// Policy is cpuManagerPolicy: "none" (or "") on the plugin's node, or
+	// "static".
+	Policy string
+	// ReservedSystemCPUs is reservedSystemCPUs, the CPUs the static
+	// policy keeps out of exclusive use ("" none).
+	ReservedSystemCPUs string
+}
+
+// policy returns cpuManagerPolicy's value.
+func (m KubeletCPUManager) policy() string {
+	if m.Policy == "" {
+		return "none"
+	}
+	return m.Policy
 }
 
 type namedProcess struct {
@@ -160,6 +185,8 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (_ *Cluster, err err
 		kubeletVerbosity: opts.KubeletVerbosity,
 
 		topologyManagerPolicy: opts.TopologyManagerPolicy,
+		cpuManager:            opts.CPUManager,
+		kubeletConfigFile:     filepath.Join(dir, "kubelet.yaml"),
 	}
 	if c.CgroupDriver == SystemdDriver {
 		// systemd's kubepods.slice, as on a kubeadm node: the kubelet's
@@ -214,6 +241,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	ports := clusterPorts{free[0], free[1], free[2], free[3], free[4], free[5], free[6]}
+	c.ports = ports
 	server := "https://127.0.0.1:" + strconv.Itoa(ports.apiServer)
 	c.server, c.caFile = server, p.caCertPath()
 	kubeconfigs := map[string]certIdentity{
@@ -316,9 +344,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := c.prepareKubeletHost(); err != nil {
 		return err
 	}
-	config := filepath.Join(c.Dir, "kubelet.yaml")
-	if err := os.WriteFile(config, []byte(c.kubeletConfig(ports, p.caCertPath())), 0o644); err != nil {
-		return fmt.Errorf("write kubelet configuration: %w", err)
+	config := c.kubeletConfigFile
+	if err := c.writeKubeletConfig(); err != nil {
+		return err
 	}
 	c.kubeletHealthz = "http://127.0.0.1:" + strconv.Itoa(ports.kubeletHealthz) + "/healthz"
 	if err := c.run("kubelet", c.tools.Kubelet,
@@ -336,8 +364,17 @@ func (c *Cluster) start(ctx context.Context) error {
 	return c.waitFor(ctx, "the default service account", "kube-controller-manager", "get", "serviceaccount", "default")
 }
 
-// kubeletConfig returns the KubeletConfiguration: cpuManagerPolicy none
-// (the plugin's job), containerd's cgroup driver (cgroupfs with the
+// writeKubeletConfig writes the kubelet's configuration file.
+func (c *Cluster) writeKubeletConfig() error {
+	if err := os.WriteFile(c.kubeletConfigFile, []byte(c.kubeletConfig(c.ports, c.caFile)), 0o644); err != nil {
+		return fmt.Errorf("write kubelet configuration: %w", err)
+	}
+	return nil
+}
+
+// kubeletConfig returns the KubeletConfiguration: the CPU manager's
+// (cpuManagerPolicy none, the plugin's job, by default) and topology
+// manager's policies, containerd's cgroup driver (cgroupfs with the
 // cluster's own cgroup root, or systemd with the default root as kubeadm
 // sets it), cgroup v1 allowed only on a v1 machine (the default,
 // failCgroupV1: true, on v2), a sync every 5 s and watched ConfigMaps (a
@@ -371,7 +408,8 @@ authorization: {mode: AlwaysAllow}
 containerRuntimeEndpoint: %q
 %scgroupsPerQOS: true
 failSwapOn: false
-cpuManagerPolicy: none
+cpuManagerPolicy: %s
+reservedSystemCPUs: %q
 resolvConf: %q
 podLogsDir: %q
 volumePluginDir: %q
@@ -382,7 +420,7 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", nodefs.inodesFree: "1%%", imagefs.available: "1%%"}
 serializeImagePulls: false
 `, ports.kubelet, ports.kubeletHealthz, caFile, "unix://"+c.containerd.Address(), cgroups.String(),
-		filepath.Join(c.Dir, "resolv.conf"), filepath.Join(c.Dir, "pods"), filepath.Join(c.Dir, "volume-plugins"))
+		c.cpuManager.policy(), c.cpuManager.ReservedSystemCPUs, filepath.Join(c.Dir, "resolv.conf"), filepath.Join(c.Dir, "pods"), filepath.Join(c.Dir, "volume-plugins"))
 }
 
 // prepareKubeletHost records the kernel settings the kubelet will change,
@@ -464,23 +502,62 @@ func (c *Cluster) run(name, path string, args ...string) error {
 // keep running; the restarted kubelet finds them in the runtime. Its log
 // goes on in the same file.
 func (c *Cluster) RestartKubelet(ctx context.Context) error {
-	p := c.process("kubelet")
-	if p == nil {
-		return errors.New("restart the kubelet: it was never started")
-	}
-	if err := p.Stop(15 * time.Second); err != nil {
-		return fmt.Errorf("restart the kubelet: %w", err)
-	}
-	started, err := StartProcess(p.opts)
-	if err != nil {
-		return fmt.Errorf("restart the kubelet: %w", err)
-	}
-	p.Process = started
-	c.logf("kubelet restarted as pid %d", started.PID())
-	if err := c.waitHTTP(ctx, "kubelet", c.kubeletHealthz, nil); err != nil {
+	if err := c.restartKubelet(ctx, nil); err != nil {
 		return fmt.Errorf("restart the kubelet: %w", err)
 	}
 	return nil
+}
+
+// SwitchKubeletCPUManager is an operator's move of the node between CPU
+// managers (docs/install.md): it stops the kubelet as RestartKubelet
+// does, writes its configuration with cm, calls between with the kubelet
+// stopped (to move or remove its cpu_manager_state, KubeletCheckpoint),
+// starts it and waits until its healthz answers.
+func (c *Cluster) SwitchKubeletCPUManager(ctx context.Context, cm KubeletCPUManager, between func() error) error {
+	err := c.restartKubelet(ctx, func() error {
+		c.cpuManager = cm
+		if err := c.writeKubeletConfig(); err != nil {
+			return err
+		}
+		if between != nil {
+			return between()
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("switch the kubelet to cpuManagerPolicy %s: %w", cm.policy(), err)
+	}
+	return nil
+}
+
+// KubeletCheckpoint is the kubelet's CPU manager checkpoint,
+// cpu_manager_state in its root directory.
+func (c *Cluster) KubeletCheckpoint() string {
+	return filepath.Join(c.KubeletRootDir, "cpu_manager_state")
+}
+
+// restartKubelet stops the kubelet, calls between (when not nil), starts
+// it again and waits until its healthz answers.
+func (c *Cluster) restartKubelet(ctx context.Context, between func() error) error {
+	p := c.process("kubelet")
+	if p == nil {
+		return errors.New("the kubelet was never started")
+	}
+	if err := p.Stop(15 * time.Second); err != nil {
+		return err
+	}
+	if between != nil {
+		if err := between(); err != nil {
+			return err
+		}
+	}
+	started, err := StartProcess(p.opts)
+	if err != nil {
+		return err
+	}
+	p.Process = started
+	c.logf("kubelet restarted as pid %d", started.PID())
+	return c.waitHTTP(ctx, "kubelet", c.kubeletHealthz, nil)
 }
 
 // process returns the running component called name, or nil.

@@ -49,7 +49,8 @@ func TestDeployOverlayWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := DeployOverlay{Deploy: deploy, Components: []string{"components/nrt"}, Image: "localhost/p", Tag: "e2e",
-		NRISocketDir: "/run/nri", StateDir: "/var/lib/p", APIHost: "127.0.0.1", APIPort: "6443"}
+		NRISocketDir: "/run/nri", StateDir: "/var/lib/p", APIHost: "127.0.0.1", APIPort: "6443",
+		KubeletCheckpoint: "/tmp/kube-1/kubelet/cpu_manager_state"}
 	if err := o.Write(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestDeployOverlayWrite(t *testing.T) {
 	for _, v := range spec.Volumes {
 		paths[v.Name] = v.HostPath.Path
 	}
-	if paths["nri"] != "/run/nri" || paths["state"] != "/var/lib/p" {
+	if paths["nri"] != "/run/nri" || paths["state"] != "/var/lib/p" || paths["kubelet-checkpoint"] != o.KubeletCheckpoint {
 		t.Errorf("daemonset patch volumes %v", paths)
 	}
 }

@@ -23,6 +23,11 @@ type DeployOverlay struct {
 	NRISocketDir, StateDir string
 	// APIHost and APIPort are the API server's loopback address.
 	APIHost, APIPort string
+	// KubeletCheckpoint, with the component components/kubelet-checkpoint,
+	// is where the node's kubelet keeps cpu_manager_state (its root
+	// directory is not /var/lib/kubelet here): the component's volume is
+	// pointed at it, as an operator's overlay patches it.
+	KubeletCheckpoint string
 }
 
 // Write writes the overlay's kustomization into dir, for `kubectl apply
@@ -76,6 +81,9 @@ spec:
       - name: state
         hostPath: {path: %q, type: DirectoryOrCreate}
 `, o.APIHost, o.APIPort, o.NRISocketDir, o.StateDir)
+	if o.KubeletCheckpoint != "" {
+		patch += fmt.Sprintf("      - name: kubelet-checkpoint\n        hostPath: {path: %q, type: File}\n", o.KubeletCheckpoint)
+	}
 	for name, content := range map[string]string{"kustomization.yaml": kustomization, "daemonset-patch.yaml": patch} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			return fmt.Errorf("deploy overlay: %w", err)

@@ -41,9 +41,12 @@ const (
 // killed containers and a killed pause process re-created on their CPUs
 // (nothing freed when the kubelet removes the old sandbox), containerd and
 // the kubelet restarted, a completed Job's CPU back in the shared pool.
-// Last, a pod given a device on NUMA node 1 by a device plugin, with the
+// Then a pod given a device on NUMA node 1 by a device plugin, with the
 // kubelet's and the plugin's topology policies single-numa-node, pinned
-// and grown on node 1 (devicesOnTheirNode).
+// and grown on node 1 (devicesOnTheirNode). The node moves in from the
+// kubelet's static policy at the start, a pod the kubelet pinned keeping
+// its CPUs (moveIn), and back to it at the end, the pinned pods keeping
+// theirs (moveOut).
 func TestKubernetes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(k8sDir, "kubelet")); err != nil {
 		t.Skipf("needs the Kubernetes boot's binaries in %s: %v", k8sDir, err)
@@ -68,8 +71,10 @@ func TestKubernetes(t *testing.T) {
 	// The kubelet's topology manager aligns the devices of the device case
 	// (devicesOnTheirNode); with cpuManagerPolicy none it has no hint for
 	// a pod without devices, which it admits as it would without it.
+	// The node starts on the kubelet's static policy and moves to the
+	// plugin (moveIn).
 	cluster, err := harness.StartCluster(ctx, harness.ClusterOptions{Tools: tools, Containerd: env.Containerd, StartTimeout: 20 * time.Minute,
-		TopologyManagerPolicy: "single-numa-node", Logf: t.Logf})
+		CPUManager: kubeletStatic, TopologyManagerPolicy: "single-numa-node", Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,11 +95,18 @@ func TestKubernetes(t *testing.T) {
 		t.Errorf("kubelet version %q, want v1.36.3", v)
 	}
 
-	// The DaemonSet of deploy/, pointed at this containerd.
-	k.Kubectl(ctx, k.t, "apply", "-k", k.Overlay(k.t, deployDir, nil, filepath.Join(k.Cluster.Dir, "nri-cpumanager")))
+	migrant, migrantCPUs := k.pinnedByTheKubelet(ctx)
+
+	// The DaemonSet of deploy/ with the component that imports the
+	// kubelet's assignments, pointed at this containerd.
+	stateDir := filepath.Join(k.Cluster.Dir, "nri-cpumanager")
+	k.Kubectl(ctx, k.t, "apply", "-k", k.Overlay(k.t, deployDir, []string{e2etest.KubeletCheckpointComponent}, stateDir))
 	k.Kubectl(ctx, k.t, "label", "node", cluster.NodeName, e2etest.NodeLabel+"=true")
 	plugin := k.WaitPluginReady(ctx, k.t, "")
 	t.Logf("plugin pod %s Ready %v after the test began", plugin.Metadata.Name, time.Since(start).Round(time.Second))
+	if !k.step("MoveInFromTheKubeletsStaticPolicy", func(k *kube) { k.moveIn(ctx, migrant, migrantCPUs, stateDir) }) {
+		t.FailNow()
+	}
 
 	k.Apply(ctx, k.t, harness.PodManifest("shared", cluster.NodeName,
 		harness.PodContainer{Name: "app", Resources: `{"requests": {"memory": "32Mi"}, "limits": {"memory": "64Mi"}}`}))
@@ -159,6 +171,7 @@ func TestKubernetes(t *testing.T) {
 			t.Errorf("warning in the plugin's log: %s", line)
 		}
 	}
+	k.step("MoveOutToTheKubeletsStaticPolicy", func(k *kube) { k.moveOut(ctx, shared, stateDir) })
 }
 
 // multiContainerResize is KEP-5554's multi-container case that needs the
