@@ -38,7 +38,7 @@ var commands = []struct {
 	{"validate-config", "--config FILE|-", "check a configuration against this machine and say what it does", validateConfig},
 	{"topology", "[--config FILE] [flags]", "print the CPU topology the plugin sees", showTopology},
 	{"state", "[--config FILE] [flags]", "print and verify the checkpoint", showState},
-	{"export-kubelet", "[--config FILE] [flags]", "print the checkpoint as the kubelet's cpu_manager_state (V2, kubelet 1.36), to go back to its static policy", exportKubelet},
+	{"export-kubelet", "[--format v2|v4] [--config FILE] [flags]", "print the checkpoint as the kubelet's cpu_manager_state (V2: kubelet 1.36; V4: 1.37), to go back to its static policy", exportKubelet},
 	{"simulate", "SCENARIO.yaml", "replay a scenario file and print each decision", simulate},
 	{"version", "", "print the version, revision and Go version", showVersion},
 	{"help", "[COMMAND]", "print this help, or a command's flags", nil},

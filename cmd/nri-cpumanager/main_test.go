@@ -101,6 +101,8 @@ func TestCommands(t *testing.T) {
 			"warning: cores 1,9 (1 not isolated) mix isolated and other CPUs: under full-pcpus-only pinning one takes its other CPUs out of the shared pool too"},
 		{"state", []string{"state", sys, "--state-dir=" + stateDir}, 0, `"defaultCpuSet":"0-11"`},
 		{"export-kubelet", []string{"export-kubelet", sys, "--state-dir=" + stateDir}, 0, `{"policyName":"static","defaultCpuSet":"0-11","checksum":0}`},
+		{"export-kubelet V4", []string{"export-kubelet", "--format=v4", sys, "--state-dir=" + stateDir}, 0, `"data":"{\"policyName\":\"static\",\"defaultCpuSet\":\"0-11\"}","dataChecksum":`},
+		{"export-kubelet in an unknown format", []string{"export-kubelet", "--format=v3", sys, "--state-dir=" + stateDir}, 2, `--format "v3": want v2 (the kubelet 1.36) or v4 (the kubelet 1.37)`},
 		{"export-kubelet without a checkpoint", []string{"export-kubelet", sys, "--state-dir=" + t.TempDir()}, 1, "no checkpoint"},
 		{"no state", []string{"state", sys, "--state-dir=" + t.TempDir()}, 0, "no checkpoint"},
 		{"simulate", []string{"simulate", "../../test/scenarios/kep-checkpoint-walkthrough.yaml"}, 0, "every expectation held"},

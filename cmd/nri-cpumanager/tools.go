@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 
+	"k8s.io/utils/cpuset"
+
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
@@ -56,7 +58,12 @@ func showState(args []string, stdout, stderr io.Writer) error {
 // loadCheckpoint reads a command's configuration, the machine's topology
 // and the checkpoint, without changing anything.
 func loadCheckpoint(command string, args []string, stderr io.Writer) (*config.Config, *cpuallocator.Topology, *state.State, error) {
-	cfg, err := newFlags(command, stderr).load(args)
+	return loadCheckpointWith(newFlags(command, stderr), args)
+}
+
+// loadCheckpointWith is loadCheckpoint with a command's own flags.
+func loadCheckpointWith(f *commonFlags, args []string) (*config.Config, *cpuallocator.Topology, *state.State, error) {
+	cfg, err := f.load(args)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -68,16 +75,30 @@ func loadCheckpoint(command string, args []string, stderr io.Writer) (*config.Co
 	return cfg, topo, st, err
 }
 
+// kubeletExports are export-kubelet's formats: the kubelet's checkpoint
+// formats, by the kubelet that writes them.
+var kubeletExports = map[string]func(*state.State, cpuset.CPUSet) ([]byte, error){
+	"v2": state.ExportKubeletV2, // the kubelet 1.36
+	"v4": state.ExportKubeletV4, // the kubelet 1.37
+}
+
 // exportKubelet prints the plugin's checkpoint as the kubelet's own
-// cpu_manager_state (format V2: the kubelet 1.36), for a node going back
-// to the kubelet's static policy with its pinned pods keeping their CPUs
-// (docs/install.md, "Going back to the kubelet's static policy"). It
-// changes nothing, so it is safe while the plugin runs; the file is only
-// right once the plugin is stopped.
+// cpu_manager_state (--format v2, the kubelet 1.36's, by default; v4, the
+// kubelet 1.37's, keeps the original CPUs as baselines), for a node
+// going back to the kubelet's static policy with its pinned pods keeping
+// their CPUs (docs/install.md, "Going back to the kubelet's static
+// policy"). It changes nothing, so it is safe while the plugin runs; the
+// file is only right once the plugin is stopped.
 func exportKubelet(args []string, stdout, stderr io.Writer) error {
-	cfg, topo, st, err := loadCheckpoint("export-kubelet", args, stderr)
+	f := newFlags("export-kubelet", stderr)
+	format := f.fs.String("format", "v2", "the kubelet's checkpoint `format`: v2 (the kubelet 1.36) or v4 (1.37, with the original CPUs as baselines)")
+	cfg, topo, st, err := loadCheckpointWith(f, args)
 	if err != nil {
 		return err
+	}
+	export, ok := kubeletExports[*format]
+	if !ok {
+		return usagef("--format %q: want v2 (the kubelet 1.36) or v4 (the kubelet 1.37)", *format)
 	}
 	pol, err := assemble.Policy(cfg, topo)
 	if err != nil {
@@ -87,7 +108,7 @@ func exportKubelet(args []string, stdout, stderr io.Writer) error {
 	if cfg.CPUManagerPolicyOptions.StrictCPUReservation {
 		managed = managed.Difference(pol.Options().Reserved)
 	}
-	data, err := state.ExportKubeletV2(st, managed)
+	data, err := export(st, managed)
 	if err != nil {
 		return err
 	}
