@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 func TestParseNodeSet(t *testing.T) {
@@ -64,4 +66,31 @@ func seq(lo, hi int) []int {
 		s = append(s, i)
 	}
 	return s
+}
+
+// FuzzParseNodeSet checks ParseNodeSet against cpumask.Parse, which reads
+// the same Linux list syntax (up to its length bound): both accept the
+// same lists, with the same members, and String parses back to the set.
+func FuzzParseNodeSet(f *testing.F) {
+	for _, s := range []string{"", "1", "0-1", "0,2-3", "63", "64", "2-1", "1,,2", "0-63,5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		set, err := ParseNodeSet(s)
+		if len(s) <= 181 { // cpumask.Parse refuses longer lists of ids 0-63
+			want, werr := cpumask.Parse(s, MaxNode)
+			if (err == nil) != (werr == nil) {
+				t.Fatalf("ParseNodeSet(%q): %v; cpumask.Parse: %v", s, err, werr)
+			}
+			if err == nil && !slices.Equal(set.Nodes(), want.List()) {
+				t.Fatalf("ParseNodeSet(%q) = %v, cpumask.Parse = %v", s, set.Nodes(), want.List())
+			}
+		}
+		if err != nil {
+			return
+		}
+		if again, err := ParseNodeSet(set.String()); err != nil || again != set {
+			t.Fatalf("ParseNodeSet(%q).String() = %q does not parse back: %v, %v", s, set.String(), again, err)
+		}
+	})
 }
