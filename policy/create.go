@@ -76,7 +76,8 @@ func (p *Policy) createContainer(m *Model, c Container) (Decision, error) {
 			nm.State.SetAssignment(c.Pod.UID, name, a)
 		}
 	}
-	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: cpus, Init: c.Pod.RoleOf(c.Name) == RoleInit})
+	nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: cpus, Init: c.Pod.RoleOf(c.Name) == RoleInit,
+		DeviceNodes: deviceRecord(c.DeviceNodes)})
 	nm.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
 	p.takeFromPool(nm, cpus)
 	nm.add(t)
@@ -119,6 +120,11 @@ func (p *Policy) recreate(m *Model, c Container, t *Tracked, class Class, a stat
 	nm := m.Clone()
 	demoted, notes := p.takeOver(nm, c)
 	var warnings []string
+	if rec := deviceRecord(c.DeviceNodes); a.DeviceNodes != rec {
+		// Its devices as looked up at this creation.
+		a.DeviceNodes = rec
+		nm.State.SetAssignment(c.Pod.UID, c.Name, a)
+	}
 	if !a.Delayed.IsEmpty() {
 		// A release still delayed is done: the new container starts on
 		// its assigned CPUs.
@@ -145,7 +151,7 @@ func (p *Policy) recreate(m *Model, c Container, t *Tracked, class Class, a stat
 			break
 		}
 		cpus = kept
-		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus, Init: a.Init})
+		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus, Init: a.Init, DeviceNodes: a.DeviceNodes})
 		p.giveBack(nm, c.Pod.UID, assigned.Difference(kept))
 	case n > assigned.Size():
 		grown, err := p.restartSize(nm, c, display, a, n)
@@ -154,7 +160,7 @@ func (p *Policy) recreate(m *Model, c Container, t *Tracked, class Class, a stat
 			break
 		}
 		cpus = grown
-		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus, Init: a.Init})
+		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus, Init: a.Init, DeviceNodes: a.DeviceNodes})
 		p.takeFromPool(nm, grown.Difference(assigned))
 		p.takeHeld(nm, c.Pod.UID, grown)
 	}
@@ -221,7 +227,7 @@ func (p *Policy) relocate(m *Model, c Container, display string, a state.Assignm
 	if baseline.IsEmpty() {
 		baseline = cpus
 	}
-	moved := state.Assignment{Baseline: baseline, Init: a.Init}
+	moved := state.Assignment{Baseline: baseline, Init: a.Init, DeviceNodes: a.DeviceNodes}
 	if !baseline.Equals(cpus) {
 		moved.Resized = cpus
 	}

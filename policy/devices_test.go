@@ -115,3 +115,77 @@ func TestPlacementWithDevices(t *testing.T) {
 		})
 	}
 }
+
+// TestDeviceNodesAreRecorded: an exclusive container's assignment records
+// the NUMA nodes of its devices (the checkpoint's deviceNodes) when it is
+// created or adopted, keeps them through a growth, a shrink, a stop and a
+// restart, and takes those a Synchronize looks up again, which win.
+func TestDeviceNodesAreRecorded(t *testing.T) {
+	pol := eightCoresWith(t, 2, policy.Options{TopologyPolicy: cpuallocator.TopologySingleNUMANode})
+	app := func(id string, cpus int64, on string, devices cpuallocator.NodeMask) policy.Container {
+		c := running(t, "a", "guaranteed", cpus*1000, on)
+		c.ID, c.DeviceNodes = id, devices
+		return c
+	}
+	m := policy.NewModel(pol.NewState())
+	steps := []struct {
+		name string
+		do   func(m *policy.Model) (policy.Decision, error)
+		want string // the recorded device nodes of pod a's app
+	}{
+		{"created with devices on node 1", func(m *policy.Model) (policy.Decision, error) {
+			return pol.CreateContainer(m, app("a-1", 2, "", cpuallocator.NewNodeMask(1)))
+		}, "1"},
+		{"grown (the resize request names no devices)", func(m *policy.Model) (policy.Decision, error) {
+			return pol.UpdateContainer(m, app("a-1", 2, "", 0), withCPUs(3))
+		}, "1"},
+		{"shrunk", func(m *policy.Model) (policy.Decision, error) {
+			return pol.UpdateContainer(m, app("a-1", 3, "", 0), withCPUs(2))
+		}, "1"},
+		{"stopped", func(m *policy.Model) (policy.Decision, error) {
+			return pol.StopContainer(m, app("a-1", 2, "", 0)), nil
+		}, "1"},
+		{"restarted with the same devices", func(m *policy.Model) (policy.Decision, error) {
+			return pol.CreateContainer(m, app("a-2", 2, "", cpuallocator.NewNodeMask(1)))
+		}, "1"},
+		{"stopped again", func(m *policy.Model) (policy.Decision, error) {
+			return pol.StopContainer(m, app("a-2", 2, "", 0)), nil
+		}, "1"},
+		{"restarted with 3 CPUs (a growth at its restart)", func(m *policy.Model) (policy.Decision, error) {
+			return pol.CreateContainer(m, app("a-3", 3, "", cpuallocator.NewNodeMask(1)))
+		}, "1"},
+		{"a Synchronize's lookup wins", func(m *policy.Model) (policy.Decision, error) {
+			a, _ := m.State.Assignment("a-uid", "app")
+			return pol.Synchronize(m, nil, []policy.Container{app("a-3", 3, a.Assigned().String(), cpuallocator.NewNodeMask(0, 1))}), nil
+		}, "0-1"},
+		{"a Synchronize that finds none", func(m *policy.Model) (policy.Decision, error) {
+			a, _ := m.State.Assignment("a-uid", "app")
+			return pol.Synchronize(m, nil, []policy.Container{app("a-3", 3, a.Assigned().String(), 0)}), nil
+		}, ""},
+	}
+	for _, step := range steps {
+		d, err := step.do(m)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		m = d.Model
+		if err := pol.CheckInvariants(m); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		a, ok := m.State.Assignment("a-uid", "app")
+		if !ok || a.DeviceNodes.String() != step.want {
+			t.Errorf("%s: assignment %+v (present %v) records device nodes %q, want %q", step.name, a, ok, a.DeviceNodes, step.want)
+		}
+	}
+
+	// Adopted at a Synchronize (a lost checkpoint): its lookup is recorded.
+	adopted := app("b-1", 2, "4-5", cpuallocator.NewNodeMask(1))
+	adopted.Pod.UID = "b-uid"
+	plain := app("c-1", 1, "1", 0) // pod a, without devices
+	d := pol.Synchronize(policy.NewModel(pol.NewState()), nil, []policy.Container{adopted, plain})
+	for pod, want := range map[string]string{"b-uid": "1", "a-uid": ""} {
+		if a, ok := d.Model.State.Assignment(pod, "app"); !ok || a.DeviceNodes.String() != want {
+			t.Errorf("adopted %s: %+v (present %v), want device nodes %q", pod, a, ok, want)
+		}
+	}
+}

@@ -78,9 +78,15 @@ type Container struct {
 	Completed bool
 	// DeviceNodes are the NUMA nodes of its devices (cpuallocator/devices:
 	// looked up once, when the container is created or first seen); 0 when
-	// it has none with a known node.
+	// it has none with a known node. An exclusive container's assignment
+	// records them (state.Assignment.DeviceNodes, deviceRecord).
 	DeviceNodes cpuallocator.NodeMask
 }
+
+// deviceRecord is the checkpoint's record of the NUMA nodes of a
+// container's devices: a state.NodeSet holds node n as bit n, as a
+// cpuallocator.NodeMask does, and both hold nodes 0-63 only.
+func deviceRecord(nodes cpuallocator.NodeMask) state.NodeSet { return state.NodeSet(nodes) }
 
 // Role is what a container is to its pod, as the pod's spec says. The
 // kubelet's static policy lets the containers a pod starts after an

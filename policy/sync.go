@@ -102,6 +102,11 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		case has:
 			t.Exclusive = true
 			nm.State.SetContainer(c.ID, ref)
+			if rec := deviceRecord(c.DeviceNodes); a.DeviceNodes != rec {
+				// This Synchronize's lookup replaces the recorded one.
+				a.DeviceNodes = rec
+				nm.State.SetAssignment(c.Pod.UID, c.Name, a)
+			}
 			if !class.Exclusive {
 				notes = append(notes, fmt.Sprintf("%s: holds exclusive CPUs %s but %s; keeping them", display, a.Assigned(), class.Why))
 			} else if class.CPUs != a.Assigned().Size() {
@@ -391,7 +396,7 @@ func (p *Policy) adopt(m *Model, candidates []*Container) []string {
 		return note != ""
 	}
 	pin := func(c *Container, cpus cpuset.CPUSet) {
-		m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: cpus})
+		m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: cpus, DeviceNodes: deviceRecord(c.DeviceNodes)})
 		m.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
 		p.takeFromPool(m, cpus)
 	}
@@ -490,7 +495,7 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 	if err != nil {
 		return keep(err.Error())
 	}
-	m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus})
+	m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus, DeviceNodes: a.DeviceNodes})
 	p.returnToPool(m, assigned.Difference(cpus))
 	p.takeFromPool(m, cpus.Difference(assigned))
 	return fmt.Sprintf("%s: was resized to %d CPUs while the plugin was away; now runs on %s", display, n, cpus)

@@ -50,6 +50,12 @@ type Assignment struct {
 	Delayed cpuset.CPUSet
 	// ReleaseAt is when Delayed go; zero when Delayed is empty.
 	ReleaseAt time.Time
+	// DeviceNodes are the NUMA nodes of the container's devices as the
+	// policy last looked them up (at its creation or re-creation, or at a
+	// Synchronize); empty when it has no device on a known node or none
+	// was looked up. A record for the operator: the policy places by a
+	// fresh lookup.
+	DeviceNodes NodeSet
 }
 
 // Assigned returns the CPUs the container holds now: Resized if set, else
@@ -183,7 +189,7 @@ func (e *NewerFormatError) Error() string {
 	if e.Path != "" {
 		what += " " + e.Path
 	}
-	return fmt.Sprintf("%s was written by a newer nri-cpumanager (format %d; this build reads format %d): "+
+	return fmt.Sprintf("%s was written by a newer nri-cpumanager (format %d; this build reads formats up to %d): "+
 		"refusing to start rather than lose it; roll forward, or move the file away to start empty",
 		what, e.Version, FormatVersion)
 }

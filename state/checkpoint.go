@@ -11,12 +11,16 @@ import (
 	"k8s.io/utils/cpuset"
 )
 
-// FormatVersion is the checkpoint format version this build writes and
-// the only one it reads. A file with a higher version was written by a
-// newer nri-cpumanager and is refused with a *NewerFormatError, and left
-// in place; one with a lower version is of a format that was never
-// released, and is corrupt.
-const FormatVersion = 3
+// FormatVersion is the checkpoint format version this build writes. It
+// reads that version and every one from OldestFormatVersion on. A file
+// with a higher version was written by a newer nri-cpumanager and is
+// refused with a *NewerFormatError, and left in place; one with a lower
+// version is of a format that was never released, and is corrupt.
+const FormatVersion = 4
+
+// OldestFormatVersion is the earliest checkpoint format version this build
+// reads: format 3, which is format 4 without "deviceNodes".
+const OldestFormatVersion = 3
 
 // Marshal encodes a state in the checkpoint format, checksum included. It
 // refuses a state that Unmarshal would refuse for reasons other than the
@@ -46,7 +50,8 @@ func marshalCurrent(s *State) []byte {
 // A file without formatVersion is refused: every file this plugin writes
 // carries one, and a kubelet cpu_manager_state (which has none) must be
 // brought in with ImportKubelet, whose checks fit that file. A file of a
-// newer version gives a *NewerFormatError.
+// newer version gives a *NewerFormatError. A file of format 3 is read as
+// format 4 without device nodes; Marshal writes it as format 4.
 func Unmarshal(data []byte, online cpuset.CPUSet) (*State, error) {
 	version, err := peekFormatVersion(data)
 	if err != nil {
@@ -55,13 +60,13 @@ func Unmarshal(data []byte, online cpuset.CPUSet) (*State, error) {
 	switch {
 	case version > FormatVersion:
 		return nil, &NewerFormatError{Version: version}
-	case version >= 1 && version < FormatVersion:
+	case version >= 1 && version < OldestFormatVersion:
 		return nil, fmt.Errorf("formatVersion %d is an earlier format that was never released, "+
-			"which this build does not read (it reads format %d only)", version, FormatVersion)
-	case version != FormatVersion:
-		return nil, fmt.Errorf("unknown formatVersion %d (this build reads format %d only)", version, FormatVersion)
+			"which this build does not read (it reads formats %d to %d)", version, OldestFormatVersion, FormatVersion)
+	case version < 1:
+		return nil, fmt.Errorf("unknown formatVersion %d (this build reads formats %d to %d)", version, OldestFormatVersion, FormatVersion)
 	}
-	s, err := decode(data)
+	s, err := decode(data, version)
 	if err != nil {
 		return nil, err
 	}
@@ -95,15 +100,15 @@ func verifyChecksum(cp any, claimed uint32) error {
 }
 
 // decodeStrict decodes data, one JSON object and nothing after it, into
-// cp, refusing unknown fields.
-func decodeStrict(data []byte, cp any) error {
+// cp, a checkpoint of format version, refusing unknown fields.
+func decodeStrict(data []byte, version int, cp any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(cp); err != nil {
-		return fmt.Errorf("bad JSON for format version %d: %w", FormatVersion, err)
+		return fmt.Errorf("bad JSON for format version %d: %w", version, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("bad JSON for format version %d: data after the checkpoint object", FormatVersion)
+		return fmt.Errorf("bad JSON for format version %d: data after the checkpoint object", version)
 	}
 	return nil
 }

@@ -175,6 +175,13 @@ func TestRoundTrip(t *testing.T) {
 			return s
 		}},
 		{"holds and a configuration record", func(t *testing.T) *State { return sampleStateFull(t) }},
+		{"device nodes", func(t *testing.T) *State {
+			s := New(cpus(t, "0,4-15"))
+			s.SetAssignment("p", "first", Assignment{Baseline: cpus(t, "1"), DeviceNodes: nodes(t, "0")})
+			s.SetAssignment("p", "last", Assignment{Baseline: cpus(t, "2"), Resized: cpus(t, "2-3"), DeviceNodes: nodes(t, "63")})
+			s.SetAssignment("p", "every", Assignment{Baseline: cpus(t, "1"), Init: true, DeviceNodes: nodes(t, "0-63")})
+			return s
+		}},
 		{"holds since the zero time and in another zone", func(t *testing.T) *State {
 			s := New(cpus(t, "3-15"))
 			s.SetHold("p1", Hold{CPUs: cpus(t, "0-1"), Since: time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("X", -7*3600))})
@@ -231,7 +238,7 @@ func TestChecksumIsCRC32COfCanonicalEncoding(t *testing.T) {
 	if sum := crc32.Checksum(canonical, crc32.MakeTable(crc32.Castagnoli)); uint64(sum) != claimed {
 		t.Errorf("file says checksum %d, CRC-32C of the canonical encoding is %d", claimed, sum)
 	}
-	if !bytes.HasPrefix(data, []byte(`{"policyName":"static","formatVersion":3,"defaultCpuSet":`)) {
+	if !bytes.HasPrefix(data, []byte(`{"policyName":"static","formatVersion":4,"defaultCpuSet":`)) {
 		t.Errorf("file does not start with the documented fields:\n%s", data)
 	}
 }
@@ -241,11 +248,7 @@ func TestChecksumIsCRC32COfCanonicalEncoding(t *testing.T) {
 // that state exactly as checked in.
 func TestGoldenFile(t *testing.T) {
 	file := fmt.Sprintf("checkpoint-v%d.json", FormatVersion)
-	golden, err := os.ReadFile(filepath.Join("testdata", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	golden = bytes.TrimSuffix(golden, []byte("\n"))
+	golden := goldenFile(t, file)
 	s, err := Unmarshal(golden, kepOnline)
 	if err != nil {
 		t.Fatalf("%s no longer loads: %v", file, err)
@@ -256,6 +259,91 @@ func TestGoldenFile(t *testing.T) {
 	if data, err := Marshal(s); err != nil || !bytes.Equal(data, golden) {
 		t.Errorf("encoding changed (%v):\n got %s\nwant %s", err, data, golden)
 	}
+}
+
+// TestFormat3IsReadAndRewrittenAsFormat4: testdata/checkpoint-v3.json, a
+// file of the first release, loads (its entries without device nodes),
+// and the next Save writes it in format 4: the same bytes but for the
+// version and the checksum.
+func TestFormat3IsReadAndRewrittenAsFormat4(t *testing.T) {
+	v3 := goldenFile(t, "checkpoint-v3.json")
+	if !bytes.HasPrefix(v3, []byte(`{"policyName":"static","formatVersion":3,`)) {
+		t.Fatalf("checkpoint-v3.json is not of format 3:\n%s", v3)
+	}
+	want := reseal(t, bytes.Replace(v3, []byte(`"formatVersion":3,`), []byte(`"formatVersion":4,`), 1))
+
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, CheckpointFile)
+	if err := os.WriteFile(path, v3, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st := openTestStore(t, dir)
+	s, err := st.Load(kepOnline)
+	if err != nil {
+		t.Fatalf("a format 3 file does not load: %v", err)
+	}
+	if !s.Equal(sampleStateV3(t)) {
+		t.Errorf("checkpoint-v3.json decodes to a different state")
+	}
+	for ref, a := range s.Assignments() {
+		if a.DeviceNodes != 0 {
+			t.Errorf("%s: device nodes %s from a format that has none", ref, a.DeviceNodes)
+		}
+	}
+	if err := st.Save(s); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("a format 3 state saved (%v):\n got %s\nwant %s", err, got, want)
+	}
+}
+
+// TestFormat3HasNoDeviceNodes: format 3 is decoded by its own rules, so a
+// format 3 file with "deviceNodes" (which only format 4 has) is refused
+// even when its checksum matches.
+func TestFormat3HasNoDeviceNodes(t *testing.T) {
+	v3 := goldenFile(t, "checkpoint-v3.json")
+	spoiled := reseal(t, bytes.Replace(v3, []byte(`"resized":"1-4"}`), []byte(`"resized":"1-4","deviceNodes":"0"}`), 1))
+	if bytes.Equal(spoiled, v3) {
+		t.Fatal("checkpoint-v3.json has no entry app with resized 1-4")
+	}
+	_, err := Unmarshal(spoiled, kepOnline)
+	if want := `bad JSON for format version 3: json: unknown field "deviceNodes"`; err == nil || err.Error() != want {
+		t.Errorf("Unmarshal: %v, want %s", err, want)
+	}
+	as4 := reseal(t, bytes.Replace(spoiled, []byte(`"formatVersion":3,`), []byte(`"formatVersion":4,`), 1))
+	if s, err := Unmarshal(as4, kepOnline); err != nil {
+		t.Errorf("the same file as format 4: %v", err)
+	} else if a, _ := s.Assignment("pod-a", "app"); a.DeviceNodes.String() != "0" {
+		t.Errorf("the same file as format 4: app's device nodes %q, want \"0\"", a.DeviceNodes)
+	}
+}
+
+// goldenFile returns the content of testdata/<name> without its final
+// newline.
+func goldenFile(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(data, []byte("\n"))
+}
+
+// reseal gives a compact checkpoint file the checksum that matches it, as
+// README.md describes the checksum: the CRC-32C of the file with
+// "checksum":0.
+func reseal(t *testing.T, file []byte) []byte {
+	t.Helper()
+	sum := regexp.MustCompile(`,"checksum":\d+}$`)
+	if !sum.Match(file) {
+		t.Fatalf("the checksum is not the last field:\n%s", file)
+	}
+	canonical := sum.ReplaceAll(file, []byte(`,"checksum":0}`))
+	return sum.ReplaceAll(file, []byte(fmt.Sprintf(`,"checksum":%d}`, crc32.Checksum(canonical, crc32.MakeTable(crc32.Castagnoli)))))
 }
 
 func TestMarshalRefusesInconsistentState(t *testing.T) {

@@ -113,8 +113,8 @@ func (e *encoder) canonical(s *State) []byte {
 	return e.buf
 }
 
-// entry appends a as encoding/json encodes diskEntry: "init" and
-// "delayed" only when set.
+// entry appends a as encoding/json encodes diskEntry: "init", "delayed"
+// and "deviceNodes" only when set.
 func (e *encoder) entry(a Assignment) {
 	e.buf = append(e.buf, `{"baseline":`...)
 	e.cpuList(a.Baseline)
@@ -129,6 +129,12 @@ func (e *encoder) entry(a Assignment) {
 		e.buf = append(e.buf, `,"releaseAt":`...)
 		e.time(a.ReleaseAt)
 		e.buf = append(e.buf, '}')
+	}
+	if a.DeviceNodes != 0 {
+		// Digits, commas and dashes: nothing to escape.
+		e.buf = append(e.buf, `,"deviceNodes":"`...)
+		e.buf = a.DeviceNodes.appendList(e.buf)
+		e.buf = append(e.buf, '"')
 	}
 	e.buf = append(e.buf, '}')
 }

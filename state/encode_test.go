@@ -36,7 +36,8 @@ func encodeDisk(s *State) diskCheckpoint {
 		}
 		entries := make(map[string]diskEntry, len(containers))
 		for name, a := range containers {
-			e := diskEntry{Baseline: cpumask.Format(a.Baseline), Resized: cpumask.Format(a.Resized), Init: a.Init}
+			e := diskEntry{Baseline: cpumask.Format(a.Baseline), Resized: cpumask.Format(a.Resized), Init: a.Init,
+				DeviceNodes: cpuset.New(a.DeviceNodes.Nodes()...).String()}
 			if !a.Delayed.IsEmpty() || !a.ReleaseAt.IsZero() {
 				e.Delayed = &diskDelayed{CPUs: cpumask.Format(a.Delayed), ReleaseAt: a.ReleaseAt.UTC().Format(time.RFC3339Nano)}
 			}
@@ -96,7 +97,14 @@ func TestEncoderMatchesEncodingJSON(t *testing.T) {
 		ReleaseAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("X", -7*3600))})
 	releases.SetAssignment("p", "nanoseconds", Assignment{Baseline: cpus(t, "6"), Resized: cpus(t, "6-7"), Init: true,
 		Delayed: cpus(t, "8"), ReleaseAt: time.Date(9999, 12, 31, 23, 59, 59, 1, time.UTC)})
+	devices := New(cpus(t, "0"))
+	for i, list := range []string{"0", "63", "0-63", "1,3,5", "0-1,62-63"} {
+		devices.SetAssignment("p", fmt.Sprint("c", i), Assignment{Baseline: cpuset.New(i + 1), DeviceNodes: nodes(t, list)})
+	}
+	devices.SetAssignment("p", "init", Assignment{Baseline: cpus(t, "8"), Init: true, DeviceNodes: nodes(t, "2"),
+		Delayed: cpus(t, "9"), ReleaseAt: time.Unix(5, 0)})
 	states := map[string]*State{
+		"device nodes":             devices,
 		"empty":                    New(cpuset.New()),
 		"zero value":               {},
 		"sample":                   sampleState(t),

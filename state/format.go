@@ -28,12 +28,14 @@ type diskCheckpoint struct {
 }
 
 // diskEntry is one container's CPUs (Assignment): "resized" is "" until
-// the first resize; "init" and "delayed" are left out unless set.
+// the first resize; "init", "delayed" and "deviceNodes" (a Linux list of
+// NUMA nodes, NodeSet) are left out unless set.
 type diskEntry struct {
-	Baseline string       `json:"baseline"`
-	Resized  string       `json:"resized"`
-	Init     bool         `json:"init,omitempty"`
-	Delayed  *diskDelayed `json:"delayed,omitempty"`
+	Baseline    string       `json:"baseline"`
+	Resized     string       `json:"resized"`
+	Init        bool         `json:"init,omitempty"`
+	Delayed     *diskDelayed `json:"delayed,omitempty"`
+	DeviceNodes string       `json:"deviceNodes,omitempty"`
 }
 
 // diskDelayed is the CPUs a decrease released that the container keeps
@@ -77,24 +79,36 @@ type diskHold struct {
 // it, compact, fields in declaration order, map keys sorted, empty maps
 // omitted (README.md "Checksum").
 
-// decode decodes and verifies a checkpoint of the current format: no
-// unknown fields, a matching checksum, the static policy, cpusets and
-// times that parse. It does not check the cpusets against each other or
-// the machine (Unmarshal does).
-func decode(data []byte) (*State, error) {
+// decode decodes and verifies a checkpoint of format version (the current
+// one or format 3): no unknown fields, a matching checksum, the static
+// policy, cpusets, times and nodes that parse. It does not check the
+// cpusets against each other or the machine (Unmarshal does).
+func decode(data []byte, version int) (*State, error) {
 	var cp diskCheckpoint
-	if err := decodeStrict(data, &cp); err != nil {
-		return nil, err
-	}
-	claimed := cp.Checksum
-	cp.Checksum = 0
-	if err := verifyChecksum(cp, claimed); err != nil {
+	if version == 3 {
+		var old diskCheckpointV3
+		if err := decodeVerified(data, version, &old, &old.Checksum); err != nil {
+			return nil, err
+		}
+		cp = old.upgrade()
+	} else if err := decodeVerified(data, version, &cp, &cp.Checksum); err != nil {
 		return nil, err
 	}
 	if cp.PolicyName != PolicyName {
 		return nil, fmt.Errorf("unknown policy name %q (this plugin writes and reads only %q)", cp.PolicyName, PolicyName)
 	}
 	return cp.toState()
+}
+
+// decodeVerified decodes data strictly into cp, a checkpoint of format
+// version whose checksum field is *checksum, and verifies the checksum.
+func decodeVerified(data []byte, version int, cp any, checksum *uint32) error {
+	if err := decodeStrict(data, version, cp); err != nil {
+		return err
+	}
+	claimed := *checksum
+	*checksum = 0
+	return verifyChecksum(cp, claimed)
 }
 
 // toState converts a decoded checkpoint, parsing its cpusets and times.
@@ -140,9 +154,12 @@ func (cp *diskCheckpoint) toState() (*State, error) {
 	return s, nil
 }
 
-// assignment parses an entry's cpusets and time.
+// assignment parses an entry's cpusets, time and nodes.
 func (e diskEntry) assignment() (a Assignment, err error) {
 	a.Init = e.Init
+	if a.DeviceNodes, err = ParseNodeSet(e.DeviceNodes); err != nil {
+		return a, fmt.Errorf("deviceNodes %q does not parse: %w", e.DeviceNodes, err)
+	}
 	if a.Baseline, err = cpumask.Parse(e.Baseline, cpumask.MaxID); err != nil {
 		return a, fmt.Errorf("baseline %q does not parse: %w", e.Baseline, err)
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// testdata/future/checkpoint-v4.json was "written by a newer
-// nri-cpumanager": a checkpoint of format version 4 with fields this build
+// testdata/future/checkpoint-v5.json was "written by a newer
+// nri-cpumanager": a checkpoint of format version 5 with fields this build
 // does not know and a checksum it cannot check.
 
 // futureFile returns the content of testdata/future/<name>.
@@ -28,13 +28,13 @@ func futureFile(t testing.TB, name string) []byte {
 // the directory holds, and the directory is left as it is: nothing moved
 // aside, nothing written, not even by a later Save.
 func TestFileFromTheFuture(t *testing.T) {
-	future := futureFile(t, "checkpoint-v4.json")
+	future := futureFile(t, "checkpoint-v5.json")
 	tests := []struct {
 		name  string
 		files map[string][]byte
 	}{
-		{"a checkpoint of format 4", map[string][]byte{CheckpointFile: future}},
-		{"a checkpoint of format 4, a journal and a temp file", map[string][]byte{
+		{"a checkpoint of format 5", map[string][]byte{CheckpointFile: future}},
+		{"a checkpoint of format 5, a journal and a temp file", map[string][]byte{
 			CheckpointFile:         future,
 			journalPrefix + "0001": []byte("NRICPUJ1"),
 			tempPrefix + "7":       []byte("{"),
@@ -53,15 +53,15 @@ func TestFileFromTheFuture(t *testing.T) {
 			}
 			before := dirImage(t, dir)
 			path := filepath.Join(dir, CheckpointFile)
-			want := "checkpoint " + path + " was written by a newer nri-cpumanager (format 4; this build reads format 3): " +
+			want := "checkpoint " + path + " was written by a newer nri-cpumanager (format 5; this build reads formats up to 4): " +
 				"refusing to start rather than lose it; roll forward, or move the file away to start empty"
 
 			_, err := Inspect(dir, kepOnline)
-			checkNewer(t, "Inspect", err, path, 4, want)
+			checkNewer(t, "Inspect", err, path, 5, want)
 
 			st := openTestStore(t, dir)
 			_, err = st.Load(kepOnline)
-			checkNewer(t, "Load", err, path, 4, want)
+			checkNewer(t, "Load", err, path, 5, want)
 			err = st.Save(sampleState(t))
 			var newer *NewerFormatError
 			if !errors.As(err, &newer) || !strings.Contains(err.Error(), want) {
@@ -91,8 +91,8 @@ func checkNewer(t *testing.T, what string, err error, path string, version int, 
 }
 
 func TestUnmarshalOfANewerFormat(t *testing.T) {
-	_, err := Unmarshal(futureFile(t, "checkpoint-v4.json"), kepOnline)
-	want := "checkpoint was written by a newer nri-cpumanager (format 4; this build reads format 3): " +
+	_, err := Unmarshal(futureFile(t, "checkpoint-v5.json"), kepOnline)
+	want := "checkpoint was written by a newer nri-cpumanager (format 5; this build reads formats up to 4): " +
 		"refusing to start rather than lose it; roll forward, or move the file away to start empty"
 	var newer *NewerFormatError
 	if !errors.As(err, &newer) || err.Error() != want {

@@ -23,6 +23,10 @@ func FuzzUnmarshal(f *testing.F) {
 	f.Add([]byte(`{"policyName":"static","formatVersion":3,"defaultCpuSet":"0,6-15","entries":{"p":{` +
 		`"a":{"baseline":"2-3","resized":"","delayed":{"cpus":"4","releaseAt":"2026-11-25T12:00:00.000000001Z"}},` +
 		`"i":{"baseline":"1-2","resized":"","init":true},"s":{"baseline":"1","resized":"1,5"}}},"checksum":0}`))
+	f.Add([]byte(`{"policyName":"static","formatVersion":4,"defaultCpuSet":"0,4-15","entries":{"p":{` +
+		`"a":{"baseline":"1","resized":"1-2","deviceNodes":"0,2-3"},"b":{"baseline":"3","resized":"","deviceNodes":"63"}}},"checksum":0}`))
+	f.Add([]byte(`{"policyName":"static","formatVersion":4,"defaultCpuSet":"0,2-15","entries":{"p":{` +
+		`"a":{"baseline":"1","resized":"","deviceNodes":"0-64"}}},"checksum":0}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkUnmarshalAccepts(t, data)
 

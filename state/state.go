@@ -87,7 +87,7 @@ func (s *State) entriesContain(o *State) bool {
 // equal reports whether a and b are the same assignment (ReleaseAt the
 // same instant).
 func (a Assignment) equal(b Assignment) bool {
-	return a.Init == b.Init && a.ReleaseAt.Equal(b.ReleaseAt) && cpumask.Equal(a.Baseline, b.Baseline) &&
+	return a.Init == b.Init && a.DeviceNodes == b.DeviceNodes && a.ReleaseAt.Equal(b.ReleaseAt) && cpumask.Equal(a.Baseline, b.Baseline) &&
 		cpumask.Equal(a.Resized, b.Resized) && cpumask.Equal(a.Delayed, b.Delayed)
 }
 

@@ -19,6 +19,15 @@ func cpus(t testing.TB, list string) cpuset.CPUSet {
 	return set
 }
 
+func nodes(t testing.TB, list string) NodeSet {
+	t.Helper()
+	set, err := ParseNodeSet(list)
+	if err != nil {
+		t.Fatalf("bad node list %q in test: %v", list, err)
+	}
+	return set
+}
+
 func TestAssignmentAssigned(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -56,14 +65,19 @@ func sampleState(t testing.TB) *State {
 }
 
 // sampleStateFull is sampleState with every other part of a state
-// (testdata/checkpoint-v3.json): an init container whose CPUs pod-a's app
-// reuses, CPUs 9-10 pod-b's db keeps until their delayed release, CPU 8
-// held for pod-b, and a configuration record.
+// (testdata/checkpoint-v4.json): an init container whose CPUs pod-a's app
+// reuses, CPUs 9-10 pod-b's db keeps until their delayed release, the
+// NUMA nodes of app's and db's devices, CPU 8 held for pod-b, and a
+// configuration record.
 func sampleStateFull(t testing.TB) *State {
 	s := sampleState(t)
+	app, _ := s.Assignment("pod-a", "app")
+	app.DeviceNodes = nodes(t, "0")
+	s.SetAssignment("pod-a", "app", app)
 	s.SetAssignment("pod-a", "setup", Assignment{Baseline: cpus(t, "1-2"), Init: true})
 	s.SetAssignment("pod-b", "db", Assignment{Baseline: cpus(t, "6-7"), Resized: cpus(t, "6-7"),
-		Delayed: cpus(t, "9-10"), ReleaseAt: time.Date(2026, 11, 25, 12, 0, 30, 250000000, time.UTC)})
+		Delayed: cpus(t, "9-10"), ReleaseAt: time.Date(2026, 11, 25, 12, 0, 30, 250000000, time.UTC),
+		DeviceNodes: nodes(t, "0-1")})
 	s.SetDefaultCPUSet(cpus(t, "0,11-15"))
 	s.SetHold("pod-b", Hold{CPUs: cpus(t, "8"), Since: time.Date(2026, 11, 25, 12, 0, 0, 500000000, time.UTC)})
 	s.SetConfigRecord(ConfigRecord{ReservedCPUs: cpus(t, "0"), Keys: map[string]string{
@@ -71,6 +85,17 @@ func sampleStateFull(t testing.TB) *State {
 		"reservedSystemCPUs":                      "0",
 		"topologyManagerPolicy":                   "none",
 	}})
+	return s
+}
+
+// sampleStateV3 is sampleStateFull without device nodes, which format 3
+// cannot hold (testdata/checkpoint-v3.json).
+func sampleStateV3(t testing.TB) *State {
+	s := sampleStateFull(t)
+	for ref, a := range s.Assignments() {
+		a.DeviceNodes = 0
+		s.SetAssignment(ref.PodUID, ref.Name, a)
+	}
 	return s
 }
 
@@ -264,6 +289,7 @@ func TestEqual(t *testing.T) {
 		}, false},
 		{"resized equal to baseline is not unset", withDB(func(a *Assignment) { a.Resized = cpuset.New() }), false},
 		{"an init container", withDB(func(a *Assignment) { a.Init = true }), false},
+		{"device nodes", withDB(func(a *Assignment) { a.DeviceNodes = nodes(t, "1") }), false},
 		{"delayed CPUs", withDB(func(a *Assignment) { a.Delayed = cpus(t, "8-9") }), false},
 		{"no delayed CPUs", withDB(func(a *Assignment) { a.Delayed, a.ReleaseAt = cpuset.New(), time.Time{} }), false},
 		{"the release time", withDB(func(a *Assignment) { a.ReleaseAt = releaseAt.Add(time.Nanosecond) }), false},

@@ -120,6 +120,47 @@ func TestCommands(t *testing.T) {
 	}
 }
 
+// TestStateShowsDeviceNodes: `state` prints each pinned container's
+// device NUMA nodes as the checkpoint keeps them (deviceNodes), and
+// export-kubelet leaves them out (the kubelet's file has no such field).
+func TestStateShowsDeviceNodes(t *testing.T) {
+	root := t.TempDir()
+	if err := fakesysfs.Generate(root, fakesysfs.KEP5554UseCases()); err != nil {
+		t.Fatal(err)
+	}
+	stateDir := t.TempDir()
+	store, err := state.NewStore(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := state.ParseNodeSet("0-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := state.New(mustParse(t, "0,3-11"))
+	st.SetAssignment("pod-a", "app", state.Assignment{Baseline: mustParse(t, "1-2"), DeviceNodes: nodes})
+	st.SetContainer("c-app", state.ContainerRef{PodUID: "pod-a", Name: "app"})
+	if err := store.Save(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--sysfs-root=" + root, "--state-dir=" + stateDir}
+	var out bytes.Buffer
+	if status := run(append([]string{"state"}, args...), &out, &out); status != exitOK ||
+		!strings.Contains(out.String(), `"entries":{"pod-a":{"app":{"baseline":"1-2","resized":"","deviceNodes":"0-1"}}}`) {
+		t.Errorf("state = %d:\n%s\nwant pod-a's app with its device nodes 0-1", status, out.String())
+	}
+	for _, format := range []string{"v2", "v4"} {
+		out.Reset()
+		if status := run(append([]string{"export-kubelet", "--format=" + format}, args...), &out, &out); status != exitOK ||
+			!strings.Contains(out.String(), "1-2") || strings.Contains(out.String(), "deviceNodes") {
+			t.Errorf("export-kubelet --format=%s = %d:\n%s\nwant pod-a's app on 1-2 without device nodes", format, status, out.String())
+		}
+	}
+}
+
 // TestHelpListsCommands checks that every way of asking for help prints
 // the commands, one line each, not the flags of run.
 func TestHelpListsCommands(t *testing.T) {

@@ -2,6 +2,10 @@ package integration
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -9,6 +13,7 @@ import (
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/plugin"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
 	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
@@ -17,7 +22,7 @@ import (
 // on NUMA node 1 (a GPU render node, found through sysfs) gets CPUs of
 // node 1, and keeps them on a growth; one without a device, or given every
 // device of the host (a privileged container: no hint), gets the ordinary
-// placement.
+// placement. The checkpoint records the GPU container's device node.
 func TestCPUsFollowTheDevices(t *testing.T) {
 	n := newNode(t, fakesysfs.Spec{Sockets: 2, CoresPerNUMA: 4}, "reservedSystemCPUs: \"0\"\ntopologyManagerPolicy: single-numa-node\n")
 	sysfs := t.TempDir()
@@ -35,7 +40,8 @@ func TestCPUsFollowTheDevices(t *testing.T) {
 	host = append(host, gpu...)
 
 	plain := mustCreate(t, rt, pod(t, rt, "plain", "guaranteed"), "app", guaranteed(1))
-	withGPU, err := rt.CreateContainerWithDevices(pod(t, rt, "inference", "guaranteed"), "app", guaranteed(2), gpu)
+	inference := pod(t, rt, "inference", "guaranteed")
+	withGPU, err := rt.CreateContainerWithDevices(inference, "app", guaranteed(2), gpu)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +62,7 @@ func TestCPUsFollowTheDevices(t *testing.T) {
 	if v := rp.Snapshot().Containers[withGPU.Id].DeviceNodes; v != "1" {
 		t.Errorf("the debug view shows the GPU container's device nodes %q, want 1", v)
 	}
+	checkDeviceNodesOnDisk(t, rp.stateDir, inference.Uid)
 	if v := metricValue(t, rp, "nri_cpumanager_containers_off_device_nodes", nil); v != 0 {
 		t.Errorf("containers_off_device_nodes = %v, want 0", v)
 	}
@@ -66,5 +73,21 @@ func TestCPUsFollowTheDevices(t *testing.T) {
 	if got, _ := rt.CPUs(withGPU.Id); got.Size() != 3 || !got.IsSubsetOf(node1) {
 		t.Errorf("after the growth the GPU's container runs on %s, want 3 CPUs of node 1", got)
 	}
+	checkDeviceNodesOnDisk(t, rp.stateDir, inference.Uid)
 	noViolations(t, rt)
+}
+
+// checkDeviceNodesOnDisk fails the test unless the checkpoint file in
+// stateDir records device nodes for one entry only, pod podUID's app,
+// on NUMA node 1 (what `nri-cpumanager state` prints).
+func checkDeviceNodesOnDisk(t *testing.T, stateDir, podUID string) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(stateDir, state.CheckpointFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := regexp.MustCompile(`"` + regexp.QuoteMeta(podUID) + `":\{"app":\{[^}]*,"deviceNodes":"1"\}\}`)
+	if n := strings.Count(string(data), `"deviceNodes":`); n != 1 || !entry.Match(data) {
+		t.Errorf("the checkpoint records device nodes %d times, want once, node 1 for pod %s's app:\n%s", n, podUID, data)
+	}
 }

@@ -71,7 +71,7 @@ func TestPluginOnAFullDisk(t *testing.T) {
 // a state directory whose checkpoint a newer version wrote (a rollback):
 // it exits non-zero saying so, and leaves the file where it was.
 func TestCheckpointFromTheFutureStopsThePlugin(t *testing.T) {
-	future, err := os.ReadFile(filepath.Join("..", "..", "state", "testdata", "future", "checkpoint-v4.json"))
+	future, err := os.ReadFile(filepath.Join("..", "..", "state", "testdata", "future", "checkpoint-v5.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
