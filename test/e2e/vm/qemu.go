@@ -128,9 +128,14 @@ func Boot(ctx context.Context, opts BootOptions) (*BootResult, error) {
 		args = append(args, "-serial", "stdio", "-monitor", "none")
 	}
 	if !opts.probe {
+		// The shared directories go on the main PCI bus by name: QEMU
+		// would put a device without a bus on the last bus made, a PCI
+		// expander bridge of the layout's disks, which takes bridges only.
 		args = append(args,
-			"-virtfs", "local,path="+opts.Assets.Rootfs+",mount_tag=rootfs,security_model=passthrough,readonly=on",
-			"-virtfs", "local,path="+opts.Payload+",mount_tag=vm,security_model=passthrough")
+			"-fsdev", "local,id=rootfs,path="+opts.Assets.Rootfs+",security_model=passthrough,readonly=on",
+			"-device", "virtio-9p-pci,fsdev=rootfs,mount_tag=rootfs,bus=pci.0",
+			"-fsdev", "local,id=vm,path="+opts.Payload+",security_model=passthrough",
+			"-device", "virtio-9p-pci,fsdev=vm,mount_tag=vm,bus=pci.0")
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
