@@ -29,8 +29,10 @@ type PayloadOptions struct {
 	Command []string
 }
 
-// The markers the guest prints on its console.
+// The markers the guest prints on its console. Every line of the boot
+// script starts with scriptPrefix.
 const (
+	scriptPrefix = "NRIVM"
 	linePrefix   = "NRIVM| "
 	bootedMarker = "NRIVM-BOOTED"
 	exitMarker   = "NRIVM-EXIT "
