@@ -108,13 +108,22 @@ var kubeletControllers = []string{"cpuset", "cpu", "io", "memory", "hugetlb", "p
 // makeQoSCgroups makes the QoS cgroups a kubelet makes before any pod,
 // with the boot's driver, so that the plugin starts on a node that looks
 // like one: kubepods, kubepods/burstable and kubepods/besteffort with the
-// controllers enabled (cgroupfs), or the slices kubepods.slice,
-// kubepods-burstable.slice and kubepods-besteffort.slice (systemd).
+// controllers enabled (cgroupfs), or the slices kubepods.slice (with the
+// cpuset controller), kubepods-burstable.slice and
+// kubepods-besteffort.slice (systemd).
 func makeQoSCgroups() error {
 	if driver == harness.SystemdDriver {
 		out, err := exec.Command("systemctl", "start", "kubepods.slice", "kubepods-burstable.slice", "kubepods-besteffort.slice").CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("start the kubepods slices: %w: %s", err, out)
+		}
+		// The cpuset controller in kubepods.slice, as in the slice a
+		// kubelet makes: the kubelet's static policy refuses to start
+		// without it ("cgroup [kubepods] has some missing controllers:
+		// cpuset"). systemd enables it for a slice that sets AllowedCPUs.
+		out, err = exec.Command("systemctl", "set-property", "--runtime", "kubepods.slice", "AllowedCPUs="+online).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("enable the cpuset controller in kubepods.slice: %w: %s", err, out)
 		}
 		return nil
 	}
