@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"testing"
 	"time"
 
 	"k8s.io/utils/cpuset"
@@ -46,12 +47,44 @@ func (k *kube) readKubeletCheckpoint() kubeletCheckpoint {
 	return cp
 }
 
+// tolerateMissingPlugins is the pod annotation containerd's validator
+// lets start without the required plugins (TestKubernetes's
+// NRIValidator).
+const tolerateMissingPlugins = "tolerate-missing-nri-plugins.noderesource.dev"
+
+// withAnnotation returns a manifest with an annotation added.
+func withAnnotation(t testing.TB, manifest, key, value string) string {
+	t.Helper()
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(manifest), &obj); err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	annotations, _ := meta["annotations"].(map[string]any)
+	if annotations == nil {
+		annotations = map[string]any{}
+	}
+	annotations[key] = value
+	meta["annotations"] = annotations
+	data, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
 // pinnedByTheKubelet creates the pod "migrant" (a Guaranteed container
 // "app" of 2 CPUs) on the kubelet's static policy, before the plugin
 // runs, and returns the container and the CPUs the kubelet gave it.
 func (k *kube) pinnedByTheKubelet(ctx context.Context) (*harness.Container, cpuset.CPUSet) {
 	t := k.t
-	k.Apply(ctx, t, harness.PodManifest("migrant", k.Cluster.NodeName, harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(2, "64Mi")}))
+	// containerd's NRI validator requires the plugin for every container
+	// (deploy/containerd-nri.toml): the pod carries the annotation that
+	// tolerates its absence, as pods started before containerd was
+	// configured for the plugin run without it.
+	manifest := withAnnotation(t, harness.PodManifest("migrant", k.Cluster.NodeName,
+		harness.PodContainer{Name: "app", Resources: harness.GuaranteedCPUs(2, "64Mi")}), tolerateMissingPlugins, "true")
+	k.Apply(ctx, t, manifest)
 	p := k.WaitReady(ctx, t, "migrant")
 	app := k.Attach(ctx, t, p, "app")
 	cpus := exclusiveCPUs(ctx, t, app, 2)
@@ -111,6 +144,10 @@ func (k *kube) moveIn(ctx context.Context, migrant *harness.Container, cpus cpus
 	k.waitResized(ctx, "migrant", 2)
 	wantCPUs(ctx, t, migrant, cpus.String())
 	k.DeletePod(t, "migrant")
+	// The cases after this one start from a node where nothing is pinned.
+	k.waitGauge(ctx, "no exclusive CPU after migrant's deletion", 3*time.Minute, func(get func(string) float64) bool {
+		return get("nri_cpumanager_exclusive_cpus") == 0
+	})
 	t.Logf("moved in from the kubelet's static policy: migrant kept %s, grew to %s and back, in %v", cpus, grown, time.Since(start).Round(time.Second))
 }
 

@@ -57,7 +57,7 @@ func TestKubernetes(t *testing.T) {
 	ctx := harness.Context(t, 40*time.Minute)
 	start := time.Now()
 	env := newEnvWith(t, harness.ContainerdOptions{NRIValidator: &harness.NRIValidator{
-		RequiredPlugins: []string{"cpumanager"}, TolerateMissingAnnotation: "tolerate-missing-nri-plugins.noderesource.dev"}})
+		RequiredPlugins: []string{"cpumanager"}, TolerateMissingAnnotation: tolerateMissingPlugins}})
 	if err := env.Containerd.ImportImages(ctx, pluginImage); err != nil {
 		t.Fatal(err)
 	}
