@@ -121,8 +121,21 @@ func (k *kube) moveIn(ctx context.Context, migrant *harness.Container, cpus cpus
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cp := k.readKubeletCheckpoint(); cp.PolicyName != "none" {
-		t.Errorf("the kubelet restarted with the checkpoint of policy %q, want none", cp.PolicyName)
+	// Its CPU manager starts after its healthz answers, and writes a
+	// checkpoint of policy none then.
+	var policy string
+	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	err = everySecond(waitCtx, func() (bool, error) {
+		data, err := os.ReadFile(k.Cluster.KubeletCheckpoint())
+		var cp kubeletCheckpoint
+		if err == nil && json.Unmarshal(data, &cp) == nil {
+			policy = cp.PolicyName
+		}
+		return policy == "none", nil
+	})
+	if err != nil {
+		t.Errorf("the kubelet's checkpoint after its restart: policy %q, want none: %v", policy, err)
 	}
 	t.Logf("the kubelet runs cpuManagerPolicy none %v into the move", time.Since(start).Round(time.Second))
 	// The kubelet's CPU manager reconciled cpusets every 10 s; a
