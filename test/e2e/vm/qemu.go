@@ -94,7 +94,15 @@ type BootResult struct {
 	// Stalled is set when QEMU was killed at StallTimeout: the guest
 	// printed nothing, not even its heartbeat, for that long.
 	Stalled bool
+	// Crashed is the signal QEMU itself died of (a segmentation fault of
+	// the emulator, seen once here while the guest enumerated PCI
+	// devices), "" when it did not.
+	Crashed string
 }
+
+// stopped reports whether the boot stopped for the emulator's sake: the
+// guest hung or stalled, or QEMU crashed.
+func (b *BootResult) stopped() bool { return b.Hung || b.Stalled || b.Crashed != "" }
 
 // Boot runs QEMU until the guest powers off (or panics: -no-reboot makes
 // QEMU exit) or Timeout passes. QEMU's own messages go to ConsoleLog's
@@ -211,6 +219,13 @@ func Boot(ctx context.Context, opts BootOptions) (*BootResult, error) {
 	if ctx.Err() == context.DeadlineExceeded {
 		res.TimedOut = true
 		return res, nil
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && ctx.Err() == nil {
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Crashed = ws.Signal().String()
+			return res, nil
+		}
 	}
 	if err != nil && ctx.Err() == nil {
 		return res, fmt.Errorf("QEMU failed: %w (its messages: %s)", err, filepath.Join(logDir, "qemu.log"))

@@ -225,12 +225,13 @@ func Execute(ctx context.Context, a *Assets, accel Accel, bins *Binaries, r Run,
 	return out, nil
 }
 
-// bootAgainWhenStopped boots until a boot neither hangs nor stalls, at
+// bootAgainWhenStopped boots until a boot neither hangs, stalls nor
+// crashes QEMU, at
 // most maxBoots times, calling stopped after each boot it repeats.
 func bootAgainWhenStopped(boot func() (*BootResult, error), maxBoots int, stopped func(attempt int, res *BootResult)) (*BootResult, error) {
 	for attempt := 1; ; attempt++ {
 		res, err := boot()
-		if err != nil || !(res.Hung || res.Stalled) || attempt >= maxBoots {
+		if err != nil || !res.stopped() || attempt >= maxBoots {
 			return res, err
 		}
 		stopped(attempt, res)
@@ -263,7 +264,7 @@ func parseOutput(output string) (exit int, tests []TestOutcome) {
 // tests' exit status, a timeout, or the initramfs's complaint.
 func (r *RunResult) Failure() string {
 	switch {
-	case r.Boot.Hung || r.Boot.Stalled:
+	case r.Boot.stopped():
 		return fmt.Sprintf("%s, in each of %d boots", r.Boot.stopReason(), maxBoots)
 	case r.Boot.TimedOut:
 		return fmt.Sprintf("the guest did not finish within its time (%v)", r.Boot.Elapsed.Round(time.Second))
@@ -281,6 +282,9 @@ func (r *RunResult) Failure() string {
 func (b *BootResult) stopReason() string {
 	if b.Hung {
 		return fmt.Sprintf("the guest did not reach its boot script within %v", startTimeout)
+	}
+	if b.Crashed != "" {
+		return fmt.Sprintf("QEMU crashed (%s) after %v", b.Crashed, b.Elapsed.Round(time.Second))
 	}
 	return fmt.Sprintf("the guest printed nothing, not even its heartbeat, for %v after %v", stallTimeout,
 		(b.Elapsed - stallTimeout).Round(time.Second))

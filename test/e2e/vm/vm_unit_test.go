@@ -110,20 +110,22 @@ NRIVM-EXIT 1
 // what a guest would) and checks the watchdog: a guest that never reaches
 // its boot script is Hung, one whose boot script goes silent after it is
 // Stalled (the kernel's messages, such as RCU stall reports, do not count),
-// one that keeps printing its heartbeat until it powers off is neither.
+// one whose QEMU dies of a signal Crashed, one that keeps printing its
+// heartbeat until it powers off is none of these.
 func TestBootWatchdog(t *testing.T) {
 	tests := []struct {
-		name          string
-		script        string
-		hung, stalled bool
+		name                   string
+		script                 string
+		hung, stalled, crashed bool
 	}{
-		{"never boots", "echo kernel; exec sleep 30", true, false},
-		{"silent after booting", "echo NRIVM-BOOTED; echo NRIVM-ALIVE 1; exec sleep 30", false, true},
+		{"never boots", "echo kernel; exec sleep 30", true, false, false},
+		{"silent after booting", "echo NRIVM-BOOTED; echo NRIVM-ALIVE 1; exec sleep 30", false, true, false},
+		{"QEMU crashes", "echo NRIVM-BOOTED; kill -SEGV $$", false, false, true},
 		{"only the kernel's stall reports after booting", `echo NRIVM-BOOTED; echo NRIVM-ALIVE 1
-while :; do sleep 0.1; echo "[   40.17] rcu: INFO: rcu_preempt self-detected stall on CPU"; done`, false, true},
+while :; do sleep 0.1; echo "[   40.17] rcu: INFO: rcu_preempt self-detected stall on CPU"; done`, false, true, false},
 		{"heartbeat until power-off", `echo NRIVM-BOOTED
 for i in 1 2 3 4 5 6 7 8; do sleep 0.1; echo "NRIVM-ALIVE $i"; done
-echo "NRIVM| --- PASS: TestA (0.80s)"; echo "NRIVM| NRIVM-EXIT 0"`, false, false},
+echo "NRIVM| --- PASS: TestA (0.80s)"; echo "NRIVM| NRIVM-EXIT 0"`, false, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,9 +143,9 @@ echo "NRIVM| --- PASS: TestA (0.80s)"; echo "NRIVM| NRIVM-EXIT 0"`, false, false
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Hung != tc.hung || res.Stalled != tc.stalled || res.TimedOut {
-				t.Errorf("hung %v, stalled %v, timed out %v after %v; want hung %v, stalled %v",
-					res.Hung, res.Stalled, res.TimedOut, time.Since(start).Round(time.Millisecond), tc.hung, tc.stalled)
+			if res.Hung != tc.hung || res.Stalled != tc.stalled || (res.Crashed != "") != tc.crashed || res.TimedOut {
+				t.Errorf("hung %v, stalled %v, crashed %q, timed out %v after %v; want hung %v, stalled %v, crashed %v",
+					res.Hung, res.Stalled, res.Crashed, res.TimedOut, time.Since(start).Round(time.Millisecond), tc.hung, tc.stalled, tc.crashed)
 			}
 			if tc.stalled && !strings.Contains((&RunResult{Boot: res}).Failure(), "printed nothing, not even its heartbeat") {
 				t.Errorf("failure of a stalled boot: %q", (&RunResult{Boot: res}).Failure())
@@ -156,7 +158,7 @@ echo "NRIVM| --- PASS: TestA (0.80s)"; echo "NRIVM| NRIVM-EXIT 0"`, false, false
 // the limit; one that ran (whatever its tests said) or failed to start
 // QEMU is not.
 func TestBootAgainWhenStopped(t *testing.T) {
-	hung, stalled, ran := &BootResult{Hung: true}, &BootResult{Stalled: true}, &BootResult{}
+	hung, stalled, crashed, ran := &BootResult{Hung: true}, &BootResult{Stalled: true}, &BootResult{Crashed: "segmentation fault"}, &BootResult{}
 	broken := errors.New("QEMU failed")
 	tests := []struct {
 		name      string
@@ -168,6 +170,7 @@ func TestBootAgainWhenStopped(t *testing.T) {
 		{"runs at once", []*BootResult{ran}, 1, ran, nil},
 		{"hangs, then runs", []*BootResult{hung, ran}, 2, ran, nil},
 		{"hangs, stalls, then runs", []*BootResult{hung, stalled, ran}, 3, ran, nil},
+		{"QEMU crashes, then runs", []*BootResult{crashed, ran}, 2, ran, nil},
 		{"stops three times", []*BootResult{stalled, hung, stalled, ran}, 3, stalled, nil},
 		{"QEMU fails", []*BootResult{nil, ran}, 1, nil, broken},
 	}
@@ -183,7 +186,7 @@ func TestBootAgainWhenStopped(t *testing.T) {
 				return b, nil
 			}, 3, func(attempt int, res *BootResult) {
 				reported++
-				if attempt != reported || !(res.Hung || res.Stalled) {
+				if attempt != reported || !res.stopped() {
 					t.Errorf("stopped(%d, %+v) as report %d", attempt, res, reported)
 				}
 			})
