@@ -146,6 +146,14 @@ const kubeletDevicePluginSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
 // configuration, parents first; Close removes those it created.
 var kubeletHostDirs = []string{"/var/lib/kubelet", "/var/lib/kubelet/device-plugins", legacyContainerLogsDir}
 
+// kubeletHostFiles are the files the kubelet leaves in a directory of
+// kubeletHostDirs (beside its device plugin socket): the device manager's
+// checkpoint, once a device plugin registered. Close removes them from a
+// directory it removes.
+var kubeletHostFiles = map[string][]string{
+	"/var/lib/kubelet/device-plugins": {"kubelet_internal_checkpoint"},
+}
+
 // StartCluster starts a single-node cluster and waits until the node is
 // registered and the default service account exists. On failure it
 // removes what it made; the error quotes the logs.
@@ -740,7 +748,13 @@ func (c *Cluster) Close(ctx context.Context) error {
 		}
 	}
 	for i := len(c.madeDirs) - 1; i >= 0; i-- {
-		// Only if empty: something else may have put files there since.
+		for _, name := range kubeletHostFiles[c.madeDirs[i]] {
+			if err := os.Remove(filepath.Join(c.madeDirs[i], name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove the kubelet's %s: %w", name, err))
+			}
+		}
+		// Only if empty (but for the kubelet's own files): something else
+		// may have put files there since.
 		if err := os.Remove(c.madeDirs[i]); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove %s, which the kubelet created: %w", c.madeDirs[i], err))
 		}

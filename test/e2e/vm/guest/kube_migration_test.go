@@ -138,9 +138,8 @@ func (k *kube) moveIn(ctx context.Context, migrant *harness.Container, cpus cpus
 		t.Errorf("the kubelet's checkpoint after its restart: policy %q, want none: %v", policy, err)
 	}
 	t.Logf("the kubelet runs cpuManagerPolicy none %v into the move", time.Since(start).Round(time.Second))
-	// The kubelet's CPU manager reconciled cpusets every 10 s; a
-	// container the plugin had not adopted would now be on the shared
-	// pool.
+	// A container the plugin had not adopted would have been put on the
+	// shared pool at its first Synchronize.
 	wantCPUs(ctx, t, migrant, cpus.String())
 	st := e2etest.ReadCheckpoint(t, stateDir, must(online))
 	if a, ok := st.Assignment(migrant.Pod.Spec.UID, "app"); !ok || !a.Baseline.Equals(cpus) || !a.Assigned().Equals(cpus) {
