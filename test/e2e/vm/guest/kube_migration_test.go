@@ -36,15 +36,21 @@ type kubeletCheckpoint struct {
 // readKubeletCheckpoint reads the kubelet's checkpoint.
 func (k *kube) readKubeletCheckpoint() kubeletCheckpoint {
 	k.t.Helper()
+	cp, err := k.loadKubeletCheckpoint()
+	if err != nil {
+		k.t.Fatalf("the kubelet's checkpoint: %v", err)
+	}
+	return cp
+}
+
+// loadKubeletCheckpoint reads the kubelet's checkpoint, or says why not.
+func (k *kube) loadKubeletCheckpoint() (kubeletCheckpoint, error) {
 	var cp kubeletCheckpoint
 	data, err := os.ReadFile(k.Cluster.KubeletCheckpoint())
 	if err == nil {
 		err = json.Unmarshal(data, &cp)
 	}
-	if err != nil {
-		k.t.Fatalf("the kubelet's checkpoint: %v", err)
-	}
-	return cp
+	return cp, err
 }
 
 // tolerateMissingPlugins is the pod annotation containerd's validator
@@ -127,9 +133,7 @@ func (k *kube) moveIn(ctx context.Context, migrant *harness.Container, cpus cpus
 	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	err = everySecond(waitCtx, func() (bool, error) {
-		data, err := os.ReadFile(k.Cluster.KubeletCheckpoint())
-		var cp kubeletCheckpoint
-		if err == nil && json.Unmarshal(data, &cp) == nil {
+		if cp, err := k.loadKubeletCheckpoint(); err == nil {
 			policy = cp.PolicyName
 		}
 		return policy == "none", nil
