@@ -30,7 +30,7 @@ IMAGE_ARCHIVE ?= $(OUTPUT)/image/nri-cpumanager.tar
 IMAGE ?=
 IMAGE_FLAGS ?=
 
-.PHONY: all build image push-image release-dry-run check test clean-cache unit placement-diff lifecycle-diff fuzz e2e e2e-kube e2e-vm e2e-vm-kube vm-shell deploy-test chart-readme bench lint demo clean
+.PHONY: all build image push-image release-dry-run check test clean-cache unit placement-diff lifecycle-diff kubelet-checkpoints fuzz e2e e2e-kube e2e-vm e2e-vm-kube vm-shell deploy-test chart-readme bench lint demo clean
 
 all: build
 
@@ -77,7 +77,7 @@ check:
 ## placement and lifecycle comparisons with the kubelet, fuzz, deploy manifests,
 ## the release dry run, e2e, e2e-kube, and the VM suite (e2e-vm, e2e-vm-kube) —
 ## printing each target's time at the end
-TEST_TARGETS := lint unit placement-diff lifecycle-diff fuzz deploy-test e2e e2e-kube e2e-vm e2e-vm-kube
+TEST_TARGETS := lint unit placement-diff lifecycle-diff kubelet-checkpoints fuzz deploy-test e2e e2e-kube e2e-vm e2e-vm-kube
 test:
 	@MAKE="$(MAKE)" hack/timed-make $(TEST_TARGETS)
 
@@ -96,6 +96,14 @@ placement-diff:
 ## (test/kubernetes/lifecycle; LIFECYCLE_SEED=n replays a seed)
 lifecycle-diff:
 	cd test/kubernetes && $(KUBE_GO) test -count=1 -v -timeout 30m -run '^TestLifecycleMatchesTheKubelet$$' ./lifecycle/
+
+## kubelet-checkpoints: the plugin's export for the kubelet and its import of
+## the kubelet's checkpoint against the kubelet's own checkpoint code and
+## static policy: v1.36.3 (format V2; test/kubernetes) and v1.37.2 (format V4;
+## test/kubelet137, its own module)
+kubelet-checkpoints:
+	cd test/kubernetes && $(KUBE_GO) test -count=1 -v -run '^(TestKubeletStartsOnTheExport|TestV4Export)$$' ./lifecycle/
+	cd test/kubelet137 && $(KUBE_GO) test -count=1 -v ./...
 
 ## fuzz: each fuzz target briefly (the seed corpora always run in `unit`)
 FUZZPKGS ?= ./state/ ./config/ ./plugin/ ./cpuallocator/internal/sysfs/
@@ -156,7 +164,8 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 ## lint: gofmt, go vet and staticcheck (also of test/e2e with and without its
-## build tags e2e and vmguest, and of test/deploy; go vet of test/kubernetes),
+## build tags e2e and vmguest, and of test/deploy; go vet of test/kubernetes
+## and test/kubelet137),
 ## actionlint of .github/workflows
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -165,6 +174,7 @@ lint:
 	cd test/e2e && $(GO) vet ./... && $(GO) vet -tags e2e,vmguest ./... && $(STATICCHECK) ./... && $(STATICCHECK) -tags e2e,vmguest ./...
 	cd test/deploy && $(GO) vet ./... && $(STATICCHECK) ./...
 	cd test/kubernetes && $(KUBE_GO) vet ./...
+	cd test/kubelet137 && $(KUBE_GO) vet ./...
 	$(call tool,actionlint)
 
 ## demo: a real containerd + the plugin on this machine: pin, resize, refusals (root)

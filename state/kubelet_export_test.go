@@ -62,8 +62,9 @@ func TestExportKubeletV2(t *testing.T) {
 // TestExportKubeletV4: the V4 export has V2's fields (checksum 0) and the
 // data with each container's baseline, its original CPUs; the data's
 // checksum is the kubelet's (FNV-1a of "(string)" and the data, checked
-// against the kubelet's own code in test/kubernetes/lifecycle); it reads
-// back through the import with the original CPUs as baselines.
+// against the kubelet's own code in test/kubernetes/lifecycle and
+// test/kubelet137); it reads back through the import with the original
+// CPUs as baselines.
 func TestExportKubeletV4(t *testing.T) {
 	online := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7)
 	st := New(online)
