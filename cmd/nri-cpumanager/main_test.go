@@ -20,22 +20,7 @@ import (
 // TestCommands runs the helper subcommands on a fixture machine and checks
 // their exit status and what they print.
 func TestCommands(t *testing.T) {
-	root := t.TempDir()
-	if err := fakesysfs.Generate(root, fakesysfs.KEP5554UseCases()); err != nil {
-		t.Fatal(err)
-	}
-	stateDir := t.TempDir()
-	store, err := state.NewStore(stateDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := state.New(mustParse(t, "0-11"))
-	if err := store.Save(st); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
+	root, stateDir := kepNodeWithCheckpoint(t, state.New(mustParse(t, "0-11")))
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	if err := os.WriteFile(bad, []byte("topologyManagerPolicy: single-numa\nlogLevel: loud\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -124,15 +109,6 @@ func TestCommands(t *testing.T) {
 // device NUMA nodes as the checkpoint keeps them (deviceNodes), and
 // export-kubelet leaves them out (the kubelet's file has no such field).
 func TestStateShowsDeviceNodes(t *testing.T) {
-	root := t.TempDir()
-	if err := fakesysfs.Generate(root, fakesysfs.KEP5554UseCases()); err != nil {
-		t.Fatal(err)
-	}
-	stateDir := t.TempDir()
-	store, err := state.NewStore(stateDir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	nodes, err := state.ParseNodeSet("0-1")
 	if err != nil {
 		t.Fatal(err)
@@ -140,12 +116,7 @@ func TestStateShowsDeviceNodes(t *testing.T) {
 	st := state.New(mustParse(t, "0,3-11"))
 	st.SetAssignment("pod-a", "app", state.Assignment{Baseline: mustParse(t, "1-2"), DeviceNodes: nodes})
 	st.SetContainer("c-app", state.ContainerRef{PodUID: "pod-a", Name: "app"})
-	if err := store.Save(st); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.Close(); err != nil {
-		t.Fatal(err)
-	}
+	root, stateDir := kepNodeWithCheckpoint(t, st)
 	args := []string{"--sysfs-root=" + root, "--state-dir=" + stateDir}
 	var out bytes.Buffer
 	if status := run(append([]string{"state"}, args...), &out, &out); status != exitOK ||
@@ -159,6 +130,28 @@ func TestStateShowsDeviceNodes(t *testing.T) {
 			t.Errorf("export-kubelet --format=%s = %d:\n%s\nwant pod-a's app on 1-2 without device nodes", format, status, out.String())
 		}
 	}
+}
+
+// kepNodeWithCheckpoint writes the sysfs tree of KEP-5554's example
+// machine (12 CPUs) and a state directory holding st as the plugin's
+// checkpoint, and returns both roots.
+func kepNodeWithCheckpoint(t *testing.T, st *state.State) (sysfsRoot, stateDir string) {
+	t.Helper()
+	sysfsRoot, stateDir = t.TempDir(), t.TempDir()
+	if err := fakesysfs.Generate(sysfsRoot, fakesysfs.KEP5554UseCases()); err != nil {
+		t.Fatal(err)
+	}
+	store, err := state.NewStore(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Save(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return sysfsRoot, stateDir
 }
 
 // TestHelpListsCommands checks that every way of asking for help prints
