@@ -98,9 +98,9 @@ lifecycle-diff:
 	cd test/kubernetes && $(KUBE_GO) test -count=1 -v -timeout 30m -run '^TestLifecycleMatchesTheKubelet$$' ./lifecycle/
 
 ## kubelet-checkpoints: the plugin's export for the kubelet and its import of
-## the kubelet's checkpoint against the kubelet's own checkpoint code and
-## static policy: v1.36.3 (format V2; test/kubernetes) and v1.37.2 (format V4;
-## test/kubelet137, its own module)
+## the kubelet's checkpoint against the kubelet's own code: v1.36.3's
+## checkpoint and static policy (test/kubernetes) and v1.37.2's checkpoint,
+## format V4 (test/kubelet137, its own module)
 kubelet-checkpoints:
 	cd test/kubernetes && $(KUBE_GO) test -count=1 -v -run '^(TestKubeletStartsOnTheExport|TestV4Export)$$' ./lifecycle/
 	cd test/kubelet137 && $(KUBE_GO) test -count=1 -v ./...

@@ -3,23 +3,15 @@ package kubelet137
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
-	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/kubelet/cm/containermap"
-	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager"
 	kstate "k8s.io/kubernetes/pkg/kubelet/cm/cpumanager/state"
-	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager/topology"
-	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
-	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/state"
@@ -28,18 +20,9 @@ import (
 // checkpointName is the kubelet's file in its root directory.
 const checkpointName = "cpu_manager_state"
 
-// reserved is the kubelet's reservedSystemCPUs on the test node.
-var reserved = cpuset.New(0)
-
-// eightCores is a node of one socket, one NUMA node and eight cores
-// without SMT: CPUs 0-7.
-func eightCores() *topology.CPUTopology {
-	details := topology.CPUDetails{}
-	for cpu := range 8 {
-		details[cpu] = topology.CPUInfo{CoreID: cpu}
-	}
-	return &topology.CPUTopology{NumCPUs: 8, NumCores: 8, NumUncoreCache: 1, NumSockets: 1, NumNUMANodes: 1, CPUDetails: details}
-}
+// online is the test node's CPUs, and reserved its kubelet's
+// reservedSystemCPUs.
+var online, reserved = cpuset.New(0, 1, 2, 3, 4, 5, 6, 7), cpuset.New(0)
 
 // pluginState is the plugin's state on the node at the move out: web's
 // app pinned to 1-2; db's app admitted on 3 and resized to 3-5; db's init
@@ -52,55 +35,27 @@ func pluginState() *state.State {
 	return st
 }
 
-// guaranteedPod is a Guaranteed pod of one container "app" with an integer
-// CPU request, as the kubelet admits it again after its restart.
-func guaranteedPod(uid string, cpus int64) *v1.Pod {
-	quantities := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewQuantity(cpus, resource.DecimalSI),
-		v1.ResourceMemory: resource.MustParse("64Mi"),
-	}
-	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "default", UID: types.UID(uid)},
-		Spec: v1.PodSpec{Containers: []v1.Container{{
-			Name:      "app",
-			Resources: v1.ResourceRequirements{Requests: quantities, Limits: quantities},
-		}}},
-	}
-}
-
-// kubeletStart is what the kubelet v1.37's CPU manager does at start with
-// policy static: it restores its state from the checkpoint in dir (the
-// loader that tries V4, then V3, then V2) and starts the static policy on
-// it (validateState). It fails as the kubelet would refuse to start.
-func kubeletStart(t *testing.T, dir string) (cpumanager.Policy, kstate.State) {
-	t.Helper()
-	file, _ := os.ReadFile(filepath.Join(dir, checkpointName))
-	ks, err := kstate.NewCheckpointState(logr.Discard(), dir, checkpointName, "static", containermap.NewContainerMap())
-	if err != nil {
-		t.Fatalf("the kubelet v1.37 does not read the file: %v\n%s", err, file)
-	}
-	policy, err := cpumanager.NewStaticPolicy(logr.Discard(), eightCores(), reserved.Size(), reserved, noAffinity{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := policy.Start(logr.Discard(), ks); err != nil {
-		t.Fatalf("the kubelet v1.37's static policy refuses the file: %v\n%s", err, file)
-	}
-	return policy, ks
-}
-
-// TestKubeletStartsOnTheExport: the kubelet v1.37's own checkpoint code
-// and static policy start on the plugin's export, in the format V4 that
-// release writes and in V2 (which it migrates); they re-admit the running
-// pods on the CPUs they have (a resized container on its resized set) and
-// give a new pod only CPUs no pinned container holds. With the feature
-// gate InPlacePodVerticalScalingExclusiveCPUs the kubelet keeps V4's
-// baselines, the plugin's original CPUs, and writes them back on its next
-// change; from V2 it takes a container's CPUs now as its baseline (V2 has
-// none). The file the kubelet writes is then imported by the plugin (the
-// way back in): the originals come back where the kubelet kept them.
-func TestKubeletStartsOnTheExport(t *testing.T) {
-	online := cpuset.New(0, 1, 2, 3, 4, 5, 6, 7)
+// TestKubeletReadsTheExport: the kubelet v1.37's own checkpoint code —
+// the loader its CPU manager starts with under policy static, which tries
+// V4, then V3, then V2 and refuses a file none of them reads — reads the
+// plugin's export in the format V4 that release writes, and in V2 (which
+// it migrates), with each pinned container on the CPUs it holds (a
+// resized one on its resized set) and the rest in the default set. With
+// the feature gate InPlacePodVerticalScalingExclusiveCPUs it keeps V4's
+// baselines, the plugin's original CPUs; from V2 it takes a container's
+// CPUs now as its baseline (V2 has none). When the kubelet then pins a
+// new pod, it writes its own V4 file, which the plugin imports (the way
+// back in): the originals come back where the kubelet kept them.
+//
+// What the kubelet's static policy checks at its start (validateState:
+// the reserved CPUs in the default set, no CPU both pinned and shared,
+// every CPU somewhere) is the same code in v1.37.2 as in v1.36.3, the
+// type of its logger aside; test/kubernetes/lifecycle runs v1.36.3's on
+// both formats. Building v1.37.2's policy package here would compile most
+// of the kubelet's dependencies a second time (3½ minutes more of a cold
+// make test); its checkpoint package is about 30 packages beyond what
+// test/kubernetes compiles.
+func TestKubeletReadsTheExport(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		export func(*state.State, cpuset.CPUSet) ([]byte, error)
@@ -122,34 +77,39 @@ func TestKubeletStartsOnTheExport(t *testing.T) {
 				t.Fatal(err)
 			}
 			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, checkpointName), file, 0o600); err != nil {
+			path := filepath.Join(dir, checkpointName)
+			if err := os.WriteFile(path, file, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			policy, ks := kubeletStart(t, dir)
-
-			for _, c := range []struct {
-				pod  *v1.Pod
-				want string
-			}{{guaranteedPod("web-uid", 2), "1-2"}, {guaranteedPod("db-uid", 3), "3-5"}, {guaranteedPod("new-uid", 2), "6-7"}} {
-				if err := policy.Allocate(logr.Discard(), ks, c.pod, &c.pod.Spec.Containers[0], lifecycle.AddOperation); err != nil {
-					t.Fatalf("the kubelet v1.37 refuses %s: %v", c.pod.UID, err)
-				}
-				if got, _ := ks.GetCPUSet(string(c.pod.UID), "app"); got.String() != c.want {
-					t.Errorf("the kubelet v1.37 has %s/app on %q, want %s", c.pod.UID, got, c.want)
+			ks, err := kstate.NewCheckpointState(logr.Discard(), dir, checkpointName, "static", containermap.NewContainerMap())
+			if err != nil {
+				t.Fatalf("the kubelet v1.37 does not read the export: %v\n%s", err, file)
+			}
+			for _, c := range []struct{ pod, want string }{{"web-uid", "1-2"}, {"db-uid", "3-5"}} {
+				if got, ok := ks.GetCPUSet(c.pod, "app"); !ok || got.String() != c.want {
+					t.Errorf("the kubelet v1.37 has %s/app on %q (%v), want %s", c.pod, got, ok, c.want)
 				}
 			}
-			if got := ks.GetDefaultCPUSet(); !got.Equals(reserved) {
-				t.Errorf("the kubelet v1.37's default set is %s, want %s", got, reserved)
+			if _, ok := ks.GetCPUSet("db-uid", "setup"); ok {
+				t.Errorf("the kubelet v1.37 has an entry for db-uid's init container")
+			}
+			if got := ks.GetDefaultCPUSet(); !got.Equals(cpuset.New(0, 6, 7)) {
+				t.Errorf("the kubelet v1.37's default set is %s, want 0,6-7", got)
 			}
 			baseline, ok := ks.GetBaselineCPUSet("db-uid", "app")
 			if got := map[bool]string{true: baseline.String()}[ok]; got != tc.dbBaseline {
 				t.Errorf("the kubelet v1.37's baseline of db-uid/app is %q (%v), want %q", got, ok, tc.dbBaseline)
 			}
 
+			// The kubelet pins a new pod on the free CPUs, as its static
+			// policy does: its state writes its file.
+			ks.SetCPUSet("new-uid", "app", cpuset.New(6, 7))
+			ks.SetDefaultCPUSet(reserved)
+
 			// Back in: the plugin imports what the kubelet wrote.
-			back, warnings, err := state.ImportKubelet(filepath.Join(dir, checkpointName), online, nil)
+			back, warnings, err := state.ImportKubelet(path, online, nil)
 			if err != nil {
-				written, _ := os.ReadFile(filepath.Join(dir, checkpointName))
+				written, _ := os.ReadFile(path)
 				t.Fatalf("the plugin does not import the kubelet v1.37's file: %v\n%s", err, written)
 			}
 			if len(warnings) > 0 {
@@ -174,38 +134,25 @@ func TestKubeletStartsOnTheExport(t *testing.T) {
 	}
 }
 
-// TestKubeletRefusesAnExportOfOtherCPUs: the kubelet v1.37 refuses to
-// start on an export whose CPUs are not the ones its static policy
-// manages (here made as if the reserved CPU were outside them, under
-// strict-cpu-reservation, for a kubelet without that option): the export
-// must be made with the kubelet's own reservation.
-func TestKubeletRefusesAnExportOfOtherCPUs(t *testing.T) {
-	file, err := state.ExportKubeletV4(pluginState(), cpuset.New(1, 2, 3, 4, 5, 6, 7))
+// TestKubeletRefusesACorruptedExport: the V4 data's checksum is what the
+// kubelet v1.37 checks: a file whose data was changed after the export is
+// refused, not read as V2 (the kubelet tells the operator to drain the
+// node and remove the file).
+func TestKubeletRefusesACorruptedExport(t *testing.T) {
+	file, err := state.ExportKubeletV4(pluginState(), online)
 	if err != nil {
 		t.Fatal(err)
+	}
+	edited := strings.Replace(string(file), `\"baseline\":\"3\"`, `\"baseline\":\"4\"`, 1)
+	if edited == string(file) {
+		t.Fatalf("no baseline 3 in the export:\n%s", file)
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, checkpointName), file, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, checkpointName), []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ks, err := kstate.NewCheckpointState(logr.Discard(), dir, checkpointName, "static", containermap.NewContainerMap())
-	if err != nil {
-		t.Fatalf("the kubelet v1.37 does not read the file: %v\n%s", err, file)
-	}
-	policy, err := cpumanager.NewStaticPolicy(logr.Discard(), eightCores(), reserved.Size(), reserved, noAffinity{}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := policy.Start(logr.Discard(), ks); err == nil {
-		t.Errorf("the kubelet v1.37's static policy started on an export without its reserved CPU in the default set:\n%s", file)
+	_, err = kstate.NewCheckpointState(logr.Discard(), dir, checkpointName, "static", containermap.NewContainerMap())
+	if err == nil || !strings.Contains(err.Error(), "could not load v4 checkpoint") {
+		t.Errorf("the kubelet v1.37 on an export edited after its checksum: %v, want the V4 load refused\n%s", err, edited)
 	}
 }
-
-// noAffinity is the topology manager with topologyManagerPolicy: none.
-type noAffinity struct{}
-
-func (noAffinity) GetAffinity(klog.Logger, string, string) topologymanager.TopologyHint {
-	return topologymanager.TopologyHint{}
-}
-func (noAffinity) GetPolicy() topologymanager.Policy { return topologymanager.NewNonePolicy() }
-func (noAffinity) Name() string                      { return "none" }

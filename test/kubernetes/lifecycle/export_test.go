@@ -90,7 +90,7 @@ func TestKubeletStartsOnTheExport(t *testing.T) {
 // and pkg/util/hash are the same files in v1.36.3 and v1.37.2, over the
 // same go-spew), its baselines the plugin's original CPUs; and the
 // kubelet v1.36.3, which reads V2 only, starts on the same file, the V2
-// fields' checksum 0 accepted.
+// fields' checksum 0 accepted, its static policy's start check passed.
 func TestV4Export(t *testing.T) {
 	m, err := placement.NewMachine(placement.MachineSpec{Name: "8 cores", Spec: fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}})
 	if err != nil {
@@ -139,5 +139,15 @@ func TestV4Export(t *testing.T) {
 	}
 	if got, ok := ks.GetCPUSet("db-uid", "app"); !ok || got.String() != "3-5" {
 		t.Errorf("the kubelet v1.36.3 has db-uid/app on %s (%v), want 3-5", got, ok)
+	}
+	// The static policy's start check, the same code in v1.37.2
+	// (test/kubelet137 reads the file with that release's loader).
+	reserved := cpuset.New(0)
+	p, err := cpumanager.NewStaticPolicy(logr.Discard(), m.Kubelet, reserved.Size(), reserved, noAffinity{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(logr.Discard(), ks); err != nil {
+		t.Errorf("the kubelet's static policy refuses the V4 export: %v\n%s", err, file)
 	}
 }
