@@ -132,16 +132,19 @@ func (k *kube) devicesOnTheirNode(ctx context.Context, shared *harness.Container
 	// The node's CPUs as the kubelet's topology manager and the plugin see
 	// them (TestTopology checks the guest's).
 	node0, node1 := must("0-7"), must("8-15")
-	// The pod-life cases' pods go: "pinned" (on node 0) and the shared
-	// pod stay, node 1 is free.
+	// The ConfigMap's change reaches the plugin's file when the kubelet
+	// next syncs the volume (up to a minute): it is made first, and waited
+	// for last, while the rest of the set-up runs. The pod-life cases'
+	// pods go: "pinned" (on node 0) and the shared pod stay, node 1 is
+	// free. The rest of the suite (the move out) runs under the policy.
+	applied := k.setTopologyPolicy(ctx, "none", "single-numa-node")
 	for _, name := range []string{"multi", "init-reuse", "sidecar"} {
 		k.DeletePod(t, name)
 	}
-
-	k.setTopologyPolicy(ctx, "none", "single-numa-node")
 	k.startDevicePlugin(ctx, disk)
 	k.waitAllocatable(ctx, diskResource, "1")
-	t.Logf("device plugin registered, %s allocatable, %v into the case", diskResource, time.Since(start).Round(time.Second))
+	applied()
+	t.Logf("device plugin registered, %s allocatable, the plugin on single-numa-node, %v into the case", diskResource, time.Since(start).Round(time.Second))
 
 	// Node 0 must have room for the pod: otherwise node 1 would prove
 	// nothing.
@@ -178,15 +181,14 @@ func (k *kube) devicesOnTheirNode(ctx context.Context, shared *harness.Container
 		t.Errorf("containers_off_device_nodes = %v, want 0", v)
 	}
 	k.DeletePod(t, "nic")
-	k.setTopologyPolicy(ctx, "single-numa-node", "none")
 	t.Logf("devices case done in %v", time.Since(start).Round(time.Second))
 }
 
 // setTopologyPolicy edits the plugin's ConfigMap from one
-// topologyManagerPolicy to another and waits until the plugin applied it
-// (it does at once: no pinned container is on a CPU the policy does not
-// allow).
-func (k *kube) setTopologyPolicy(ctx context.Context, from, to string) {
+// topologyManagerPolicy to another and returns a function that waits until
+// the plugin applied it (it does at once: no pinned container is on a CPU
+// the policy does not allow).
+func (k *kube) setTopologyPolicy(ctx context.Context, from, to string) (waitApplied func()) {
 	t := k.t
 	t.Helper()
 	const key = "topologyManagerPolicy: "
@@ -198,19 +200,22 @@ func (k *kube) setTopologyPolicy(ctx context.Context, from, to string) {
 	before := len(changed.FindAllString(k.Cluster.ContainerLogTails(e2etest.PluginNamespace, 100000), -1))
 	patch := fmt.Sprintf(`{"data": {"config.yaml": %q}}`, strings.Replace(out, key+from, key+to, 1))
 	k.Kubectl(ctx, t, "patch", "configmap", "nri-cpumanager-config", "-n", e2etest.PluginNamespace, "--type=merge", "-p", patch)
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	var log string
-	err := everySecond(ctx, func() (bool, error) {
-		log = k.Cluster.ContainerLogTails(e2etest.PluginNamespace, 100000)
-		return len(changed.FindAllString(log, -1)) > before, nil
-	})
-	if err != nil {
-		t.Fatalf("the plugin did not see topologyManagerPolicy %s in its ConfigMap: %v; its log:\n%s", to, err, lastLines(log, 30))
-	}
-	tail := log[changed.FindAllStringIndex(log, -1)[before][0]:]
-	if m := regexp.MustCompile(`.*(waits for pinned containers|rejected).*`).FindString(tail); m != "" {
-		t.Fatalf("the plugin did not apply topologyManagerPolicy %s: %s", to, m)
+	return func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		var log string
+		err := everySecond(ctx, func() (bool, error) {
+			log = k.Cluster.ContainerLogTails(e2etest.PluginNamespace, 100000)
+			return len(changed.FindAllString(log, -1)) > before, nil
+		})
+		if err != nil {
+			t.Fatalf("the plugin did not see topologyManagerPolicy %s in its ConfigMap: %v; its log:\n%s", to, err, lastLines(log, 30))
+		}
+		tail := log[changed.FindAllStringIndex(log, -1)[before][0]:]
+		if m := regexp.MustCompile(`.*(waits for pinned containers|rejected).*`).FindString(tail); m != "" {
+			t.Fatalf("the plugin did not apply topologyManagerPolicy %s: %s", to, m)
+		}
 	}
 }
 
