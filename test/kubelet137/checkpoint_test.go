@@ -1,6 +1,7 @@
 package kubelet137
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,8 +97,7 @@ func TestKubeletReadsTheExport(t *testing.T) {
 			if got := ks.GetDefaultCPUSet(); !got.Equals(cpuset.New(0, 6, 7)) {
 				t.Errorf("the kubelet v1.37's default set is %s, want 0,6-7", got)
 			}
-			baseline, ok := ks.GetBaselineCPUSet("db-uid", "app")
-			if got := map[bool]string{true: baseline.String()}[ok]; got != tc.dbBaseline {
+			if got, ok := ks.GetBaselineCPUSet("db-uid", "app"); got.String() != tc.dbBaseline || ok != (tc.dbBaseline != "") {
 				t.Errorf("the kubelet v1.37's baseline of db-uid/app is %q (%v), want %q", got, ok, tc.dbBaseline)
 			}
 
@@ -115,12 +115,9 @@ func TestKubeletReadsTheExport(t *testing.T) {
 			if len(warnings) > 0 {
 				t.Errorf("import warnings: %q", warnings)
 			}
-			original := tc.dbBaseline
-			if original == "" {
-				original = "3-5"
-			}
+			// Without a baseline, the import takes the CPUs now as original.
 			for _, c := range []struct{ pod, original, now string }{
-				{"web-uid", "1-2", "1-2"}, {"db-uid", original, "3-5"}, {"new-uid", "6-7", "6-7"},
+				{"web-uid", "1-2", "1-2"}, {"db-uid", cmp.Or(tc.dbBaseline, "3-5"), "3-5"}, {"new-uid", "6-7", "6-7"},
 			} {
 				a, ok := back.Assignment(c.pod, "app")
 				if !ok || a.Baseline.String() != c.original || a.Held().String() != c.now {
