@@ -113,9 +113,10 @@ func (a *API) ContainerSpec(podUID, container string, limitMilli int64, wait tim
 // PodActive implements plugin.API from the watch's cache.
 func (a *API) PodActive(podUID string) bool { return a.pods.active(podUID) }
 
-// PodInfo implements plugin.API from the watch's cache, without waiting.
-func (a *API) PodInfo(podUID string) (policy.PodInfo, bool) {
-	return a.pods.podInfo(podUID)
+// PodInfo implements plugin.API from the watch's cache, waiting at most
+// wait for the pod to be there.
+func (a *API) PodInfo(podUID string, wait time.Duration) (policy.PodInfo, bool) {
+	return a.pods.podInfo(podUID, wait)
 }
 
 // OnPodEnded sets the function told of every pod of the node the watch

@@ -28,13 +28,17 @@ const Component = "nri-cpumanager"
 const (
 	ReasonResizeRefused   = "ResizeRefused"
 	ReasonCreationRefused = "CreationRefused"
-	ReasonResized         = "Resized"
+	// ReasonAdmissionRefused is a pod the plugin could not admit whole at
+	// its sandbox, as the kubelet's admission would not have admitted it.
+	ReasonAdmissionRefused = "AdmissionRefused"
+	ReasonResized          = "Resized"
 	// ReasonNodeCheckFailed is the event on the Node when the plugin's
 	// checks of it at start (doctor's) find something wrong.
 	ReasonNodeCheckFailed = "NodeCheckFailed"
 	actionCheck           = "Check"
 	actionResize          = "Resize"
 	actionCreate          = "Create"
+	actionAdmit           = "Admit"
 )
 
 // The events' limits. Per pod, as client-go's spam filter of core/v1
@@ -136,12 +140,16 @@ func eventRejected(err error) bool {
 	return false
 }
 
-// refused records a refused creation (event "CreateContainer") or resize
-// of a pod's container (container "" for the pod's own resize).
+// refused records a refused creation (event "CreateContainer"), pod
+// admission ("RunPodSandbox") or resize of a pod's container (container ""
+// for the pod's own resize or admission).
 func (e *eventer) refused(pod policy.Pod, container, event string, r *policy.Refusal) {
 	reason, action := ReasonResizeRefused, actionResize
-	if event == "CreateContainer" {
+	switch event {
+	case "CreateContainer":
 		reason, action = ReasonCreationRefused, actionCreate
+	case "RunPodSandbox":
+		reason, action = ReasonAdmissionRefused, actionAdmit
 	}
 	e.record(pod, container, corev1.EventTypeWarning, reason, action, r.Error())
 }

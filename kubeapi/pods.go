@@ -156,8 +156,29 @@ func (w *podWatch) active(uid string) bool {
 }
 
 // podInfo implements API.PodInfo: what the cache's copy of pod uid says
-// of its containers, without waiting.
-func (w *podWatch) podInfo(uid string) (policy.PodInfo, bool) {
+// of its containers, waiting at most wait for the cache to hold the pod
+// (not at all while the watch is not synced or failing).
+func (w *podWatch) podInfo(uid string, wait time.Duration) (policy.PodInfo, bool) {
+	if info, ok := w.infoNow(uid); ok || wait <= 0 || !w.informer.HasSynced() || !w.health.ok(FeaturePods) {
+		return info, ok
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		changed := w.next() // before the look-up: a change after it wakes us
+		if info, ok := w.infoNow(uid); ok {
+			return info, true
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return policy.PodInfo{}, false
+		}
+	}
+}
+
+// infoNow is podInfo without waiting.
+func (w *podWatch) infoNow(uid string) (policy.PodInfo, bool) {
 	objs, err := w.informer.GetIndexer().ByIndex(uidIndex, uid)
 	if err != nil || len(objs) != 1 {
 		return policy.PodInfo{}, false
@@ -187,19 +208,23 @@ func InfoOf(pod *corev1.Pod) policy.PodInfo {
 		return int(q.Value())
 	}
 	var inits, sidecars, long int
+	info.Containers = make([]policy.SpecContainer, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
 			info.Roles[c.Name] = policy.RoleSidecar
+			info.Containers = append(info.Containers, policy.SpecContainer{Name: c.Name, Role: policy.RoleSidecar, CPUs: whole(c)})
 			sidecars += whole(c)
 			continue
 		}
 		info.Roles[c.Name] = policy.RoleInit
+		info.Containers = append(info.Containers, policy.SpecContainer{Name: c.Name, Role: policy.RoleInit, CPUs: whole(c)})
 		inits = max(inits, sidecars+whole(c))
 	}
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]
 		info.Roles[c.Name] = policy.RoleApp
+		info.Containers = append(info.Containers, policy.SpecContainer{Name: c.Name, Role: policy.RoleApp, CPUs: whole(c)})
 		long += whole(c)
 	}
 	info.GuaranteedCPUs = max(inits, sidecars+long)
@@ -393,8 +418,8 @@ func quotaFromMilli(milli int64) int64 {
 }
 
 // trimPod is the watch's transform: it keeps of a pod only what the
-// plugin reads (its identity, its containers' names, resources and
-// restart policies, its pod-level resources and overhead, its phase and
+// plugin reads (its identity and, for a mirror pod, its static pod's UID,
+// its containers' names, resources and restart policies, its pod-level resources and overhead, its phase and
 // QoS class), so that the cache of a full node is small; managed fields,
 // the rest of the status, volumes, environment and the like are dropped.
 func trimPod(obj any) (any, error) {
@@ -415,6 +440,9 @@ func trimPod(obj any) (any, error) {
 		},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase, QOSClass: pod.Status.QOSClass},
 	}
+	if static := pod.Annotations[mirrorAnnotation]; static != "" {
+		out.Annotations = map[string]string{mirrorAnnotation: static}
+	}
 	out.Spec.Containers = make([]corev1.Container, len(pod.Spec.Containers))
 	for i, c := range pod.Spec.Containers {
 		out.Spec.Containers[i] = corev1.Container{Name: c.Name, Resources: c.Resources}
@@ -428,13 +456,25 @@ func trimPod(obj any) (any, error) {
 	return out, nil
 }
 
+// indexByUID indexes a pod by its UID, and a mirror pod (the API's copy
+// of a static pod, which the API server gives a UID of its own) by the
+// static pod's UID too, which its kubernetes.io/config.mirror annotation
+// holds: the kubelet runs a static pod's sandbox under that UID (its
+// config hash).
 func indexByUID(obj any) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return nil, fmt.Errorf("pod index: unexpected %T", obj)
 	}
+	if static := pod.Annotations[mirrorAnnotation]; static != "" && static != string(pod.UID) {
+		return []string{string(pod.UID), static}, nil
+	}
 	return []string{string(pod.UID)}, nil
 }
+
+// mirrorAnnotation marks a mirror pod, with the UID of its static pod
+// (the kubelet's kubetypes.ConfigMirrorAnnotationKey).
+const mirrorAnnotation = "kubernetes.io/config.mirror"
 
 // podOf returns the pod of an informer notification, tombstones included.
 func podOf(obj any) (*corev1.Pod, bool) {

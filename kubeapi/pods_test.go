@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -402,6 +403,56 @@ func TestInfoOf(t *testing.T) {
 	}
 }
 
+// TestInfoOfContainersInAdmissionOrder: the containers the plugin admits a
+// pod from come in the kubelet's order, init containers and sidecars
+// first, each with the exclusive CPUs the static policy gives it.
+func TestInfoOfContainersInAdmissionOrder(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	p := guaranteed("p", map[string]int64{"a": 2, "b": 1})
+	p.Spec.InitContainers = []corev1.Container{{Name: "i", Resources: whole(3)}, {Name: "s", RestartPolicy: &always, Resources: whole(1)}}
+	got := InfoOf(p).Containers
+	want := []policy.SpecContainer{{Name: "i", Role: policy.RoleInit, CPUs: 3}, {Name: "s", Role: policy.RoleSidecar, CPUs: 1},
+		{Name: "a", Role: policy.RoleApp, CPUs: 2}, {Name: "b", Role: policy.RoleApp, CPUs: 1}}
+	if !slices.Equal(got, want) {
+		t.Errorf("containers %+v, want %+v", got, want)
+	}
+	p.Status.QOSClass = corev1.PodQOSBurstable
+	for _, c := range InfoOf(p).Containers {
+		if c.CPUs != 0 {
+			t.Errorf("a Burstable pod's %s needs %d exclusive CPUs, want 0", c.Name, c.CPUs)
+		}
+	}
+}
+
+// TestPodInfoOfStaticPodsAndLatePods: a static pod's sandbox runs under
+// its own UID, which its mirror pod in the API carries in its
+// kubernetes.io/config.mirror annotation: PodInfo and PodActive find the
+// mirror by it. PodInfo waits, bounded, for a pod the watch has not seen
+// yet.
+func TestPodInfoOfStaticPodsAndLatePods(t *testing.T) {
+	mirror := guaranteed("etcd", map[string]int64{"a": 2})
+	mirror.Annotations = map[string]string{mirrorAnnotation: "static-uid"}
+	client := fake.NewClientset(mirror)
+	a, _ := started(t, client, Options{})
+	if info, ok := a.PodInfo("static-uid", 0); !ok || info.GuaranteedCPUs != 2 {
+		t.Errorf("PodInfo of the static pod's UID = %+v, %v; want its mirror's spec", info, ok)
+	}
+	if !a.PodActive("static-uid") {
+		t.Errorf("the static pod is not active")
+	}
+	if a.PodActive("unknown-uid") {
+		t.Errorf("a pod the synced watch does not list is active")
+	}
+	late := guaranteed("late", map[string]int64{"a": 1})
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		_, _ = client.CoreV1().Pods("ns").Create(context.Background(), late, metav1.CreateOptions{})
+	}()
+	if info, ok := a.PodInfo("uid-late", 30*time.Second); !ok || info.GuaranteedCPUs != 1 {
+		t.Errorf("PodInfo of a pod created while it waited = %+v, %v", info, ok)
+	}
+}
+
 // TestPodsEndedAreToldOnce: the plugin is told of a pod the watch sees
 // terminal once, however often it changes after, and of a pod deleted;
 // a running pod is never told, and PodInfo reads the cache.
@@ -427,8 +478,8 @@ func TestPodsEndedAreToldOnce(t *testing.T) {
 		defer mu.Unlock()
 		return told[uid]
 	}
-	waitFor(t, "the watch to sync", func() bool { _, ok := a.PodInfo("uid-run"); return ok })
-	if info, _ := a.PodInfo("uid-run"); info.GuaranteedCPUs != 1 || info.Roles["a"] != policy.RoleApp {
+	waitFor(t, "the watch to sync", func() bool { _, ok := a.PodInfo("uid-run", 0); return ok })
+	if info, _ := a.PodInfo("uid-run", 0); info.GuaranteedCPUs != 1 || info.Roles["a"] != policy.RoleApp {
 		t.Errorf("PodInfo = %+v", info)
 	}
 	pods := client.CoreV1().Pods("ns")

@@ -47,7 +47,7 @@ func (p *Plugin) handle(event string, outside func(), run func() outcome) (o out
 	defer func() {
 		if r := recover(); r != nil {
 			p.log.WithField("event", event).Errorf("panic while handling the event: %v", r)
-			o = outcome{event: event, err: fmt.Errorf("nri-cpumanager: internal error while handling %s: %v", event, r)}
+			o = outcome{event: event, err: &internalError{event: event, cause: r}}
 		}
 	}()
 	if outside != nil {
@@ -63,6 +63,16 @@ func (p *Plugin) handle(event string, outside func(), run func() outcome) (o out
 		o.err = nil // nothing is refused: the runtime goes on as without the plugin
 	}
 	return o
+}
+
+// internalError is a handler's panic, turned into the request's error.
+type internalError struct {
+	event string
+	cause any
+}
+
+func (e *internalError) Error() string {
+	return fmt.Sprintf("nri-cpumanager: internal error while handling %s: %v", e.event, e.cause)
 }
 
 // handing reports whether the plugin hands the runtime what it decides
@@ -81,14 +91,35 @@ func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.E
 }
 
 // RunPodSandbox remembers the pod and its new sandbox, which replaces
-// any other of the pod (a re-created sandbox keeps the pod's CPUs).
+// any other of the pod (a re-created sandbox keeps the pod's CPUs), and
+// admits the pod when its spec is known (the Kubernetes API): every
+// container's exclusive CPUs decided at once, as the kubelet's admission
+// does (policy.AdmitPod); the shared containers shrink through an
+// unsolicited update. A pod that cannot be admitted is reported, and its
+// containers' creations are refused until it fits; the sandbox itself is
+// never refused.
 func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
-	return p.handle("RunPodSandbox", nil, func() outcome {
-		if d := p.policy.RunPodSandbox(p.model, p.rememberPod(pod)); d.Model != p.model {
+	var info policy.PodInfo
+	outside := func() { nri := podFromNRI(pod); info = p.podInfo(nri, admissionWait(nri)) }
+	o := p.handle("RunPodSandbox", outside, func() outcome {
+		pp := p.rememberPod(pod).WithInfo(info)
+		if d := p.policy.RunPodSandbox(p.model, pp); d.Model != p.model {
 			p.apply("RunPodSandbox", d)
 		}
-		return outcome{}
-	}).err
+		o := outcome{log: p.podLog(pp), pod: pp}
+		if pp.Containers == nil || p.model.Admitted(pp) {
+			return o
+		}
+		o = p.decideAndCommit(o, func(m *policy.Model) (policy.Decision, error) { return p.policy.AdmitPod(m, pp) })
+		if o.err == nil && p.handing() {
+			p.markPending(o.decision.Others)
+		}
+		return o
+	})
+	if _, internal := o.err.(*internalError); internal {
+		return o.err
+	}
+	return nil // a pod not admitted still runs its sandbox: its containers are refused
 }
 
 // UpdatePodSandbox admits a pod's new pod-level resources (CRI
@@ -155,11 +186,11 @@ func (p *Plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 // shrink of the shared containers, applied by the runtime first) or the
 // shared pool. A refusal fails the creation and changes nothing.
 func (p *Plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
-	var info policy.Pod
+	var info policy.PodInfo
 	var updates []*api.ContainerUpdate
-	outside := func() { info = p.withPodInfo(podFromNRI(pod)) } // (the API's cache)
+	outside := func() { info = p.podInfo(podFromNRI(pod), 0) } // (the API's cache)
 	o := p.handle("CreateContainer", outside, func() outcome {
-		c := p.containerFromNRI(p.rememberPod(pod).WithInfo(policy.PodInfo{Roles: info.Roles, GuaranteedCPUs: info.GuaranteedCPUs}), ctr)
+		c := p.containerFromNRI(p.rememberPod(pod).WithInfo(info), ctr)
 		c = p.withDeviceNodes(c, ctr)
 		o := outcome{log: p.containerLog(c), pod: c.Pod, container: c, requested: policy.PodResources{Resources: c.Resources}}
 		if p.debugging() {

@@ -29,9 +29,10 @@ type API interface {
 	// or failing): then the plugin does not end a pod on its own.
 	PodActive(podUID string) bool
 	// PodInfo returns what the spec of pod podUID says of its containers
-	// (their roles, the kubelet's exclusive CPU need), from what the API
-	// server last said, without waiting; false when that is not known.
-	PodInfo(podUID string) (policy.PodInfo, bool)
+	// (their roles, the kubelet's exclusive CPU need, the containers in
+	// the kubelet's order), from what the API server last said, waiting
+	// at most wait for the pod to be known; false when it is not.
+	PodInfo(podUID string, wait time.Duration) (policy.PodInfo, bool)
 	// Refused reports a refused request of a pod (container "" for a
 	// pod-level one; event is the NRI event refused: CreateContainer,
 	// UpdateContainer, UpdatePodSandbox): an event on the pod.
@@ -97,17 +98,29 @@ func (p *Plugin) resizeSpec(pod *api.PodSandbox, ctr *api.Container, requested p
 	return spec
 }
 
-// withPodInfo returns pod with what its spec in the Kubernetes API says of
-// its containers, when the plugin watches the API and knows the pod.
-// Called outside the plugin's lock.
-func (p *Plugin) withPodInfo(pod policy.Pod) policy.Pod {
+// podInfo returns what the spec of a pod in the Kubernetes API says of
+// its containers, when the plugin watches the API and knows the pod
+// (waiting at most wait for it); the zero PodInfo, which says nothing,
+// otherwise. Called outside the plugin's lock.
+func (p *Plugin) podInfo(pod policy.Pod, wait time.Duration) policy.PodInfo {
 	if p.opts.API == nil || pod.UID == "" {
-		return pod
+		return policy.PodInfo{}
 	}
-	if info, ok := p.opts.API.PodInfo(pod.UID); ok {
-		return pod.WithInfo(info)
+	info, _ := p.opts.API.PodInfo(pod.UID, wait)
+	return info
+}
+
+// admissionWait is how long RunPodSandbox waits for the Kubernetes API's
+// view of a Guaranteed pod it does not know yet, to admit it whole: the
+// kubelet admitted the pod from the API server before it asked for the
+// sandbox, so the watch usually has it already. Other pods have nothing
+// to admit (no container of theirs is pinned), and a static pod's mirror
+// comes only later (its containers are then decided one by one).
+func admissionWait(pod policy.Pod) time.Duration {
+	if pod.QoS() != policy.QoSGuaranteed {
+		return 0
 	}
-	return pod
+	return podSpecWait
 }
 
 // EndPod is told by the Kubernetes API that a pod is terminal or deleted:

@@ -22,7 +22,9 @@ type fakeAPI struct {
 	changed int
 }
 
-func (f *fakeAPI) PodInfo(string) (policy.PodInfo, bool) { return policy.PodInfo{}, false }
+func (f *fakeAPI) PodInfo(string, time.Duration) (policy.PodInfo, bool) {
+	return policy.PodInfo{}, false
+}
 
 func (f *fakeAPI) PodActive(string) bool { return true }
 

@@ -185,6 +185,21 @@ func (r *reporter) report(o outcome) {
 		r.resize(o)
 	case "UpdatePodSandbox":
 		r.podUpdate(o)
+	case "RunPodSandbox":
+		r.admission(o)
+	}
+}
+
+// admission tells a pod's admission at its sandbox (policy.AdmitPod): a
+// refusal as any other (its containers' creations are refused with it
+// until the pod fits), an admission with the CPUs of each container.
+func (r *reporter) admission(o outcome) {
+	if o.err != nil {
+		r.refused(o)
+		return
+	}
+	if len(o.decision.Notes) > 0 {
+		withNotes(o.log, o.decision.Notes).Info("pod admitted")
 	}
 }
 
@@ -237,6 +252,18 @@ func (r *reporter) creation(o outcome) {
 	withNotes(o.log.WithFields(fields), d.Notes).Info("container created")
 	for _, w := range d.Warnings {
 		o.log.Warn(w)
+	}
+	if ref := d.Unapplied; ref != nil {
+		// The kubelet took a resize of the container for done while it was
+		// down (it sends the runtime nothing for a container that does not
+		// run): the pod says what was not applied, as for a refused resize.
+		key := refusalKey{event: "UpdateContainer", requested: o.requested, reason: ref.Reason, verdict: ref.Verdict}
+		if r.refusals.refused(o.pod, o.container.Name, key) {
+			r.metrics.refusal(ref)
+			if r.api != nil {
+				r.api.Refused(o.pod, o.container.Name, "UpdateContainer", ref)
+			}
+		}
 	}
 }
 

@@ -54,7 +54,8 @@ func (p *Plugin) rememberPods(pods []*api.PodSandbox) []policy.Pod {
 	p.pods = map[string]policy.Pod{}
 	out := make([]policy.Pod, 0, len(pods))
 	for _, pod := range pods {
-		pp := p.withPodInfo(p.rememberPod(pod))
+		pp := p.rememberPod(pod)
+		pp = pp.WithInfo(p.podInfo(pp, 0))
 		if pp.SandboxID != "" {
 			p.pods[pp.SandboxID] = pp
 		}

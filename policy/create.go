@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
@@ -42,6 +43,24 @@ func (p *Policy) createContainer(m *Model, c Container) (Decision, error) {
 		return Decision{}, refuse(Infeasible, ReasonInvalidContainerID,
 			"container id %s of %s already names running container %s", c.ID, display, t.Display)
 	}
+	admitted, admission, err := p.admitPod(m, c.Pod)
+	if err != nil {
+		return Decision{}, err
+	}
+	d, err := p.createIn(admitted, c, display)
+	if err != nil || admitted == m {
+		return d, err
+	}
+	// The pod was admitted with this creation: the shared containers
+	// shrink from where they ran before it.
+	d.Others = mergeUpdates(d.Others, p.syncShared(m, d.Model))
+	d.Notes = append(admission, d.Notes...)
+	return d, nil
+}
+
+// createIn creates container c on a model in which its pod is admitted
+// (when its spec is known).
+func (p *Policy) createIn(m *Model, c Container, display string) (Decision, error) {
 	class := Classify(c.Pod.QoS(), c.Resources)
 	t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive,
 		CPULimitMilli: cpuLimitMilli(c.Resources), SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name), DeviceNodes: c.DeviceNodes}
@@ -133,21 +152,43 @@ func (p *Policy) recreate(m *Model, c Container, t *Tracked, class Class, a stat
 		nm.State.SetAssignment(c.Pod.UID, c.Name, a)
 		p.giveBack(nm, c.Pod.UID, delayed)
 	}
+	first := m.neverCreated(c.Pod.UID, c.Name)
+	if first && !p.onDeviceNodes(a.Assigned(), p.devicesOf(nm, c.Pod.UID, c.Name, c.DeviceNodes)) {
+		// Admitted before its devices were known (an NRI sandbox has none):
+		// it has not run on its CPUs yet, and its devices' NUMA nodes
+		// decide them, as the kubelet's topology manager merges the device
+		// plugin's hints into the pod's admission.
+		placed, err := p.placeForDevices(nm, c, display, a)
+		if err != nil {
+			return Decision{}, err
+		}
+		if !placed.Assigned().Equals(a.Assigned()) {
+			notes = append(notes, fmt.Sprintf("%s: its devices are on NUMA nodes %s: it takes %s instead of the CPUs %s its pod's admission gave it",
+				display, c.DeviceNodes, placed.Assigned(), a.Assigned()))
+		}
+		a = placed
+	}
 	a, moved := p.relocate(nm, c, display, a)
 	warnings = append(warnings, moved...)
 	assigned, n := a.Assigned(), class.CPUs
 	cpus := assigned
+	var unapplied *Refusal
 	switch {
 	case !class.Exclusive:
 		warnings = append(warnings, fmt.Sprintf("%s: re-created on the shared pool's terms (%s), but its pod and name hold the exclusive CPUs %s: it restarts on them (a restart cannot change the CPU pool); put the pod's resize back",
 			display, class.Why, assigned))
+		unapplied = refuse(Infeasible, ReasonInconsistentCPUAllocation, "container %s was re-created on the shared pool's terms (%s) and restarts on its exclusive CPUs %s: a resize cannot change the CPU pool",
+			display, class.Why, assigned)
 	case n < a.Baseline.Size():
 		warnings = append(warnings, fmt.Sprintf("%s: re-created with %d CPUs, fewer than its %d baseline CPUs %s (a resize below them was refused, and the restart asks for it again): it restarts on its CPUs %s; put the resize back to at least %d CPUs",
 			display, n, a.Baseline.Size(), a.Baseline, assigned, a.Baseline.Size()))
+		unapplied = refuse(Infeasible, ReasonProhibitedCPUAllocation, "container %s was re-created with %d CPUs and restarts on its CPUs %s: its baseline exclusive CPUs %s (%d CPUs) must be kept",
+			display, n, assigned, a.Baseline, a.Baseline.Size())
 	case n < assigned.Size():
 		kept, err := p.restartSize(nm, c, display, a, n)
 		if err != nil {
 			warnings = append(warnings, fmt.Sprintf("%s: restarts on its CPUs %s, not on %d: %v", display, assigned, n, err))
+			unapplied = unappliedRestart(display, assigned, n, err)
 			break
 		}
 		cpus = kept
@@ -157,6 +198,7 @@ func (p *Policy) recreate(m *Model, c Container, t *Tracked, class Class, a stat
 		grown, err := p.restartSize(nm, c, display, a, n)
 		if err != nil {
 			warnings = append(warnings, fmt.Sprintf("%s: restarts on its CPUs %s, not on %d: %v", display, assigned, n, err))
+			unapplied = unappliedRestart(display, assigned, n, err)
 			break
 		}
 		cpus = grown
@@ -164,9 +206,14 @@ func (p *Policy) recreate(m *Model, c Container, t *Tracked, class Class, a stat
 		p.takeFromPool(nm, grown.Difference(assigned))
 		p.takeHeld(nm, c.Pod.UID, grown)
 	}
-	if !cpus.Equals(assigned) {
+	switch {
+	case first && !cpus.Equals(assigned):
+		notes = append(notes, fmt.Sprintf("%s: created with %d CPUs, its pod admitted with %d: %s → %s", display, n, assigned.Size(), assigned, cpus))
+	case first:
+		notes = append(notes, fmt.Sprintf("%s: created on the exclusive CPUs %s its pod's admission gave it", display, cpus))
+	case !cpus.Equals(assigned):
 		notes = append(notes, fmt.Sprintf("%s: re-created with %d CPUs: %s → %s", display, n, assigned, cpus))
-	} else {
+	default:
 		notes = append(notes, fmt.Sprintf("%s: re-created, keeps its exclusive CPUs %s", display, cpus))
 	}
 	nm.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})
@@ -177,12 +224,51 @@ func (p *Policy) recreate(m *Model, c Container, t *Tracked, class Class, a stat
 	nm.add(t)
 	nm.clearEnding(c.Pod.UID)
 	return Decision{
-		Model:    nm,
-		Target:   &Update{ContainerID: c.ID, Display: display, CPUs: cpus, Mems: p.mems(cpus)},
-		Others:   withTwins(nm, demoted, p.syncShared(m, nm)),
-		Notes:    notes,
-		Warnings: warnings,
+		Model:     nm,
+		Target:    &Update{ContainerID: c.ID, Display: display, CPUs: cpus, Mems: p.mems(cpus)},
+		Others:    withTwins(nm, demoted, p.syncShared(m, nm)),
+		Notes:     notes,
+		Warnings:  warnings,
+		Unapplied: unapplied,
 	}, nil
+}
+
+// unappliedRestart is the refusal of the count a container was re-created
+// with, which the resize rules did not allow (err): it restarted on its
+// CPUs assigned.
+func unappliedRestart(display string, assigned cpuset.CPUSet, n int, err error) *Refusal {
+	if r, ok := AsRefusal(err); ok {
+		return refuse(r.Verdict, r.Reason, "container %s was re-created with %d CPUs and restarts on its CPUs %s: %s", display, n, assigned, r.Message)
+	}
+	return refuse(Infeasible, ReasonResizeAllocateCPUs, "container %s was re-created with %d CPUs and restarts on its CPUs %s: cannot grow it: %v", display, n, assigned, err)
+}
+
+// placeForDevices places again, on the NUMA nodes of its devices, the
+// entry a of a container its pod's admission placed before its devices
+// were known (it has not run on it): the entry's CPUs go back (but those
+// its pod's other entries hold) and its count is placed anew with the
+// device hint, reusing its pod's init containers' CPUs first, as at
+// admission. When no placement honours the devices, best-effort keeps
+// the admitted CPUs (the topology manager would have admitted the pod
+// elsewhere), single-numa-node and restricted refuse the creation
+// (TopologyAffinityError), changing nothing.
+func (p *Policy) placeForDevices(m *Model, c Container, display string, a state.Assignment) (state.Assignment, error) {
+	trial := m.Clone()
+	trial.State.DeleteAssignment(c.Pod.UID, c.Name)
+	p.giveBack(trial, c.Pod.UID, a.Held())
+	reuse, _ := trial.reusable(c.Pod, c.Name)
+	cpus, err := p.allocateFor(trial, c, display, a.Assigned().Size(), reuse)
+	if err != nil {
+		if p.opts.TopologyPolicy == cpuallocator.TopologyBestEffort {
+			return a, nil
+		}
+		return a, err
+	}
+	placed := state.Assignment{Baseline: cpus, Init: a.Init, DeviceNodes: deviceRecord(c.DeviceNodes)}
+	trial.State.SetAssignment(c.Pod.UID, c.Name, placed)
+	p.takeFromPool(trial, cpus)
+	*m = *trial
+	return placed, nil
 }
 
 // restartSize is the cpuset a re-created container asks n CPUs of (its
@@ -343,7 +429,13 @@ func (p *Policy) placeNew(m *Model, display string, pl placement) (cpuset.CPUSet
 		return cpus, nil
 	}
 	reason := ReasonAllocateCPUs
-	if errors.Is(err, errTopologyPolicy) {
+	if errors.Is(err, errTopologyPolicy) || p.admitsNUMAHints() {
+		// Under single-numa-node and restricted the kubelet's topology
+		// manager refuses a container it cannot place before its CPU
+		// manager allocates anything, a shortfall of CPUs included: the
+		// static policy offers no hint that holds it
+		// (generateCPUTopologyHints), and the policy admits no hint
+		// without one.
 		reason = ReasonTopologyAffinity
 	}
 	return cpuset.New(), refuse(p.verdictFor(pl, err), reason,

@@ -60,6 +60,12 @@ type Decision struct {
 	// went through (a restart on other CPUs than it asked for), one line
 	// each.
 	Warnings []string
+	// Unapplied is what a container's re-creation asked that the plugin
+	// could not give it (a resize the kubelet took for done while the
+	// container was down: it restarted on its CPUs, with Warnings saying
+	// so); the plugin reports it on the pod as a refused resize. Nil
+	// otherwise.
+	Unapplied *Refusal
 
 	// What the plugin logs of a container request (CreateContainer,
 	// UpdateContainer): the container's cpuset in the model the decision

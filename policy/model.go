@@ -36,6 +36,23 @@ type Pod struct {
 	// Roles are what the pod's spec says its containers are, by name; nil
 	// when the spec is not known.
 	Roles map[string]Role
+	// Containers are the containers of the pod's spec in the order the
+	// kubelet admits them (spec.initContainers, then spec.containers),
+	// with the exclusive CPUs each needs; nil when the spec is not known.
+	// AdmitPod admits the pod from them.
+	Containers []SpecContainer
+}
+
+// SpecContainer is a container of a pod's spec as the kubelet's admission
+// sees it.
+type SpecContainer struct {
+	Name string
+	Role Role
+	// CPUs are the exclusive CPUs the kubelet's static policy gives it
+	// (its guaranteedCPUs: the whole CPUs of a Guaranteed pod's
+	// container with an integer CPU request, in a pod without pod-level
+	// resources); 0 for a container of the shared pool.
+	CPUs int
 }
 
 // PodInfo is what a pod's spec says of its containers.
@@ -45,11 +62,14 @@ type PodInfo struct {
 	// GuaranteedCPUs is the pod's exclusive CPU need as the kubelet
 	// computes it (Pod.GuaranteedCPUs).
 	GuaranteedCPUs int
+	// Containers are the spec's containers in the kubelet's order
+	// (Pod.Containers).
+	Containers []SpecContainer
 }
 
 // WithInfo returns p with what its spec says of its containers.
 func (p Pod) WithInfo(info PodInfo) Pod {
-	p.Roles, p.GuaranteedCPUs = info.Roles, info.GuaranteedCPUs
+	p.Roles, p.GuaranteedCPUs, p.Containers = info.Roles, info.GuaranteedCPUs, info.Containers
 	return p
 }
 

@@ -51,6 +51,13 @@ func (p *Policy) TopologyView(free cpuset.CPUSet) TopologyView {
 	return v
 }
 
+// admitsNUMAHints reports whether the topology manager policy refuses what
+// it cannot place in a preferred NUMA affinity (single-numa-node,
+// restricted).
+func (p *Policy) admitsNUMAHints() bool {
+	return p.opts.TopologyPolicy == cpuallocator.TopologySingleNUMANode || p.opts.TopologyPolicy == cpuallocator.TopologyRestricted
+}
+
 // AlignsDevices reports whether the topology manager policy places CPUs
 // with the containers' devices (any but none): only then are their
 // devices' NUMA nodes worth looking up.

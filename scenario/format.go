@@ -64,6 +64,10 @@ type Step struct {
 	Restart   *ContainerStep `json:"restart,omitempty"`
 	RemovePod string         `json:"removePod,omitempty"`
 	UpdatePod *PodStep       `json:"updatePod,omitempty"`
+	// Pod declares a pod's spec as the Kubernetes API gives it and runs
+	// its sandbox, before its containers are created: a driver that knows
+	// the spec (the plugin watching the API) admits the whole pod there.
+	Pod *PodSpecStep `json:"pod,omitempty"`
 	// Expect checks the outcome of a successful action.
 	Expect *Expect `json:"expect,omitempty"`
 	// Refused, when set, requires the action to be refused with an error
@@ -112,6 +116,28 @@ type ContainerStep struct {
 	Devices []int `json:"devices,omitempty"`
 }
 
+// PodSpecStep is a pod's spec: its containers in the order of the spec
+// (its init containers and sidecars first, then its app containers),
+// each with its CPU request (its limit too in a Guaranteed pod). PodCPU
+// is the pod's CPU total as the kubelet passes it with the sandbox; by
+// default the kubelet's total of the containers (the largest of each init
+// container's need, with the sidecars before it, and of the sidecars'
+// and app containers' sum).
+type PodSpecStep struct {
+	Name       string              `json:"name"`
+	QoS        string              `json:"qos,omitempty"`
+	PodCPU     string              `json:"podCPU,omitempty"`
+	Containers []SpecContainerStep `json:"containers"`
+}
+
+// SpecContainerStep is one container of a pod's spec; Role is init,
+// sidecar or app (the default).
+type SpecContainerStep struct {
+	Name string `json:"name"`
+	Role string `json:"role,omitempty"`
+	CPU  string `json:"cpu,omitempty"`
+}
+
 // PodStep is an UpdatePodSandboxResources with the pod's new CPU total.
 type PodStep struct {
 	Pod    string `json:"pod"`
@@ -134,6 +160,10 @@ type Expect struct {
 	// Containers are the cpusets other containers must run on
 	// ("pod/container": "cpuset").
 	Containers map[string]string `json:"containers,omitempty"`
+	// Entries are the exclusive CPUs the checkpoint assigns to containers,
+	// running or not ("pod/container": "cpuset"; "" for none): what a
+	// pod's admission gave containers that have not started yet.
+	Entries map[string]string `json:"entries,omitempty"`
 }
 
 // Load reads a scenario file.
@@ -173,26 +203,30 @@ func Parse(data []byte) (*File, error) {
 	}
 	for i, s := range f.Steps {
 		n := 0
-		for _, set := range []bool{s.Create != nil, s.Resize != nil, s.Stop != nil, s.Restart != nil, s.Remove != nil, s.RemovePod != "", s.UpdatePod != nil} {
+		for _, set := range []bool{s.Create != nil, s.Resize != nil, s.Stop != nil, s.Restart != nil, s.Remove != nil, s.RemovePod != "", s.UpdatePod != nil, s.Pod != nil} {
 			if set {
 				n++
 			}
 		}
 		if n != 1 {
-			return nil, fmt.Errorf("step %d: want exactly one of create, resize, stop, restart, remove, removePod, updatePod; got %d", i+1, n)
+			return nil, fmt.Errorf("step %d: want exactly one of create, resize, stop, restart, remove, removePod, updatePod, pod; got %d", i+1, n)
 		}
 		if s.Refused != "" && s.Expect != nil {
 			return nil, fmt.Errorf("step %d: a refused step cannot have expectations", i+1)
+		}
+		if s.Pod != nil && s.Refused != "" {
+			return nil, fmt.Errorf("step %d: a pod's sandbox is never refused (a pod that is not admitted has its containers' creations refused)", i+1)
 		}
 	}
 	return &f, nil
 }
 
 // NeedsPodSpec reports whether a step names a container's role in the
-// pod's spec, which a plugin learns from the Kubernetes API only.
+// pod's spec or declares a pod's spec, which a plugin learns from the
+// Kubernetes API only.
 func (f *File) NeedsPodSpec() bool {
 	for _, s := range f.Steps {
-		if s.Create != nil && s.Create.Role != "" {
+		if s.Create != nil && s.Create.Role != "" || s.Pod != nil {
 			return true
 		}
 	}
@@ -235,6 +269,16 @@ func (s Step) Action() string {
 		return "remove pod " + s.RemovePod
 	case s.UpdatePod != nil:
 		return fmt.Sprintf("update pod %s cpu=%s", s.UpdatePod.Pod, s.UpdatePod.CPU)
+	case s.Pod != nil:
+		var cs []string
+		for _, c := range s.Pod.Containers {
+			role := c.Role
+			if role == "" {
+				role = "app"
+			}
+			cs = append(cs, fmt.Sprintf("%s:%s=%s", role, c.Name, c.CPU))
+		}
+		return fmt.Sprintf("pod %s [%s]", s.Pod.Name, strings.Join(cs, " "))
 	}
 	return "nothing"
 }

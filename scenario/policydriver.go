@@ -194,9 +194,22 @@ func (d *PolicyDriver) UpdateContainer(pod policy.Pod, name string, r policy.Res
 	return d.apply(confirmed)
 }
 
-// RunPod implements Driver.
+// RunPod implements Driver: the sandbox, and the pod's admission when its
+// spec is known, as the plugin does at RunPodSandbox (a pod that is not
+// admitted still runs its sandbox; its containers' creations are
+// refused).
 func (d *PolicyDriver) RunPod(pod policy.Pod) error {
-	return d.applyInfallible(func(m *policy.Model) policy.Decision { return d.Policy.RunPodSandbox(m, pod) })
+	if err := d.applyInfallible(func(m *policy.Model) policy.Decision { return d.Policy.RunPodSandbox(m, pod) }); err != nil {
+		return err
+	}
+	dec, err := d.decide(func(m *policy.Model) (policy.Decision, error) { return d.Policy.AdmitPod(m, pod) })
+	if _, refused := policy.AsRefusal(err); refused {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return d.apply(dec)
 }
 
 // StopContainer implements Driver.

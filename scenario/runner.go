@@ -207,6 +207,8 @@ func (r *Runner) do(s Step) error {
 		}
 		delete(r.pods, s.RemovePod)
 		return r.d.RemovePod(pod)
+	case s.Pod != nil:
+		return r.runPod(s.Pod)
 	case s.UpdatePod != nil:
 		pod, err := r.pod(s.UpdatePod.Pod)
 		if err != nil {
@@ -223,6 +225,72 @@ func (r *Runner) do(s Step) error {
 		return r.d.UpdatePod(pod, policy.PodResources{Resources: KubeletResources(r.qos[s.UpdatePod.Pod], milli, milli, mem)})
 	}
 	return fmt.Errorf("step without action")
+}
+
+// runPod runs the sandbox of a pod whose spec a step declares: the pod
+// carries its spec (policy.Pod.Containers, Roles and GuaranteedCPUs, as
+// the plugin reads them from the Kubernetes API), and its later steps
+// name it.
+func (r *Runner) runPod(ps *PodSpecStep) error {
+	if _, ok := r.pods[ps.Name]; ok {
+		return fmt.Errorf("pod %s: its sandbox runs already (a pod step comes before its containers)", ps.Name)
+	}
+	qos := ps.QoS
+	if qos == "" {
+		qos = "guaranteed"
+	}
+	pod, err := KubeletPod(ps.Name, qos)
+	if err != nil {
+		return err
+	}
+	pod.Roles = map[string]policy.Role{}
+	pod.Containers = []policy.SpecContainer{}
+	var inits, sidecars, long int64
+	var initCPUs, sidecarCPUs, longCPUs int
+	for _, c := range ps.Containers {
+		role := policy.RoleApp
+		if c.Role != "" {
+			if role, err = ParseRole(c.Role); err != nil {
+				return fmt.Errorf("pod %s container %s: %w", ps.Name, c.Name, err)
+			}
+		}
+		milli, err := MilliCPU(c.CPU)
+		if err != nil {
+			return fmt.Errorf("pod %s container %s: %w", ps.Name, c.Name, err)
+		}
+		cpus := 0
+		if qos == "guaranteed" && milli > 0 && milli%1000 == 0 {
+			cpus = int(milli / 1000)
+		}
+		pod.Roles[c.Name] = role
+		pod.Containers = append(pod.Containers, policy.SpecContainer{Name: c.Name, Role: role, CPUs: cpus})
+		switch role {
+		case policy.RoleInit:
+			inits, initCPUs = max(inits, sidecars+milli), max(initCPUs, sidecarCPUs+cpus)
+		case policy.RoleSidecar:
+			sidecars, sidecarCPUs = sidecars+milli, sidecarCPUs+cpus
+		default:
+			long, longCPUs = long+milli, longCPUs+cpus
+		}
+	}
+	pod.GuaranteedCPUs = max(initCPUs, sidecarCPUs+longCPUs)
+	total := max(inits, sidecars+long)
+	if ps.PodCPU != "" {
+		if total, err = MilliCPU(ps.PodCPU); err != nil {
+			return err
+		}
+	}
+	limit := total
+	if qos != "guaranteed" {
+		limit = 0
+	}
+	pod.Resources = KubeletResources(qos, total, limit, 0)
+	pod.SandboxID = "sandbox-" + pod.UID
+	if err := r.d.RunPod(pod); err != nil {
+		return err
+	}
+	r.pods[ps.Name], r.qos[ps.Name] = pod, qos
+	return nil
 }
 
 // ParseRole reads a container's role as a scenario names it: init (an
@@ -305,6 +373,20 @@ func (r *Runner) check(s Step) error {
 		}
 		cpus, _ := r.d.ContainerCPUs(pod, name)
 		want(key, e.Containers[key], cpus)
+	}
+	for _, key := range slices.Sorted(maps.Keys(e.Entries)) {
+		podName, name, _ := strings.Cut(key, "/")
+		pod, err := r.pod(podName)
+		if err != nil {
+			return err
+		}
+		a, ok := st.Assignment(pod.UID, name)
+		switch {
+		case e.Entries[key] == "" && ok:
+			errs = append(errs, fmt.Sprintf("entry %s holds %s, want none", key, a.Assigned()))
+		case e.Entries[key] != "":
+			want("entry "+key, e.Entries[key], a.Assigned())
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))

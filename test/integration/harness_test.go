@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,7 +180,46 @@ type nriDriver struct {
 	pol  *policy.Policy
 	pods map[string]*api.PodSandbox
 	ctrs map[string]*api.Container // podUID/name → container
+	// specs is what the Kubernetes API says of the pods whose spec the
+	// scenario knows, which the plugin reads through it.
+	specs *specAPI
 }
+
+// specAPI is the Kubernetes API as far as a scenario knows it: the specs
+// of the pods it declares (a pod step, or the roles its creations name),
+// nothing else (no pod ends through it, no spec for a resize: those go
+// by NRI alone).
+type specAPI struct {
+	mu    sync.Mutex
+	infos map[string]policy.PodInfo
+}
+
+var _ plugin.API = (*specAPI)(nil)
+
+// set records what a pod's spec says, when the scenario knows it.
+func (a *specAPI) set(pod policy.Pod) {
+	if pod.Containers == nil && pod.Roles == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.infos[pod.UID] = policy.PodInfo{Roles: pod.Roles, GuaranteedCPUs: pod.GuaranteedCPUs, Containers: pod.Containers}
+}
+
+func (a *specAPI) PodInfo(uid string, _ time.Duration) (policy.PodInfo, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	info, ok := a.infos[uid]
+	return info, ok
+}
+func (a *specAPI) PodSpec(string, int64, time.Duration) (policy.PodSpec, bool) { return nil, false }
+func (a *specAPI) ContainerSpec(string, string, int64, time.Duration) (policy.PodSpec, bool) {
+	return nil, false
+}
+func (a *specAPI) PodActive(string) bool                                    { return true }
+func (a *specAPI) Refused(policy.Pod, string, string, *policy.Refusal)      {}
+func (a *specAPI) Resized(policy.Pod, string, cpuset.CPUSet, cpuset.CPUSet) {}
+func (a *specAPI) Changed()                                                 {}
 
 func newNRIDriver(t testing.TB, pol *policy.Policy) *nriDriver {
 	rt := fakeruntime.New(t, pol.Allocator().Topology().CPUs())
@@ -187,8 +227,9 @@ func newNRIDriver(t testing.TB, pol *policy.Policy) *nriDriver {
 	if err := fakesysfs.WriteDevices(sysfs, oneDevicePerNode(pol.Allocator().Topology().NUMANodes())); err != nil {
 		t.Fatal(err)
 	}
-	rp := startPluginWith(t, rt, pol, t.TempDir(), func(o *plugin.Options) { o.SysfsRoot = sysfs })
-	return &nriDriver{t: t, rt: rt, rp: rp, pol: pol,
+	specs := &specAPI{infos: map[string]policy.PodInfo{}}
+	rp := startPluginWith(t, rt, pol, t.TempDir(), func(o *plugin.Options) { o.SysfsRoot = sysfs; o.API = specs })
+	return &nriDriver{t: t, rt: rt, rp: rp, pol: pol, specs: specs,
 		pods: map[string]*api.PodSandbox{}, ctrs: map[string]*api.Container{}}
 }
 
@@ -237,11 +278,14 @@ func durableState(dir string, online cpuset.CPUSet) *state.State {
 
 // RunPod implements scenario.Driver: the runtime's sandbox of the pod.
 func (d *nriDriver) RunPod(pod policy.Pod) error {
+	d.specs.set(pod)
 	sb, err := d.rt.RunPod(pod)
-	if err == nil {
-		d.pods[pod.UID] = sb
+	if err != nil {
+		return err
 	}
-	return err
+	d.pods[pod.UID] = sb
+	d.settle() // (a pod's admission shrinks the shared containers)
+	return nil
 }
 
 // oneDevicePerNode is a sysfs device tree with one char device per NUMA
@@ -278,6 +322,7 @@ func (d *nriDriver) CreateContainer(pod policy.Pod, name string, r policy.Resour
 // create runs a pod's sandbox if needed and creates a container with
 // createIn.
 func (d *nriDriver) create(pod policy.Pod, name string, createIn func(*api.PodSandbox) (*api.Container, error)) error {
+	d.specs.set(pod)
 	sb := d.pods[pod.UID]
 	if sb == nil {
 		if err := d.RunPod(pod); err != nil {

@@ -104,7 +104,7 @@ func TestMetricsAfterScenario(t *testing.T) {
 		{"nri_cpumanager_refusals_total", map[string]string{"reason": "inconsistentCPUAllocationError", "verdict": "Infeasible"}, 1},
 		{"nri_cpumanager_refusals_total", map[string]string{"reason": "TopologyAffinityError", "verdict": "Infeasible"}, 1},
 		{"nri_cpumanager_refusals_total", map[string]string{"reason": "resizeAllocateCPUsError", "verdict": "Infeasible"}, 1},
-		{"nri_cpumanager_refusals_total", map[string]string{"reason": "allocateCPUsError", "verdict": "Deferred"}, 1},
+		{"nri_cpumanager_refusals_total", map[string]string{"reason": "TopologyAffinityError", "verdict": "Deferred"}, 1},
 		{"nri_cpumanager_exclusive_cpus", nil, 12},
 		{"nri_cpumanager_exclusive_containers", nil, 2},
 		{"nri_cpumanager_shared_cpus", nil, 4},

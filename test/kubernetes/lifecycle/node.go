@@ -261,7 +261,7 @@ func (a *API) ContainerSpec(uid, container string, limitMilli int64, _ time.Dura
 func (a *API) PodActive(uid string) bool { return a.pod(uid) != nil }
 
 // PodInfo implements plugin.API.
-func (a *API) PodInfo(uid string) (policy.PodInfo, bool) {
+func (a *API) PodInfo(uid string, _ time.Duration) (policy.PodInfo, bool) {
 	if pod := a.pod(uid); pod != nil {
 		return kubeapi.InfoOf(pod), true
 	}
