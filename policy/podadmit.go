@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -42,10 +43,12 @@ func (p *Policy) UpdatePodSandboxWithSpec(m *Model, pod Pod, res PodResources, s
 	if !known {
 		curLimit = members.limitSum
 	}
+	after, notes := m, []string(nil)
 	if asked, ok := members.asked(spec); ok {
 		if err := p.admitPodSpec(m.settled(), pod, members, asked); err != nil {
 			return Decision{}, err
 		}
+		after, notes = p.resizeStopped(m, pod, members, asked)
 	} else if err := p.admitPodUpdate(m, pod, members, curLimit, cpuLimitMilli(res.Resources)); err != nil {
 		return Decision{}, err
 	}
@@ -53,18 +56,21 @@ func (p *Policy) UpdatePodSandboxWithSpec(m *Model, pod Pod, res PodResources, s
 	if newLimit := cpuLimitMilli(res.Resources); newLimit != 0 && curLimit != 0 {
 		op = resizeOperation(int(curLimit), int(newLimit))
 	}
-	d := Decision{Model: m, Operation: op, PodBefore: before}
-	if old, ok := m.recordedPod(pod.UID); (!ok || old != res) && m.KnowsPod(pod.UID) {
+	d := Decision{Model: after, Operation: op, PodBefore: before, Notes: notes}
+	if after != m {
+		d.Others = p.syncShared(m, after)
+	}
+	if old, ok := after.recordedPod(pod.UID); (!ok || old != res) && after.KnowsPod(pod.UID) {
 		// (A pod none of whose containers is known is not recorded: it
 		// would stay until the next Synchronize.)
-		nm := m.shallow()
-		nm.State = m.State.Clone()
+		nm := after.shallow()
+		nm.State = after.State.Clone()
 		nm.State.SetPodResources(pod.UID, podRecord(res))
 		d.Model = nm
 		if note := p.settleHold(nm, pod); note != "" {
 			d.Notes = append(d.Notes, note)
-			d.Others = p.syncShared(m, nm)
 		}
+		d.Others = p.syncShared(m, nm)
 	}
 	for _, id := range d.Model.sortedIDs() {
 		if t := d.Model.Containers[id]; t.PodUID == pod.UID && !t.Stopped {
@@ -72,6 +78,35 @@ func (p *Policy) UpdatePodSandboxWithSpec(m *Model, pod Pod, res PodResources, s
 		}
 	}
 	return d, nil
+}
+
+// resizeStopped applies, to the entries of a pod's members that do not
+// run, the counts the spec asks (asked, by pm.exclusive's order) once
+// the whole resize was admitted: the kubelet sends a container that does
+// not run nothing (kuberuntime's computePodResizeAction skips it) and
+// restarts it with the new count, so its CPUs are set aside now, as the
+// kubelet's KEP-5554 CPU manager allocates a resize when it admits it. A
+// growth the free CPUs cannot hold before the pod's running containers'
+// decreases have released theirs is left to the container's re-creation
+// (the whole resize was admitted with them). It returns the model and
+// what it did.
+func (p *Policy) resizeStopped(m *Model, pod Pod, pm podMembers, asked []Resources) (*Model, []string) {
+	var notes []string
+	for i, e := range pm.exclusive {
+		class := Classify(pod.QoS(), asked[i])
+		if e.running || class.CPUs == e.a.Assigned().Size() {
+			continue
+		}
+		next, err := p.resizeEntry(m, pod, e, class)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("%s: does not run; its resize to %d CPUs is left to its re-creation: %v", displayName(pod, e.name), class.CPUs, err))
+			continue
+		}
+		a, _ := next.State.Assignment(pod.UID, e.name)
+		notes = append(notes, fmt.Sprintf("%s: does not run; resized %s → %s for its re-creation", displayName(pod, e.name), e.a.Assigned(), a.Assigned()))
+		m = next
+	}
+	return m, notes
 }
 
 // PodResources returns the pod-level resources a pod has as far as the
@@ -106,10 +141,8 @@ func (p *Policy) admitPodUpdate(m *Model, pod Pod, pm podMembers, curLimit, newL
 	if pm.others == 0 && len(pm.exclusive) == 1 {
 		// All of the change is the one container's: the container-level
 		// decision itself, for the pod's new limit as the container's.
-		t := pm.exclusive[0].t
-		c := Container{ID: t.ID, Name: t.Name, Pod: pod, Resources: Resources{MemoryLimit: 1}}
 		asked := Resources{CPUShares: sharesFromMilli(newLimit), CPUQuota: int64(newLimit), CPUPeriod: milliCPUPerCPU}
-		_, err := p.decideResize(view, c, asked)
+		_, err := p.decideMember(view, pod, pm.exclusive[0], asked)
 		return err
 	}
 	return p.admitPodTotal(view, pod, pm, newLimit)
@@ -295,15 +328,84 @@ func (p *Policy) tryPodResize(m *Model, pod Pod, pm podMembers, asked []Resource
 		}
 	}
 	for _, i := range order {
-		t := pm.exclusive[i].t
-		c := Container{ID: t.ID, Name: t.Name, Pod: pod, Resources: Resources{MemoryLimit: 1}}
-		d, err := p.decideResize(m, c, asked[i])
+		e := pm.exclusive[i]
+		next, err := p.decideMember(m, pod, e, asked[i])
 		if err != nil {
-			return t.Name, err
+			return e.name, err
 		}
-		m = d.Model.settled()
+		m = next.settled()
 	}
 	return "", nil
+}
+
+// decideMember decides the resize of one exclusive member of a pod to
+// the resources asked, and returns the model it leaves: a running
+// container's as UpdateContainer decides it, a stopped container's (one
+// in crash back-off, or one its pod's admission placed that has not run)
+// on its entry by the same rules (KEP-5554: its baseline kept, a growth
+// placed on free CPUs), as its re-creation with the new count would be.
+func (p *Policy) decideMember(m *Model, pod Pod, e podMember, asked Resources) (*Model, error) {
+	if e.running {
+		d, err := p.decideResize(m, Container{ID: e.id, Name: e.name, Pod: pod, Resources: Resources{MemoryLimit: 1}}, asked)
+		return d.Model, err
+	}
+	return p.resizeEntry(m, pod, e, Classify(pod.QoS(), asked))
+}
+
+// resizeEntry resizes the entry of a pod's member that does not run to
+// the CPUs class asks for, by the resize rules: refused below its
+// baseline, a count full-pcpus-only cannot align, a change of pool, a
+// growth the free CPUs cannot hold (Infeasible: resizeAllocateCPUsError).
+// The stopped container of the name, if tracked, records the new limit.
+func (p *Policy) resizeEntry(m *Model, pod Pod, e podMember, class Class) (*Model, error) {
+	display := displayName(pod, e.name) + " (not running)"
+	assigned := e.a.Assigned()
+	if !class.Exclusive {
+		return nil, refuse(Infeasible, ReasonInconsistentCPUAllocation,
+			"container %s would move from its exclusive CPUs %s to the shared pool because %s; a resize cannot change the CPU pool",
+			display, assigned, class.Why)
+	}
+	n := class.CPUs
+	if n == assigned.Size() {
+		return m, nil
+	}
+	if err := p.admitResize(display, e.a, n); err != nil {
+		return nil, err
+	}
+	nm := m.Clone()
+	for _, id := range nm.sortedIDs() {
+		if t := nm.Containers[id]; t.PodUID == pod.UID && t.Name == e.name && t.Stopped {
+			nm.edit(id).CPULimitMilli = int64(n) * milliCPUPerCPU
+		}
+	}
+	resized := e.a
+	if n < assigned.Size() {
+		kept, err := p.shrinkTo(nm, pod.UID, e.name, display, e.a, n)
+		if err != nil {
+			return nil, err
+		}
+		resized.Resized = kept
+		nm.State.SetAssignment(pod.UID, e.name, resized)
+		// Held for the pod while its resize is in flight, as a running
+		// container's decrease.
+		if released := assigned.Difference(kept).Difference(nm.podHeld(pod.UID, "")); !p.hold(nm, pod, released) {
+			p.returnToPool(nm, released)
+		}
+	} else {
+		pl := p.growth(nm, pod.UID, e.name, assigned, n)
+		free, poolLeft := p.availability(nm)
+		cpus, err := p.placeGrowth(pl, free, poolLeft)
+		if err != nil {
+			return nil, refuse(Infeasible, ReasonResizeAllocateCPUs,
+				"cannot grow container %s from %d to %d exclusive CPUs keeping %s (free: %s%s): %v",
+				display, assigned.Size(), n, assigned, describe(free.CPUSet()), m.lentNote(), err)
+		}
+		resized.Resized = cpus
+		nm.State.SetAssignment(pod.UID, e.name, resized)
+		p.takeFromPool(nm, cpus.Difference(assigned))
+		p.takeHeld(nm, pod.UID, cpus)
+	}
+	return nm, nil
 }
 
 // asked returns what spec asks for each exclusive member, in pm.exclusive's
@@ -318,11 +420,11 @@ func (pm podMembers) asked(spec PodSpec) ([]Resources, bool) {
 	}
 	out := make([]Resources, len(pm.exclusive))
 	for i, e := range pm.exclusive {
-		r, ok := spec[e.t.Name]
+		r, ok := spec[e.name]
 		if !ok {
 			return nil, false
 		}
-		if cpuLimitMilli(r) == e.t.CPULimitMilli {
+		if cpuLimitMilli(r) == e.limit {
 			milli := int64(e.a.Assigned().Size()) * milliCPUPerCPU
 			r = Resources{CPUShares: sharesFromMilli(milli), CPUQuota: milli, CPUPeriod: milliCPUPerCPU}
 		}
@@ -346,55 +448,102 @@ func (p *Policy) admitPodSpec(m *Model, pod Pod, pm podMembers, asked []Resource
 		podDisplay(pod), name, r.Message)
 }
 
-// podMembers is what UpdatePodSandbox knows of a pod's running containers.
+// podMembers is what UpdatePodSandbox knows of a pod's members: its
+// sidecars and app containers, running or not, as the kubelet totals a
+// pod (its ordinary init containers, which have completed by the time a
+// pod is resized, are not members).
 type podMembers struct {
-	// exclusive are the containers that own an assignment; others counts
-	// the rest (shared containers, and exclusive ones whose CPUs are not
-	// known).
+	// exclusive are the members that hold an entry: the running
+	// containers that own one, and the entries of names none of whose
+	// containers runs (a container in crash back-off, or one its pod's
+	// admission placed that has not started); others counts the rest
+	// (shared containers, running or stopped, and exclusive ones whose
+	// CPUs are not known).
 	exclusive []podMember
 	others    int
 	// limitSum is the pod's total as its containers' CPU limits make it
 	// (milli-CPU, Model.podLimitMilli).
 	limitSum int64
-	// held and baseline are the exclusive containers' assigned and
-	// baseline CPUs.
+	// held and baseline are the exclusive members' assigned and baseline
+	// CPUs.
 	held, baseline cpuset.CPUSet
 }
 
+// podMember is one exclusive member of a pod.
 type podMember struct {
-	t *Tracked
-	a state.Assignment
+	name string
+	// id is its running container's id; "" when none of its name runs.
+	id      string
+	running bool
+	a       state.Assignment
+	// limit is its CPU limit in milli-CPU: its container's as last
+	// created or resized, or for an entry no tracked container of which
+	// is left, its assigned CPUs'.
+	limit int64
 }
 
-// podMembers returns what the model knows of a pod's running containers,
-// the exclusive ones in the order of their names: the runtime's ids are
+// podMembers returns what the model knows of a pod's members, the
+// exclusive ones in the order of their names: the runtime's ids are
 // random, and the divisions tried, and so the refusals' text, must not
 // depend on them.
 func (m *Model) podMembers(podUID string) podMembers {
 	pm := podMembers{held: cpuset.New(), baseline: cpuset.New(), limitSum: m.podLimitMilli(podUID)}
+	running := map[string]bool{}
+	stoppedShared := map[string]bool{}
+	stoppedLimit := map[string]int64{}
 	for _, id := range m.sortedIDs() {
 		t := m.Containers[id]
-		if t.PodUID != podUID || t.Stopped {
+		if t.PodUID != podUID {
 			continue
 		}
+		if t.Stopped {
+			stoppedLimit[t.Name] = t.CPULimitMilli
+			if !t.Exclusive {
+				stoppedShared[t.Name] = true
+			}
+			continue
+		}
+		running[t.Name] = true
 		a, owns := m.ownAssignment(id)
 		if !owns {
 			pm.others++
 			continue
 		}
-		pm.exclusive = append(pm.exclusive, podMember{t: t, a: a})
-		pm.held = pm.held.Union(a.Assigned())
-		pm.baseline = pm.baseline.Union(a.Baseline)
+		pm.add(podMember{name: t.Name, id: id, running: true, a: a, limit: t.CPULimitMilli})
 	}
-	slices.SortStableFunc(pm.exclusive, func(a, b podMember) int { return strings.Compare(a.t.Name, b.t.Name) })
+	for _, name := range m.State.ContainersOfPod(podUID) {
+		a, _ := m.State.Assignment(podUID, name)
+		if running[name] || a.Init {
+			continue
+		}
+		limit, tracked := stoppedLimit[name]
+		if !tracked {
+			limit = int64(a.Assigned().Size()) * milliCPUPerCPU
+		}
+		delete(stoppedShared, name)
+		pm.add(podMember{name: name, a: a, limit: limit})
+	}
+	for name := range stoppedShared {
+		if !running[name] && m.roleOf(podUID, name) != RoleInit {
+			pm.others++
+		}
+	}
+	slices.SortStableFunc(pm.exclusive, func(a, b podMember) int { return strings.Compare(a.name, b.name) })
 	return pm
+}
+
+// add adds an exclusive member.
+func (pm *podMembers) add(e podMember) {
+	pm.exclusive = append(pm.exclusive, e)
+	pm.held = pm.held.Union(e.a.Assigned())
+	pm.baseline = pm.baseline.Union(e.a.Baseline)
 }
 
 // mismatched reports whether an exclusive member holds another count of
 // CPUs than its CPU limit says.
 func (pm podMembers) mismatched() bool {
 	for _, e := range pm.exclusive {
-		if e.t.CPULimitMilli != int64(e.a.Assigned().Size())*milliCPUPerCPU {
+		if e.limit != int64(e.a.Assigned().Size())*milliCPUPerCPU {
 			return true
 		}
 	}
@@ -405,7 +554,7 @@ func (pm podMembers) mismatched() bool {
 func (pm podMembers) names() string {
 	names := make([]string, 0, len(pm.exclusive))
 	for _, e := range pm.exclusive {
-		names = append(names, e.t.Name)
+		names = append(names, e.name)
 	}
 	return strings.Join(names, ", ")
 }

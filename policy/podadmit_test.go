@@ -677,3 +677,57 @@ func TestExclusiveCPUsStayWithinThePodLimit(t *testing.T) {
 		t.Errorf("notes %q, %v; want %q", d.Notes, err, want)
 	}
 }
+
+// TestPodResizeCountsStoppedMembers: a pod resize while one of its pinned
+// containers is down (crash back-off) is decided over every member, the
+// stopped one by its entry. Without the spec, the pod's new total is
+// divided among both (the growth fits as one CPU each; put on the
+// running container alone it would not); with the spec, the stopped
+// container's growth is decided at the pod update, refused when the free
+// CPUs cannot hold it, and when admitted set aside on its entry for its
+// re-creation, which starts on it.
+func TestPodResizeCountsStoppedMembers(t *testing.T) {
+	res := func(milli int64) policy.Resources { return scenario.KubeletResources("guaranteed", milli, milli, 1<<30) }
+	setup := func(t *testing.T) (*life, policy.Pod, string, string) {
+		l := newLife(t, eightCPUs(t))
+		pod := l.sandbox(l.pod("gu", 4000, "a=app", "b=app"))
+		a := l.create(pod, "a", 2000)
+		b := l.create(pod, "b", 2000)
+		l.create(l.sandbox(l.pod("other", 1000)), "c", 1000)
+		l.exit(b, 1)
+		return l, pod, a, b // free: 6-7
+	}
+	t.Run("without the spec", func(t *testing.T) {
+		l, pod, _, _ := setup(t)
+		if _, err := l.pol.UpdatePodSandbox(l.m, pod, policy.PodResources{Resources: res(6000)}); err != nil {
+			t.Errorf("pod total 4 → 6 CPUs with 2 free and a member down: %v", err)
+		}
+		if _, err := l.pol.UpdatePodSandbox(l.m, pod, policy.PodResources{Resources: res(9000)}); err == nil || !strings.HasPrefix(err.Error(), "Infeasible: resizeAllocateCPUsError") {
+			t.Errorf("pod total 4 → 9 CPUs with 2 free: %v", err)
+		}
+	})
+	t.Run("with the spec", func(t *testing.T) {
+		l, pod, _, b := setup(t)
+		spec := policy.PodSpec{"a": res(2000), "b": res(5000)}
+		_, err := l.pol.UpdatePodSandboxWithSpec(l.m, pod, policy.PodResources{Resources: res(7000)}, spec)
+		if err == nil || !strings.HasPrefix(err.Error(), "Infeasible: resizeAllocateCPUsError") || !strings.Contains(err.Error(), "default/gu/b (not running)") {
+			t.Fatalf("stopped b grown by 3 with 2 free: %v", err)
+		}
+		before, _ := l.m.State.Assignment(pod.UID, "b")
+		spec["b"] = res(4000)
+		d, err := l.pol.UpdatePodSandboxWithSpec(l.m, pod, policy.PodResources{Resources: res(6000)}, spec)
+		if err != nil {
+			t.Fatalf("stopped b grown by 2 with 2 free: %v", err)
+		}
+		l.step("pod update", d)
+		after, _ := l.m.State.Assignment(pod.UID, "b")
+		if after.Assigned().Size() != 4 || !after.Baseline.Equals(before.Baseline) || l.pool() != "0" {
+			t.Errorf("b's entry %s (baseline %s), shared pool %s; want 4 CPUs keeping %s, the pool 0", after.Assigned(), after.Baseline, l.pool(), before.Baseline)
+		}
+		again := l.create(pod, "b", 4000)
+		if got := l.cpus(again); !got.Equals(after.Assigned()) {
+			t.Errorf("b re-created on %s, want %s", got, after.Assigned())
+		}
+		l.remove(b)
+	})
+}

@@ -85,9 +85,9 @@ func (p *Policy) admitWithSiblings(m *Model, c Container, update Resources, spec
 	for i, e := range pm.exclusive {
 		n := Classify(qos, asked[i]).CPUs
 		switch {
-		case e.t.ID == c.ID && n != want.CPUs:
+		case e.id == c.ID && n != want.CPUs:
 			return nil // the spec is not (yet) this resize's: the container level decides
-		case e.t.ID != c.ID && n != e.a.Assigned().Size():
+		case e.id != c.ID && n != e.a.Assigned().Size():
 			others = true
 		}
 	}
