@@ -162,21 +162,24 @@ func (m *Model) idle(podUID string) bool {
 	return !marked && !m.podRuns(podUID) && !m.hasConfirmedSandbox(podUID) && m.KnowsPod(podUID)
 }
 
-// ExpireOrphans ends the pods that have been idle (markIdle) for the
-// orphan timeout, but those active says are active (the Kubernetes API
-// lists them, not terminal; nil without the API): a containerd that
-// restarted never relays the removal of the sandboxes it had before, so a
-// pod deleted since (or while the node was down) tells nothing more, and
-// would keep its CPUs for good; and without the API nothing tells that a
-// pod whose sandbox the kubelet stopped has completed. A pod the kubelet
-// still runs gets a new sandbox or container well before (a crash loop
-// backs off 5 minutes at most). Decision.Others grows the shared
-// containers into their CPUs.
+// ExpireOrphans ends the idle pods (markIdle) whose end nothing else
+// reports: a containerd that restarted never relays the removal of the
+// sandboxes it had before, so a pod deleted since (or while the node was
+// down) tells nothing more, and would keep its CPUs for good; and without
+// the API nothing tells that a pod whose sandbox the kubelet stopped has
+// completed. With the Kubernetes API (active non-nil), an idle pod ends at
+// once when active says it is not active — the API's synced view lists
+// it no more, or terminal — as the kubelet's removeStaleState drops a pod
+// its sources no longer list once they are ready; a pod it lists, or any
+// while it cannot say, keeps its CPUs. Without it, an idle pod ends after
+// the orphan timeout: a pod the kubelet still runs gets a new sandbox or
+// container well before (a crash loop backs off 5 minutes at most).
+// Decision.Others grows the shared containers into their CPUs.
 func (p *Policy) ExpireOrphans(m *Model, active func(podUID string) bool) Decision {
 	now := p.opts.Now()
 	var due []string
 	for uid, since := range m.Idle {
-		if now.Sub(since) >= p.opts.OrphanTimeout && (active == nil || !active(uid)) {
+		if active != nil && !active(uid) || active == nil && now.Sub(since) >= p.opts.OrphanTimeout {
 			due = append(due, uid)
 		}
 	}
@@ -191,7 +194,11 @@ func (p *Policy) ExpireOrphans(m *Model, active func(podUID string) bool) Decisi
 		if nm.podRuns(uid) || nm.hasConfirmedSandbox(uid) {
 			continue
 		}
-		notes = append(notes, p.endPod(nm, uid, fmt.Sprintf("nothing of it has run for %s and the runtime would not report its removal", p.opts.OrphanTimeout))...)
+		why := fmt.Sprintf("nothing of it has run for %s and the runtime would not report its removal", p.opts.OrphanTimeout)
+		if active != nil {
+			why = "nothing of it runs, the runtime would not report its removal, and the Kubernetes API no longer lists it active"
+		}
+		notes = append(notes, p.endPod(nm, uid, why)...)
 	}
 	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
 }

@@ -17,7 +17,8 @@ import (
 // runtime no longer has are dropped. A pod of which nothing runs, whose
 // sandbox the runtime may never report removed (a containerd restarted
 // since it ran), gives its CPUs back after the orphan timeout, unless the
-// Kubernetes API says it is active.
+// Kubernetes API says it is active; with the API, a pod it does not list
+// ends at once.
 func TestSynchronizeKeepsStoppedContainersCPUs(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	pol := eightCoresWith(t, 1, policy.Options{Now: func() time.Time { return now }})
@@ -60,21 +61,35 @@ func TestSynchronizeKeepsStoppedContainersCPUs(t *testing.T) {
 	if _, ok := d.Model.State.Assignment("crashed-uid", "app"); !ok {
 		t.Errorf("the removal of the pod's last container dropped its assignment")
 	}
+	// With the Kubernetes API, an idle pod its synced view no longer lists
+	// ends at once, as the kubelet's removeStaleState drops it; one it
+	// lists keeps its CPUs, past the orphan timeout too.
+	active := func(uid string) bool { return uid == "sandboxonly-uid" }
+	withAPI := pol.ExpireOrphans(d.Model, active)
+	if _, ok := withAPI.Model.State.Assignment("crashed-uid", "app"); ok {
+		t.Errorf("with the API, an idle pod it does not list kept its assignment")
+	}
 	now = now.Add(policy.DefaultOrphanTimeout - time.Second)
 	if e := pol.ExpireOrphans(d.Model, nil); e.Model != d.Model {
 		t.Errorf("pods ended before the orphan timeout: %v", e.Notes)
 	}
 	now = now.Add(time.Second)
-	active := func(uid string) bool { return uid == "sandboxonly-uid" }
-	d = pol.ExpireOrphans(d.Model, active)
-	if _, ok := d.Model.State.Assignment("crashed-uid", "app"); ok {
-		t.Errorf("an idle pod kept its assignment past the orphan timeout")
+	d = pol.ExpireOrphans(d.Model, nil)
+	for _, uid := range []string{"crashed-uid", "sandboxonly-uid"} {
+		if _, ok := d.Model.State.Assignment(uid, "app"); ok {
+			t.Errorf("without the API, idle pod %s kept its assignment past the orphan timeout", uid)
+		}
 	}
-	if _, ok := d.Model.State.Assignment("sandboxonly-uid", "app"); !ok {
+	if got := d.Model.State.DefaultCPUSet().String(); got != "0-7" {
+		t.Errorf("shared pool %s after the orphan timeout, want 0-7", got)
+	}
+	now = now.Add(time.Hour)
+	withAPI = pol.ExpireOrphans(withAPI.Model, active)
+	if _, ok := withAPI.Model.State.Assignment("sandboxonly-uid", "app"); !ok {
 		t.Errorf("a pod the API says is active lost its assignment")
 	}
-	if got := d.Model.State.DefaultCPUSet().String(); got != "0-4,7" {
-		t.Errorf("shared pool %s after the orphan timeout, want 0-4,7", got)
+	if got := withAPI.Model.State.DefaultCPUSet().String(); got != "0-4,7" {
+		t.Errorf("shared pool %s with the API, want 0-4,7", got)
 	}
 }
 
