@@ -74,7 +74,7 @@ func (p *Policy) createIn(m *Model, c Container, display string) (Decision, erro
 	if !class.Exclusive {
 		return p.createShared(m, t, nil)
 	}
-	reuse, lenders := m.reusable(c.Pod, c.Name)
+	reuse, lenders := m.lendersFor(c.Pod, c.Name, class.CPUs)
 	if note := beyondPodLimit(m, c, class.CPUs, reuse); note != "" {
 		return p.createShared(m, t, []string{note})
 	}

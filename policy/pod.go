@@ -47,6 +47,76 @@ func (m *Model) reusable(pod Pod, name string) (cpus cpumask.Mask, lenders []str
 	return cpus.AndNot(keep), lenders
 }
 
+// lendersFor is reusable for a new container of n CPUs, which for a pod
+// whose spec is not known also reads the pod's CPU limit (the kubelet's
+// pod total: the largest of its init containers' needs and of its other
+// containers' sum). A container taken for an init container only because
+// it completed (exit code 0) is one only when the pod's total cannot hold
+// the new container beside it: otherwise it is an app container or a
+// sidecar that exited 0 and will restart. And when the total cannot hold
+// the new container beside the pod's entries, an entry no container of
+// which the plugin has seen stop (its init container completed while the
+// plugin was away) is taken for an init container too. Without the pod's
+// limit, reusable's rule alone.
+func (m *Model) lendersFor(pod Pod, name string, n int) (cpumask.Mask, []string) {
+	res, known := m.PodResources(pod)
+	limit := cpuLimitMilli(res)
+	if pod.Roles != nil || !known || limit == 0 {
+		return m.reusable(pod, name)
+	}
+	held := m.podHeld(pod.UID, name).Size()
+	fits := func(reuse cpumask.Mask) bool { return int64(held+max(0, n-reuse.Count()))*milliCPUPerCPU <= limit }
+	var established, completed, unseen []string
+	for _, other := range m.State.ContainersOfPod(pod.UID) {
+		if other == name {
+			continue
+		}
+		a, _ := m.State.Assignment(pod.UID, other)
+		switch {
+		case a.Init:
+			established = append(established, other)
+		case m.completedUnknown(pod.UID, other):
+			completed = append(completed, other)
+		case m.neverCreated(pod.UID, other):
+			unseen = append(unseen, other)
+		}
+	}
+	lenders := established
+	for _, more := range [][]string{completed, unseen} {
+		if reuse := m.reuseOf(pod.UID, name, lenders); fits(reuse) || len(more) == 0 {
+			if fits(reuse) {
+				return reuse, lenders
+			}
+			continue
+		}
+		lenders = append(slices.Clone(lenders), more...)
+	}
+	return m.reuseOf(pod.UID, name, lenders), lenders
+}
+
+// reuseOf returns the CPUs of a pod's entries named lenders that its new
+// container name may take: those no other entry of the pod holds and no
+// running container of it runs on.
+func (m *Model) reuseOf(podUID, name string, lenders []string) cpumask.Mask {
+	if len(lenders) == 0 {
+		return nil
+	}
+	var cpus, keep cpumask.Mask
+	for _, other := range m.State.ContainersOfPod(podUID) {
+		if other == name {
+			continue
+		}
+		a, _ := m.State.Assignment(podUID, other)
+		if slices.Contains(lenders, other) {
+			cpus.AddSet(a.Held())
+		} else {
+			keep.AddSet(a.Held())
+		}
+	}
+	keep.AddSet(m.runningCPUs(podUID, name))
+	return cpus.AndNot(keep)
+}
+
 // completedUnknown reports whether the container of a pod's entry, whose
 // role is not known, completed and none of its name runs.
 func (m *Model) completedUnknown(podUID, name string) bool {

@@ -276,13 +276,16 @@ func TestGarbageCollectionOrderNeverMatters(t *testing.T) {
 // TestSidecarKeepsItsCPUs: the kubelet lets a pod's app container reuse
 // an ordinary init container's CPUs, never a sidecar's. A sidecar that
 // crashes while the app container is created keeps its CPUs when the
-// pod's spec says it is a sidecar, and when it crashed (exit code not 0);
-// one that exited with 0 without the spec is taken for an init container,
-// and its restart moves to other CPUs with a warning, never onto the app
+// pod's spec says it is a sidecar, when it crashed (exit code not 0), and
+// when it exited with 0 without the spec but its pod's total (the
+// sandbox's CPU limit) holds both containers; one that exited with 0 in a
+// pod whose total is not known is taken for an init container, and its
+// restart moves to other CPUs with a warning, never onto the app
 // container's.
 func TestSidecarKeepsItsCPUs(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
+		total     int64
 		roles     []string
 		code      int32
 		appCPUs   string
@@ -290,13 +293,14 @@ func TestSidecarKeepsItsCPUs(t *testing.T) {
 		sidecar   string
 		warnMoved bool
 	}{
-		{"spec known", []string{"side=sidecar", "app=app"}, 0, "2", "0,3-7", "1", false},
-		{"crashed, spec unknown", nil, 1, "2", "0,3-7", "1", false},
-		{"exited 0, spec unknown", nil, 0, "1", "0,2-7", "2", true},
+		{"spec known", 2000, []string{"side=sidecar", "app=app"}, 0, "2", "0,3-7", "1", false},
+		{"crashed, spec unknown", 2000, nil, 1, "2", "0,3-7", "1", false},
+		{"exited 0, spec unknown, the pod's total holds both", 2000, nil, 0, "2", "0,3-7", "1", false},
+		{"exited 0, spec and total unknown", 0, nil, 0, "1", "0,2-7", "2", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLife(t, eightCPUs(t))
-			pod := l.sandbox(l.pod("gu", 2000, tc.roles...))
+			pod := l.sandbox(l.pod("gu", tc.total, tc.roles...))
 			side := l.create(pod, "side", 1000)
 			l.exit(side, tc.code)
 			app := l.create(pod, "app", 1000)
@@ -503,4 +507,26 @@ func TestScaleDownDelay(t *testing.T) {
 	}
 	again := l.create(pod, "app", 2000)
 	l.want("restarted", again, "1-2", "0,3-7")
+}
+
+// TestInitContainerCompletedWhileThePluginWasAway: without the pod's spec,
+// an init container that completed while the plugin restarted is not
+// listed by the Synchronize (the runtime lists no exited container); the
+// app container created next reuses its CPUs, because the pod's total
+// (max(init, app), the sandbox's CPU limit) cannot hold both — it used to
+// be put on the shared pool for exceeding it.
+func TestInitContainerCompletedWhileThePluginWasAway(t *testing.T) {
+	l := newLife(t, eightCPUs(t))
+	pod := l.sandbox(l.pod("gu", 2000))
+	init := l.create(pod, "init", 2000)
+	initCPUs := l.cpus(init)
+	d := l.pol.Synchronize(l.m, []policy.Pod{pod}, nil)
+	l.step("synchronize", d)
+	app := l.create(pod, "app", 2000)
+	if got := l.cpus(app); !got.Equals(initCPUs) {
+		t.Errorf("app runs on %s, want its pod's init container's CPUs %s", got, initCPUs)
+	}
+	if !l.m.Owns(app) {
+		t.Errorf("app is not pinned")
+	}
 }
