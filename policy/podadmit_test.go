@@ -687,7 +687,9 @@ func TestExclusiveCPUsStayWithinThePodLimit(t *testing.T) {
 // CPUs cannot hold it, and when admitted set aside on its entry for its
 // re-creation, which starts on it.
 func TestPodResizeCountsStoppedMembers(t *testing.T) {
-	res := func(milli int64) policy.Resources { return scenario.KubeletResources("guaranteed", milli, milli, 1<<30) }
+	res := func(milli int64) policy.Resources {
+		return scenario.KubeletResources("guaranteed", milli, milli, 1<<30)
+	}
 	setup := func(t *testing.T) (*life, policy.Pod, string, string) {
 		l := newLife(t, eightCPUs(t))
 		pod := l.sandbox(l.pod("gu", 4000, "a=app", "b=app"))
