@@ -83,7 +83,7 @@ func newMetrics(reg prometheus.Registerer, features []Feature) (*metrics, error)
 		m.available.WithLabelValues(string(f)).Set(1)
 		m.failures.WithLabelValues(string(f))
 	}
-	for _, r := range []string{ReasonResizeRefused, ReasonCreationRefused, ReasonResized, ReasonNodeCheckFailed} {
+	for _, r := range []string{ReasonResizeRefused, ReasonCreationRefused, ReasonAdmissionRefused, ReasonResized, ReasonNodeCheckFailed} {
 		m.events.WithLabelValues(r, eventSent)
 		m.events.WithLabelValues(r, eventDropped)
 		m.events.WithLabelValues(r, eventRejectedOutcome)
