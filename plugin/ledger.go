@@ -167,7 +167,8 @@ type desiredFunc func(ids []string) (updates []policy.Update, gone []string)
 func (l *ledger) reply(o outcome, desired desiredFunc) []policy.Update {
 	own := o.decision.Others
 	all := own
-	if len(l.pending) > 0 {
+	inFlight := l.inFlightIDs(o.container.ID)
+	if len(l.pending) > 0 || len(inFlight) > 0 {
 		all = own[:len(own):len(own)] // appending copies: the decision keeps its slice
 		inReply := map[string]bool{o.container.ID: true}
 		for _, u := range own {
@@ -176,6 +177,22 @@ func (l *ledger) reply(o outcome, desired desiredFunc) []policy.Update {
 		for _, u := range l.pendingUpdates(desired) {
 			if !inReply[u.ContainerID] {
 				all = append(all, u)
+				inReply[u.ContainerID] = true
+			}
+		}
+		// An unsolicited update in flight lands when containerd next gets
+		// its NRI lock, which may be after it has acted on this reply: a
+		// container it shrinks (a pod's admission takes CPUs from the
+		// shared pool) may still run on CPUs this reply hands out. The
+		// reply shrinks it first; whatever the update carries it may land
+		// after, as it never carries a CPU handed out since (its CPUs are
+		// lent: Model.Lending).
+		if len(inFlight) > 0 {
+			updates, _ := desired(inFlight)
+			for _, u := range l.shrinksFirst(updates) {
+				if !inReply[u.ContainerID] {
+					all = append(all, u)
+				}
 			}
 		}
 	}
@@ -183,6 +200,22 @@ func (l *ledger) reply(o outcome, desired desiredFunc) []policy.Update {
 		l.handed(u, handedInReply)
 	}
 	return all
+}
+
+// inFlightIDs returns the containers an unsolicited update in flight
+// carries, but except, sorted.
+func (l *ledger) inFlightIDs(except string) []string {
+	if l.sendDone == nil {
+		return nil
+	}
+	var ids []string
+	for id, v := range l.views {
+		if v.inFlight && id != except {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // pendingUpdates returns the updates of the pending containers that still

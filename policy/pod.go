@@ -48,50 +48,36 @@ func (m *Model) reusable(pod Pod, name string) (cpus cpumask.Mask, lenders []str
 }
 
 // lendersFor is reusable for a new container of n CPUs, which for a pod
-// whose spec is not known also reads the pod's CPU limit (the kubelet's
-// pod total: the largest of its init containers' needs and of its other
-// containers' sum). A container taken for an init container only because
-// it completed (exit code 0) is one only when the pod's total cannot hold
-// the new container beside it: otherwise it is an app container or a
-// sidecar that exited 0 and will restart. And when the total cannot hold
-// the new container beside the pod's entries, an entry no container of
-// which the plugin has seen stop (its init container completed while the
-// plugin was away) is taken for an init container too. Without the pod's
-// limit, reusable's rule alone.
+// whose spec is not known also counts as an init container's an entry
+// none of whose containers the plugin has seen (its init container
+// completed while the plugin was away: a Synchronize lists no exited
+// container), when the pod's CPU limit (the kubelet's pod total: the
+// largest of its init containers' needs and its other containers' sum)
+// cannot hold the new container beside it and the other entries: the new
+// container would otherwise run on the shared pool for exceeding its
+// pod's total (beyondPodLimit). (The limit cannot tell more: it counts
+// the pod's fractional containers too, which may not exist yet.)
 func (m *Model) lendersFor(pod Pod, name string, n int) (cpumask.Mask, []string) {
+	reuse, lenders := m.reusable(pod, name)
 	res, known := m.PodResources(pod)
 	limit := cpuLimitMilli(res)
 	if pod.Roles != nil || !known || limit == 0 {
-		return m.reusable(pod, name)
+		return reuse, lenders
 	}
 	held := m.podHeld(pod.UID, name).Size()
-	fits := func(reuse cpumask.Mask) bool { return int64(held+max(0, n-reuse.Count()))*milliCPUPerCPU <= limit }
-	var established, completed, unseen []string
+	if int64(held+max(0, n-reuse.Count()))*milliCPUPerCPU <= limit {
+		return reuse, lenders
+	}
+	more := slices.Clone(lenders)
 	for _, other := range m.State.ContainersOfPod(pod.UID) {
-		if other == name {
-			continue
-		}
-		a, _ := m.State.Assignment(pod.UID, other)
-		switch {
-		case a.Init:
-			established = append(established, other)
-		case m.completedUnknown(pod.UID, other):
-			completed = append(completed, other)
-		case m.neverCreated(pod.UID, other):
-			unseen = append(unseen, other)
+		if other != name && !slices.Contains(lenders, other) && m.neverCreated(pod.UID, other) {
+			more = append(more, other)
 		}
 	}
-	lenders := established
-	for _, more := range [][]string{completed, unseen} {
-		if reuse := m.reuseOf(pod.UID, name, lenders); fits(reuse) || len(more) == 0 {
-			if fits(reuse) {
-				return reuse, lenders
-			}
-			continue
-		}
-		lenders = append(slices.Clone(lenders), more...)
+	if len(more) == len(lenders) {
+		return reuse, lenders
 	}
-	return m.reuseOf(pod.UID, name, lenders), lenders
+	return m.reuseOf(pod.UID, name, more), more
 }
 
 // reuseOf returns the CPUs of a pod's entries named lenders that its new

@@ -276,11 +276,9 @@ func TestGarbageCollectionOrderNeverMatters(t *testing.T) {
 // TestSidecarKeepsItsCPUs: the kubelet lets a pod's app container reuse
 // an ordinary init container's CPUs, never a sidecar's. A sidecar that
 // crashes while the app container is created keeps its CPUs when the
-// pod's spec says it is a sidecar, when it crashed (exit code not 0), and
-// when it exited with 0 without the spec but its pod's total (the
-// sandbox's CPU limit) holds both containers; one that exited with 0 in a
-// pod whose total is not known is taken for an init container, and its
-// restart moves to other CPUs with a warning, never onto the app
+// pod's spec says it is a sidecar, and when it crashed (exit code not 0);
+// one that exited with 0 without the spec is taken for an init container,
+// and its restart moves to other CPUs with a warning, never onto the app
 // container's.
 func TestSidecarKeepsItsCPUs(t *testing.T) {
 	for _, tc := range []struct {
@@ -295,8 +293,7 @@ func TestSidecarKeepsItsCPUs(t *testing.T) {
 	}{
 		{"spec known", 2000, []string{"side=sidecar", "app=app"}, 0, "2", "0,3-7", "1", false},
 		{"crashed, spec unknown", 2000, nil, 1, "2", "0,3-7", "1", false},
-		{"exited 0, spec unknown, the pod's total holds both", 2000, nil, 0, "2", "0,3-7", "1", false},
-		{"exited 0, spec and total unknown", 0, nil, 0, "1", "0,2-7", "2", true},
+		{"exited 0, spec unknown", 2000, nil, 0, "1", "0,2-7", "2", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLife(t, eightCPUs(t))
