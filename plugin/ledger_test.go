@@ -178,3 +178,32 @@ func TestLedgerForgetsRemovedContainers(t *testing.T) {
 		t.Errorf("views %v, pending %v; want only kept", l.views, l.pending)
 	}
 }
+
+// TestLedgerReplyCarriesWhatAnUpdateInFlightShrinks: while an unsolicited
+// update is in flight (a pod's admission shrank the shared containers), a
+// reply that hands out CPUs carries those containers' current cpusets
+// too: containerd may act on the reply before it applies the update. Once
+// the update returned, replies carry no more than their own.
+func TestLedgerReplyCarriesWhatAnUpdateInFlightShrinks(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	l := testLedger(&now)
+	l.handed(upd("shared", 0, 1, 2, 3), handedInReply)
+	l.event()
+	batch := l.startSend([]policy.Update{upd("shared", 0, 1)})
+	desired := func(ids []string) ([]policy.Update, []string) {
+		var out []policy.Update
+		for _, id := range ids {
+			out = append(out, upd(id, 0, 1))
+		}
+		return out, nil
+	}
+	o := outcome{container: policy.Container{ID: "new"}, decision: policy.Decision{Target: &policy.Update{ContainerID: "new", CPUs: cpuset.New(2, 3)}}}
+	got := l.reply(o, desired)
+	if len(got) != 1 || got[0].ContainerID != "shared" || got[0].CPUs.String() != "0-1" {
+		t.Errorf("reply while the update is in flight: %+v, want the shared container on 0-1", got)
+	}
+	l.finishSend(batch, nil, nil, func(string) bool { return true })
+	if got := l.reply(o, desired); len(got) != 0 {
+		t.Errorf("reply once the update returned: %+v, want none", got)
+	}
+}
