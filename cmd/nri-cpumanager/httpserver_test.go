@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,16 +36,23 @@ func TestHTTPServerBoundsClients(t *testing.T) {
 	}
 	// The first maxConns are answered at once; the others wait for the
 	// idle timeout to close those connections.
+	// (All connections are read at once: read one after the other, the
+	// later ones would be read after the idle timeout closed the first.)
 	answered := func(within time.Duration) int {
-		n := 0
+		var n atomic.Int32
+		var wg sync.WaitGroup
+		deadline := time.Now().Add(within)
 		for _, c := range conns {
-			_ = c.SetReadDeadline(time.Now().Add(within))
-			buf := make([]byte, 256)
-			if k, err := c.Read(buf); err == nil && k > 0 {
-				n++
-			}
+			wg.Go(func() {
+				_ = c.SetReadDeadline(deadline)
+				buf := make([]byte, 256)
+				if k, err := c.Read(buf); err == nil && k > 0 {
+					n.Add(1)
+				}
+			})
 		}
-		return n
+		wg.Wait()
+		return int(n.Load())
 	}
 	if got := answered(50 * time.Millisecond); got != limits.maxConns {
 		t.Errorf("%d clients answered before the idle timeout, want %d", got, limits.maxConns)
