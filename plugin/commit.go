@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -48,7 +49,9 @@ func needsCPUs(err error) bool {
 func (p *Plugin) commit(m *policy.Model) error {
 	if p.dirty || m.State != p.model.State {
 		start := time.Now()
+		p.writes.begin()
 		err := p.save(m.State)
+		p.writes.end()
 		p.metrics.checkpointWrite(start, err)
 		if err != nil {
 			p.dirty = true
@@ -187,4 +190,29 @@ func (p *Plugin) importFromKubelet(m *policy.Model, containers []policy.Containe
 	nm := policy.NewModel(st)
 	nm.Lending = m.Lending
 	return nm
+}
+
+// writeClock times the checkpoint write in progress on the monotonic
+// clock, for readers that must not wait for the plugin's lock (the
+// metrics): a stalled disk holds the lock for as long as the write takes.
+type writeClock struct {
+	base time.Time
+	// since is when the write in progress began, in nanoseconds after
+	// base plus one; 0 when none is.
+	since atomic.Int64
+}
+
+func newWriteClock() *writeClock { return &writeClock{base: time.Now()} }
+
+func (c *writeClock) begin() { c.since.Store(int64(time.Since(c.base)) + 1) }
+
+func (c *writeClock) end() { c.since.Store(0) }
+
+// age returns how long the write in progress has taken (0 when none is).
+func (c *writeClock) age() time.Duration {
+	since := c.since.Load()
+	if since == 0 {
+		return 0
+	}
+	return max(0, time.Since(c.base)-time.Duration(since-1))
 }

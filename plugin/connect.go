@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -35,17 +37,23 @@ var errWedged = errors.New("the NRI stub hung on too many connections in a row; 
 
 // Run connects to NRI and serves events until ctx is cancelled. When
 // containerd goes away it keeps running: it dials the socket every
-// DialInterval while nothing accepts there, and backs off exponentially
-// (ReconnectMin to ReconnectMax) only when connections fail after being
-// established; a synchronized connection resets the backoff. Every
-// (re)connection starts with a Synchronize. Run returns promptly once ctx
-// is cancelled, whatever the connection is doing.
+// DialInterval while nothing accepts there, and after a connection ends
+// it dials again within DialInterval when the connection got as far as
+// the runtime's Configure (containerd restarted, or dropped the plugin)
+// or came from another socket than the one before (containerd dying
+// during its start makes a new socket each time it starts again). It
+// backs off exponentially (ReconnectMin to ReconnectMax) only while the
+// same socket keeps failing connections before registering them; a
+// synchronized connection resets the backoff. Every (re)connection starts
+// with a Synchronize. Run returns promptly once ctx is cancelled, whatever
+// the connection is doing.
 func (p *Plugin) Run(ctx context.Context) error {
 	go p.sendLoop(ctx)
 	go p.maintainLoop(ctx)
 	backoff := p.opts.ReconnectMin
 	abandoned := 0
 	dialFailures := 0
+	var lastSocket socketID
 	for {
 		out := p.serve(ctx)
 		if ctx.Err() != nil {
@@ -62,7 +70,12 @@ func (p *Plugin) Run(ctx context.Context) error {
 		wait := p.opts.DialInterval
 		if out.dialed {
 			dialFailures = 0
-			wait, backoff = backoff, min(2*backoff, p.opts.ReconnectMax)
+			if out.configured || errors.Is(out.err, errNoConfigure) || out.socket != lastSocket {
+				backoff = p.opts.ReconnectMin // (a new failure of this socket backs off from the start)
+			} else {
+				wait, backoff = backoff, min(2*backoff, p.opts.ReconnectMax)
+			}
+			lastSocket = out.socket
 			p.metrics.reconnect()
 			p.log.WithError(out.err).WithField("retryIn", wait).Warn("NRI connection lost or failed; reconnecting")
 		} else {
@@ -103,9 +116,35 @@ var errNoConfigure = errors.New("no Configure from the runtime")
 type connOutcome struct {
 	// dialed: the socket accepted the connection (else nothing listened).
 	dialed bool
-	// synchronized: the runtime synchronized the plugin on it.
-	synchronized bool
-	err          error
+	// socket is the socket file it was dialed on (its identity), when
+	// dialed.
+	socket socketID
+	// configured: the runtime configured the plugin on it (it got as far
+	// as the registration); synchronized: and synchronized it.
+	configured, synchronized bool
+	err                      error
+}
+
+// socketID identifies a socket file: a runtime that starts again makes a
+// new one at the same path. The inode number alone does not tell: a file
+// system gives the number of a file just removed to the next one; its
+// change time with it does.
+type socketID struct {
+	dev, ino uint64
+	ctime    int64
+}
+
+// socketOf returns the identity of the socket file at path (zero when it
+// cannot be read: then every connection looks like a new socket's).
+func socketOf(path string) socketID {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return socketID{}
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return socketID{dev: uint64(st.Dev), ino: st.Ino, ctime: st.Ctim.Nano()}
+	}
+	return socketID{}
 }
 
 // serve runs one NRI connection until it ends or ctx is cancelled.
@@ -139,8 +178,13 @@ func (p *Plugin) serve(ctx context.Context) (out connOutcome) {
 	p.mu.Unlock()
 	p.configured.Store(configured)
 	defer func() {
-		out.dialed = dialed.established()
+		out.dialed, out.socket = dialed.established()
 		out.synchronized = p.link.isSynchronized()
+		select {
+		case <-configured.done():
+			out.configured = true
+		default:
+		}
 		p.disconnected()
 	}()
 
@@ -170,38 +214,43 @@ func (p *Plugin) serve(ctx context.Context) (out connOutcome) {
 	}
 }
 
-// disconnected records that the plugin has no connection.
+// disconnected records that the plugin has no connection: first what the
+// probes and the ready gauge read, without the plugin's lock — a handler
+// stalled in a checkpoint write holds it, and the runtime drops a plugin
+// whose request timed out, so the link's end must show while the handler
+// still waits.
 func (p *Plugin) disconnected() {
+	p.link.down(time.Now())
 	p.mu.Lock()
 	p.conn = connection{}
-	p.link.down(time.Now())
 	p.mu.Unlock()
-	p.metrics.setReady(false)
 }
 
 // connTracker dials the NRI socket and remembers the connection, so that
-// the watchdog can close it.
+// the watchdog can close it, and the socket it came from.
 type connTracker struct {
-	mu   sync.Mutex
-	conn net.Conn
+	mu     sync.Mutex
+	conn   net.Conn
+	socket socketID
 }
 
 func (t *connTracker) dial(path string) (net.Conn, error) {
+	socket := socketOf(path) // (before: a runtime that drops the connection may remove its socket at once)
 	conn, err := net.Dial("unix", path)
 	if err != nil {
 		return nil, err
 	}
 	t.mu.Lock()
-	t.conn = conn
+	t.conn, t.socket = conn, socket
 	t.mu.Unlock()
 	return conn, nil
 }
 
-// established reports whether a dial succeeded.
-func (t *connTracker) established() bool {
+// established reports whether a dial succeeded, and on which socket.
+func (t *connTracker) established() (bool, socketID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.conn != nil
+	return t.conn != nil, t.socket
 }
 
 func (t *connTracker) close() {
@@ -233,6 +282,12 @@ type linkState struct {
 	// start, or the end of its last synchronized connection), in Unix
 	// nanoseconds.
 	downSince atomic.Int64
+	// mu orders up and down (never the plugin's lock); epoch counts the
+	// connections' ends, so that a Synchronize of a connection that ended
+	// while it waited for the plugin's lock does not mark the next one
+	// synchronized.
+	mu    sync.Mutex
+	epoch uint64
 }
 
 func newLinkState(now time.Time) *linkState {
@@ -243,11 +298,29 @@ func newLinkState(now time.Time) *linkState {
 
 func (l *linkState) isSynchronized() bool { return l.synchronized.Load() }
 
-// up records a synchronized connection.
-func (l *linkState) up() { l.synchronized.Store(true) }
+// current returns the epoch of the connection being served: up with it
+// marks that connection synchronized, and only while it lasts.
+func (l *linkState) current() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epoch
+}
+
+// up records that the connection of epoch is synchronized, unless it has
+// ended since.
+func (l *linkState) up(epoch uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if epoch == l.epoch {
+		l.synchronized.Store(true)
+	}
+}
 
 // down records the end of a connection at now.
 func (l *linkState) down(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.epoch++
 	if l.synchronized.Swap(false) {
 		l.downSince.Store(now.UnixNano())
 	}

@@ -44,13 +44,16 @@ type Metrics struct {
 	checkpointTime   prometheus.Histogram
 	checkpointBad    prometheus.Counter
 	reconnects       prometheus.Counter
-	ready            prometheus.Gauge
-	configPending    prometheus.Gauge
-	configRejected   prometheus.Gauge
-	observeOnly      prometheus.Gauge
-	unsolicitedSent  *prometheus.CounterVec
-	drifts           prometheus.Counter
-	podUpdates       *prometheus.CounterVec
+	ready            prometheus.GaugeFunc
+	// link is what ready and checkpoint_write_in_progress_seconds read,
+	// without the plugin's lock (linkFrom).
+	link            atomic.Pointer[linkReader]
+	configPending   prometheus.Gauge
+	configRejected  prometheus.Gauge
+	observeOnly     prometheus.Gauge
+	unsolicitedSent *prometheus.CounterVec
+	drifts          prometheus.Counter
+	podUpdates      *prometheus.CounterVec
 	// refused is the plugin's memory of refusals, which
 	// refused_since_seconds reads (refusals.go).
 	refused *refusalMemory
@@ -110,9 +113,7 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "reconnects_total", Help: "Times the NRI connection was lost or failed and re-dialled (a run of failed dials counts once).",
 		}),
-		ready: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "ready", Help: "1 when registered with NRI and synchronized.",
-		}),
+
 		configPending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "config_pending",
 			Help: "1 while a configuration waits because pinned containers hold CPUs it reserves or cannot allocate; the plugin runs on the previous one and applies it once they are free.",
@@ -139,6 +140,24 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 		}, []string{"outcome"}),
 		refused: newRefusalMemory(time.Now),
 	}
+	m.ready = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "ready",
+		Help: "1 when registered with NRI and synchronized; 0 from the moment the connection ends, a stalled request's included.",
+	}, func() float64 {
+		if l := m.link.Load(); l != nil && l.ready() {
+			return 1
+		}
+		return 0
+	})
+	writing := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "checkpoint_write_in_progress_seconds",
+		Help: "Age of the checkpoint write in progress (0 when none): a write that takes seconds stalls the NRI request waiting for it, and the runtime drops the plugin past its request timeout (2 s).",
+	}, func() float64 {
+		if l := m.link.Load(); l != nil {
+			return l.writing().Seconds()
+		}
+		return 0
+	})
 	// Every series an alert or a dashboard panel reads exists from the
 	// start, at 0: Prometheus's increase() and rate() see no increase in
 	// a series that appears at 1.
@@ -159,7 +178,7 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{buildInfo, m.resizes, m.refusals, m.model,
 		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.ready, m.configPending, m.configRejected, m.observeOnly,
-		m.unsolicitedSent, m.drifts, m.podUpdates, newRefusedSince(m.refused)} {
+		m.unsolicitedSent, m.drifts, m.podUpdates, newRefusedSince(m.refused), writing} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -254,9 +273,16 @@ func (m *Metrics) reconnect() {
 	}
 }
 
-func (m *Metrics) setReady(ready bool) {
+// linkReader is what the metrics read of a plugin without its lock.
+type linkReader struct {
+	ready   func() bool
+	writing func() time.Duration
+}
+
+// linkFrom has ready and checkpoint_write_in_progress_seconds read r.
+func (m *Metrics) linkFrom(r linkReader) {
 	if m != nil {
-		setBool(m.ready, ready)
+		m.link.Store(&r)
 	}
 }
 

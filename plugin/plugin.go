@@ -187,6 +187,8 @@ type Plugin struct {
 	conn connection
 	// link is what the probes read of the connection, without mu.
 	link *linkState
+	// writes times the checkpoint write in progress, read without mu.
+	writes *writeClock
 	// configured is fired by Configure on the current connection (the
 	// watchdog's signal, connect.go).
 	configured atomic.Pointer[signal]
@@ -218,7 +220,9 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		ledger:     newLedger(),
 		warned:     map[string]bool{},
 		link:       newLinkState(time.Now()),
+		writes:     newWriteClock(),
 	}
+	p.metrics.linkFrom(linkReader{ready: p.Ready, writing: p.writes.age})
 	p.reporter = &reporter{log: p.log, metrics: opts.Metrics, api: opts.API, refusals: opts.Metrics.refusalMemory()}
 	if opts.ObserveOnly {
 		// Nothing is applied: the log says so on every line, a pod gets

@@ -14,15 +14,17 @@ import (
 // container's cpuset what it should be.
 func (p *Plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	var updates []*api.ContainerUpdate
+	epoch := p.link.current() // (before the lock, which a stalled handler may hold)
 	o := p.handle("Synchronize", nil, func() outcome {
-		updates = p.synchronize(pods, ctrs)
+		updates = p.synchronize(epoch, pods, ctrs)
 		return outcome{}
 	})
 	return updates, o.err
 }
 
-// synchronize is Synchronize with the lock held.
-func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) []*api.ContainerUpdate {
+// synchronize is Synchronize with the lock held, on the connection of
+// epoch.
+func (p *Plugin) synchronize(epoch uint64, pods []*api.PodSandbox, ctrs []*api.Container) []*api.ContainerUpdate {
 	policyPods := p.rememberPods(pods)
 	containers := p.recordContainers(ctrs)
 	start := p.startingModel(containers) // (may change the policy: first)
@@ -39,8 +41,7 @@ func (p *Plugin) synchronize(pods []*api.PodSandbox, ctrs []*api.Container) []*a
 		p.ledger.handed(u, handedInReply)
 	}
 	p.forgetGone()
-	p.link.up()
-	p.metrics.setReady(true)
+	p.link.up(epoch)
 	p.checkInvariants("Synchronize")
 	p.log.WithFields(logrus.Fields{"pods": len(pods), "containers": len(ctrs), "updates": len(d.Others),
 		"exclusive": p.model.State.ExclusiveCPUs().String(), "shared": p.model.SharedPool().String()}).Info("synchronized")

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/nri/pkg/adaptation"
+
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
@@ -141,6 +143,50 @@ func TestSynchronizesWithinTwoSecondsOfTheRuntimesReturn(t *testing.T) {
 	}
 }
 
+// TestRedialsAContainerdThatDropsConnectionsWhileStarting: containerd
+// dying during its start (restarted by systemd, a new socket each time)
+// accepts the plugin's connection and drops it before registering it,
+// five times; then it stays. The plugin dials again within half a second
+// of each drop, rather than backing off as from a socket that keeps
+// failing, and synchronizes within 2 s of containerd's return.
+func TestRedialsAContainerdThatDropsConnectionsWhileStarting(t *testing.T) {
+	spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4}
+	rt := fakeruntime.New(t, cpusOf(t, spec))
+	pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, spec), stateDir: t.TempDir()})
+
+	rt.StopContainerd()
+	for i := range 5 {
+		// A containerd that starts, accepts the plugin and dies: a new
+		// socket at the same path.
+		l, err := net.Listen("unix", rt.Socket())
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted := make(chan net.Conn, 1)
+		go func() {
+			if c, err := l.Accept(); err == nil {
+				accepted <- c
+			}
+		}()
+		select {
+		case c := <-accepted:
+			_ = c.Close()
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the plugin did not dial containerd's start %d within 5 s\n%s", i+1, pp.tail(20))
+		}
+		_ = l.Close() // (removes the socket file)
+	}
+	syncs := rt.Syncs()
+	rt.StartContainerd()
+	back := time.Now()
+	for rt.Syncs() == syncs {
+		if time.Since(back) > 2*time.Second {
+			t.Fatalf("the plugin did not synchronize within 2 s of containerd's return after five dropped connections\n%s", pp.tail(40))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestLateSynchronizeKeepsTheConnection: containerd may hold a connected
 // plugin's Synchronize while creations and removals are in flight; the
 // plugin waits for it (12 s here, past the configure watchdog's 10 s)
@@ -201,6 +247,73 @@ func TestProbesAnswerWhileTheDiskStalls(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the creation did not complete within 10 s of the thaw")
+	}
+}
+
+// TestReadyTellsTheDropOfAStalledPlugin: a checkpoint write stalled on a
+// frozen file system under a creation holds the plugin's lock past the
+// runtime's request timeout; the runtime drops the plugin (and fails the
+// creation: the plugin's failure policy). From that moment readiness is
+// false — /readyz answers 503 and nri_cpumanager_ready is 0 within a
+// second of the drop, while the handler still waits for the disk — and
+// checkpoint_write_in_progress_seconds tells the stall. Once the disk
+// thaws, the plugin reconnects and is ready again.
+func TestReadyTellsTheDropOfAStalledPlugin(t *testing.T) {
+	mnt := frozenCapableMount(t)
+	// containerd's request timeout (TestMain raises it for a starved CI
+	// machine): the drop comes 2 s into the stall.
+	adaptation.SetPluginRequestTimeout(2 * time.Second)
+	t.Cleanup(func() { adaptation.SetPluginRequestTimeout(10 * time.Second) })
+	spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4}
+	rt := fakeruntime.New(t, cpusOf(t, spec))
+	pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, spec), stateDir: filepath.Join(mnt, "state"), metrics: true})
+	sb := pod(t, rt, "stalled", "guaranteed")
+	syncs := rt.Syncs()
+
+	thaw := freeze(t, mnt)
+	created := make(chan error, 1)
+	go func() {
+		_, err := rt.CreateContainer(sb, "app", guaranteed(1))
+		created <- err
+	}()
+	var dropped time.Time
+	select {
+	case err := <-created:
+		dropped = time.Now()
+		t.Logf("the creation failed: %v", err)
+		if err == nil {
+			t.Fatal("the creation succeeded while the plugin's checkpoint write was stalled: nothing was dropped")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the runtime did not time the stalled creation out within 20 s")
+	}
+	for {
+		code, _ := probe(pp.health, "/readyz")
+		m, err := pp.scrape()
+		if code == http.StatusServiceUnavailable && err == nil && m["nri_cpumanager_ready{}"] == 0 {
+			if stall := m["nri_cpumanager_checkpoint_write_in_progress_seconds{}"]; stall < 1 {
+				t.Errorf("checkpoint_write_in_progress_seconds = %v while a write has been stalled for seconds", stall)
+			}
+			break
+		}
+		if time.Since(dropped) > time.Second {
+			t.Fatalf("a second after the runtime dropped the plugin: /readyz %d, ready %v (%v); want 503 and 0\n%s", code, m["nri_cpumanager_ready{}"], err, pp.tail(30))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	thaw()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, _ := probe(pp.health, "/readyz")
+		m, err := pp.scrape()
+		if code == http.StatusOK && err == nil && m["nri_cpumanager_ready{}"] == 1 && rt.Syncs() > syncs &&
+			m["nri_cpumanager_checkpoint_write_in_progress_seconds{}"] == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("15 s after the thaw: /readyz %d, ready %v (%v), synchronized again %v\n%s", code, m["nri_cpumanager_ready{}"], err, rt.Syncs() > syncs, pp.tail(20))
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
