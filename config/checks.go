@@ -25,8 +25,8 @@ func countReplacesDefaultList(d document) {
 func checkTogether(c *Config) []error {
 	var errs []error
 	if c.HealthAddress != "" && c.HealthAddress == c.MetricsAddress {
-		errs = append(errs, fmt.Errorf("healthAddress and metricsAddress are both %q: the probes need a listener of their own, "+
-			"or healthAddress \"\" to serve them with the metrics", c.HealthAddress))
+		errs = append(errs, fmt.Errorf("healthAddress and metricsAddress are both %q: the probes need a listener of their own "+
+			"(or none: healthAddress \"\", the probes ask probeSocket)", c.HealthAddress))
 	}
 	if c.ReservedSystemCPUs.Size() > 0 && c.ReservedCPUCount > 0 {
 		errs = append(errs, fmt.Errorf("reservedSystemCPUs and reservedCPUCount are both set (%q and %d): "+

@@ -68,9 +68,11 @@ type Config struct {
 	// MetricsAddress is the listen address of /metrics; "" disables the
 	// endpoint (metricsAddress).
 	MetricsAddress string
-	// HealthAddress is the listen address of the probes' /healthz and
-	// /readyz, apart from /metrics so that no scraper can crowd them out;
-	// "" serves them on MetricsAddress (healthAddress).
+	// ProbeSocket is the Unix socket the probe command asks the plugin's
+	// /healthz and /readyz on; "" serves none (probeSocket).
+	ProbeSocket string
+	// HealthAddress is the listen address of /healthz and /readyz over
+	// HTTP, apart from /metrics; "" opens none (healthAddress).
 	HealthAddress string
 	// DebugAddress is the listen address of /debug/state, which shows pod
 	// UIDs, names and cpusets: loopback by default; "" disables it

@@ -207,14 +207,23 @@ var keys = []key{
 		flag:  &flagSpec{name: "metrics-address", usage: "host:port `address` of /metrics, \"\" disables it"},
 	},
 	{
+		name: "probeSocket", when: applyAtRestart,
+		doc: `Unix socket the probes ask: the kubelet's exec probes
+			(nri-cpumanager probe live|ready) connect to it inside the plugin's
+			container, where nothing on the network can reach it or crowd it
+			out. "" serves no probe socket.`,
+		value: text(func(c *Config) *string { return &c.ProbeSocket }, "/run/nri-cpumanager/probe.sock", optionalPathText),
+		flag:  &flagSpec{name: "probe-socket", usage: "`path` of the probes' Unix socket, \"\" serves none"},
+	},
+	{
 		name: "healthAddress", when: applyAtRestart,
-		doc: `Listen address of the probes, /healthz and /readyz: a listener of
-			their own, which no client of /metrics can crowd out (the shipped
-			NetworkPolicy admits no one to it but the node, i.e. the kubelet).
-			"" serves them on metricsAddress instead.`,
-		value: text(func(c *Config) *string { return &c.HealthAddress }, ":9103", addressText),
+		doc: `Listen address of /healthz and /readyz over HTTP, for probes that
+			must come over the network (keep-alive off, a short header
+			timeout). "" (the default) opens no port: the shipped probes ask the
+			probe socket (probeSocket).`,
+		value: text(func(c *Config) *string { return &c.HealthAddress }, "", addressText),
 		flag: &flagSpec{name: "health-address",
-			usage: "host:port `address` of /healthz and /readyz, \"\" serves them on the metrics address"},
+			usage: "host:port `address` of /healthz and /readyz over HTTP, \"\" (the default) opens none"},
 	},
 	{
 		name: "debugAddress", when: applyAtRestart,

@@ -52,7 +52,8 @@ func TestDefaultValues(t *testing.T) {
 		"scaleDownDelay":               "0s",
 		"alignMemory":                  "false",
 		"metricsAddress":               ":9101",
-		"healthAddress":                ":9103",
+		"probeSocket":                  "/run/nri-cpumanager/probe.sock",
+		"healthAddress":                "",
 		"debugAddress":                 "127.0.0.1:9102",
 		"logLevel":                     "info",
 		"logFormat":                    "text",
@@ -153,7 +154,8 @@ func TestParseValidValues(t *testing.T) {
 		{"metrics on IPv6", `metricsAddress: "[::1]:9000"`, func(c *Config) bool { return c.MetricsAddress == "[::1]:9000" }},
 		{"metrics disabled", `metricsAddress: ""`, func(c *Config) bool { return c.MetricsAddress == "" }},
 		{"debug endpoint on every address", `debugAddress: ":9102"`, func(c *Config) bool { return c.DebugAddress == ":9102" }},
-		{"probes with the metrics", `healthAddress: ""`, func(c *Config) bool { return c.HealthAddress == "" }},
+		{"probes over HTTP too", `healthAddress: ":9103"`, func(c *Config) bool { return c.HealthAddress == ":9103" }},
+		{"no probe socket", `probeSocket: ""`, func(c *Config) bool { return c.ProbeSocket == "" }},
 		{"configure watchdog off", `nriConfigureTimeout: 0s`, func(c *Config) bool { return c.NRIConfigureTimeout == 0 }},
 		{"log trace", "logLevel: trace", func(c *Config) bool { return c.LogLevel == logrus.TraceLevel }},
 		{"log debug", "logLevel: debug", func(c *Config) bool { return c.LogLevel == logrus.DebugLevel }},
@@ -239,7 +241,7 @@ func TestParseValidationMessages(t *testing.T) {
 		{"checkpoint clash", "stateDir: /var/lib/kubelet/\nkubeletCheckpoint: /var/lib/kubelet/cpu_manager_state", []string{
 			`stateDir: "/var/lib/kubelet/" holds kubeletCheckpoint "/var/lib/kubelet/cpu_manager_state"; the plugin would write its own checkpoint over it: give the plugin a directory of its own`}},
 		{"probes on the metrics listener", `healthAddress: ":9101"`, []string{
-			`healthAddress and metricsAddress are both ":9101": the probes need a listener of their own, or healthAddress "" to serve them with the metrics`}},
+			`healthAddress and metricsAddress are both ":9101": the probes need a listener of their own (or none: healthAddress "", the probes ask probeSocket)`}},
 		{"negative configure watchdog", `nriConfigureTimeout: -1s`, []string{
 			`nriConfigureTimeout: "-1s" is not a duration ≥ 0 such as "60s" or "2m"`}},
 		{"all problems at once", "pluginIndex: \"9\"\nlogLevel: verbose\ntopologyManagerPolicy: single-numa\ncpuManagerPolicyOptions: {b: \"1\", a: \"1\"}", []string{
@@ -308,10 +310,10 @@ func TestParseRejectsUnknownKeys(t *testing.T) {
 		{"wrong case", `reservedSystemCpus: "1"`, []string{`unknown key "reservedSystemCpus" (did you mean "reservedSystemCPUs"?)`}},
 		{"typo", `logLvel: debug`, []string{`unknown key "logLvel" (did you mean "logLevel"?)`}},
 		{"kubelet key this plugin has no use for", `cpuManagerPolicy: static`, []string{
-			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, healthAddress, debugAddress, logLevel, logFormat, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology, observeOnly`}},
+			`unknown key "cpuManagerPolicy"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, probeSocket, healthAddress, debugAddress, logLevel, logFormat, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology, observeOnly`}},
 		{"every unknown key reported", "zz: 1\nlogLevel: debug\naa: 2", []string{
-			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, healthAddress, debugAddress, logLevel, logFormat, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology, observeOnly`,
-			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, healthAddress, debugAddress, logLevel, logFormat, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology, observeOnly`,
+			`unknown key "aa"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, probeSocket, healthAddress, debugAddress, logLevel, logFormat, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology, observeOnly`,
+			`unknown key "zz"; known keys are nriSocket, pluginName, pluginIndex, stateDir, sysfsRoot, cgroupfsRoot, reservedSystemCPUs, reservedCPUCount, isolatedCPUs, cpuManagerPolicyOptions, topologyManagerPolicy, topologyManagerScope, topologyManagerPolicyOptions, inPlaceResize, scaleDownDelay, alignMemory, metricsAddress, probeSocket, healthAddress, debugAddress, logLevel, logFormat, kubeletCheckpoint, disconnectedTimeout, nriConfigureTimeout, kubernetesAPI, nodeResourceTopology, observeOnly`,
 		}},
 	}
 	for _, tt := range tests {

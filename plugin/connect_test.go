@@ -14,7 +14,6 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/net/multiplex"
 	"github.com/containerd/ttrpc"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // flakyRuntime is the runtime side of NRI that accepts a plugin's
@@ -157,7 +156,7 @@ func TestReconnectsWhenTheRuntimeClosesBeforeConfigure(t *testing.T) {
 		o.ReconnectMin, o.ReconnectMax, o.DialInterval = 10*time.Millisecond, 50*time.Millisecond, 10*time.Millisecond
 		o.DisconnectedTimeout = 500 * time.Millisecond
 	})
-	health := p.Handler(prometheus.NewRegistry())
+	health := p.ProbeHandler()
 	healthz := func() int {
 		rec := httptest.NewRecorder()
 		health.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))

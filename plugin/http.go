@@ -11,25 +11,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Handler serves the plugin's operational endpoints on one listener:
-// MetricsHandler's and ProbeHandler's. /debug/state has a handler of its
-// own (DebugHandler): it names pods and should not be served wherever
-// metrics are.
-func (p *Plugin) Handler(gatherer prometheus.Gatherer) http.Handler {
+// MetricsHandler serves /metrics: the Prometheus metrics of gatherer, at
+// most metricsInFlight scrapes at once (more are answered 503 at once)
+// and each within metricsTimeout: a flood of scrapes, which any pod the
+// NetworkPolicy admits may send, costs the plugin little CPU, and the
+// NRI requests it answers meanwhile stay fast. /debug/state has a handler
+// of its own (DebugHandler): it names pods and should not be served
+// wherever metrics are; the probes have ProbeHandler.
+func (p *Plugin) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", p.MetricsHandler(gatherer))
-	probes := p.ProbeHandler()
-	mux.Handle("/healthz", probes)
-	mux.Handle("/readyz", probes)
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{
+		MaxRequestsInFlight: metricsInFlight,
+		Timeout:             metricsTimeout,
+	}))
 	return mux
 }
 
-// MetricsHandler serves /metrics: the Prometheus metrics of gatherer.
-func (p *Plugin) MetricsHandler(gatherer prometheus.Gatherer) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	return mux
-}
+// The bounds of /metrics: a scraper per Prometheus replica, and a
+// scrape answered in milliseconds.
+const (
+	metricsInFlight = 4
+	metricsTimeout  = 5 * time.Second
+)
 
 // ProbeHandler serves the kubelet's probes, without waiting for the
 // plugin's lock (a slow disk holds it across a checkpoint write):

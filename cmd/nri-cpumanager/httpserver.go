@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -28,44 +30,106 @@ type httpLimits struct {
 
 // metricsLimits suit scrapes: a few clients (Prometheus, one per replica),
 // small requests, responses of some KiB. Any pod the NetworkPolicy admits
-// (every pod, where it is not enforced) may connect: an idle connection is
-// closed after 5 s (a scraper dials again at its next scrape), and no
-// source holds more than 4.
+// (every pod, where it is not enforced) may connect: no connection is kept
+// alive past its request, and no source holds more than 4. (The handler
+// itself serves 4 scrapes at once at most: plugin.MetricsHandler.)
 var metricsLimits = httpLimits{maxConns: 32, perSource: 4, readHeader: 5 * time.Second, read: 10 * time.Second,
 	write: 30 * time.Second, idle: 5 * time.Second}
 
-// probeLimits suit the kubelet's probes: one source (the node), a new
-// connection per probe (its prober disables keep-alive), answers of a few
-// bytes within the probe's timeout.
-var probeLimits = httpLimits{maxConns: 16, perSource: 8, readHeader: 2 * time.Second, read: 2 * time.Second,
-	write: 5 * time.Second, idle: 5 * time.Second}
+// probeLimits suit probes over HTTP (healthAddress): one source (the
+// node), one request per connection, a header within a second, answers of
+// a few bytes within the probe's timeout.
+var probeLimits = httpLimits{maxConns: 16, perSource: 8, readHeader: time.Second, read: 2 * time.Second,
+	write: 5 * time.Second, idle: time.Second}
 
-// serveHTTP serves handler on address until the returned function shuts
-// it down.
-func serveHTTP(address string, handler http.Handler, limits httpLimits, log *logrus.Entry) (shutdown func(), err error) {
-	ln, err := net.Listen("tcp", address)
+// socketLimits suit the probe socket: only processes in the plugin's
+// container reach it (the kubelet's exec probes), each asking once.
+var socketLimits = httpLimits{maxConns: 16, readHeader: time.Second, read: 2 * time.Second, write: 5 * time.Second, idle: time.Second}
+
+// bindRetry is how often an endpoint that cannot bind its address tries
+// again.
+const bindRetry = 10 * time.Second
+
+// serveEndpoint serves ep until the returned function shuts it down. An
+// address it cannot bind (taken by another process, a socket directory
+// that cannot be made) is logged once, shown in listening (0) and tried
+// again every bindRetry until ctx ends: no endpoint is a reason not to
+// pin CPUs. Connections are never kept alive past their request.
+func serveEndpoint(ctx context.Context, ep endpoint, listening interface{ Set(float64) }, log *logrus.Entry) (shutdown func()) {
+	return serveEndpointEvery(ctx, ep, bindRetry, listening, log)
+}
+
+// serveEndpointEvery is serveEndpoint trying to bind every retry.
+func serveEndpointEvery(ctx context.Context, ep endpoint, retry time.Duration, listening interface{ Set(float64) }, log *logrus.Entry) (shutdown func()) {
+	srv := &http.Server{
+		Handler:           ep.handler,
+		ReadHeaderTimeout: ep.limits.readHeader,
+		ReadTimeout:       ep.limits.read,
+		WriteTimeout:      ep.limits.write,
+		IdleTimeout:       ep.limits.idle,
+		MaxHeaderBytes:    16 << 10,
+	}
+	srv.SetKeepAlivesEnabled(false)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var lastErr string
+		for {
+			ln, err := listen(ep.network, ep.address)
+			if err == nil {
+				listening.Set(1)
+				log.WithField("address", ln.Addr().String()).Info("serving")
+				if err := srv.Serve(limitListener(ln, ep.limits)); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					log.WithError(err).Error("HTTP server stopped")
+				}
+				listening.Set(0)
+				return
+			}
+			listening.Set(0)
+			if err.Error() != lastErr {
+				lastErr = err.Error()
+				log.WithError(err).WithField("retryEvery", retry).Error("cannot listen; pinning goes on without this endpoint")
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(retry):
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer scancel()
+		_ = srv.Shutdown(sctx)
+		<-done
+	}
+}
+
+// listen listens on a TCP address, or on a Unix socket path: its
+// directory made if missing, a socket file left by an earlier process
+// removed, the socket for its owner only (the probes run as the plugin's
+// user, in its container).
+func listen(network, address string) (net.Listener, error) {
+	if network != "unix" {
+		return net.Listen(network, address)
+	}
+	if err := os.MkdirAll(filepath.Dir(address), 0o755); err != nil {
+		return nil, err
+	}
+	if fi, err := os.Lstat(address); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		_ = os.Remove(address)
+	}
+	ln, err := net.Listen("unix", address)
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: limits.readHeader,
-		ReadTimeout:       limits.read,
-		WriteTimeout:      limits.write,
-		IdleTimeout:       limits.idle,
-		MaxHeaderBytes:    16 << 10,
+	if err := os.Chmod(address, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, err
 	}
-	go func() {
-		if err := srv.Serve(limitListener(ln, limits)); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.WithError(err).Error("HTTP server stopped")
-		}
-	}()
-	log.WithField("address", ln.Addr().String()).Info("serving")
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, nil
+	return ln, nil
 }
 
 // limitListener accepts at most limits.maxConns connections at once

@@ -5,6 +5,7 @@
 // Usage:
 //
 //	nri-cpumanager [run] [--config FILE] [flags]   run the plugin (default)
+//	nri-cpumanager probe live|ready [--config FILE] [flags]
 //	nri-cpumanager doctor [--host-root DIR] [flags]
 //	nri-cpumanager validate-config --config FILE|-
 //	nri-cpumanager topology [--config FILE] [--sysfs-root DIR]
@@ -34,6 +35,7 @@ var commands = []struct {
 	fn                  func([]string, io.Writer, io.Writer) error
 }{
 	{"run", "[--config FILE] [flags]", "run the plugin (the default command)", runPlugin},
+	{"probe", "live|ready [--config FILE] [flags]", "ask the running plugin over its probe socket whether it is alive or ready (the kubelet's exec probes)", probe},
 	{"doctor", "[--host-root DIR] [flags]", "check this node for the plugin: containerd, NRI, kubelet, cgroups, CPUs", doctor},
 	{"validate-config", "--config FILE|-", "check a configuration against this machine and say what it does", validateConfig},
 	{"topology", "[--config FILE] [flags]", "print the CPU topology the plugin sees", showTopology},

@@ -101,15 +101,15 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
+	listening := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "nri_cpumanager", Name: "endpoint_listening",
+		Help: "1 while an endpoint the configuration asks for (by its key: metricsAddress, probeSocket, healthAddress, debugAddress) listens, 0 while it cannot bind its address (retried every 10 s); none is a reason not to pin."},
+		[]string{"endpoint"})
+	reg.MustRegister(listening)
 	for _, ep := range endpoints(cfg, p, reg) {
 		if ep.address == "" {
 			continue
 		}
-		shutdown, err := serveHTTP(ep.address, ep.handler, ep.limits, log.WithField("endpoint", ep.paths))
-		if err != nil {
-			return fmt.Errorf("%s: %w", ep.key, err)
-		}
-		defer shutdown()
+		defer serveEndpoint(ctx, ep, listening.WithLabelValues(ep.key), log.WithFields(logrus.Fields{"endpoint": ep.paths, "key": ep.key}))()
 	}
 
 	if f.configPath != "" {
@@ -169,25 +169,25 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	return err
 }
 
-// endpoint is one HTTP listener of the plugin.
+// endpoint is one HTTP listener of the plugin: its configuration key, the
+// network (tcp, or unix for a socket path) and address, what it serves.
 type endpoint struct {
-	key, address, paths string
-	handler             http.Handler
-	limits              httpLimits
+	key, network, address, paths string
+	handler                      http.Handler
+	limits                       httpLimits
 }
 
-// endpoints lists the plugin's HTTP listeners: the probes on their own
-// (unless healthAddress is ""), so that clients of /metrics, which any pod
-// the NetworkPolicy admits may be, cannot crowd the kubelet's probes out.
+// endpoints lists the plugin's HTTP listeners. The kubelet's probes ask
+// the probe socket (the probe command, inside the plugin's container),
+// which nothing on the network reaches: no client of /metrics, which any
+// pod the NetworkPolicy admits may be, can crowd them out. healthAddress
+// serves them over HTTP too, for those who want it.
 func endpoints(cfg *config.Config, p *plugin.Plugin, reg prometheus.Gatherer) []endpoint {
-	metrics := endpoint{"metricsAddress", cfg.MetricsAddress, "/metrics", p.MetricsHandler(reg), metricsLimits}
-	if cfg.HealthAddress == "" {
-		metrics.paths, metrics.handler = "/metrics, /healthz, /readyz", p.Handler(reg)
-	}
 	return []endpoint{
-		metrics,
-		{"healthAddress", cfg.HealthAddress, "/healthz, /readyz", p.ProbeHandler(), probeLimits},
-		{"debugAddress", cfg.DebugAddress, "/debug/state", p.DebugHandler(), metricsLimits},
+		{"metricsAddress", "tcp", cfg.MetricsAddress, "/metrics", p.MetricsHandler(reg), metricsLimits},
+		{"probeSocket", "unix", cfg.ProbeSocket, "/healthz, /readyz", p.ProbeHandler(), socketLimits},
+		{"healthAddress", "tcp", cfg.HealthAddress, "/healthz, /readyz", p.ProbeHandler(), probeLimits},
+		{"debugAddress", "tcp", cfg.DebugAddress, "/debug/state", p.DebugHandler(), metricsLimits},
 	}
 }
 

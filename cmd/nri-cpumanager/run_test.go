@@ -47,12 +47,12 @@ func TestKubernetesAPIOutsideACluster(t *testing.T) {
 func TestFeaturesAtStart(t *testing.T) {
 	on := features(config.Default())
 	for key, want := range map[string]string{"kubernetesAPI": "on", "nodeResourceTopology": "off", "observeOnly": "off", "kubeletImport": "off",
-		"inPlaceResize": "on", "cpusetVerification": "on", "probes": ":9103", "topologyManager": "none/container"} {
+		"inPlaceResize": "on", "cpusetVerification": "on", "probes": "/run/nri-cpumanager/probe.sock", "topologyManager": "none/container"} {
 		if on[key] != want {
 			t.Errorf("defaults: %s = %v, want %s", key, on[key], want)
 		}
 	}
-	cfg, err := config.Parse([]byte("kubernetesAPI: false\nnodeResourceTopology: {enabled: false}\nobserveOnly: true\nhealthAddress: \"\"\nmetricsAddress: \"\"\ncgroupfsRoot: \"\"\n"))
+	cfg, err := config.Parse([]byte("kubernetesAPI: false\nnodeResourceTopology: {enabled: false}\nobserveOnly: true\nprobeSocket: \"\"\nmetricsAddress: \"\"\ncgroupfsRoot: \"\"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

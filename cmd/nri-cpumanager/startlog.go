@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -25,10 +26,14 @@ func features(cfg *config.Config) logrus.Fields {
 		}
 		return value
 	}
-	probes := or(cfg.HealthAddress, "on metricsAddress")
-	if cfg.HealthAddress == "" && cfg.MetricsAddress == "" {
-		probes = "off"
+	var where []string
+	if cfg.ProbeSocket != "" {
+		where = append(where, cfg.ProbeSocket)
 	}
+	if cfg.HealthAddress != "" {
+		where = append(where, cfg.HealthAddress)
+	}
+	probes := or(strings.Join(where, " "), "off")
 	return logrus.Fields{
 		"kubernetesAPI":        onOff(cfg.KubernetesAPI),
 		"nodeResourceTopology": onOff(cfg.KubernetesAPI && cfg.NodeResourceTopology.Enabled),

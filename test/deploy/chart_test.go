@@ -70,6 +70,7 @@ var alternatives = map[string]map[string]any{
 	"alignMemory":           {"alignMemory": true},
 	"metricsAddress":        {"metricsAddress": ":9200"},
 	"healthAddress":         {"healthAddress": ":9203"},
+	"probeSocket":           {"probeSocket": "/run/nri-cpumanager/probes/probe.sock"},
 	"nriConfigureTimeout":   {"nriConfigureTimeout": "20s"},
 	"logLevel":              {"logLevel": "debug"},
 	"logFormat":             {"logFormat": "json"},

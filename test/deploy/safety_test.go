@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -367,9 +368,10 @@ func checkSafe(t *testing.T, p *deployed) {
 }
 
 // checkEndpoints checks that the ports, the probes and the scrape
-// annotation follow metricsAddress and healthAddress: the probes on the
-// health port when there is one (a listener no scraper can crowd out),
-// else on the metrics port, and none with neither.
+// annotation follow metricsAddress, healthAddress and probeSocket: the
+// probes are exec probes that run the probe command against the probe
+// socket (nothing on the network reaches it), in a volume mounted where
+// the socket is, and none without a socket.
 func checkEndpoints(t *testing.T, p *deployed) {
 	t.Helper()
 	ctr, ann := p.ctr, p.ds.Spec.Template.Annotations
@@ -392,23 +394,27 @@ func checkEndpoints(t *testing.T, p *deployed) {
 		t.Errorf("container ports %v, want metrics %q (metricsAddress %q) and health %q (healthAddress %q)",
 			ports, metricsPort, p.cfg.MetricsAddress, healthPort, p.cfg.HealthAddress)
 	}
-	probePort := "health"
-	if healthPort == "" {
-		probePort = "metrics"
-	}
-	if healthPort == "" && metricsPort == "" {
+	if p.cfg.ProbeSocket == "" {
 		if ctr.ReadinessProbe != nil || ctr.LivenessProbe != nil {
-			t.Errorf("no endpoint serves the probes, yet readiness %v, liveness %v", ctr.ReadinessProbe, ctr.LivenessProbe)
+			t.Errorf("no probe socket, yet readiness %v, liveness %v", ctr.ReadinessProbe, ctr.LivenessProbe)
 		}
 	} else {
 		for _, pr := range []struct {
 			name  string
 			probe *corev1.Probe
-			path  string
-		}{{"readiness", ctr.ReadinessProbe, "/readyz"}, {"liveness", ctr.LivenessProbe, "/healthz"}} {
-			if pr.probe == nil || pr.probe.HTTPGet == nil || pr.probe.HTTPGet.Path != pr.path || pr.probe.HTTPGet.Port.String() != probePort {
-				t.Errorf("%s probe %+v, want GET %s on port %s", pr.name, pr.probe, pr.path, probePort)
+			kind  string
+		}{{"readiness", ctr.ReadinessProbe, "ready"}, {"liveness", ctr.LivenessProbe, "live"}} {
+			want := []string{"/usr/bin/nri-cpumanager", "probe", pr.kind, "--config", "/etc/nri-cpumanager/config.yaml"}
+			if pr.probe == nil || pr.probe.Exec == nil || !slices.Equal(pr.probe.Exec.Command, want) || pr.probe.HTTPGet != nil {
+				t.Errorf("%s probe %+v, want exec %q", pr.name, pr.probe, want)
 			}
+		}
+		mounted := false
+		for _, m := range ctr.VolumeMounts {
+			mounted = mounted || strings.HasPrefix(p.cfg.ProbeSocket, strings.TrimSuffix(m.MountPath, "/")+"/") && !m.ReadOnly
+		}
+		if !mounted {
+			t.Errorf("probe socket %s: no writable volume mounted where it is (a read-only root file system cannot hold it)", p.cfg.ProbeSocket)
 		}
 	}
 	if metricsPort == "" {

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,10 +25,6 @@ import (
 // (no request forbidden) under the API server's RBAC authorization, its
 // events on pods, its NodeResourceTopology object, and the node working
 // on NRI alone when the plugin loses the API server.
-
-// pluginHealth is the plugin's probes' listener (healthAddress, the pod's
-// port health; the overlay runs the pod on the host's network).
-const pluginHealth = "http://127.0.0.1:9103"
 
 // forbidden matches what the plugin, or client-go in it, logs when the API
 // server denies a request.
@@ -398,11 +393,13 @@ func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 		}
 	}
 	t.Cleanup(thaw)
+	plugin := k.Attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
 	for range 4 { // about 20 s
 		time.Sleep(5 * time.Second)
-		for _, path := range []string{"/healthz", "/readyz"} {
-			if code, _, err := harness.HTTPGet(ctx, pluginHealth+path); err != nil || code != http.StatusOK {
-				t.Errorf("while the API server is stopped, the plugin's %s answers %d (%v)", path, code, err)
+		for _, kind := range []string{"live", "ready"} {
+			// The kubelet's exec probe, as the DaemonSet runs it.
+			if out, err := plugin.Exec(ctx, "/usr/bin/nri-cpumanager", "probe", kind, "--config", "/etc/nri-cpumanager/config.yaml"); err != nil {
+				t.Errorf("while the API server is stopped, the plugin's probe %s says no: %v (%s)", kind, err, out)
 			}
 		}
 		e2etest.WantCPUs(ctx, t, app, pinned)

@@ -3,13 +3,12 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,97 +22,88 @@ import (
 // check that the kubelet's probes and the NRI link survive what a tenant
 // or a busy node does to them.
 
-// probe GETs path on address within 1 s and returns the status, or the
-// error.
-func probe(address, path string) (int, error) {
-	client := http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := client.Get("http://" + address + path)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode, nil
-}
-
-// wantProbesOK fails unless /healthz and /readyz answer 200 within 1 s.
+// wantProbesOK fails unless the kubelet's exec probes, live and ready,
+// answer yes within 1 s each.
 func wantProbesOK(t *testing.T, pp *pluginProcess, when string) {
 	t.Helper()
-	for _, path := range []string{"/healthz", "/readyz"} {
-		if code, err := probe(pp.health, path); err != nil || code != http.StatusOK {
-			t.Errorf("%s: %s answered %d, %v; want 200 within 1 s", when, path, code, err)
+	for _, kind := range []string{"live", "ready"} {
+		if ok, out := pp.probe(kind); !ok {
+			t.Errorf("%s: probe %s said no: %s", when, kind, out)
 		}
 	}
 }
 
-// TestProbesAnswerWhileClientsHoldTheMetricsPort: 40 clients holding
-// keep-alive connections to the metrics port (what any pod could do) do
-// not starve the kubelet's probes, nor the scrapes of another source:
-// the probes have a listener of their own, and with healthAddress "",
-// where they share the metrics port, the cap on what one source holds
-// leaves them room.
-func TestProbesAnswerWhileClientsHoldTheMetricsPort(t *testing.T) {
+// TestProbesAnswerWhatever holds the ports: the kubelet's exec probes ask
+// the plugin's probe socket, which nothing on the network reaches, so
+// they answer while the plugin's ports are held in every shape the issue
+// found (8 connections from the node's own address, the kubelet's
+// prober's source; two other sources taking every slot) and while a
+// flood of connections hits the metrics port; the metrics port still
+// serves a scrape from a source that holds nothing.
+func TestProbesAnswerWhatever(t *testing.T) {
+	spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4}
+	rt := fakeruntime.New(t, cpusOf(t, spec))
+	pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, spec), stateDir: t.TempDir(), metrics: true, healthOverHTTP: true})
 	for _, tc := range []struct {
-		name            string
-		probesOnMetrics bool
+		name    string
+		sources []string
+		per     int
 	}{
-		{"probes on their own listener", false},
-		{"probes on the metrics port", true},
+		{"the node's address holds 8 connections", []string{"127.0.0.1"}, 8},
+		{"two sources hold every slot", []string{"127.0.0.2", "127.0.0.3"}, 16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4}
-			rt := fakeruntime.New(t, cpusOf(t, spec))
-			pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, spec), stateDir: t.TempDir(),
-				metrics: true, probesOnMetrics: tc.probesOnMetrics})
-			if held := holdConnections(t, pp.metrics, "127.0.0.2", 40); held == 0 || held > 4 {
-				t.Errorf("%d of the tenant's 40 connections were served, want at most 4 and some", held)
+			for _, address := range []string{pp.metrics, pp.health} {
+				for _, source := range tc.sources {
+					holdConnections(t, address, source, tc.per)
+				}
 			}
-			// The tenant's connections are held (their idle timeout is
-			// 5 s) while the kubelet and Prometheus, from 127.0.0.1, ask.
-			wantProbesOK(t, pp, "while a tenant holds connections to the metrics port")
-			if _, err := pp.scrape(); err != nil {
-				t.Errorf("a scrape from another source while the tenant holds its share: %v", err)
+			wantProbesOK(t, pp, tc.name)
+			if _, err := pp.scrapeFrom("127.0.0.9"); err != nil {
+				t.Errorf("a scrape from another source while %s: %v", tc.name, err)
 			}
 		})
 	}
+	t.Run("a flood of connections against the metrics port", func(t *testing.T) {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if c, err := net.Dial("tcp", pp.metrics); err == nil {
+						_, _ = fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: plugin\r\n\r\n")
+						_ = c.Close()
+					}
+				}
+			})
+		}
+		for range 10 {
+			wantProbesOK(t, pp, "during a flood of connections against the metrics port")
+		}
+		close(stop)
+		wg.Wait()
+	})
 }
 
-// holdConnections opens n connections from source to address at once,
-// sends a request on each and keeps them open until the test ends; it
-// returns how many were answered within 2 s (and are kept alive).
-func holdConnections(t *testing.T, address, source string, n int) int {
+// holdConnections opens n connections from source to address at once and
+// keeps each in the middle of its request's header (the server cannot
+// close them before its header timeout) until the test ends.
+func holdConnections(t *testing.T, address, source string, n int) {
 	t.Helper()
 	dialer := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}}
-	type result struct {
-		answered bool
-		err      error
-	}
-	results := make(chan result, n)
 	for range n {
-		go func() {
-			c, err := dialer.Dial("tcp", address)
-			if err != nil {
-				results <- result{err: err}
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-			_, _ = fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\nHost: plugin\r\n\r\n")
-			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-			k, err := c.Read(make([]byte, 64))
-			results <- result{answered: err == nil && k > 0}
-		}()
-	}
-	answered := 0
-	for range n {
-		r := <-results
-		if r.err != nil {
-			t.Fatalf("dialing %s from %s: %v", address, source, r.err)
+		c, err := dialer.Dial("tcp", address)
+		if err != nil {
+			t.Fatalf("dialing %s from %s: %v", address, source, err)
 		}
-		if r.answered {
-			answered++
-		}
+		t.Cleanup(func() { c.Close() })
+		_, _ = fmt.Fprintf(c, "GET /metrics HTTP/1.1\r\n")
 	}
-	return answered
 }
 
 // TestSynchronizesWithinTwoSecondsOfTheRuntimesReturn: while containerd
@@ -256,7 +246,8 @@ func TestProbesAnswerWhileTheDiskStalls(t *testing.T) {
 // creation: the plugin's failure policy). From that moment readiness is
 // false — /readyz answers 503 and nri_cpumanager_ready is 0 within a
 // second of the drop, while the handler still waits for the disk — and
-// checkpoint_write_in_progress_seconds tells the stall. Once the disk
+// checkpoint_write_in_progress_seconds tells the stall (the probe, over
+// its socket, answers no at once: it does not wait for the lock). Once the disk
 // thaws, the plugin reconnects and is ready again.
 func TestReadyTellsTheDropOfAStalledPlugin(t *testing.T) {
 	mnt := frozenCapableMount(t)
@@ -288,30 +279,30 @@ func TestReadyTellsTheDropOfAStalledPlugin(t *testing.T) {
 		t.Fatal("the runtime did not time the stalled creation out within 20 s")
 	}
 	for {
-		code, _ := probe(pp.health, "/readyz")
+		ready, _ := pp.probe("ready")
 		m, err := pp.scrape()
-		if code == http.StatusServiceUnavailable && err == nil && m["nri_cpumanager_ready{}"] == 0 {
+		if !ready && err == nil && m["nri_cpumanager_ready{}"] == 0 {
 			if stall := m["nri_cpumanager_checkpoint_write_in_progress_seconds{}"]; stall < 1 {
 				t.Errorf("checkpoint_write_in_progress_seconds = %v while a write has been stalled for seconds", stall)
 			}
 			break
 		}
 		if time.Since(dropped) > time.Second {
-			t.Fatalf("a second after the runtime dropped the plugin: /readyz %d, ready %v (%v); want 503 and 0\n%s", code, m["nri_cpumanager_ready{}"], err, pp.tail(30))
+			t.Fatalf("a second after the runtime dropped the plugin: probe ready %v, ready %v (%v); want no and 0\n%s", ready, m["nri_cpumanager_ready{}"], err, pp.tail(30))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	thaw()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		code, _ := probe(pp.health, "/readyz")
+		ready, _ := pp.probe("ready")
 		m, err := pp.scrape()
-		if code == http.StatusOK && err == nil && m["nri_cpumanager_ready{}"] == 1 && rt.Syncs() > syncs &&
+		if ready && err == nil && m["nri_cpumanager_ready{}"] == 1 && rt.Syncs() > syncs &&
 			m["nri_cpumanager_checkpoint_write_in_progress_seconds{}"] == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("15 s after the thaw: /readyz %d, ready %v (%v), synchronized again %v\n%s", code, m["nri_cpumanager_ready{}"], err, rt.Syncs() > syncs, pp.tail(20))
+			t.Fatalf("15 s after the thaw: probe ready %v, ready %v (%v), synchronized again %v\n%s", ready, m["nri_cpumanager_ready{}"], err, rt.Syncs() > syncs, pp.tail(20))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

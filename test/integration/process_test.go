@@ -78,11 +78,14 @@ type pluginProcess struct {
 	cmd      *exec.Cmd
 	stateDir string
 	metrics  string // the metrics address, "" when not served
-	health   string // the probes' address (maybe metrics), "" when not served
-	log      *bytes.Buffer
-	logMu    *sync.Mutex
-	done     chan struct{}
-	exitErr  error
+	// probeSocket is the probes' Unix socket (the probe command's), health
+	// their HTTP address, "" when not served.
+	probeSocket, health string
+	bin                 string
+	log                 *bytes.Buffer
+	logMu               *sync.Mutex
+	done                chan struct{}
+	exitErr             error
 }
 
 // processConfig is what a plugin process is started with.
@@ -93,13 +96,11 @@ type processConfig struct {
 	yaml string
 	// env holds more environment variables (GOMEMLIMIT, GOGC).
 	env []string
-	// metrics makes the plugin serve its metrics, and its probes, each on
-	// a free loopback port.
+	// metrics makes the plugin serve its metrics on a free loopback port.
 	metrics bool
-	// probesOnMetrics, with metrics, serves the probes on the metrics port
-	// (healthAddress ""), where pluginProcess.health is the metrics
-	// address.
-	probesOnMetrics bool
+	// healthOverHTTP serves the probes over HTTP too (healthAddress), on
+	// another free loopback port; they are always on the probe socket.
+	healthOverHTTP bool
 }
 
 // startProcess starts the plugin's command against rt and waits until its
@@ -114,19 +115,20 @@ func startProcess(t testing.TB, rt *fakeruntime.Runtime, pc processConfig) *plug
 	}
 	metricsAddress, healthAddress := "", ""
 	if pc.metrics {
-		metricsAddress, healthAddress = freeAddress(t), freeAddress(t)
+		metricsAddress = freeAddress(t)
 	}
-	probesAddress := healthAddress
-	if pc.metrics && pc.probesOnMetrics {
-		healthAddress, probesAddress = "", metricsAddress
+	if pc.healthOverHTTP {
+		healthAddress = freeAddress(t)
 	}
-	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nsysfsRoot: %s\ncgroupfsRoot: %q\nmetricsAddress: %q\nhealthAddress: %q\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: %s\n%s\n",
-		rt.Socket(), pc.stateDir, pc.sysfsRoot, rt.CgroupRoot(), metricsAddress, healthAddress, logLevel, pc.yaml)
+	probeSocket := filepath.Join(t.TempDir(), "run", "probe.sock")
+	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nsysfsRoot: %s\ncgroupfsRoot: %q\nmetricsAddress: %q\nprobeSocket: %s\nhealthAddress: %q\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: %s\n%s\n",
+		rt.Socket(), pc.stateDir, pc.sysfsRoot, rt.CgroupRoot(), metricsAddress, probeSocket, healthAddress, logLevel, pc.yaml)
 	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pp := &pluginProcess{t: t, stateDir: pc.stateDir, metrics: metricsAddress, health: probesAddress, log: &bytes.Buffer{}, logMu: &sync.Mutex{}, done: make(chan struct{})}
+	pp := &pluginProcess{t: t, bin: bin, stateDir: pc.stateDir, metrics: metricsAddress, probeSocket: probeSocket, health: healthAddress,
+		log: &bytes.Buffer{}, logMu: &sync.Mutex{}, done: make(chan struct{})}
 	pp.cmd = exec.Command(bin, "run", "--config", cfgFile)
 	pp.cmd.Env = append(os.Environ(), pc.env...)
 	pp.cmd.Stdout = lockedWriter{pp.logMu, pp.log}
@@ -182,6 +184,14 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.Write(p)
+}
+
+// probe runs the kubelet's exec probe, the probe command, for kind (live
+// or ready) against the process, and returns whether it said yes (exit
+// status 0) within its timeout, and its output.
+func (pp *pluginProcess) probe(kind string) (bool, string) {
+	out, err := exec.Command(pp.bin, "probe", kind, "--probe-socket", pp.probeSocket, "--timeout", "1s").CombinedOutput()
+	return err == nil, strings.TrimSpace(string(out))
 }
 
 // tail returns the last n lines the process logged.
@@ -265,11 +275,19 @@ func (pp *pluginProcess) memory() (peak, current int64, err error) {
 var metricSample = regexp.MustCompile(`^([a-z_]+)(?:\{(.*)\})? ([0-9.e+-]+|\+Inf)$`)
 
 // scrape returns the plugin's metric samples: name{labels} → value.
-func (pp *pluginProcess) scrape() (map[string]float64, error) {
+func (pp *pluginProcess) scrape() (map[string]float64, error) { return pp.scrapeFrom("") }
+
+// scrapeFrom is scrape from a source address ("": any).
+func (pp *pluginProcess) scrapeFrom(source string) (map[string]float64, error) {
 	if pp.metrics == "" {
 		return nil, errors.New("the plugin serves no metrics")
 	}
-	resp, err := http.Get("http://" + pp.metrics + "/metrics")
+	dialer := net.Dialer{Timeout: 5 * time.Second}
+	if source != "" {
+		dialer.LocalAddr = &net.TCPAddr{IP: net.ParseIP(source)}
+	}
+	client := http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dialer.DialContext, DisableKeepAlives: true}}
+	resp, err := client.Get("http://" + pp.metrics + "/metrics")
 	if err != nil {
 		return nil, err
 	}

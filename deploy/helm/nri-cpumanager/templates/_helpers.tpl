@@ -72,7 +72,7 @@ The port of config.metricsAddress ("" when metrics are off).
 {{- end -}}
 {{- end -}}
 
-{{/* The probes' port: healthAddress's, else metricsAddress's. */}}
+{{/* The port of config.healthAddress ("" when it is off). */}}
 {{- define "nri-cpumanager.healthPort" -}}
 {{- with .Values.config.healthAddress -}}
 {{- splitList ":" . | last -}}
