@@ -191,7 +191,7 @@ func (x *exporter) sync(ctx context.Context, force bool) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	want := Topology(x.node, x.view())
-	if uid := x.ownerUID(ctx); uid != "" {
+	if uid := x.ownerUID(ctx, force); uid != "" {
 		want.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: x.node, UID: uid}}
 	}
 	if !force && (x.foreign != "" || x.written != nil && sameContent(x.written, want)) {
@@ -238,10 +238,15 @@ func (x *exporter) sync(ctx context.Context, force bool) error {
 
 // ownerUID returns the UID of this node's Node object, the owner of the
 // NodeResourceTopology object: the garbage collector deletes the object
-// with the Node. "" while it cannot be read (said once in the log: the
-// object is written without an owner meanwhile).
-func (x *exporter) ownerUID(ctx context.Context) types.UID {
-	if x.nodeUID != "" || x.nodes == nil {
+// with the Node. It is read again at every forced sync (reread: the
+// resync every minute, a failure): a Node deleted and registered again
+// has a new UID, and an object owned by the old one would be deleted by
+// the garbage collector, then written again with the stale owner, over
+// and over. "" while it cannot be read (said once in the log: the object
+// is written without an owner meanwhile); the UID last read when it
+// cannot be read again.
+func (x *exporter) ownerUID(ctx context.Context, reread bool) types.UID {
+	if x.nodes == nil || x.nodeUID != "" && !reread {
 		return x.nodeUID
 	}
 	uid, err := x.nodes.UID(ctx, x.node)
@@ -251,7 +256,7 @@ func (x *exporter) ownerUID(ctx context.Context) types.UID {
 			x.health.log.WithError(err).WithField("node", x.node).Warn("cannot read this node's Node object: " +
 				"its NodeResourceTopology object has no owner reference and would outlive the node until the plugin reads it")
 		}
-		return ""
+		return x.nodeUID
 	}
 	x.nodeUID = uid
 	return uid

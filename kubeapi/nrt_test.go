@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sirupsen/logrus"
 	"sync"
 	"testing"
 	"time"
@@ -318,5 +319,44 @@ func TestTopologyExportLeavesAForeignObjectAlone(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(a.metrics.nrtUpdates.WithLabelValues("ok")) + testutil.ToFloat64(a.metrics.nrtUpdates.WithLabelValues("error")); n != 0 {
 		t.Errorf("%v writes of another tool's object, want none", n)
+	}
+}
+
+// TestTopologyExportFollowsAReregisteredNode: a Node deleted and
+// registered again under the same name has a new UID; the next forced
+// sync (the minutely resync) reads it again and owns the object by the
+// new Node, instead of writing back the owner the garbage collector just
+// deleted the object for.
+func TestTopologyExportFollowsAReregisteredNode(t *testing.T) {
+	topo := nrtfake.NewSimpleClientset()
+	nodes := nodeUIDs{testNode: "first-uid"}
+	x := newExporter(fakeTopology{topo.TopologyV1alpha2().NodeResourceTopologies()}, testNode, newHealth(logrus.NewEntry(discard()), nil), nil)
+	x.view, x.nodes = func() policy.TopologyView { return twoNodes() }, nodes
+	ownerOfObject := func() types.UID {
+		t.Helper()
+		nrt, err := topo.TopologyV1alpha2().NodeResourceTopologies().Get(context.Background(), testNode, metav1.GetOptions{})
+		if err != nil || len(nrt.OwnerReferences) != 1 {
+			t.Fatalf("object %+v, %v: want one owner", nrt, err)
+		}
+		return nrt.OwnerReferences[0].UID
+	}
+	if err := x.sync(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if got := ownerOfObject(); got != "first-uid" {
+		t.Fatalf("owner %s, want first-uid", got)
+	}
+	nodes[testNode] = "second-uid"
+	if err := x.sync(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if got := ownerOfObject(); got != "first-uid" {
+		t.Errorf("a sync that is not forced read the Node again: owner %s", got)
+	}
+	if err := x.sync(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	if got := ownerOfObject(); got != "second-uid" {
+		t.Errorf("owner %s after a forced sync, want the re-registered Node's second-uid", got)
 	}
 }

@@ -55,7 +55,15 @@ func (p *Plugin) commit(m *policy.Model) error {
 		p.metrics.checkpointWrite(start, err)
 		if err != nil {
 			p.dirty = true
-			p.log.WithError(err).Error("checkpoint write failed")
+			// Once per distinct error per minute: a failing disk makes every
+			// request fail (checkpoint_writes_total counts them all), and
+			// the log may be on the same disk.
+			entry := p.log.WithError(err)
+			if p.writeErrors.first(err.Error()) {
+				entry.Error("checkpoint write failed (the same failure is logged again at most once a minute; checkpoint_writes_total counts each)")
+			} else {
+				entry.Debug("checkpoint write failed")
+			}
 			return fmt.Errorf("nri-cpumanager: cannot persist the CPU assignment (%s): %w", p.store.Path(), err)
 		}
 		p.dirty = false
@@ -215,4 +223,28 @@ func (c *writeClock) age() time.Duration {
 		return 0
 	}
 	return max(0, time.Since(c.base)-time.Duration(since-1))
+}
+
+// onceAMinute tells whether a message is to be logged: the first time
+// it is seen, then once a minute at most, each distinct message apart.
+type onceAMinute struct {
+	now  func() time.Time
+	last map[string]time.Time
+}
+
+func newOnceAMinute(now func() time.Time) *onceAMinute {
+	return &onceAMinute{now: now, last: map[string]time.Time{}}
+}
+
+// first reports whether msg is due to be logged now, and records it.
+func (o *onceAMinute) first(msg string) bool {
+	now := o.now()
+	if last, seen := o.last[msg]; seen && now.Sub(last) < time.Minute {
+		return false
+	}
+	if len(o.last) >= 64 {
+		clear(o.last) // (bounded: distinct errors of a failing disk are few)
+	}
+	o.last[msg] = now
+	return true
 }

@@ -32,8 +32,20 @@ const defaultDialInterval = 500 * time.Millisecond
 // resets the count.
 const defaultWatchdogTrips = 16
 
+// defaultMaxAbandoned bounds the stubs the watchdog gives up on over the
+// process's life: each leaves its goroutines blocked for good.
+const defaultMaxAbandoned = 64
+
+// defaultUnsolicitedTimeout bounds an unsolicited update (twice
+// containerd's request timeout, with a margin).
+const defaultUnsolicitedTimeout = 5 * time.Second
+
 // errWedged is Run's error when the NRI stub keeps hanging.
 var errWedged = errors.New("the NRI stub hung on too many connections in a row; exiting so that a fresh process connects")
+
+// errTooManyAbandoned is Run's error when the stubs the watchdog gave up
+// on, over the process's life, reach MaxAbandoned.
+var errTooManyAbandoned = errors.New("the watchdog gave up on too many NRI stubs over the plugin's life (each leaves goroutines behind); exiting so that a fresh process connects")
 
 // Run connects to NRI and serves events until ctx is cancelled. When
 // containerd goes away it keeps running: it dials the socket every
@@ -51,7 +63,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 	go p.sendLoop(ctx)
 	go p.maintainLoop(ctx)
 	backoff := p.opts.ReconnectMin
-	abandoned := 0
+	abandoned, lifetime := 0, 0
 	dialFailures := 0
 	var lastSocket socketID
 	for {
@@ -63,6 +75,10 @@ func (p *Plugin) Run(ctx context.Context) error {
 			abandoned, backoff = 0, p.opts.ReconnectMin
 		}
 		if errors.Is(out.err, errNoConfigure) {
+			p.metrics.abandonedStub()
+			if lifetime++; lifetime >= p.opts.MaxAbandoned {
+				return errTooManyAbandoned
+			}
 			if abandoned++; abandoned >= p.opts.WatchdogTrips {
 				return errWedged
 			}
@@ -174,7 +190,7 @@ func (p *Plugin) serve(ctx context.Context) (out connOutcome) {
 		return connOutcome{err: fmt.Errorf("creating NRI stub: %w", err)}
 	}
 	p.mu.Lock()
-	p.conn.stub = s
+	p.conn = connection{stub: s, drop: dialed.close}
 	p.mu.Unlock()
 	p.configured.Store(configured)
 	defer func() {
@@ -220,7 +236,7 @@ func (p *Plugin) serve(ctx context.Context) (out connOutcome) {
 // whose request timed out, so the link's end must show while the handler
 // still waits.
 func (p *Plugin) disconnected() {
-	p.link.down(time.Now())
+	p.link.down()
 	p.mu.Lock()
 	p.conn = connection{}
 	p.mu.Unlock()
@@ -279,9 +295,12 @@ func (s *signal) done() <-chan struct{} { return s.c }
 type linkState struct {
 	synchronized atomic.Bool
 	// downSince is when the plugin last stopped being synchronized (its
-	// start, or the end of its last synchronized connection), in Unix
-	// nanoseconds.
+	// start, or the end of its last synchronized connection), on the
+	// monotonic clock (elapsed): a step of the wall clock neither fails
+	// the liveness probe nor hides a wedge.
 	downSince atomic.Int64
+	// elapsed reads the monotonic clock: the time since a fixed instant.
+	elapsed func() time.Duration
 	// mu orders up and down (never the plugin's lock); epoch counts the
 	// connections' ends, so that a Synchronize of a connection that ended
 	// while it waited for the plugin's lock does not mark the next one
@@ -290,9 +309,15 @@ type linkState struct {
 	epoch uint64
 }
 
-func newLinkState(now time.Time) *linkState {
-	l := &linkState{}
-	l.downSince.Store(now.UnixNano())
+// newLinkState returns the link of a plugin that is not connected yet,
+// on the monotonic clock elapsed (nil: the process's own).
+func newLinkState(elapsed func() time.Duration) *linkState {
+	if elapsed == nil {
+		start := time.Now()
+		elapsed = func() time.Duration { return time.Since(start) } // (monotonic: start carries its reading)
+	}
+	l := &linkState{elapsed: elapsed}
+	l.downSince.Store(int64(elapsed()))
 	return l
 }
 
@@ -316,21 +341,21 @@ func (l *linkState) up(epoch uint64) {
 	}
 }
 
-// down records the end of a connection at now.
-func (l *linkState) down(now time.Time) {
+// down records the end of a connection.
+func (l *linkState) down() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.epoch++
 	if l.synchronized.Swap(false) {
-		l.downSince.Store(now.UnixNano())
+		l.downSince.Store(int64(l.elapsed()))
 	}
 }
 
 // downFor returns how long the plugin has gone without a synchronized
-// connection at now (0 while it has one).
-func (l *linkState) downFor(now time.Time) time.Duration {
+// connection (0 while it has one).
+func (l *linkState) downFor() time.Duration {
 	if l.synchronized.Load() {
 		return 0
 	}
-	return now.Sub(time.Unix(0, l.downSince.Load()))
+	return l.elapsed() - time.Duration(l.downSince.Load())
 }

@@ -3,6 +3,8 @@ package plugin
 import (
 	"context"
 	"errors"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -226,5 +228,73 @@ func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() boo
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestWatchdogBoundsAbandonedStubsOverTheProcessLife: each connection the
+// watchdog gives up on leaves its stub's goroutines behind; synchronized
+// connections between them reset the count in a row, not the count over
+// the process's life, which ends Run at MaxAbandoned (and counts each).
+func TestWatchdogBoundsAbandonedStubsOverTheProcessLife(t *testing.T) {
+	rt := startFlakyRuntime(t)
+	reg := prometheus.NewRegistry()
+	metrics, err := NewMetrics(reg, BuildInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := newTestPluginWith(t, func(o *Options) {
+		o.Socket = rt.socket
+		o.ConfigureTimeout = 100 * time.Millisecond
+		o.WatchdogTrips, o.MaxAbandoned = 3, 4
+		o.ReconnectMin, o.ReconnectMax, o.DialInterval = 10*time.Millisecond, 20*time.Millisecond, 10*time.Millisecond
+		o.Metrics = metrics
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(ctx) }()
+
+	// Two trips, a synchronized connection, then trips for ever: the
+	// fourth trip over the life ends Run, before three in a row would.
+	waitUntil(t, "two registrations dropped", 10*time.Second, func() bool { return rt.registrations.Load() >= 2 })
+	rt.good.Store(1)
+	waitUntil(t, "a synchronized connection", 10*time.Second, func() bool { return rt.syncs.Load() == 1 })
+	select {
+	case err := <-ran:
+		if !errors.Is(err, errTooManyAbandoned) {
+			t.Fatalf("Run = %v, want %v", err, errTooManyAbandoned)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run still running after 20 s of a runtime that never configures it")
+	}
+	if got := testutil.ToFloat64(metrics.abandoned); got != 4 {
+		t.Errorf("abandoned_connections_total = %v, want 4", got)
+	}
+}
+
+// TestLivenessOnTheMonotonicClock: how long the plugin has gone without a
+// synchronized connection is measured on the monotonic clock it is given,
+// from the end of the last one; the wall clock has no part in it.
+func TestLivenessOnTheMonotonicClock(t *testing.T) {
+	var elapsed time.Duration
+	l := newLinkState(func() time.Duration { return elapsed })
+	elapsed = 30 * time.Second
+	if got := l.downFor(); got != 30*time.Second {
+		t.Errorf("down for %v since the start, want 30s", got)
+	}
+	l.up(l.current())
+	elapsed = 2 * time.Hour
+	if got := l.downFor(); got != 0 {
+		t.Errorf("down for %v while synchronized", got)
+	}
+	l.down()
+	elapsed += 10 * time.Second
+	if got := l.downFor(); got != 10*time.Second {
+		t.Errorf("down for %v, want 10s since the connection ended", got)
+	}
+	old := l.current() - 1
+	l.up(old)
+	if l.isSynchronized() {
+		t.Error("a Synchronize of a connection that ended marked the link synchronized")
 	}
 }

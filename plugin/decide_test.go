@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"github.com/sirupsen/logrus"
+	"github.com/sirupsen/logrus/hooks/test"
 	"maps"
 	"os"
 	"path/filepath"
@@ -389,5 +392,48 @@ func TestEveryHandlerSurvivesAPanic(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("after %s's panic, the plugin's lock is still held", h.event)
 		}
+	}
+}
+
+// TestFailingWritesLoggedOnceAMinute: a failing disk fails every request
+// (each refused, each counted); its error is logged once per distinct
+// error per minute, not once per attempt onto what may be the same disk.
+func TestFailingWritesLoggedOnceAMinute(t *testing.T) {
+	log, hook := test.NewNullLogger()
+	log.SetLevel(logrus.InfoLevel)
+	p, _ := newTestPluginWith(t, func(o *Options) { o.Log = log })
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	p.writeErrors.now = func() time.Time { return now }
+	failure := errors.New("write state: input/output error")
+	p.save = func(*state.State) error { return failure }
+	ctx := context.Background()
+	errorLines := func() int {
+		n := 0
+		for _, e := range hook.AllEntries() {
+			if e.Level == logrus.ErrorLevel && strings.HasPrefix(e.Message, "checkpoint write failed") {
+				n++
+			}
+		}
+		return n
+	}
+	create := func(id string) {
+		t.Helper()
+		pod, ctr := guaranteedCtr(id, 1)
+		if _, _, err := p.CreateContainer(ctx, pod, ctr); err == nil {
+			t.Fatalf("creation %s whose checkpoint write failed was not refused", id)
+		}
+	}
+	for i := range 10 {
+		create(fmt.Sprintf("a%d", i))
+	}
+	if got := errorLines(); got != 1 {
+		t.Errorf("%d error lines for 10 failed writes within a minute, want 1", got)
+	}
+	failure = errors.New("write state: no space left on device")
+	create("b")
+	now = now.Add(time.Minute)
+	create("c")
+	if got := errorLines(); got != 3 {
+		t.Errorf("%d error lines after another error and a minute, want 3", got)
 	}
 }

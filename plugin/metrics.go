@@ -44,6 +44,7 @@ type Metrics struct {
 	checkpointTime   prometheus.Histogram
 	checkpointBad    prometheus.Counter
 	reconnects       prometheus.Counter
+	abandoned        prometheus.Counter
 	ready            prometheus.GaugeFunc
 	// link is what ready and checkpoint_write_in_progress_seconds read,
 	// without the plugin's lock (linkFrom).
@@ -113,6 +114,10 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 		reconnects: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: namespace, Name: "reconnects_total", Help: "Times the NRI connection was lost or failed and re-dialled (a run of failed dials counts once).",
 		}),
+		abandoned: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "abandoned_connections_total",
+			Help: "Connections the watchdog gave up on, the runtime not having configured them in time (each leaves an NRI stub's goroutines behind; past 64 the process exits and the kubelet starts a fresh one).",
+		}),
 
 		configPending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "config_pending",
@@ -177,7 +182,7 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 		}
 	}
 	for _, c := range []prometheus.Collector{buildInfo, m.resizes, m.refusals, m.model,
-		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.ready, m.configPending, m.configRejected, m.observeOnly,
+		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.abandoned, m.ready, m.configPending, m.configRejected, m.observeOnly,
 		m.unsolicitedSent, m.drifts, m.podUpdates, newRefusedSince(m.refused), writing} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -270,6 +275,12 @@ func (m *Metrics) checkpointCorrupt() {
 func (m *Metrics) reconnect() {
 	if m != nil {
 		m.reconnects.Inc()
+	}
+}
+
+func (m *Metrics) abandonedStub() {
+	if m != nil {
+		m.abandoned.Inc()
 	}
 }
 

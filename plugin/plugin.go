@@ -52,6 +52,15 @@ type Options struct {
 	// drop before Run gives up and returns an error, so that a fresh
 	// process connects (16).
 	WatchdogTrips int
+	// MaxAbandoned bounds the connections the watchdog gives up on over
+	// the process's life (each leaves a stub's goroutines behind): past
+	// it Run returns an error, so that a fresh process connects (64).
+	MaxAbandoned int
+	// UnsolicitedTimeout bounds an unsolicited update: a runtime that has
+	// not answered it by then gets its connection closed, and the plugin
+	// synchronizes again (5 s: twice containerd's request timeout, with a
+	// margin).
+	UnsolicitedTimeout time.Duration
 	// DisconnectedTimeout is how long the plugin may go without a
 	// synchronized NRI connection before /healthz fails (0: never).
 	DisconnectedTimeout time.Duration
@@ -112,6 +121,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.ReconnectMax < o.ReconnectMin {
 		o.ReconnectMax = 30 * time.Second
+	}
+	if o.MaxAbandoned <= 0 {
+		o.MaxAbandoned = defaultMaxAbandoned
+	}
+	if o.UnsolicitedTimeout <= 0 {
+		o.UnsolicitedTimeout = defaultUnsolicitedTimeout
 	}
 	if o.WatchdogTrips <= 0 {
 		o.WatchdogTrips = defaultWatchdogTrips
@@ -189,6 +204,8 @@ type Plugin struct {
 	link *linkState
 	// writes times the checkpoint write in progress, read without mu.
 	writes *writeClock
+	// writeErrors limits the log of failed checkpoint writes.
+	writeErrors *onceAMinute
 	// configured is fired by Configure on the current connection (the
 	// watchdog's signal, connect.go).
 	configured atomic.Pointer[signal]
@@ -206,21 +223,22 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 	}
 	opts.setDefaults()
 	p := &Plugin{
-		opts:       opts,
-		log:        opts.Log.WithField("component", "plugin"),
-		store:      store,
-		save:       store.Save,
-		metrics:    opts.Metrics,
-		cgroups:    cgroupReader{root: opts.CgroupfsRoot},
-		limits:     limitsFor(pol.Allocator().Topology().CPUs()),
-		kick:       make(chan struct{}, 1),
-		verifyKick: make(chan struct{}, 1),
-		policy:     pol,
-		pods:       map[string]policy.Pod{},
-		ledger:     newLedger(),
-		warned:     map[string]bool{},
-		link:       newLinkState(time.Now()),
-		writes:     newWriteClock(),
+		opts:        opts,
+		log:         opts.Log.WithField("component", "plugin"),
+		store:       store,
+		save:        store.Save,
+		metrics:     opts.Metrics,
+		cgroups:     cgroupReader{root: opts.CgroupfsRoot},
+		limits:      limitsFor(pol.Allocator().Topology().CPUs()),
+		kick:        make(chan struct{}, 1),
+		verifyKick:  make(chan struct{}, 1),
+		policy:      pol,
+		pods:        map[string]policy.Pod{},
+		ledger:      newLedger(),
+		warned:      map[string]bool{},
+		link:        newLinkState(nil),
+		writes:      newWriteClock(),
+		writeErrors: newOnceAMinute(time.Now),
 	}
 	p.metrics.linkFrom(linkReader{ready: p.Ready, writing: p.writes.age})
 	p.reporter = &reporter{log: p.log, metrics: opts.Metrics, api: opts.API, refusals: opts.Metrics.refusalMemory()}
@@ -284,7 +302,7 @@ func (p *Plugin) Ready() bool { return p.link.isSynchronized() }
 // probe. It measures the link to the runtime, nothing else: not the
 // disk, not the Kubernetes API. It does not wait for the plugin's lock.
 func (p *Plugin) Healthy() bool {
-	return p.opts.DisconnectedTimeout <= 0 || p.link.downFor(time.Now()) < p.opts.DisconnectedTimeout
+	return p.opts.DisconnectedTimeout <= 0 || p.link.downFor() < p.opts.DisconnectedTimeout
 }
 
 // connection is the plugin's current connection to the runtime; whether
@@ -292,4 +310,7 @@ func (p *Plugin) Healthy() bool {
 type connection struct {
 	// stub is the NRI stub of the connection; nil between connections.
 	stub stub.Stub
+	// drop closes the connection (the runtime then sees the plugin gone,
+	// and the plugin dials again); nil between connections.
+	drop func()
 }

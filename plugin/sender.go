@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -74,8 +75,53 @@ func (p *Plugin) sendPending() bool {
 	if batch == nil {
 		return true
 	}
-	failed, err := s.UpdateContainers(updates)
+	failed, err := p.updateWithin(s, updates)
 	return p.settleSend(batch, lent, failed, err)
+}
+
+// errUnsolicitedTimeout says that the runtime did not answer an
+// unsolicited update within UnsolicitedTimeout.
+var errUnsolicitedTimeout = errors.New("the runtime did not answer the unsolicited update in time; its connection is closed and the plugin synchronizes again")
+
+// updateWithin sends an unsolicited update on stub s and waits at most
+// UnsolicitedTimeout for the answer (the stub's call has no deadline of
+// its own). Past it the connection is closed: its call then returns, the
+// CPUs it lent come back only then (the runtime may have applied it
+// meanwhile), and the next Synchronize sends every container what it
+// should run on.
+func (p *Plugin) updateWithin(s stub.Stub, updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	type result struct {
+		failed []*api.ContainerUpdate
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		failed, err := s.UpdateContainers(updates)
+		done <- result{failed, err}
+	}()
+	timer := time.NewTimer(p.opts.UnsolicitedTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.failed, r.err
+	case <-timer.C:
+	}
+	p.log.WithField("timeout", p.opts.UnsolicitedTimeout).Error("the runtime did not answer an unsolicited update in time; closing the connection to synchronize again")
+	p.dropConnection(s)
+	r := <-done // (a closed connection fails the call)
+	return r.failed, errors.Join(errUnsolicitedTimeout, r.err)
+}
+
+// dropConnection closes the connection of stub s, if it is still the
+// current one: the runtime sees the plugin gone, and Run dials again.
+func (p *Plugin) dropConnection(s stub.Stub) {
+	p.mu.Lock()
+	drop := p.conn.drop
+	current := p.conn.stub == s
+	p.mu.Unlock()
+	if current && drop != nil {
+		drop()
+	}
 }
 
 // collectPending takes the pending updates for an unsolicited update:

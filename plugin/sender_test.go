@@ -2,10 +2,12 @@ package plugin
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -479,4 +481,61 @@ func cpuTime(t *testing.T) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// hangingStub never answers an unsolicited update until its connection
+// is closed; then the call fails, as a ttrpc call on a closed connection
+// does.
+type hangingStub struct {
+	stub.Stub
+	closed chan struct{}
+}
+
+func (s *hangingStub) UpdateContainers([]*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+	<-s.closed
+	return nil, errors.New("ttrpc: closed")
+}
+
+// TestUnsolicitedUpdateHasADeadline: a runtime that does not answer an
+// unsolicited update within UnsolicitedTimeout gets its connection
+// closed (the plugin then dials again and synchronizes); the update is
+// due again, and the CPUs it lent come back once the call has returned.
+func TestUnsolicitedUpdateHasADeadline(t *testing.T) {
+	p, _ := newTestPluginWith(t, func(o *Options) { o.UnsolicitedTimeout = 50 * time.Millisecond })
+	hang := &hangingStub{closed: make(chan struct{})}
+	connected(t, p, hang)
+	var drops atomic.Int32
+	p.mu.Lock()
+	p.conn.drop = func() {
+		if drops.Add(1) == 1 {
+			close(hang.closed)
+		}
+	}
+	p.mu.Unlock()
+	ctx := context.Background()
+	spod, sctr := sharedCtr("s")
+	if _, _, err := p.CreateContainer(ctx, spod, sctr); err != nil {
+		t.Fatal(err)
+	}
+	pod, ctr := guaranteedCtr("a", 1)
+	if _, _, err := p.CreateContainer(ctx, pod, ctr); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.RemovePodSandbox(ctx, pod); err != nil { // the shared container's growth is pending
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.ledger.lastEvent, p.ledger.pendingSince = time.Now().Add(-time.Hour), time.Now().Add(-time.Hour) // the runtime is quiet
+	p.mu.Unlock()
+	if p.sendPending() {
+		t.Fatal("an update the runtime never answered counts as delivered")
+	}
+	if drops.Load() != 1 {
+		t.Errorf("the connection was dropped %d times, want once", drops.Load())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.model.Lending.IsEmpty() || !p.ledger.pending["s"] {
+		t.Errorf("after the timeout: lending %s, s pending %v; want nothing lent and s due again", p.model.Lending, p.ledger.pending["s"])
+	}
 }
