@@ -16,8 +16,9 @@ import (
 // shape) on a real containerd over CRI, with the plugin's binary, and
 // checks every step in the containers' cgroup files and the checkpoint
 // (e2etest.PlayScenarios); the others are skipped, saying how this
-// machine differs. On this project's 2-CPU host: shared-pool.yaml and
-// shared-pool-never-empty.yaml.
+// machine differs. On this project's 2-CPU host: shared-pool.yaml,
+// shared-pool-never-empty.yaml and, with the plugin on a fake Kubernetes
+// API server, pod-admission-init-reuse-two-cpus.yaml.
 func TestScenarios(t *testing.T) {
 	harness.SkipUnlessCapable(t)
 	ctx := harness.Context(t, 10*time.Minute)

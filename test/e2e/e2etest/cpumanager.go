@@ -30,6 +30,9 @@ type CPUManager struct {
 	// Online are the machine's online CPUs, against which the checkpoint
 	// is verified.
 	Online cpuset.CPUSet
+	// API, when set, is the Kubernetes API the plugin watches
+	// (StartCPUManagerOnAPI).
+	API *harness.FakeAPIServer
 }
 
 // StartCPUManager writes the plugin's configuration into a directory of
@@ -40,10 +43,29 @@ type CPUManager struct {
 // containerd and waits until it is synchronized.
 func StartCPUManager(ctx context.Context, t testing.TB, env *harness.Env, bin string, online cpuset.CPUSet, config string) *CPUManager {
 	t.Helper()
+	return startCPUManager(ctx, t, env, bin, online, config, nil)
+}
+
+// StartCPUManagerOnAPI is StartCPUManager with the plugin on api, a fake
+// Kubernetes API server: kubernetesAPI: true among the suites' settings,
+// $KUBECONFIG naming api and $NODE_NAME its node. It waits, past the
+// synchronization, until the plugin says it watches the node's pods and
+// api has sent them to its watch.
+func StartCPUManagerOnAPI(ctx context.Context, t testing.TB, env *harness.Env, bin string, online cpuset.CPUSet, config string, api *harness.FakeAPIServer) *CPUManager {
+	t.Helper()
+	return startCPUManager(ctx, t, env, bin, online, config, api)
+}
+
+func startCPUManager(ctx context.Context, t testing.TB, env *harness.Env, bin string, online cpuset.CPUSet, config string, api *harness.FakeAPIServer) *CPUManager {
+	t.Helper()
 	dir := t.TempDir()
-	m := &CPUManager{Env: env, Bin: bin, Config: filepath.Join(dir, "config.yaml"), StateDir: filepath.Join(dir, "state"), Online: online}
-	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nmetricsAddress: \"\"\nhealthAddress: \"\"\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: debug\n%s\n",
-		env.Containerd.NRISocket(), m.StateDir, config)
+	m := &CPUManager{Env: env, Bin: bin, Config: filepath.Join(dir, "config.yaml"), StateDir: filepath.Join(dir, "state"), Online: online, API: api}
+	cfg := fmt.Sprintf("nriSocket: %s\nstateDir: %s\nmetricsAddress: \"\"\nhealthAddress: \"\"\ndebugAddress: \"\"\nkubeletCheckpoint: \"\"\nlogLevel: debug\n",
+		env.Containerd.NRISocket(), m.StateDir)
+	if api != nil {
+		cfg += "kubernetesAPI: true\n"
+	}
+	cfg += config + "\n"
 	if err := os.WriteFile(m.Config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -58,16 +80,65 @@ func Reserve(cpus cpuset.CPUSet) string {
 }
 
 // Start starts the plugin (again, after Kill or Stop) and waits until it
-// is synchronized.
+// is synchronized, and on its API server until it watches the node's pods.
 func (m *CPUManager) Start(ctx context.Context, t testing.TB) {
 	t.Helper()
-	p, err := m.Env.StartPlugin(harness.ProcessOptions{Path: m.Bin, Args: []string{"run", "--config", m.Config}})
+	opts := harness.ProcessOptions{Path: m.Bin, Args: []string{"run", "--config", m.Config}}
+	if m.API != nil {
+		opts.Env = []string{"KUBECONFIG=" + m.API.Kubeconfig, "NODE_NAME=" + m.API.Node}
+	}
+	p, err := m.Env.StartPlugin(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Process = p
 	if _, err := p.WaitForLog(ctx, Synchronized); err != nil {
 		t.Fatalf("the plugin did not synchronize: %v; its log:\n%s", err, p.LogTail(30))
+	}
+	if m.API == nil {
+		return
+	}
+	if _, err := p.WaitForLog(ctx, WatchingPods); err != nil {
+		t.Fatalf("the plugin does not watch the Kubernetes API's pods: %v; its log:\n%s", err, p.LogTail(30))
+	}
+	wctx, cancel := context.WithTimeout(ctx, Wait)
+	defer cancel()
+	if err := m.API.WaitWatched(wctx); err != nil {
+		t.Fatalf("the plugin's watch: %v; its log:\n%s", err, p.LogTail(30))
+	}
+}
+
+// WatchingPods is the plugin's log line once it runs its watch of the
+// node's pods in the Kubernetes API.
+var WatchingPods = regexp.MustCompile(`msg="watching this node's pods in the Kubernetes API"`)
+
+// apiTrouble are the plugin's log lines when it works without the
+// Kubernetes API, or loses it.
+var apiTrouble = regexp.MustCompile(`Kubernetes API unavailable|not in a cluster|has no client for the Kubernetes API`)
+
+// OnAPI checks that the plugin worked with its Kubernetes API all along:
+// its log says it watches the node's pods and never that it lost the API
+// server or works without it, and the API server was asked for nothing it
+// does not serve.
+func (m *CPUManager) OnAPI(t testing.TB) {
+	t.Helper()
+	log, err := m.Log()
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if !WatchingPods.MatchString(log) {
+		t.Errorf("the plugin's log does not say it watches the node's pods in the Kubernetes API")
+	}
+	for _, line := range strings.Split(log, "\n") {
+		if apiTrouble.MatchString(line) {
+			t.Errorf("the plugin worked without the Kubernetes API: %s", line)
+		}
+	}
+	if m.API != nil {
+		for _, r := range m.API.Unserved() {
+			t.Errorf("the plugin asked the Kubernetes API for what the fake does not serve: %s", r)
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/cpuset"
 	"sigs.k8s.io/yaml"
 
@@ -50,9 +51,16 @@ var suiteKeys = []string{"nriSocket", "stateDir", "metricsAddress", "healthAddre
 // this machine's containerd over CRI, with the plugin's real binary
 // configured as the scenario says, when this machine is one of the
 // scenario's (scenario.File.Match, on the topology the plugin reads from
-// /sys). It skips the others, saying how this machine differs, and those
-// that name containers' roles in the pod's spec (the plugin learns them
-// from the Kubernetes API, which a node driven over CRI alone has not).
+// /sys). It skips the others, saying how this machine differs.
+//
+// A scenario that declares pods' specs (a pod step, or a creation naming a
+// container's role: scenario.File.NeedsPodSpec) runs its plugin on a fake
+// Kubernetes API server of its own (harness.FakeAPIServer, over HTTP on
+// loopback), with kubernetesAPI: true: the driver adds each such pod to
+// the API before it runs the pod's sandbox (apiPods), and deletes it once
+// the sandbox is removed, as the API server would show the pods the
+// kubelet runs; its other pods are not in the API. The plugin must watch
+// the node's pods there from its start to its end (CPUManager.OnAPI).
 //
 // Each scenario gets a plugin of its own, with an empty checkpoint, on a
 // containerd shared by the scenarios (its pods are removed after each).
@@ -97,9 +105,6 @@ func PlayScenarios(ctx context.Context, t *testing.T, opts ScenarioOptions) (pla
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok && f.NeedsPodSpec() {
-			ok, why = false, "the scenario names containers' roles in the pod's spec, which the plugin learns from the Kubernetes API only: a node driven over CRI has none"
-		}
 		if missing := missingDevices(f, opts.NodeDevices); ok && len(missing) > 0 {
 			ok, why = false, fmt.Sprintf("the scenario gives containers devices on NUMA nodes %v, and the suite knows no device node of this machine on %v", f.DeviceNodes(), missing)
 		}
@@ -142,20 +147,45 @@ func play(ctx context.Context, t *testing.T, env *harness.Env, real *cpuallocato
 	if len(f.Config) == 0 {
 		cfg = nil
 	}
-	m := StartCPUManager(ctx, t, env, opts.Plugin, real.CPUs(), string(cfg))
+	d := &criDriver{t: t, ctx: ctx, env: env, topo: real, nodeDevices: opts.NodeDevices,
+		pods: map[string]*harness.Pod{}, ctrs: map[string]*scenarioContainer{}, inAPI: map[string]*corev1.Pod{}}
+	if f.NeedsPodSpec() {
+		api, err := harness.StartFakeAPIServer(t.TempDir(), scenarioNode, t.Logf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := api.Close(); err != nil {
+				t.Errorf("stop the fake Kubernetes API server: %v", err)
+			}
+		})
+		if d.apiPods, err = apiPods(f, scenarioNode); err != nil {
+			t.Fatal(err)
+		}
+		d.api = api
+		d.m = StartCPUManagerOnAPI(ctx, t, env, opts.Plugin, real.CPUs(), string(cfg), api)
+	} else {
+		d.m = StartCPUManager(ctx, t, env, opts.Plugin, real.CPUs(), string(cfg))
+	}
+	m := d.m
 	if opts.Started != nil {
 		opts.Started(t, m)
 	}
-	d := &criDriver{t: t, ctx: ctx, env: env, m: m, topo: real, nodeDevices: opts.NodeDevices,
-		pods: map[string]*harness.Pod{}, ctrs: map[string]*scenarioContainer{}}
 	t.Cleanup(func() {
-		// The pods go first, with the plugin watching; then the plugin.
+		// The pods go first, with the plugin watching; then the plugin;
+		// then its API server (a cleanup registered before).
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		if err := env.CRI.Cleanup(ctx); err != nil {
 			t.Errorf("remove the scenario's pods: %v", err)
 		}
 		m.NoDrift(t)
+		if d.api != nil {
+			m.OnAPI(t)
+			for _, e := range d.api.Events() {
+				t.Logf("the plugin's event on %s %s/%s: %s %s: %s", e.Regarding.Kind, e.Regarding.Namespace, e.Regarding.Name, e.Type, e.Reason, e.Note)
+			}
+		}
 		if err := m.Stop(5 * time.Second); err != nil {
 			t.Error(err)
 		}
@@ -226,7 +256,17 @@ type scenarioContainer struct {
 //     the next attempt created and started, then RemoveContainer of the
 //     stopped one;
 //   - remove: RemoveContainer; removePod: StopPodSandbox and
-//     RemovePodSandbox (then the pod cgroup, as the kubelet removes it).
+//     RemovePodSandbox (then the pod cgroup, as the kubelet removes it);
+//   - pod: RunPodSandbox, as at a pod's first create.
+//
+// With the Kubernetes API (a scenario that declares pods' specs), a pod
+// whose spec the scenario declares is added to the API before its
+// RunPodSandbox, once the plugin's watch was sent it (the plugin waits a
+// little for a Guaranteed pod's spec at its sandbox, and reads its cache
+// at creations), and deleted from it after its RemovePodSandbox. Resizes
+// change no pod in the API, as the fixture suites' drivers give the
+// plugin no spec for a resize: the plugin waits for a spec of the new size
+// and goes on with NRI alone.
 type criDriver struct {
 	t    *testing.T
 	ctx  context.Context
@@ -238,7 +278,19 @@ type criDriver struct {
 	// pods are by pod UID; ctrs by "<pod UID>/<name>", the latest attempt.
 	pods map[string]*harness.Pod
 	ctrs map[string]*scenarioContainer
+	// api is the plugin's Kubernetes API, for a scenario that declares
+	// pods' specs; apiPods are the pods it shows for each sandbox the
+	// scenario runs, in order (nil: not in the API), sandboxes how many
+	// ran, inAPI the pods added, by UID.
+	api       *harness.FakeAPIServer
+	apiPods   []*corev1.Pod
+	sandboxes int
+	inAPI     map[string]*corev1.Pod
 }
+
+// scenarioNode is the node name of the scenarios' plugins on the fake
+// Kubernetes API.
+const scenarioNode = "scenario-node"
 
 var (
 	_ scenario.Driver       = (*criDriver)(nil)
@@ -294,6 +346,9 @@ func (d *criDriver) RunPod(pod policy.Pod) error {
 		totals, err = harness.Resources{}, nil // none
 	}
 	if err != nil {
+		return err
+	}
+	if err := d.addToAPI(pod); err != nil {
 		return err
 	}
 	p, err := d.env.CRI.RunPodSandbox(d.ctx, harness.PodSpec{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, QOS: qosOf(pod), Resources: &totals})
@@ -448,7 +503,52 @@ func (d *criDriver) RemovePod(pod policy.Pod) error {
 	}
 	delete(d.pods, pod.UID)
 	maps.DeleteFunc(d.ctrs, func(k string, _ *scenarioContainer) bool { return strings.HasPrefix(k, pod.UID+"/") })
-	return p.Remove(d.ctx)
+	if err := p.Remove(d.ctx); err != nil {
+		return err
+	}
+	if ap := d.inAPI[pod.UID]; ap != nil {
+		delete(d.inAPI, pod.UID)
+		if _, err := d.api.DeletePod(ap.Namespace, ap.Name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addToAPI adds the pod of the sandbox that runs next to the Kubernetes
+// API, when the scenario declares its spec, and waits until the plugin's
+// watch was sent it. The server cannot tell when the plugin's cache holds
+// it: the plugin reads its watch within milliseconds, and waits for the
+// pod at its RunPodSandbox (300 ms, the kubeapi's PodInfo) once its cache
+// is synced, which the plugin's start made sure of (its watch was sent the
+// pods before the scenario's first step; a sandbox takes longer to run).
+func (d *criDriver) addToAPI(pod policy.Pod) error {
+	idx := d.sandboxes
+	d.sandboxes++
+	if d.api == nil {
+		return nil
+	}
+	if idx >= len(d.apiPods) {
+		return fmt.Errorf("pod %s: sandbox %d of a scenario that runs %d", pod.Name, idx+1, len(d.apiPods))
+	}
+	ap := d.apiPods[idx]
+	if ap == nil {
+		return nil
+	}
+	if ap.Name != pod.Name || string(ap.UID) != pod.UID {
+		return fmt.Errorf("sandbox %d is pod %s (%s), the spec the driver made for it pod %s (%s)", idx+1, pod.Name, pod.UID, ap.Name, ap.UID)
+	}
+	rv, err := d.api.AddPod(ap)
+	if err != nil {
+		return err
+	}
+	d.inAPI[pod.UID] = ap
+	ctx, cancel := context.WithTimeout(d.ctx, Wait)
+	defer cancel()
+	if err := d.api.WaitDelivered(ctx, rv); err != nil {
+		return fmt.Errorf("pod %s in the Kubernetes API: %w", pod.Name, err)
+	}
+	return nil
 }
 
 // UpdatePod implements scenario.Driver.

@@ -19,8 +19,9 @@ const scenarioFiles = repoRoot + "/test/scenarios/*.yaml"
 // machines, is this node — {sockets: 2, coresPerNUMA: 4, threadsPerCore:
 // 2, distances: [[10, 20], [20, 10]]}, with isolated: "12-15" in the
 // isolcpus boot. A scenario's devices on NUMA node n are that node's
-// disk (vm.Layout.NodeDisks). Each plugin must say that it verifies cpusets in the
-// cgroup v2 tree. The scenarios written for this guest must be among
+// disk (vm.Layout.NodeDisks); a scenario that declares pods' specs runs
+// its plugin on a fake Kubernetes API server in this test process.
+// Each plugin must say that it verifies cpusets in the cgroup v2 tree. The scenarios written for this guest must be among
 // those played: a guest that reads otherwise than QEMU's layout says
 // (TestTopology) would skip them all.
 func TestScenarios(t *testing.T) {
@@ -32,7 +33,7 @@ func TestScenarios(t *testing.T) {
 		Started:     func(t *testing.T, m *e2etest.CPUManager) { wantVerifiesOnV2(t, m) },
 		NodeDevices: nodeDevicePaths(nodeDisks(t)),
 	})
-	want := []string{"two-sockets-grow-across-numa.yaml", "kep-e2e-multi-container-resize.yaml", "devices-two-sockets.yaml"}
+	want := []string{"two-sockets-grow-across-numa.yaml", "kep-e2e-multi-container-resize.yaml", "devices-two-sockets.yaml", "pod-admission-single-numa-node-two-sockets.yaml"}
 	if isolated != "" {
 		want = []string{"isolated-cpus-shared-two-sockets.yaml", "isolated-cpus-exclusive-two-sockets.yaml"}
 	}
