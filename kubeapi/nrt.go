@@ -3,7 +3,9 @@ package kubeapi
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -148,6 +150,7 @@ func (x *exporter) changed() {
 // run writes the object at start, after changes and at every resync,
 // until ctx ends; then removes it if remove is set.
 func (x *exporter) run(ctx context.Context, remove bool) {
+	retry := newRetryBackoff()
 	backoff := time.Duration(0)
 	resync := time.NewTicker(resyncInterval)
 	defer resync.Stop()
@@ -158,9 +161,10 @@ func (x *exporter) run(ctx context.Context, remove bool) {
 				break
 			}
 			x.health.failed(FeatureTopology, err)
-			backoff = min(max(2*backoff, time.Second), maxBackoff)
+			backoff = retry.Step()
 		} else {
 			x.health.succeeded(FeatureTopology)
+			retry = newRetryBackoff()
 			backoff, force = 0, false
 		}
 		wait := time.NewTimer(max(backoff, minWriteInterval))
@@ -183,6 +187,14 @@ func (x *exporter) run(ctx context.Context, remove bool) {
 	if remove {
 		x.remove()
 	}
+}
+
+// newRetryBackoff is the export's retry after a failed write: from a
+// second, doubling to maxBackoff, each wait stretched by up to half at
+// random (apimachinery's wait.Backoff jitter), so that after an outage of
+// the API server the nodes of a cluster do not all retry at once.
+func newRetryBackoff() *wait.Backoff {
+	return &wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: maxBackoff}
 }
 
 // sync writes the object when the plugin's view differs from what was

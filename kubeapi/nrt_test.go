@@ -360,3 +360,28 @@ func TestTopologyExportFollowsAReregisteredNode(t *testing.T) {
 		t.Errorf("owner %s after a forced sync, want the re-registered Node's second-uid", got)
 	}
 }
+
+// TestTopologyExportRetriesWithJitter: the export's retries after failed
+// writes double from a second up to maxBackoff, each stretched at random
+// by up to half: after an outage of the API server the nodes of a
+// cluster, which all failed at once, do not all retry at once.
+func TestTopologyExportRetriesWithJitter(t *testing.T) {
+	firsts := map[time.Duration]bool{}
+	for range 20 {
+		b := newRetryBackoff()
+		base := time.Second
+		for step := range 10 {
+			d := b.Step()
+			if d < base || d > base*3/2 {
+				t.Fatalf("retry %d waits %v, want within [%v, %v]", step+1, d, base, base*3/2)
+			}
+			if step == 0 {
+				firsts[d] = true
+			}
+			base = min(2*base, maxBackoff)
+		}
+	}
+	if len(firsts) < 10 {
+		t.Errorf("20 nodes' first retries take %d distinct waits: they retry in lockstep", len(firsts))
+	}
+}

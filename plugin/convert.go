@@ -226,7 +226,12 @@ type nriLogger struct{ e *logrus.Entry }
 func (l nriLogger) Debugf(_ context.Context, format string, args ...any) {
 	l.e.Debugf(format, args...)
 }
-func (l nriLogger) Infof(_ context.Context, format string, args ...any) { l.e.Infof(format, args...) }
+
+// Infof logs at debug level: the stub says "Created plugin", "Registering
+// plugin" and the like at every connection attempt, every 500 ms while
+// containerd is away; the plugin logs what an operator needs of the
+// connection itself ("connected to NRI", the reconnection warnings).
+func (l nriLogger) Infof(_ context.Context, format string, args ...any) { l.e.Debugf(format, args...) }
 func (l nriLogger) Warnf(_ context.Context, format string, args ...any) { l.e.Warnf(format, args...) }
 func (l nriLogger) Errorf(_ context.Context, format string, args ...any) {
 	l.e.Errorf(format, args...)

@@ -1,8 +1,11 @@
 package plugin
 
 import (
+	"context"
+	"github.com/sirupsen/logrus/hooks/test"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,5 +118,25 @@ func BenchmarkConvertHugeCpuset(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		limits.container(policy.Pod{}, ctr, log)
+	}
+}
+
+// TestNRIStubLogsAtDebug: the NRI stub's info lines, one per connection
+// attempt every 500 ms while containerd is away, are the plugin's debug
+// lines; its warnings and errors stay what they are.
+func TestNRIStubLogsAtDebug(t *testing.T) {
+	log, hook := test.NewNullLogger()
+	log.SetLevel(logrus.DebugLevel)
+	l := nriLogger{logrus.NewEntry(log)}
+	ctx := context.Background()
+	l.Infof(ctx, "Created plugin %s", "90-cpumanager")
+	l.Warnf(ctx, "failed to infer runtime NRI version")
+	l.Errorf(ctx, "failed")
+	var levels []logrus.Level
+	for _, e := range hook.AllEntries() {
+		levels = append(levels, e.Level)
+	}
+	if want := []logrus.Level{logrus.DebugLevel, logrus.WarnLevel, logrus.ErrorLevel}; !slices.Equal(levels, want) {
+		t.Errorf("levels %v, want %v", levels, want)
 	}
 }
