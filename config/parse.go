@@ -14,18 +14,34 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// The config file's type: its apiVersion and kind, as Kubernetes
+// components' configuration files name theirs (the kubelet's
+// kubelet.config.k8s.io/v1beta1 KubeletConfiguration). A file without them
+// is still read, as this version of the format, with a warning.
+const (
+	APIVersion = "config.nri-cpumanager.io/v1alpha1"
+	Kind       = "PluginConfiguration"
+)
+
 // Load reads and parses the config file at path (symlinks are followed, as
 // a ConfigMap mount needs).
 func Load(path string) (*Config, error) {
+	c, _, err := LoadWithWarnings(path)
+	return c, err
+}
+
+// LoadWithWarnings is Load, and what the file should change although it
+// is valid (ParseWithWarnings).
+func LoadWithWarnings(path string) (*Config, []string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading config: %w", err)
+		return nil, nil, fmt.Errorf("reading config: %w", err)
 	}
-	c, err := Parse(data)
+	c, warnings, err := ParseWithWarnings(data)
 	if err != nil {
-		return nil, fmt.Errorf("config file %s is invalid:\n%w", path, err)
+		return nil, nil, fmt.Errorf("config file %s is invalid:\n%w", path, err)
 	}
-	return c, nil
+	return c, warnings, nil
 }
 
 // Parse decodes and validates a YAML config document. Keys it does not
@@ -34,15 +50,53 @@ func Load(path string) (*Config, error) {
 // every value of the wrong type and every value out of range, all from one
 // call, so that a file is fixed in one round.
 func Parse(data []byte) (*Config, error) {
-	d, err := decode(data)
+	c, _, err := ParseWithWarnings(data)
+	return c, err
+}
+
+// ParseWithWarnings is Parse, and what the document should change although
+// it is valid: a document without apiVersion and kind (read as APIVersion,
+// Kind: the form of earlier releases).
+func ParseWithWarnings(data []byte) (*Config, []string, error) {
+	d, warnings, err := decode(data)
 	if d == nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, buildErr := d.build()
 	if err != nil || buildErr != nil {
-		return nil, errors.Join(err, buildErr)
+		return nil, nil, errors.Join(err, buildErr)
 	}
-	return c, nil
+	return c, warnings, nil
+}
+
+// checkDocumentType checks a document's apiVersion and kind and removes them
+// from top: both must be this format's, or both absent (a warning).
+func checkDocumentType(top map[string]json.RawMessage) ([]string, error) {
+	want := map[string]string{"apiVersion": APIVersion, "kind": Kind}
+	var errs []error
+	seen := 0
+	for _, k := range []string{"apiVersion", "kind"} {
+		raw, ok := top[k]
+		if !ok {
+			continue
+		}
+		seen++
+		delete(top, k)
+		var v string
+		if err := json.Unmarshal(raw, &v); err != nil || v != want[k] {
+			errs = append(errs, fmt.Errorf("%s: got %s, want %q (this plugin reads %s %s)", k, raw, want[k], APIVersion, Kind))
+		}
+	}
+	switch {
+	case len(errs) > 0:
+		return nil, errors.Join(errs...)
+	case seen == 1:
+		return nil, fmt.Errorf("apiVersion and kind go together: write both (apiVersion: %s, kind: %s)", APIVersion, Kind)
+	case seen == 0 && len(top) > 0:
+		return []string{fmt.Sprintf("the configuration names no apiVersion and kind: read as %s %s; add apiVersion: %s and kind: %s at its top",
+			APIVersion, Kind, APIVersion, Kind)}, nil
+	}
+	return nil, nil
 }
 
 // decode reads the document over the defaults, strictly: duplicate keys,
@@ -51,24 +105,32 @@ func Parse(data []byte) (*Config, error) {
 // errors. A document that is not a mapping gives no document; otherwise
 // the document comes back with the error, holding every value that decoded
 // (a key that did not keeps its default), for build to check the rest.
-func decode(data []byte) (*document, error) {
+func decode(data []byte) (*document, []string, error) {
 	doc, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return nil, fmt.Errorf("not valid YAML: %w", err)
+		return nil, nil, fmt.Errorf("not valid YAML: %w", err)
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &top); err != nil {
-		return nil, fmt.Errorf("the document must be a mapping of config keys to values, not %s", jsonKind(doc))
+		return nil, nil, fmt.Errorf("the document must be a mapping of config keys to values, not %s", jsonKind(doc))
 	}
-	keyErr := checkKeys(slices.Sorted(maps.Keys(top)))
+	warnings, typeErr := checkDocumentType(top)
+	keyErr := errors.Join(typeErr, checkKeys(slices.Sorted(maps.Keys(top))))
+	keysOnly, err := json.Marshal(top)
+	if err != nil {
+		return nil, nil, err
+	}
+	if top == nil {
+		keysOnly = []byte("{}")
+	}
 	d := newDocument()
-	if err := yaml.UnmarshalStrict(data, d.pointer()); err == nil {
-		return &d, keyErr
+	if err := yaml.UnmarshalStrict(keysOnly, d.pointer()); err == nil {
+		return &d, warnings, keyErr
 	}
 	// The whole document stops at its first bad value: decode the keys one
 	// by one to report them all.
 	d = newDocument()
-	return &d, errors.Join(keyErr, decodeKeys(top, d))
+	return &d, warnings, errors.Join(keyErr, decodeKeys(top, d))
 }
 
 // decodeKeys decodes each known key of top into d on its own, in the

@@ -423,7 +423,7 @@ func TestYAMLWritesEveryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := decode(out)
+	d, _, err := decode(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,5 +456,52 @@ func TestParseKubernetesKeys(t *testing.T) {
 		if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Parse(%q) error:\n%v\nwant it to contain %q", doc, err, want)
 		}
+	}
+}
+
+// TestDocumentType: the file names its type as Kubernetes components'
+// configuration files do; a file without apiVersion and kind (the form
+// of earlier releases) is read with a warning; a wrong or half type is
+// refused.
+func TestDocumentType(t *testing.T) {
+	header := "apiVersion: " + APIVersion + "\nkind: " + Kind + "\n"
+	for _, tc := range []struct {
+		name, doc string
+		warning   bool
+		err       string
+	}{
+		{"typed", header + "logLevel: debug\n", false, ""},
+		{"typed, nothing else", header, false, ""},
+		{"untyped (earlier releases)", "logLevel: debug\n", true, ""},
+		{"empty", "", false, ""},
+		{"another version", "apiVersion: config.nri-cpumanager.io/v2\nkind: " + Kind + "\n", false, `apiVersion: got "config.nri-cpumanager.io/v2", want "config.nri-cpumanager.io/v1alpha1"`},
+		{"another kind", "apiVersion: " + APIVersion + "\nkind: KubeletConfiguration\n", false, `kind: got "KubeletConfiguration", want "PluginConfiguration"`},
+		{"half a type", "apiVersion: " + APIVersion + "\nlogLevel: debug\n", false, "apiVersion and kind go together"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, warnings, err := ParseWithWarnings([]byte(tc.doc))
+			switch {
+			case tc.err != "":
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			case err != nil:
+				t.Fatal(err)
+			}
+			if (len(warnings) > 0) != tc.warning {
+				t.Errorf("warnings %q, want some: %v", warnings, tc.warning)
+			}
+			if strings.Contains(tc.doc, "logLevel") && c.LogLevel.String() != "debug" {
+				t.Errorf("logLevel %s, want debug", c.LogLevel)
+			}
+		})
+	}
+	out, err := Default().YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, warnings, err := ParseWithWarnings(out); err != nil || len(warnings) > 0 || !strings.HasPrefix(string(out), header) {
+		t.Errorf("the printed configuration does not read back typed: %v %q\n%s", err, warnings, out)
 	}
 }

@@ -14,5 +14,5 @@ func (c *Config) YAML() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding config as YAML: %w", err)
 	}
-	return out, nil
+	return append([]byte("apiVersion: "+APIVersion+"\nkind: "+Kind+"\n"), out...), nil
 }

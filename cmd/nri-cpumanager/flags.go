@@ -16,6 +16,9 @@ type commonFlags struct {
 	fs         *flag.FlagSet
 	configPath string
 	overrides  *config.Flags
+	// warnings are what the configuration file should change although it
+	// is valid (config.ParseWithWarnings), once read.
+	warnings []string
 }
 
 func newFlags(name string, stderr io.Writer) *commonFlags {
@@ -63,11 +66,11 @@ func (f *commonFlags) config() (*config.Config, error) {
 		if data, err = io.ReadAll(stdin); err != nil {
 			return nil, fmt.Errorf("reading config from standard input: %w", err)
 		}
-		if cfg, err = config.Parse(data); err != nil {
+		if cfg, f.warnings, err = config.ParseWithWarnings(data); err != nil {
 			return nil, fmt.Errorf("config from standard input is invalid:\n%w", err)
 		}
 	default:
-		if cfg, err = config.Load(f.configPath); err != nil {
+		if cfg, f.warnings, err = config.LoadWithWarnings(f.configPath); err != nil {
 			return nil, err
 		}
 	}

@@ -7,8 +7,8 @@
 //	nri-cpumanager [run] [--config FILE] [flags]   run the plugin (default)
 //	nri-cpumanager probe live|ready [--config FILE] [flags]
 //	nri-cpumanager doctor [--host-root DIR] [flags]
-//	nri-cpumanager validate-config --config FILE|-
-//	nri-cpumanager topology [--config FILE] [--sysfs-root DIR]
+//	nri-cpumanager validate-config --config FILE|- [--topology CAPTURE]
+//	nri-cpumanager topology [--config FILE] [--sysfs-root DIR] [--json]
 //	nri-cpumanager state [--config FILE] [--state-dir DIR]
 //	nri-cpumanager simulate SCENARIO.yaml
 //	nri-cpumanager version
@@ -37,8 +37,8 @@ var commands = []struct {
 	{"run", "[--config FILE] [flags]", "run the plugin (the default command)", runPlugin},
 	{"probe", "live|ready [--config FILE] [flags]", "ask the running plugin over its probe socket whether it is alive or ready (the kubelet's exec probes)", probe},
 	{"doctor", "[--host-root DIR] [flags]", "check this node for the plugin: containerd, NRI, kubelet, cgroups, CPUs", doctor},
-	{"validate-config", "--config FILE|-", "check a configuration against this machine and say what it does", validateConfig},
-	{"topology", "[--config FILE] [flags]", "print the CPU topology the plugin sees", showTopology},
+	{"validate-config", "--config FILE|- [--topology CAPTURE]", "check a configuration against this machine, or a captured one, and say what it does", validateConfig},
+	{"topology", "[--config FILE] [--json] [flags]", "print the CPU topology the plugin sees; --json captures it for validate-config", showTopology},
 	{"state", "[--config FILE] [flags]", "print and verify the checkpoint", showState},
 	{"export-kubelet", "[--format v2|v4] [--config FILE] [flags]", "print the checkpoint as the kubelet's cpu_manager_state (V2: kubelet 1.36; V4: 1.37), to go back to its static policy", exportKubelet},
 	{"simulate", "SCENARIO.yaml", "replay a scenario file and print each decision", simulate},

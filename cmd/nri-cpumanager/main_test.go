@@ -334,3 +334,54 @@ func TestSetKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateAgainstACapturedTopology: a configuration checks against the
+// topology another machine captured with topology --json, whatever the
+// machine validate-config runs on (here one of 12 CPUs checking a
+// configuration meant for a 16-CPU node).
+func TestValidateAgainstACapturedTopology(t *testing.T) {
+	nodeRoot, here := t.TempDir(), t.TempDir()
+	if err := fakesysfs.Generate(nodeRoot, fakesysfs.Spec{Sockets: 2, CoresPerNUMA: 4, ThreadsPerCore: 2, Isolated: []int{14, 15}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fakesysfs.Generate(here, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 6, ThreadsPerCore: 2}); err != nil {
+		t.Fatal(err)
+	}
+	var capture bytes.Buffer
+	if status := run([]string{"topology", "--json", "--sysfs-root=" + nodeRoot}, &capture, &capture); status != exitOK {
+		t.Fatalf("topology --json = %d:\n%s", status, capture.String())
+	}
+	capturePath := filepath.Join(t.TempDir(), "node.json")
+	if err := os.WriteFile(capturePath, capture.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(config, []byte("apiVersion: config.nri-cpumanager.io/v1alpha1\nkind: PluginConfiguration\nreservedSystemCPUs: \"0,12-13\"\nisolatedCPUs: exclusive\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notACapture := filepath.Join(t.TempDir(), "config-as-capture.json")
+	if err := os.WriteFile(notACapture, []byte(`{"apiVersion":"config.nri-cpumanager.io/v1alpha1","kind":"PluginConfiguration"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		status int
+		output string
+	}{
+		{"on this machine", []string{"--sysfs-root=" + here}, exitFailure, "reservedSystemCPUs: CPUs 12-13 are not online on this machine"},
+		{"on the captured node", []string{"--sysfs-root=" + here, "--topology", capturePath}, exitOK,
+			"is valid on the topology of " + capturePath + " (online CPUs 0-15, reserved 0,12-13)"},
+		{"the captured isolated CPUs", []string{"--topology", capturePath}, exitOK, "isolated CPUs 14-15"},
+		{"a capture that is not one", []string{"--topology", notACapture}, exitFailure, "not a topology capture"},
+		{"no capture", []string{"--topology", filepath.Join(t.TempDir(), "missing.json")}, exitFailure, "--topology: open"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			args := append([]string{"validate-config", "--config", config}, tc.args...)
+			if status := run(args, &out, &out); status != tc.status || !strings.Contains(out.String(), tc.output) {
+				t.Errorf("run(%q) = %d:\n%s\nwant %d and %q", args, status, out.String(), tc.status, tc.output)
+			}
+		})
+	}
+}

@@ -47,6 +47,9 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	for _, w := range f.warnings {
+		log.Warnf("configuration %s: %s", f.configPath, w)
+	}
 
 	pol, err := assemble.FromSysfs(cfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"k8s.io/utils/cpuset"
@@ -15,14 +16,26 @@ import (
 )
 
 // showTopology prints the topology the plugin would see, and what the
-// configuration (defaults, --config, flags) makes of its CPUs.
+// configuration (defaults, --config, flags) makes of its CPUs; with --json
+// it writes the topology alone as a capture file that validate-config
+// --topology reads on any machine.
 func showTopology(args []string, stdout, stderr io.Writer) error {
-	cfg, err := newFlags("topology", stderr).load(args)
+	f := newFlags("topology", stderr)
+	asJSON := f.fs.Bool("json", false, "write the topology as a capture file for validate-config --topology on another machine")
+	cfg, err := f.load(args)
 	if err != nil {
 		return err
 	}
 	topo, err := cpuallocator.Discover(cfg.SysfsRoot)
 	if err != nil {
+		return err
+	}
+	if *asJSON {
+		data, err := topo.MarshalCapture()
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(data)
 		return err
 	}
 	if _, err := fmt.Fprint(stdout, topo.String()); err != nil {
@@ -117,14 +130,15 @@ func exportKubelet(args []string, stdout, stderr io.Writer) error {
 }
 
 // validateConfig checks a configuration file, and that it makes sense on
-// this machine's topology (reserved CPUs online, option combinations, a
-// shared pool left), prints what it makes of the CPUs with warnings about
+// this machine's topology, or on the one --topology captured (reserved CPUs
+// online, option combinations, a shared pool left), prints what it makes of the CPUs with warnings about
 // settings that work but probably not as meant (they do not fail it), the
 // keys it sets apart from their defaults with when a running plugin
 // applies them (as the keys' declarations say), and the effective
 // configuration.
 func validateConfig(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("validate-config", stderr)
+	capturePath := f.fs.String("topology", "", "check against the topology `file` that nri-cpumanager topology --json captured on a node, instead of this machine's")
 	cfg, err := f.load(args)
 	if err != nil {
 		return err
@@ -132,9 +146,18 @@ func validateConfig(args []string, stdout, stderr io.Writer) error {
 	if f.configPath == "" {
 		return usagef("--config FILE is required (- reads standard input)")
 	}
-	pol, err := assemble.FromSysfs(cfg)
+	where := "this machine"
+	topo, err := cpuallocator.Discover(cfg.SysfsRoot)
+	if *capturePath != "" {
+		where = "the topology of " + *capturePath
+		topo, err = readCapture(*capturePath)
+	}
 	if err != nil {
 		return err
+	}
+	pol, err := assemble.Policy(cfg, topo)
+	if err != nil {
+		return fmt.Errorf("the configuration does not fit %s: %w", where, err)
 	}
 	text, err := cfg.YAML()
 	if err != nil {
@@ -144,10 +167,26 @@ func validateConfig(args []string, stdout, stderr io.Writer) error {
 	if name == "-" {
 		name = "the configuration from standard input"
 	}
-	_, err = fmt.Fprintf(stdout, "%s is valid on this machine (online CPUs %s, reserved %s).\n%s\n%s\nEffective configuration:\n%s",
-		name, pol.Allocator().Topology().CPUs(), pol.Options().Reserved, strings.Join(assemble.DescribeCPUs(cfg, pol).Lines(), "\n"),
+	for _, w := range f.warnings {
+		fmt.Fprintf(stdout, "warning: %s\n", w)
+	}
+	_, err = fmt.Fprintf(stdout, "%s is valid on %s (online CPUs %s, reserved %s).\n%s\n%s\nEffective configuration:\n%s",
+		name, where, pol.Allocator().Topology().CPUs(), pol.Options().Reserved, strings.Join(assemble.DescribeCPUs(cfg, pol).Lines(), "\n"),
 		setKeys(cfg), text)
 	return err
+}
+
+// readCapture reads a topology capture file (topology --json).
+func readCapture(path string) (*cpuallocator.Topology, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--topology: %w", err)
+	}
+	topo, err := cpuallocator.ParseCapture(data)
+	if err != nil {
+		return nil, fmt.Errorf("--topology %s: %w", path, err)
+	}
+	return topo, nil
 }
 
 // setKeys says which keys cfg sets apart from their defaults, by when a

@@ -23,10 +23,15 @@ const exampleIntro = `# nri-cpumanager configuration.
 # When a changed file is picked up:
 `
 
-// exampleOutro closes the header.
+// exampleOutro closes the header, and names the file's type.
 const exampleOutro = `#   - every other key applies when the plugin restarts.
 # A file the plugin could not start with is rejected with a message and the
 # running config kept (nri_cpumanager_config_rejected).
+
+# The file's format (a file without them is read as this one, with a
+# warning).
+apiVersion: ` + config.APIVersion + `
+kind: ` + config.Kind + `
 `
 
 // renderExample writes config/example.yaml: a header, then every key with

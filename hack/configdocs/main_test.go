@@ -81,7 +81,10 @@ func TestRenderChartSchemaKeepsTheRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "{\n  \"a\": 1,\n  \"properties\": {\n    \"config\": {\n      \"type\": \"object\",\n      \"additionalProperties\": false,\n" +
-		"      \"properties\": {\n        \"k\": {\n          \"type\": \"boolean\",\n          \"description\": \"a <b> & c\"\n        }\n      },\n" +
+		"      \"properties\": {\n" +
+		"        \"apiVersion\": {\n          \"type\": \"string\",\n          \"enum\": [\n            \"" + config.APIVersion + "\"\n          ],\n          \"description\": \"The file format's version; the chart writes it.\"\n        },\n" +
+		"        \"kind\": {\n          \"type\": \"string\",\n          \"enum\": [\n            \"" + config.Kind + "\"\n          ],\n          \"description\": \"The file's kind; the chart writes it.\"\n        },\n" +
+		"        \"k\": {\n          \"type\": \"boolean\",\n          \"description\": \"a <b> & c\"\n        }\n      },\n" +
 		"      \"description\": " + `"` + strings.ReplaceAll(chartConfigDescription, `"`, `\"`) + `"` + "\n    },\n    \"image\": {\"type\": \"string\"}\n  }\n}\n"
 	if string(got) != want {
 		t.Errorf("renderChartSchema:\n%s", lineDiff(want, string(got)))

@@ -18,6 +18,11 @@ const chartConfigDescription = "The plugin's configuration file: every key of co
 func renderChartSchema(old []byte, keys []config.KeyDoc) ([]byte, error) {
 	closed := false
 	schema := config.Schema{Type: "object", AdditionalProperties: &closed, Description: chartConfigDescription}
+	// The file's type: the chart writes it into the ConfigMap, and a
+	// values file may repeat it (any other value is not this format).
+	schema.Properties = append(schema.Properties,
+		config.Property{Name: "apiVersion", Schema: config.Schema{Type: "string", Enum: []string{config.APIVersion}, Description: "The file format's version; the chart writes it."}},
+		config.Property{Name: "kind", Schema: config.Schema{Type: "string", Enum: []string{config.Kind}, Description: "The file's kind; the chart writes it."}})
 	for _, k := range keys {
 		schema.Properties = append(schema.Properties, config.Property{Name: k.Name, Schema: k.Schema})
 	}

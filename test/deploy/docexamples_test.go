@@ -12,7 +12,8 @@ import (
 )
 
 // TestDocumentedConfigFiles: every plugin configuration file the docs show
-// (a YAML block all of whose keys are configuration keys) is valid, and
+// (a YAML block all of whose keys are configuration keys, a fragment or a
+// whole typed file) is valid, a whole file draws no warning, and
 // changes no key it does not name (a count set beside the default list,
 // say), so that it keeps every other choice deploy/ ships. That deploy/
 // ships the plugin's defaults is TestKustomizeBaseIsSafeAndShipsTheDefaults'
@@ -34,17 +35,20 @@ func TestDocumentedConfigFiles(t *testing.T) {
 				continue
 			}
 			isConfig := true
-			for k := range top {
-				isConfig = isConfig && known[k]
+			for k, v := range top {
+				isConfig = isConfig && (known[k] || typeFields[k] && (v == config.APIVersion || v == config.Kind))
 			}
 			if !isConfig {
 				continue
 			}
 			found++
-			cfg, err := config.Parse([]byte(block[1]))
+			cfg, warnings, err := config.ParseWithWarnings([]byte(block[1]))
 			if err != nil {
 				t.Errorf("%s: a configuration file the docs show is invalid: %v\n%s", doc, err, block[1])
 				continue
+			}
+			if len(warnings) > 0 && top["apiVersion"] != nil {
+				t.Errorf("%s: a configuration file the docs show draws warnings %q:\n%s", doc, warnings, block[1])
 			}
 			// Every key the block does not name is what deploy/ ships.
 			ch := config.Diff(shippedDefaults(), cfg)

@@ -100,9 +100,12 @@ func effectiveConfig(t *testing.T, p *deployed) *config.Config {
 	if !ok {
 		t.Fatalf("ConfigMap %s has no key %s (--config %s)", p.cm.Name, path.Base(*configPath), *configPath)
 	}
-	cfg, err := config.Parse([]byte(text))
+	cfg, warnings, err := config.ParseWithWarnings([]byte(text))
 	if err != nil {
 		t.Fatalf("the plugin rejects ConfigMap %s's %s:\n%v\n--- the file:\n%s", p.cm.Name, path.Base(*configPath), err, text)
+	}
+	for _, w := range warnings { // a shipped file is typed and current
+		t.Errorf("ConfigMap %s's %s: the plugin warns: %s", p.cm.Name, path.Base(*configPath), w)
 	}
 	cfg, err = overrides.Apply(cfg)
 	if err != nil {
