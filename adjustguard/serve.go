@@ -101,8 +101,14 @@ type validator struct {
 // validation alone.
 func (v *validator) Configure(context.Context, string, string, string) (api.EventMask, error) {
 	v.once.Do(func() { close(v.configured) })
-	v.log.Info("registered with NRI")
 	return 0, nil
+}
+
+// Synchronize ends the registration: from its reply on, the runtime asks
+// the validator about every creation.
+func (v *validator) Synchronize(_ context.Context, pods []*api.PodSandbox, containers []*api.Container) ([]*api.ContainerUpdate, error) {
+	v.log.WithFields(logrus.Fields{"pods": len(pods), "containers": len(containers)}).Info("synchronized: validating every container creation")
+	return nil, nil
 }
 
 // isConfigured reports whether the runtime configured the connection.
