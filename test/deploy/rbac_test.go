@@ -79,21 +79,24 @@ func wantGrants(sets ...[]string) []string {
 // service account exactly the pod watch and the events, and the
 // NodeResourceTopology export exactly its object's verbs, in each of the
 // kustomize component and the chart's option; the DaemonSet runs as that
-// account. Never secrets, never a write to pods or nodes.
+// account. Never secrets, never a write to pods or nodes. The CRD comes
+// only where asked for: its own component, the chart's value.
 func TestRBACIsLeastPrivilege(t *testing.T) {
+	export := map[string]any{"config": map[string]any{"nodeResourceTopology": map[string]any{"enabled": true}}}
 	for _, tt := range []struct {
-		name string
-		m    *manifests
-		want []string
-		crd  bool
+		name        string
+		m           *manifests
+		want        []string
+		export, crd bool
 	}{
-		{"deploy/", kustomize(t, deployDir), wantGrants(baseRules), false},
-		{"deploy/ + components/noderesourcetopology", kustomizeOverlay(t, components.nodeResourceTopology), wantGrants(baseRules, topologyRules), true},
-		{"the chart", chart(t, nil), wantGrants(baseRules), false},
-		{"the chart with the export", chart(t, map[string]any{"config": map[string]any{"nodeResourceTopology": map[string]any{"enabled": true}}}),
-			wantGrants(baseRules, topologyRules), true},
-		{"the chart with the export, CRD elsewhere", chart(t, map[string]any{"installNodeResourceTopologyCRD": false,
-			"config": map[string]any{"nodeResourceTopology": map[string]any{"enabled": true}}}), wantGrants(baseRules, topologyRules), false},
+		{"deploy/", kustomize(t, deployDir), wantGrants(baseRules), false, false},
+		{"deploy/ + components/noderesourcetopology", kustomizeOverlay(t, components.nodeResourceTopology), wantGrants(baseRules, topologyRules), true, false},
+		{"deploy/ + components/noderesourcetopology and its CRD", kustomizeOverlay(t, components.nodeResourceTopology, components.nodeResourceTopologyCRD),
+			wantGrants(baseRules, topologyRules), true, true},
+		{"the chart", chart(t, nil), wantGrants(baseRules), false, false},
+		{"the chart with the export", chart(t, export), wantGrants(baseRules, topologyRules), true, true},
+		{"the chart with the export, CRD elsewhere", chart(t, map[string]any{"installNodeResourceTopologyCRD": false, "config": export["config"]}),
+			wantGrants(baseRules, topologyRules), true, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := pluginOf(t, tt.m)
@@ -105,10 +108,10 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 			if got := grants(t, tt.m, sa.Name); !slices.Equal(got, tt.want) {
 				t.Errorf("grants\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
-			if got := len(tt.m.crds) == 1 && tt.m.crds[0].Name == "noderesourcetopologies.topology.node.k8s.io"; got != tt.crd {
+			if got := len(tt.m.crds) == 1 && tt.m.crds[0].Name == "noderesourcetopologies.topology.node.k8s.io"; got != tt.crd || len(tt.m.crds) > 1 {
 				t.Errorf("NodeResourceTopology CRD rendered: %v, want %v (%d CRDs)", got, tt.crd, len(tt.m.crds))
 			}
-			checkTopologyPolicy(t, tt.m, tt.crd || tt.name == "the chart with the export, CRD elsewhere", sa.Name)
+			checkTopologyPolicy(t, tt.m, tt.export, sa.Name)
 			// The CRD is shared with other tools: helm uninstall must not
 			// delete it, and every tool's objects with it.
 			for _, crd := range tt.m.crds {
@@ -116,7 +119,7 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 					t.Errorf("the chart's CRD %s has no helm.sh/resource-policy: keep", crd.Name)
 				}
 			}
-			if p.cfg.NodeResourceTopology.Enabled != tt.crd && tt.name != "the chart with the export, CRD elsewhere" {
+			if p.cfg.NodeResourceTopology.Enabled != tt.export {
 				t.Errorf("nodeResourceTopology.enabled %v", p.cfg.NodeResourceTopology.Enabled)
 			}
 			var nodeName bool

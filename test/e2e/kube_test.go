@@ -120,9 +120,9 @@ func (k *kube) deploy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// With deploy/'s NodeResourceTopology component; see
+	// With deploy/'s NodeResourceTopology component and its CRD; see
 	// harness.DeployOverlay for why the DaemonSet's CPU request goes.
-	dir := k.Overlay(t, filepath.Join(root, "deploy"), []string{"components/noderesourcetopology"}, k.stateDir)
+	dir := k.Overlay(t, filepath.Join(root, "deploy"), []string{"components/noderesourcetopology", "components/noderesourcetopology-crd"}, k.stateDir)
 	if out, err := k.Cluster.Kubectl(ctx, "apply", "-k", dir); err != nil {
 		t.Fatal(err)
 	} else {
