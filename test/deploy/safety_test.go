@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,33 @@ const (
 	// hostRoot is where the doctor's opt-in mounts put host paths.
 	hostRoot = "/host"
 )
+
+// doctorMounts are the host paths doctor's opt-in (components/doctor,
+// the chart's doctor.enabled) may mount under hostRoot, by where: of
+// containerd's configuration directory only config.toml and the drop-ins
+// of conf.d (the rest holds registry credentials and keys), each allowed
+// to be missing, then created empty, which containerd reads as none; and
+// the kubelet's configuration file (its directory holds the pods'
+// secrets), from any host path (doctor.kubeletConfig), never created.
+var doctorMounts = map[string]struct {
+	host  string // "" for any
+	types []corev1.HostPathType
+	dir   bool
+}{
+	hostRoot + "/etc/containerd/config.toml":  {"/etc/containerd/config.toml", []corev1.HostPathType{corev1.HostPathFile, corev1.HostPathFileOrCreate}, false},
+	hostRoot + "/etc/containerd/conf.d":       {"/etc/containerd/conf.d", []corev1.HostPathType{corev1.HostPathDirectory, corev1.HostPathDirectoryOrCreate}, true},
+	hostRoot + "/var/lib/kubelet/config.yaml": {"", []corev1.HostPathType{corev1.HostPathFile}, false},
+}
+
+// keys returns the keys of m, sorted.
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
 
 // deployed is the DaemonSet of a rendering with what it runs.
 type deployed struct {
@@ -312,25 +340,22 @@ func checkSafe(t *testing.T, p *deployed) {
 		}
 	}
 	for mp, m := range mounts {
-		if under(mp, hostRoot) {
-			// doctor's opt-in view of host files: read-only, all the way;
-			// a directory at its own path under hostRoot, or the kubelet's
-			// configuration file where doctor looks first (a file of
-			// which, on k3s and RKE2, is elsewhere on the host).
+		if under(mp, hostRoot) && !want[mp] {
+			// doctor's opt-in view of host files: read-only, all the way,
+			// and only these (doctorMounts).
+			d, ok := doctorMounts[mp]
 			rro := m.mount.RecursiveReadOnly
-			switch m.hostType {
-			case corev1.HostPathDirectory:
-				if !m.mount.ReadOnly || rro == nil || *rro != corev1.RecursiveReadOnlyIfPossible || mp != hostRoot+m.hostPath {
-					t.Errorf("hostPath %s at %s (type %q, read-only %v, recursive %v): want the same path under %s, read-only recursively",
-						m.hostPath, mp, m.hostType, m.mount.ReadOnly, rro, hostRoot)
-				}
-			case corev1.HostPathFile:
-				if !m.mount.ReadOnly || mp != hostRoot+"/var/lib/kubelet/config.yaml" {
-					t.Errorf("hostPath file %s at %s (read-only %v): want the kubelet's configuration, read-only, at %s/var/lib/kubelet/config.yaml",
-						m.hostPath, mp, m.mount.ReadOnly, hostRoot)
-				}
-			default:
-				t.Errorf("hostPath %s at %s of type %q: want a Directory or a File, nothing created on the host", m.hostPath, mp, m.hostType)
+			switch {
+			case !ok:
+				t.Errorf("hostPath %s at %s: under %s only %v may be mounted", m.hostPath, mp, hostRoot, keys(doctorMounts))
+			case d.host != "" && m.hostPath != d.host:
+				t.Errorf("%s is mounted from host path %s, want %s", mp, m.hostPath, d.host)
+			case !slices.Contains(d.types, m.hostType):
+				t.Errorf("hostPath %s at %s of type %q, want one of %q", m.hostPath, mp, m.hostType, d.types)
+			case !m.mount.ReadOnly:
+				t.Errorf("hostPath %s at %s is writable", m.hostPath, mp)
+			case d.dir && (rro == nil || *rro != corev1.RecursiveReadOnlyIfPossible):
+				t.Errorf("hostPath %s at %s: read-only but not recursively (%v)", m.hostPath, mp, rro)
 			}
 			continue
 		}
