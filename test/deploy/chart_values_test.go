@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
@@ -411,6 +412,32 @@ func TestDoctorMounts(t *testing.T) {
 			if under(mp, hostRoot) {
 				t.Errorf("%s is mounted without the opt-in", mp)
 			}
+		}
+	}
+}
+
+// TestAdjustmentValidator: components/adjustment-validator and the
+// chart's adjustmentValidator add the validating NRI plugin's container
+// (checkGuard), the same from both; the chart's two options become its
+// flags; without them, the pod has the plugin's container alone.
+func TestAdjustmentValidator(t *testing.T) {
+	k := pluginOf(t, kustomizeOverlay(t, filepath.Join(deployDir, "components", "adjustment-validator")))
+	c := pluginOf(t, chart(t, map[string]any{"adjustmentValidator": map[string]any{"enabled": true}}))
+	for name, p := range map[string]*deployed{"components/adjustment-validator": k, "the chart": c} {
+		if p.guard == nil {
+			t.Fatalf("%s: no %s container", name, guardName)
+		}
+		checkSafe(t, p)
+	}
+	sameObject(t, "the chart's and components/adjustment-validator's container", *c.guard, *k.guard)
+	both := pluginOf(t, chart(t, map[string]any{"adjustmentValidator": map[string]any{"enabled": true, "allPlugins": true, "allowUnattributedRemovals": true}}))
+	checkSafe(t, both)
+	if got := both.guard.Args[3:]; !slices.Equal(got, guardFlags) {
+		t.Errorf("allPlugins and allowUnattributedRemovals: flags %q, want %q", got, guardFlags)
+	}
+	for name, m := range map[string]*manifests{"deploy/": kustomize(t, deployDir), "the chart": chart(t, nil)} {
+		if p := pluginOf(t, m); p.guard != nil {
+			t.Errorf("%s runs %s without the opt-in", name, guardName)
 		}
 	}
 }
