@@ -27,6 +27,7 @@ var layers = map[string]int{
 	"config":                      2,
 	"policy":                      2,
 	"plugin":                      3,
+	"adjustguard":                 3,
 	"kubeapi":                     3,
 	"cmd/nri-cpumanager":          6,
 	"scenario":                    3,

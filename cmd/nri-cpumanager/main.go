@@ -8,6 +8,7 @@
 //	nri-cpumanager probe live|ready [--config FILE] [flags]
 //	nri-cpumanager doctor [--host-root DIR] [flags]
 //	nri-cpumanager validate-config --config FILE|- [--topology CAPTURE]
+//	nri-cpumanager validate-adjustments [--config FILE] [flags]
 //	nri-cpumanager topology [--config FILE] [--sysfs-root DIR] [--json]
 //	nri-cpumanager state [--config FILE] [--state-dir DIR]
 //	nri-cpumanager simulate SCENARIO.yaml
@@ -38,6 +39,7 @@ var commands = []struct {
 	{"probe", "live|ready [--config FILE] [flags]", "ask the running plugin over its probe socket whether it is alive or ready (the kubelet's exec probes)", probe},
 	{"doctor", "[--host-root DIR] [flags]", "check this node for the plugin: containerd, NRI, kubelet, cgroups, CPUs", doctor},
 	{"validate-config", "--config FILE|- [--topology CAPTURE]", "check a configuration against this machine, or a captured one, and say what it does", validateConfig},
+	{"validate-adjustments", "[--config FILE] [flags]", "run the validating NRI plugin: refuse a container the plugin adjusted beyond cpusets and CPU shares, quota, period", validateAdjustments},
 	{"topology", "[--config FILE] [--json] [flags]", "print the CPU topology the plugin sees; --json captures it for validate-config", showTopology},
 	{"state", "[--config FILE] [flags]", "print and verify the checkpoint", showState},
 	{"export-kubelet", "[--format v2|v4] [--config FILE] [flags]", "print the checkpoint as the kubelet's cpu_manager_state (V2: kubelet 1.36; V4: 1.37), to go back to its static policy", exportKubelet},
@@ -66,8 +68,12 @@ func usagef(format string, args ...any) error { return usageError{fmt.Errorf(for
 func usage() string {
 	var b strings.Builder
 	b.WriteString("nri-cpumanager: exclusive CPUs and in-place CPU resize for Kubernetes pods, as an NRI plugin.\n\nUsage:\n  nri-cpumanager <command> [arguments]\n\nCommands:\n")
+	width := 0
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  %-16s %s\n", c.name, c.summary)
+		width = max(width, len(c.name))
+	}
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-*s %s\n", width, c.name, c.summary)
 	}
 	b.WriteString("\nRun \"nri-cpumanager help <command>\" or \"nri-cpumanager <command> -h\" for its arguments.\n" +
 		"Exit status: 0 success, 1 failure (or problems found), 2 wrong usage.\n")

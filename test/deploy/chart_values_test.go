@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
@@ -366,21 +367,35 @@ func TestNetworkPolicy(t *testing.T) {
 }
 
 // TestDoctorMounts: doctor's opt-in view of the host's containerd
-// configuration and the kubelet's configuration file, the same from the
-// chart and deploy/'s component; the kubelet's file from the value.
+// configuration — config.toml and conf.d, not the rest of /etc/containerd
+// (registry credentials, keys), each allowed to be missing so that a node
+// without it still starts the pod — and the kubelet's configuration file,
+// the same from the chart and deploy/'s component; the kubelet's file
+// from the value.
 func TestDoctorMounts(t *testing.T) {
 	p := pluginOf(t, chart(t, map[string]any{"doctor": map[string]any{"enabled": true}}))
 	checkSafe(t, p)
 	k := pluginOf(t, kustomizeOverlay(t, filepath.Join(deployDir, "components", "doctor")))
 	checkSafe(t, k)
-	const at = hostRoot + "/etc/containerd"
-	for name, d := range map[string]*deployed{"the chart": p, "components/doctor": k} {
-		m, ok := hostMounts(t, d)[at]
-		if !ok || m.hostPath != "/etc/containerd" {
-			t.Errorf("%s: the host's /etc/containerd is not mounted at %s: %+v", name, at, hostMounts(t, d))
+	for _, c := range []struct {
+		host string
+		typ  corev1.HostPathType
+	}{
+		{"/etc/containerd/config.toml", corev1.HostPathFileOrCreate},
+		{"/etc/containerd/conf.d", corev1.HostPathDirectoryOrCreate},
+	} {
+		at := hostRoot + c.host
+		for name, d := range map[string]*deployed{"the chart": p, "components/doctor": k} {
+			m, ok := hostMounts(t, d)[at]
+			if !ok || m.hostPath != c.host || m.hostType != c.typ {
+				t.Errorf("%s: want the host's %s at %s, type %s (a node without it starts the pod): %+v", name, c.host, at, c.typ, hostMounts(t, d))
+			}
+			if _, ok := hostMounts(t, d)[hostRoot+"/etc/containerd"]; ok {
+				t.Errorf("%s mounts all of /etc/containerd", name)
+			}
 		}
+		sameObject(t, "the chart's and components/doctor's mount of "+c.host, hostMounts(t, p)[at].mount, hostMounts(t, k)[at].mount)
 	}
-	sameObject(t, "the chart's and components/doctor's mount", hostMounts(t, p)[at].mount, hostMounts(t, k)[at].mount)
 	const kubelet = hostRoot + "/var/lib/kubelet/config.yaml"
 	for name, d := range map[string]*deployed{"the chart": p, "components/doctor": k} {
 		if m, ok := hostMounts(t, d)[kubelet]; !ok || m.hostPath != "/var/lib/kubelet/config.yaml" {
@@ -397,6 +412,32 @@ func TestDoctorMounts(t *testing.T) {
 			if under(mp, hostRoot) {
 				t.Errorf("%s is mounted without the opt-in", mp)
 			}
+		}
+	}
+}
+
+// TestAdjustmentValidator: components/adjustment-validator and the
+// chart's adjustmentValidator add the validating NRI plugin's container
+// (checkGuard), the same from both; the chart's two options become its
+// flags; without them, the pod has the plugin's container alone.
+func TestAdjustmentValidator(t *testing.T) {
+	k := pluginOf(t, kustomizeOverlay(t, filepath.Join(deployDir, "components", "adjustment-validator")))
+	c := pluginOf(t, chart(t, map[string]any{"adjustmentValidator": map[string]any{"enabled": true}}))
+	for name, p := range map[string]*deployed{"components/adjustment-validator": k, "the chart": c} {
+		if p.guard == nil {
+			t.Fatalf("%s: no %s container", name, guardName)
+		}
+		checkSafe(t, p)
+	}
+	sameObject(t, "the chart's and components/adjustment-validator's container", *c.guard, *k.guard)
+	both := pluginOf(t, chart(t, map[string]any{"adjustmentValidator": map[string]any{"enabled": true, "allPlugins": true, "allowUnattributedRemovals": true}}))
+	checkSafe(t, both)
+	if got := both.guard.Args[3:]; !slices.Equal(got, guardFlags) {
+		t.Errorf("allPlugins and allowUnattributedRemovals: flags %q, want %q", got, guardFlags)
+	}
+	for name, m := range map[string]*manifests{"deploy/": kustomize(t, deployDir), "the chart": chart(t, nil)} {
+		if p := pluginOf(t, m); p.guard != nil {
+			t.Errorf("%s runs %s without the opt-in", name, guardName)
 		}
 	}
 }

@@ -1,15 +1,18 @@
 package deploy
 
 import (
-	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 
-	"github.com/google/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
 )
 
 // The plugin's access to the API, the whole of it: the pod watch and the
@@ -79,21 +82,24 @@ func wantGrants(sets ...[]string) []string {
 // service account exactly the pod watch and the events, and the
 // NodeResourceTopology export exactly its object's verbs, in each of the
 // kustomize component and the chart's option; the DaemonSet runs as that
-// account. Never secrets, never a write to pods or nodes.
+// account. Never secrets, never a write to pods or nodes. The CRD comes
+// only where asked for: its own component, the chart's value.
 func TestRBACIsLeastPrivilege(t *testing.T) {
+	export := map[string]any{"config": map[string]any{"nodeResourceTopology": map[string]any{"enabled": true}}}
 	for _, tt := range []struct {
-		name string
-		m    *manifests
-		want []string
-		crd  bool
+		name        string
+		m           *manifests
+		want        []string
+		export, crd bool
 	}{
-		{"deploy/", kustomize(t, deployDir), wantGrants(baseRules), false},
-		{"deploy/ + components/noderesourcetopology", kustomizeOverlay(t, components.nodeResourceTopology), wantGrants(baseRules, topologyRules), true},
-		{"the chart", chart(t, nil), wantGrants(baseRules), false},
-		{"the chart with the export", chart(t, map[string]any{"config": map[string]any{"nodeResourceTopology": map[string]any{"enabled": true}}}),
-			wantGrants(baseRules, topologyRules), true},
-		{"the chart with the export, CRD elsewhere", chart(t, map[string]any{"installNodeResourceTopologyCRD": false,
-			"config": map[string]any{"nodeResourceTopology": map[string]any{"enabled": true}}}), wantGrants(baseRules, topologyRules), false},
+		{"deploy/", kustomize(t, deployDir), wantGrants(baseRules), false, false},
+		{"deploy/ + components/noderesourcetopology", kustomizeOverlay(t, components.nodeResourceTopology), wantGrants(baseRules, topologyRules), true, false},
+		{"deploy/ + components/noderesourcetopology and its CRD", kustomizeOverlay(t, components.nodeResourceTopology, components.nodeResourceTopologyCRD),
+			wantGrants(baseRules, topologyRules), true, true},
+		{"the chart", chart(t, nil), wantGrants(baseRules), false, false},
+		{"the chart with the export", chart(t, export), wantGrants(baseRules, topologyRules), true, true},
+		{"the chart with the export, CRD elsewhere", chart(t, map[string]any{"installNodeResourceTopologyCRD": false, "config": export["config"]}),
+			wantGrants(baseRules, topologyRules), true, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			p := pluginOf(t, tt.m)
@@ -105,10 +111,10 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 			if got := grants(t, tt.m, sa.Name); !slices.Equal(got, tt.want) {
 				t.Errorf("grants\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
-			if got := len(tt.m.crds) == 1 && tt.m.crds[0].Name == "noderesourcetopologies.topology.node.k8s.io"; got != tt.crd {
+			if got := len(tt.m.crds) == 1 && tt.m.crds[0].Name == "noderesourcetopologies.topology.node.k8s.io"; got != tt.crd || len(tt.m.crds) > 1 {
 				t.Errorf("NodeResourceTopology CRD rendered: %v, want %v (%d CRDs)", got, tt.crd, len(tt.m.crds))
 			}
-			checkTopologyPolicy(t, tt.m, tt.crd || tt.name == "the chart with the export, CRD elsewhere", sa.Name)
+			checkTopologyPolicy(t, tt.m, tt.export)
 			// The CRD is shared with other tools: helm uninstall must not
 			// delete it, and every tool's objects with it.
 			for _, crd := range tt.m.crds {
@@ -116,7 +122,7 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 					t.Errorf("the chart's CRD %s has no helm.sh/resource-policy: keep", crd.Name)
 				}
 			}
-			if p.cfg.NodeResourceTopology.Enabled != tt.crd && tt.name != "the chart with the export, CRD elsewhere" {
+			if p.cfg.NodeResourceTopology.Enabled != tt.export {
 				t.Errorf("nodeResourceTopology.enabled %v", p.cfg.NodeResourceTopology.Enabled)
 			}
 			var nodeName bool
@@ -154,10 +160,11 @@ func TestWithoutTheAPI(t *testing.T) {
 
 // checkTopologyPolicy checks the ValidatingAdmissionPolicy that lets the
 // plugin's service account write only its own node's NodeResourceTopology
-// object: rendered with the export (want), bound with Deny, matching the
-// service account of sa in the release's namespace, comparing the object's
-// name with the node name of the pod-bound token.
-func checkTopologyPolicy(t *testing.T, m *manifests, want bool, sa string) {
+// object: rendered with the export (want), bound with Deny, its parameter
+// the service account the DaemonSet of m runs as (whatever names and
+// namespace the rendering gave it), and its CEL run by the API server's
+// own evaluator on that account's requests (checkTopologyPolicyDecisions).
+func checkTopologyPolicy(t *testing.T, m *manifests, want bool) {
 	t.Helper()
 	if !want {
 		if len(m.policies)+len(m.policyBindings) != 0 {
@@ -185,73 +192,150 @@ func checkTopologyPolicy(t *testing.T, m *manifests, want bool, sa string) {
 		!slices.Equal(rules[0].APIGroups, []string{"topology.node.k8s.io"}) || !slices.Equal(ops, []string{"CREATE", "DELETE", "UPDATE"}) {
 		t.Errorf("match constraints %+v, want create, update and delete of noderesourcetopologies", rules)
 	}
-	user := "system:serviceaccount:" + releaseNamespace + ":" + sa
-	if len(p.Spec.MatchConditions) != 1 || !strings.Contains(p.Spec.MatchConditions[0].Expression, "'"+user+"'") {
-		t.Errorf("match conditions %+v, want the plugin's service account %s", p.Spec.MatchConditions, user)
+	// The parameter is the account the plugin's pods run as: a namePrefix
+	// or namespace of an overlay, a release's name, moves both.
+	if pk := p.Spec.ParamKind; pk == nil || pk.APIVersion != "v1" || pk.Kind != "ServiceAccount" {
+		t.Fatalf("paramKind %+v, want the plugin's ServiceAccount", pk)
 	}
-	if len(p.Spec.Validations) != 1 || !strings.Contains(p.Spec.Validations[0].Expression, "request.name == request.userInfo.extra['authentication.kubernetes.io/node-name'][0]") {
-		t.Errorf("validations %+v, want the object's name compared with the token's node", p.Spec.Validations)
+	ds := only(t, "DaemonSet", m.daemonSets)
+	if ref := b.Spec.ParamRef; ref == nil || ref.Name != ds.Spec.Template.Spec.ServiceAccountName || ref.Namespace != ds.Namespace {
+		t.Fatalf("paramRef %+v, want the plugin's service account %s/%s", ref, ds.Namespace, ds.Spec.Template.Spec.ServiceAccountName)
 	}
-	if len(p.Spec.MatchConditions) == 1 && len(p.Spec.Validations) == 1 {
-		checkTopologyPolicyDecisions(t, p, user)
+	// No account, no valid token of it: a policy without its parameter
+	// must not deny every other tool's writes.
+	if a := b.Spec.ParamRef.ParameterNotFoundAction; a == nil || *a != admissionregistrationv1.AllowAction {
+		t.Errorf("parameterNotFoundAction %v, want Allow", a)
 	}
+	checkTopologyPolicyDecisions(t, p, paramOf(t, b, m.serviceAccounts), "system:serviceaccount:"+ds.Namespace+":"+ds.Spec.Template.Spec.ServiceAccountName)
 }
 
-// checkTopologyPolicyDecisions runs the policy's CEL (with cel-go, the
-// language of the API server's policies) on requests: the plugin's
-// service account (user) may write the object named after the node its
-// token is bound to, and no other; another account's requests are not
-// the policy's to judge. An expression that fails to evaluate denies
-// (failurePolicy Fail).
-func checkTopologyPolicyDecisions(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy, user string) {
+// baseUser is the plugin's user as deploy/ names its account, before any
+// overlay.
+const baseUser = "system:serviceaccount:nri-cpumanager:nri-cpumanager"
+
+// checkTopologyPolicyDecisions runs the policy, with the API server's CEL
+// and param the binding's parameter, on requests: the plugin's service
+// account (user) may create, update and delete the object named after
+// the node its token is bound to, and no other; another account's
+// requests, the account deploy/ names before an overlay renames it
+// included, are not the policy's to judge. An expression that fails to
+// evaluate denies (failurePolicy Fail).
+func checkTopologyPolicyDecisions(t *testing.T, p *admissionregistrationv1.ValidatingAdmissionPolicy, param runtime.Object, user string) {
 	t.Helper()
-	env, err := cel.NewEnv(cel.Variable("request", cel.DynType))
-	if err != nil {
-		t.Fatal(err)
+	policy := compilePolicy(t, p)
+	boundTo := func(node string) map[string][]string {
+		return map[string][]string{"authentication.kubernetes.io/node-name": {node}, "authentication.kubernetes.io/pod-name": {"nri-cpumanager-x7k2p"}}
 	}
-	compile := func(expr string) cel.Program { return celProgram(t, env, expr) }
-	eval := func(prg cel.Program, request map[string]any) (any, error) {
-		out, _, err := prg.Eval(map[string]any{"request": request})
-		if err != nil {
-			return nil, err
-		}
-		return out.Value(), nil
-	}
-	match := compile(p.Spec.MatchConditions[0].Expression)
-	valid := compile(p.Spec.Validations[0].Expression)
-	message := compile(p.Spec.Validations[0].MessageExpression)
-	boundTo := func(node string) map[string]any {
-		return map[string]any{"authentication.kubernetes.io/node-name": []any{node}}
-	}
-	for _, tc := range []struct {
+	type testCase struct {
 		name, user, object string
-		extra              map[string]any
+		extra              map[string][]string
 		judged, allowed    bool
-	}{
+	}
+	cases := []testCase{
 		{"the plugin writes its node's object", user, "node-a", boundTo("node-a"), true, true},
 		{"the plugin writes another node's object", user, "node-b", boundTo("node-a"), true, false},
-		{"the plugin with a token bound to no node", user, "node-a", map[string]any{}, true, false},
-		{"another account of the same namespace", "system:serviceaccount:" + releaseNamespace + ":other", "node-b", boundTo("node-a"), false, true},
+		{"the plugin with a token bound to no node", user, "node-a", nil, true, false},
+		{"another account of the same namespace", user + "-other", "node-b", boundTo("node-a"), false, true},
 		{"node-feature-discovery's topology updater", "system:serviceaccount:node-feature-discovery:nfd-topology-updater", "node-b", boundTo("node-a"), false, true},
-	} {
-		request := map[string]any{"name": tc.object, "userInfo": map[string]any{"username": tc.user, "extra": tc.extra}}
-		judged, err := eval(match, request)
-		if err != nil || judged != tc.judged {
-			t.Errorf("%s: the policy judges the request: %v (%v), want %v", tc.name, judged, err, tc.judged)
-			continue
-		}
-		if !tc.judged {
-			continue
-		}
-		ok, err := eval(valid, request)
-		allowed := err == nil && ok == true
-		if allowed != tc.allowed {
-			t.Errorf("%s: allowed %v (%v, %v), want %v", tc.name, allowed, ok, err, tc.allowed)
-		}
-		if !allowed {
-			if msg, err := eval(message, request); err != nil || !strings.Contains(fmt.Sprint(msg), "not "+tc.object) {
-				t.Errorf("%s: message %q (%v), want it to name the object %s", tc.name, msg, err, tc.object)
+		{"an administrator", "kubernetes-admin", "node-b", nil, false, true},
+	}
+	if user != baseUser {
+		cases = append(cases, testCase{"the account as deploy/ names it before the overlay", baseUser, "node-b", boundTo("node-a"), false, true})
+	}
+	for _, tc := range cases {
+		for _, op := range []admission.Operation{admission.Create, admission.Update, admission.Delete} {
+			d := policy.decide(t, admissionRequest{
+				gvk:      schema.GroupVersionKind{Group: "topology.node.k8s.io", Version: "v1alpha2", Kind: "NodeResourceTopology"},
+				resource: "noderesourcetopologies", operation: op, name: tc.object, user: tc.user, extra: tc.extra,
+			}, param)
+			if d.judged != tc.judged || d.judged && d.denied == tc.allowed {
+				t.Errorf("%s (%s %s as %s): judged %v, denied %v (%s); want judged %v, allowed %v",
+					tc.name, op, tc.object, tc.user, d.judged, d.denied, d.message, tc.judged, tc.allowed)
+			}
+			if d.denied && !strings.Contains(d.message, "not "+tc.object) {
+				t.Errorf("%s: message %q, want it to name the object %s", tc.name, d.message, tc.object)
 			}
 		}
 	}
+}
+
+// TestTopologyPolicyFollowsTheOverlay renders the NodeResourceTopology
+// export under a namePrefix and another namespace, in the overlay that
+// adds the component and in an overlay of that overlay (kustomize runs a
+// component's transformers before its parent's, so only a reference it
+// knows, not a string, follows a rename made above it), and the chart as
+// another release in another namespace; in each, the policy judges the
+// renamed account's requests, with the API server's CEL, and no longer
+// the account deploy/ names (checkTopologyPolicy); the role is bound to
+// that account, the CRD keeps its name.
+func TestTopologyPolicyFollowsTheOverlay(t *testing.T) {
+	ch := loadChart(t)
+	blue, err := render(ch, "blue", "other", map[string]any{"config": map[string]any{"nodeResourceTopology": map[string]any{"enabled": true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name       string
+		m          *manifests
+		wantSA, ns string
+	}{
+		{"namePrefix and namespace in the overlay", kustomizeLayers(t, "namePrefix: blue-\nnamespace: other\n", ""),
+			"blue-nri-cpumanager", "other"},
+		{"namePrefix, nameSuffix and namespace above it", kustomizeLayers(t, "", "namePrefix: green-\nnameSuffix: -x\nnamespace: elsewhere\n"),
+			"green-nri-cpumanager-x", "elsewhere"},
+		{"the chart as release blue in namespace other", blue, "blue-nri-cpumanager", "other"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := pluginOf(t, tt.m)
+			if p.pod.ServiceAccountName != tt.wantSA || p.ds.Namespace != tt.ns {
+				t.Fatalf("the DaemonSet runs as %s/%s, want %s/%s", p.ds.Namespace, p.pod.ServiceAccountName, tt.ns, tt.wantSA)
+			}
+			for _, b := range tt.m.roleBindings {
+				if len(b.Subjects) != 1 || b.Subjects[0].Name != tt.wantSA || b.Subjects[0].Namespace != tt.ns {
+					t.Errorf("ClusterRoleBinding %s binds %+v, want %s/%s", b.Name, b.Subjects, tt.ns, tt.wantSA)
+				}
+			}
+			for _, crd := range tt.m.crds {
+				if crd.Name != "noderesourcetopologies.topology.node.k8s.io" {
+					t.Errorf("the CRD is named %s", crd.Name)
+				}
+			}
+			checkTopologyPolicy(t, tt.m, true)
+		})
+	}
+}
+
+// kustomizeLayers renders deploy/ with the NodeResourceTopology component
+// and its CRD through an overlay ending in middle, and an overlay of that
+// one ending in top (none when top is empty).
+func kustomizeLayers(t *testing.T, middle, top string) *manifests {
+	t.Helper()
+	root := t.TempDir()
+	write := func(dir, text string) string {
+		d := filepath.Join(root, dir)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "kustomization.yaml"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	rel := func(from, p string) string {
+		abs, err := filepath.Abs(p)
+		if err == nil {
+			p, err = filepath.Rel(from, abs)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mid := filepath.Join(root, "middle")
+	dir := write("middle", "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- "+rel(mid, deployDir)+
+		"\ncomponents:\n- "+rel(mid, components.nodeResourceTopology)+"\n- "+rel(mid, components.nodeResourceTopologyCRD)+"\n"+middle)
+	if top != "" {
+		dir = write("top", "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../middle\n"+top)
+	}
+	return kustomize(t, dir)
 }

@@ -35,10 +35,13 @@ import (
 var (
 	deployDir  = filepath.Join("..", "..", "deploy")
 	chartDir   = filepath.Join(deployDir, "helm", "nri-cpumanager")
-	components = struct{ kubeletCheckpoint, prometheus, nodeResourceTopology string }{
+	components = struct {
+		kubeletCheckpoint, prometheus, nodeResourceTopology, nodeResourceTopologyCRD string
+	}{
 		filepath.Join(deployDir, "components", "kubelet-checkpoint"),
 		filepath.Join(deployDir, "components", "prometheus"),
 		filepath.Join(deployDir, "components", "noderesourcetopology"),
+		filepath.Join(deployDir, "components", "noderesourcetopology-crd"),
 	}
 )
 

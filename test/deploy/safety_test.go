@@ -29,14 +29,55 @@ const (
 	memoryLimitEnv = "NRI_CPUMANAGER_MEMORY_LIMIT"
 	// hostRoot is where the doctor's opt-in mounts put host paths.
 	hostRoot = "/host"
+	// guardName is the container of the validating NRI plugin
+	// (components/adjustment-validator, the chart's adjustmentValidator).
+	guardName = "validate-adjustments"
 )
+
+// doctorMounts are the host paths doctor's opt-in (components/doctor,
+// the chart's doctor.enabled) may mount under hostRoot, by where: of
+// containerd's configuration directory only config.toml and the drop-ins
+// of conf.d (the rest holds registry credentials and keys), each allowed
+// to be missing, then created empty, which containerd reads as none; and
+// the kubelet's configuration file (its directory holds the pods'
+// secrets), from any host path (doctor.kubeletConfig), never created.
+var doctorMounts = map[string]struct {
+	host  string // "" for any
+	types []corev1.HostPathType
+	dir   bool
+}{
+	hostRoot + "/etc/containerd/config.toml":  {"/etc/containerd/config.toml", []corev1.HostPathType{corev1.HostPathFile, corev1.HostPathFileOrCreate}, false},
+	hostRoot + "/etc/containerd/conf.d":       {"/etc/containerd/conf.d", []corev1.HostPathType{corev1.HostPathDirectory, corev1.HostPathDirectoryOrCreate}, true},
+	hostRoot + "/var/lib/kubelet/config.yaml": {"", []corev1.HostPathType{corev1.HostPathFile}, false},
+}
+
+// containerNames lists the containers' names.
+func containerNames(cs []corev1.Container) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.Name)
+	}
+	return out
+}
+
+// keys returns the keys of m, sorted.
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
 
 // deployed is the DaemonSet of a rendering with what it runs.
 type deployed struct {
 	ds  *appsv1.DaemonSet
 	pod *corev1.PodSpec
 	ctr *corev1.Container
-	cm  *corev1.ConfigMap
+	// guard is the validating NRI plugin's container, nil without it.
+	guard *corev1.Container
+	cm    *corev1.ConfigMap
 	// cfg is the configuration the plugin runs with: the ConfigMap's
 	// config.yaml read by the plugin's parser, then the command-line flags
 	// of the container's args.
@@ -49,12 +90,15 @@ func pluginOf(t *testing.T, m *manifests) *deployed {
 	t.Helper()
 	p := &deployed{ds: only(t, "DaemonSet", m.daemonSets)}
 	p.pod = &p.ds.Spec.Template.Spec
-	if len(p.pod.Containers) != 1 {
-		t.Fatalf("%d containers, want the plugin's only", len(p.pod.Containers))
+	if n := len(p.pod.Containers); n != 1 && (n != 2 || p.pod.Containers[1].Name != guardName) {
+		t.Fatalf("containers %v, want the plugin's, and the validating plugin's (%s) only", containerNames(p.pod.Containers), guardName)
 	}
 	p.ctr = &p.pod.Containers[0]
 	if p.ctr.Name != containerName {
 		t.Errorf("container %q, want %q", p.ctr.Name, containerName)
+	}
+	if len(p.pod.Containers) == 2 {
+		p.guard = &p.pod.Containers[1]
 	}
 	if len(p.pod.InitContainers) > 0 {
 		t.Errorf("init containers %v: none expected", p.pod.InitContainers)
@@ -316,25 +360,22 @@ func checkSafe(t *testing.T, p *deployed) {
 		}
 	}
 	for mp, m := range mounts {
-		if under(mp, hostRoot) {
-			// doctor's opt-in view of host files: read-only, all the way;
-			// a directory at its own path under hostRoot, or the kubelet's
-			// configuration file where doctor looks first (a file of
-			// which, on k3s and RKE2, is elsewhere on the host).
+		if under(mp, hostRoot) && !want[mp] {
+			// doctor's opt-in view of host files: read-only, all the way,
+			// and only these (doctorMounts).
+			d, ok := doctorMounts[mp]
 			rro := m.mount.RecursiveReadOnly
-			switch m.hostType {
-			case corev1.HostPathDirectory:
-				if !m.mount.ReadOnly || rro == nil || *rro != corev1.RecursiveReadOnlyIfPossible || mp != hostRoot+m.hostPath {
-					t.Errorf("hostPath %s at %s (type %q, read-only %v, recursive %v): want the same path under %s, read-only recursively",
-						m.hostPath, mp, m.hostType, m.mount.ReadOnly, rro, hostRoot)
-				}
-			case corev1.HostPathFile:
-				if !m.mount.ReadOnly || mp != hostRoot+"/var/lib/kubelet/config.yaml" {
-					t.Errorf("hostPath file %s at %s (read-only %v): want the kubelet's configuration, read-only, at %s/var/lib/kubelet/config.yaml",
-						m.hostPath, mp, m.mount.ReadOnly, hostRoot)
-				}
-			default:
-				t.Errorf("hostPath %s at %s of type %q: want a Directory or a File, nothing created on the host", m.hostPath, mp, m.hostType)
+			switch {
+			case !ok:
+				t.Errorf("hostPath %s at %s: under %s only %v may be mounted", m.hostPath, mp, hostRoot, keys(doctorMounts))
+			case d.host != "" && m.hostPath != d.host:
+				t.Errorf("%s is mounted from host path %s, want %s", mp, m.hostPath, d.host)
+			case !slices.Contains(d.types, m.hostType):
+				t.Errorf("hostPath %s at %s of type %q, want one of %q", m.hostPath, mp, m.hostType, d.types)
+			case !m.mount.ReadOnly:
+				t.Errorf("hostPath %s at %s is writable", m.hostPath, mp)
+			case d.dir && (rro == nil || *rro != corev1.RecursiveReadOnlyIfPossible):
+				t.Errorf("hostPath %s at %s: read-only but not recursively (%v)", m.hostPath, mp, rro)
 			}
 			continue
 		}
@@ -359,6 +400,9 @@ func checkSafe(t *testing.T, p *deployed) {
 	}
 
 	checkEndpoints(t, p)
+	if p.guard != nil {
+		checkGuard(t, p)
+	}
 
 	// /debug/state names pods and their cpusets: the pod's loopback only,
 	// reached with kubectl port-forward.
@@ -462,4 +506,75 @@ func selects(selector, labels map[string]string) bool {
 		}
 	}
 	return len(selector) > 0
+}
+
+// guardFlags are the flags of nri-cpumanager validate-adjustments the
+// packaging may give besides --config.
+var guardFlags = []string{"--all-plugins", "--allow-unattributed-removals"}
+
+// checkGuard checks the validating NRI plugin's container: the plugin's
+// image, the command on the plugin's own configuration file, the same
+// confinement as the plugin (root only for the NRI socket's directory, no
+// capability, read-only root file system), no CPU limit and a memory
+// limit GOMEMLIMIT follows, and nothing of the host but the NRI socket's
+// directory, read-only.
+func checkGuard(t *testing.T, p *deployed) {
+	t.Helper()
+	g := p.guard
+	if g.Image != p.ctr.Image || g.ImagePullPolicy != p.ctr.ImagePullPolicy {
+		t.Errorf("%s runs %s (%s), the plugin %s (%s): want the same image", guardName, g.Image, g.ImagePullPolicy, p.ctr.Image, p.ctr.ImagePullPolicy)
+	}
+	if len(g.Command) > 0 || len(g.Args) < 3 || !slices.Equal(g.Args[:3], []string{"validate-adjustments", "--config", configMount + "/config.yaml"}) {
+		t.Errorf("%s: command %q args %q, want validate-adjustments --config %s/config.yaml", guardName, g.Command, g.Args, configMount)
+	} else {
+		for _, a := range g.Args[3:] {
+			if !slices.Contains(guardFlags, a) {
+				t.Errorf("%s: argument %q, not one of %q", guardName, a, guardFlags)
+			}
+		}
+	}
+	if q, ok := g.Resources.Limits[corev1.ResourceCPU]; ok {
+		t.Errorf("%s: CPU limit %s: it answers inside every creation; a CFS quota can stall it", guardName, q.String())
+	}
+	limit, ok := g.Resources.Limits[corev1.ResourceMemory]
+	if req := g.Resources.Requests[corev1.ResourceMemory]; !ok || limit.Cmp(req) < 0 || req.IsZero() || g.Resources.Requests.Cpu().IsZero() {
+		t.Errorf("%s: resources %+v, want CPU and memory requests and a memory limit", guardName, g.Resources)
+	}
+	var memoryLimit bool
+	for _, e := range g.Env {
+		if e.Name == memoryLimitEnv && e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil &&
+			e.ValueFrom.ResourceFieldRef.Resource == "limits.memory" && e.ValueFrom.ResourceFieldRef.ContainerName == guardName {
+			memoryLimit = true
+		}
+	}
+	if !memoryLimit {
+		t.Errorf("%s: env %+v, want %s from its own limits.memory", guardName, g.Env, memoryLimitEnv)
+	}
+	sc := g.SecurityContext
+	if sc == nil || sc.Privileged != nil && *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.Capabilities == nil || len(sc.Capabilities.Add) > 0 ||
+		!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("%s: securityContext %+v, want no privilege, no escalation, a read-only root file system, every capability dropped", guardName, sc)
+	}
+	if len(g.Ports) > 0 || len(g.VolumeDevices) > 0 {
+		t.Errorf("%s: ports %v, devices %v: want none", guardName, g.Ports, g.VolumeDevices)
+	}
+	want := map[string]bool{configMount: false, path.Dir(p.cfg.NRISocket): true} // mount path: from the host
+	if len(g.VolumeMounts) != len(want) {
+		t.Errorf("%s mounts %+v, want %v only", guardName, g.VolumeMounts, keys(want))
+	}
+	for _, m := range g.VolumeMounts {
+		host, ok := want[m.MountPath]
+		v := volume(t, p.pod, m.Name)
+		switch {
+		case !ok:
+			t.Errorf("%s mounts %s at %s", guardName, m.Name, m.MountPath)
+		case !m.ReadOnly:
+			t.Errorf("%s mounts %s writable", guardName, m.MountPath)
+		case host && (v.HostPath == nil || v.HostPath.Path != m.MountPath):
+			t.Errorf("%s: %s is not the host's NRI socket directory: %+v", guardName, m.MountPath, v)
+		case !host && (v.ConfigMap == nil || v.ConfigMap.Name != p.cm.Name):
+			t.Errorf("%s: %s is not the plugin's ConfigMap: %+v", guardName, m.MountPath, v)
+		}
+	}
 }

@@ -120,9 +120,12 @@ func (k *kube) deploy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// With deploy/'s NodeResourceTopology component; see
-	// harness.DeployOverlay for why the DaemonSet's CPU request goes.
-	dir := k.Overlay(t, filepath.Join(root, "deploy"), []string{"components/noderesourcetopology"}, k.stateDir)
+	// With deploy/'s NodeResourceTopology component and its CRD, and the
+	// validating NRI plugin beside the plugin (so that every adjustment
+	// of the suite passes through it); see harness.DeployOverlay for why
+	// the DaemonSet's CPU request goes.
+	dir := k.Overlay(t, filepath.Join(root, "deploy"), []string{"components/noderesourcetopology", "components/noderesourcetopology-crd",
+		harness.AdjustmentValidatorComponent}, k.stateDir)
 	if out, err := k.Cluster.Kubectl(ctx, "apply", "-k", dir); err != nil {
 		t.Fatal(err)
 	} else {
@@ -136,6 +139,11 @@ func (k *kube) deploy(t *testing.T) {
 	c := k.Attach(ctx, t, p, "nri-cpumanager")
 	// The release image's binary, running as the DaemonSet's container.
 	if _, err := k.waitLog(ctx, c, 0, regexp.MustCompile(`msg="?synchronized`)); err != nil {
+		t.Error(err)
+	}
+	// And as the validating plugin, in the same pod.
+	v := k.Attach(ctx, t, p, "validate-adjustments")
+	if _, err := k.waitLog(ctx, v, 0, regexp.MustCompile(`msg="synchronized: validating every container creation"`)); err != nil {
 		t.Error(err)
 	}
 }

@@ -113,6 +113,59 @@ func TestDeployOverlayWrite(t *testing.T) {
 	}
 }
 
+// TestDeployOverlayValidatorPatch: with deploy/'s adjustment-validator
+// component the patch drops its container's CPU request too; without it
+// the patch names no such container (it would add one).
+func TestDeployOverlayValidatorPatch(t *testing.T) {
+	for _, with := range []bool{false, true} {
+		root := t.TempDir()
+		dir := filepath.Join(root, "overlay")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		o := DeployOverlay{Deploy: filepath.Join(root, "deploy"), Image: "localhost/p", Tag: "e2e", NRISocketDir: "/run/nri", StateDir: "/var/lib/p"}
+		if with {
+			o.Components = []string{AdjustmentValidatorComponent}
+		}
+		if err := o.Write(dir); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "daemonset-patch.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ds struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Name      string
+							Resources struct{ Requests map[string]string }
+						}
+					}
+				}
+			}
+		}
+		if err := yaml.Unmarshal(data, &ds); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, c := range ds.Spec.Template.Spec.Containers {
+			names = append(names, c.Name)
+			if c.Resources.Requests["cpu"] != "0" {
+				t.Errorf("component %v: container %s keeps its CPU request: %v", with, c.Name, c.Resources.Requests)
+			}
+		}
+		want := []string{"nri-cpumanager"}
+		if with {
+			want = append(want, "validate-adjustments")
+		}
+		if strings.Join(names, " ") != strings.Join(want, " ") {
+			t.Errorf("component %v: the patch names containers %v, want %v", with, names, want)
+		}
+	}
+}
+
 // TestPodManifest: the manifest is a pod whose containers carry their
 // names and resources in order, on the node, with the local busybox image.
 func TestPodManifest(t *testing.T) {

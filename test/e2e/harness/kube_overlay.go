@@ -23,6 +23,9 @@ type DeployOverlay struct {
 	NRISocketDir, StateDir string
 	// APIHost and APIPort are the API server's loopback address.
 	APIHost, APIPort string
+	// With the component components/adjustment-validator, the validating
+	// plugin's container has its CPU request dropped too.
+	//
 	// KubeletCheckpoint, with the component components/kubelet-checkpoint,
 	// is where the node's kubelet keeps cpu_manager_state (its root
 	// directory is not /var/lib/kubelet here): the component's volume is
@@ -75,12 +78,12 @@ spec:
         env:
         - {name: KUBERNETES_SERVICE_HOST, value: %q}
         - {name: KUBERNETES_SERVICE_PORT, value: %q}
-      volumes:
+%s      volumes:
       - name: nri
         hostPath: {path: %q, type: Directory}
       - name: state
         hostPath: {path: %q, type: DirectoryOrCreate}
-`, o.APIHost, o.APIPort, o.NRISocketDir, o.StateDir)
+`, o.APIHost, o.APIPort, o.validatorPatch(), o.NRISocketDir, o.StateDir)
 	if o.KubeletCheckpoint != "" {
 		patch += fmt.Sprintf("      - name: kubelet-checkpoint\n        hostPath: {path: %q, type: File}\n", o.KubeletCheckpoint)
 	}
@@ -90,4 +93,21 @@ spec:
 		}
 	}
 	return nil
+}
+
+// AdjustmentValidatorComponent is deploy/'s component that adds the
+// validating NRI plugin's container.
+const AdjustmentValidatorComponent = "components/adjustment-validator"
+
+// validatorPatch is the patch's entry for the validating plugin's
+// container: its CPU request dropped, as the plugin's. None without the
+// component (a patch of a container the DaemonSet does not have would add
+// one).
+func (o DeployOverlay) validatorPatch() string {
+	for _, c := range o.Components {
+		if c == AdjustmentValidatorComponent {
+			return "      - name: validate-adjustments\n        resources:\n          requests: {cpu: \"0\"}\n"
+		}
+	}
+	return ""
 }

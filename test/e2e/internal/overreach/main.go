@@ -2,9 +2,11 @@
 // the adjustments nri-cpumanager never makes, one per pod, as a
 // compromised or careless plugin on the node's NRI socket could: the pod
 // annotation overreach.test/adjust names which (hook, namespace, sysctl,
-// seccomp). Containers of pods without it are left alone. The suite checks
-// that containerd's default validator, as deploy/containerd-nri.toml
-// configures it, refuses each.
+// seccomp; env, mount). Containers of pods without it are left alone. The
+// suite checks that containerd's default validator, as
+// deploy/containerd-nri.toml configures it, refuses the first four, and
+// that nri-cpumanager validate-adjustments refuses the others when
+// overreach registers under the plugin's name (-name cpumanager).
 package main
 
 import (
@@ -38,6 +40,13 @@ var adjustments = map[string]func(*api.ContainerAdjustment){
 	"seccomp": func(a *api.ContainerAdjustment) {
 		a.SetLinuxSeccompPolicy(&api.LinuxSeccomp{DefaultAction: "SCMP_ACT_ALLOW"})
 	},
+	// What the default validator lets any plugin do.
+	"env": func(a *api.ContainerAdjustment) {
+		a.AddEnv("OVERREACH", "1")
+	},
+	"mount": func(a *api.ContainerAdjustment) {
+		a.AddMount(&api.Mount{Destination: "/overreach", Source: "/etc", Type: "bind", Options: []string{"rbind", "ro"}})
+	},
 }
 
 // overreach implements the NRI handler it needs.
@@ -66,19 +75,21 @@ func (o *overreach) CreateContainer(_ context.Context, pod *api.PodSandbox, c *a
 
 func main() {
 	socket := flag.String("socket", "", "NRI socket to connect to")
+	name := flag.String("name", "overreach", "`name` to register with NRI")
+	index := flag.String("index", "40", "NRI plugin `index` to register with")
 	flag.Parse()
 	logger := log.New(os.Stderr, "overreach: ", log.LstdFlags|log.Lmicroseconds)
-	if err := run(*socket, &overreach{log: logger}); err != nil {
+	if err := run(*socket, *name, *index, &overreach{log: logger}); err != nil {
 		logger.Printf("exiting: %v", err)
 		os.Exit(1)
 	}
 }
 
 // run serves NRI until SIGTERM or until containerd goes away.
-func run(socket string, o *overreach) error {
+func run(socket, name, index string, o *overreach) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	s, err := stub.New(o, stub.WithSocketPath(socket), stub.WithPluginName("overreach"), stub.WithPluginIdx("40"),
+	s, err := stub.New(o, stub.WithSocketPath(socket), stub.WithPluginName(name), stub.WithPluginIdx(index),
 		stub.WithOnClose(func() { o.log.Printf("connection closed") }))
 	if err != nil {
 		return fmt.Errorf("create NRI stub: %w", err)
