@@ -2,8 +2,8 @@ package lifecycle
 
 import (
 	"context"
-	"fmt"
 	"io"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -38,7 +38,7 @@ type Node struct {
 
 // NewNode starts the runtime and the plugin.
 func NewNode(t testing.TB, pol *policy.Policy, withAPI bool) *Node {
-	n := &Node{t: t, RT: fakeruntime.New(t, pol.Allocator().Topology().CPUs()), pol: pol, stateDir: t.TempDir()}
+	n := &Node{t: t, RT: fakeruntime.New(t, pol.Allocator().Topology().CPUs()), pol: pol, stateDir: stateDir(t)}
 	if withAPI {
 		n.API = &API{pods: map[string]*v1.Pod{}}
 	}
@@ -277,5 +277,16 @@ func (a *API) Resized(policy.Pod, string, cpuset.CPUSet, cpuset.CPUSet) {}
 // Changed implements plugin.API.
 func (a *API) Changed() {}
 
-// describe names a container for reports.
-func describe(pod, name string) string { return fmt.Sprintf("%s/%s", pod, name) }
+// stateDir returns a directory for the plugin's checkpoint: on a memory
+// file system when the machine has one (/dev/shm), where a sync costs
+// nothing (the checkpoint's durability is state's tests' business; a
+// disk's syncs would take most of the lives' time), else the test's
+// temporary directory.
+func stateDir(t testing.TB) string {
+	dir, err := os.MkdirTemp("/dev/shm", "lifecycle-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
