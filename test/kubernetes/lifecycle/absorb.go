@@ -102,7 +102,7 @@ func (o *Oracle) absorbCreation(p *pod, name string, again bool, want int64) err
 			p.spec.Name, name, n, before)
 	}
 	o.Counts.Add("resize: applied at a re-creation", 1)
-	return o.absorbResize(p, name, n, e.assigned)
+	return o.absorbResize(p, name, n, e.assigned, false)
 }
 
 // absorbNew writes the plugin's entries of p that are new (an admission)
@@ -191,8 +191,15 @@ func (o *Oracle) absorbNew(p *pod, snap plugin.Snapshot) error {
 	}
 	union := podCPUs.Union(newCPUs)
 	if bound := max(p.kubeletUnion, o.kubelet.Held(p.uid).Size()); union.Size() > bound {
-		errs = append(errs, failf("pod %s: the plugin holds %d CPUs for it (%s), more than the %d of the kubelet's allocation (%v)",
-			p.spec.Name, union.Size(), union, bound, kentries))
+		if o.api() {
+			errs = append(errs, failf("pod %s: the plugin holds %d CPUs for it (%s), more than the %d of the kubelet's allocation (%v)",
+				p.spec.Name, union.Size(), union, bound, kentries))
+		} else {
+			// Without the spec the plugin tells an init container by
+			// its exit, and decides each container when it comes.
+			o.Counts.Add(RuleNoSpec, 1)
+			o.Counts.Add("no spec: the plugin holds more CPUs for a pod than the kubelet's allocation", 1)
+		}
 	}
 	if len(errs) > 0 {
 		return join(errs)

@@ -206,7 +206,14 @@ func (o *Oracle) trace() {
 			}
 			parts = append(parts, fmt.Sprintf("%s(%s %s %dm) kubelet %s plugin %s", c.Name, c.Kind, state, c.Milli, k, plugin))
 		}
-		Trace("  %s completed=%v steps %d/%d: %s", name, p.completed, p.next, len(p.steps), strings.Join(parts, "; "))
+		var sbs []string
+		for _, sb := range p.sandboxes {
+			sbs = append(sbs, fmt.Sprintf("%s(e%d k%v c%v s%v)", sb.sb.Id, sb.epoch, sb.known, sb.confirmed, sb.stopped))
+		}
+		for _, sb := range p.ghosts {
+			sbs = append(sbs, fmt.Sprintf("ghost %s(e%d k%v)", sb.sb.Id, sb.epoch, sb.known))
+		}
+		Trace("  %s completed=%v steps %d/%d sandboxes %v: %s", name, p.completed, p.next, len(p.steps), sbs, strings.Join(parts, "; "))
 	}
 }
 

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	"k8s.io/utils/cpuset"
@@ -102,18 +103,29 @@ func (o *Oracle) podAround(p *pod, name string, a cpuset.CPUSet, n int) (cpuset.
 
 // reusable returns the CPUs of p's ordinary init containers' entries that
 // container name may take: none of its pod's other containers holds
-// them, nor runs on them. Without the API the plugin tells init
-// containers by their exit (the plugin's Init mark, or an exit 0 with
-// none of the name running).
+// them, nor runs on them, and, for a sidecar, not those of the init
+// containers after it, which run beside it (the kubelet never gives a
+// sidecar an init container's CPUs: updateCPUsToReuse reuses an init
+// container's CPUs for the containers after it only). Without the API
+// the plugin tells init containers by their exit (the plugin's Init
+// mark, or an exit 0 with none of the name running).
 func (o *Oracle) reusable(p *pod, name string) cpuset.CPUSet {
 	snap := o.node.Plugin().Snapshot()
 	entries := pluginEntries(snap, p.uid)
 	lent, kept := cpuset.New(), cpuset.New()
+	after := map[string]bool{}
+	if p.spec.kind(name) == KindSidecar {
+		seen := false
+		for _, c := range p.spec.Containers {
+			after[c.Name] = seen
+			seen = seen || c.Name == name
+		}
+	}
 	for other, c := range p.ctrs {
 		if other == name || !c.absorbed {
 			continue
 		}
-		isInit := p.spec.kind(other) == KindInit
+		isInit := p.spec.kind(other) == KindInit && !after[other]
 		if !o.api() {
 			isInit = entries[other].init || o.completedUnknown(p, other)
 		}
@@ -171,9 +183,10 @@ type change struct {
 // they do not change) — stopping at the first refusal and keeping what
 // it applied (it retries at the next resize). KEP-5554 decides (rule
 // resize): with the API the plugin decides the whole resize at its first
-// request and refuses it whole with the reason of the first container
-// that fails; without it each container at its own request. The
-// kubelet's state follows what the plugin applied.
+// request — every pinned container whose spec differs from what the
+// runtime has, a stopped one too (members) — and refuses it whole with
+// the reason of a container that fails; without it each container at its
+// own request. The kubelet's state follows what the plugin applied.
 func (o *Oracle) actuate(p *pod) error {
 	var decreases, increases []change
 	actual := *p.spec
@@ -200,18 +213,22 @@ func (o *Oracle) actuate(p *pod) error {
 	before, after := podTotals(&actual, actual.V1Pod()), podTotals(p.spec, p.v1)
 	grows := policy.CPULimitMilli(after) > policy.CPULimitMilli(before)
 	shrinks := policy.CPULimitMilli(after) < policy.CPULimitMilli(before)
-	// The first part refused on the plugin's free CPUs: with the API the
+	// The parts refused on the plugin's free CPUs: with the API the
 	// plugin refuses the whole resize at its first request; without it a
 	// refusal of the pod's growth must name a part that fails.
-	whole, wholeReason := o.simulate(p, steps)
+	parts := steps
+	if o.api() {
+		parts = o.members(p)
+	}
+	failing := o.simulate(p, parts)
 	podUpdate := policy.PodResources{Resources: after, Overhead: overhead(p.spec)}
 	if grows {
 		err := o.node.RT.UpdatePod(sb.sb, podUpdate)
 		if err != nil {
-			return o.judgeResizeRefusal(p, "the pod's growth (UpdatePodSandbox)", err, whole, wholeReason, steps, true)
+			return o.judgeResizeRefusal(p, "the pod's growth (UpdatePodSandbox)", err, failing, parts, true)
 		}
-		if whole != "" && o.api() {
-			return failf("pod %s's resize %v accepted at UpdatePodSandbox; %s's resize is refused (%s) on the kubelet's state", p.spec.Name, steps, whole, wholeReason)
+		if len(failing) > 0 && o.api() {
+			return failf("pod %s's resize %v accepted at UpdatePodSandbox; on the kubelet's state KEP-5554 refuses %v", p.spec.Name, parts, failing)
 		}
 		o.podUpdated(p, kubeapi.PodCPULimitMilli(p.v1))
 	}
@@ -225,12 +242,16 @@ func (o *Oracle) actuate(p *pod) error {
 		err := o.node.RT.UpdateContainer(p.ctrs[ch.name].current.c, containerResources(p.spec, ch.to))
 		if err != nil {
 			if o.api() {
-				return o.judgeResizeRefusal(p, "the resize of "+ch.name, err, whole, wholeReason, steps, i == 0 && !grows)
+				return o.judgeResizeRefusal(p, "the resize of "+ch.name, err, failing, parts, i == 0 && !grows)
 			}
-			return o.judgeResizeRefusal(p, "the resize of "+ch.name, err, ch.name, reason, steps, true)
+			var own []failure
+			if reason != "" {
+				own = []failure{{ch.name, reason}}
+			}
+			return o.judgeResizeRefusal(p, "the resize of "+ch.name, err, own, steps, true)
 		}
-		if o.api() && whole != "" {
-			return failf("pod %s's resize %v: %s's part accepted; %s's resize is refused (%s) on the kubelet's state", p.spec.Name, steps, ch.name, whole, wholeReason)
+		if o.api() && len(failing) > 0 {
+			return failf("pod %s's resize %v: %s's part accepted; on the kubelet's state KEP-5554 refuses %v", p.spec.Name, parts, ch.name, failing)
 		}
 		if reason != "" {
 			return failf("resize of %s/%s to %d CPUs accepted; on the kubelet's state KEP-5554 refuses it (%s)", p.spec.Name, ch.name, n, reason)
@@ -242,7 +263,7 @@ func (o *Oracle) actuate(p *pod) error {
 			if !got.Equals(e.assigned) {
 				return failf("resize of %s/%s: it runs on %s, its entry is %s", p.spec.Name, ch.name, got, e.assigned)
 			}
-			if err := o.absorbResize(p, ch.name, n, e.assigned); err != nil {
+			if err := o.absorbResize(p, ch.name, n, e.assigned, true); err != nil {
 				return err
 			}
 		}
@@ -257,6 +278,36 @@ func (o *Oracle) actuate(p *pod) error {
 	return nil
 }
 
+// members returns the parts of p's resize the plugin decides with the
+// API: every pinned container but the ordinary init containers, running
+// or stopped, whose spec differs from what the runtime has for it (its
+// latest instance's limit; one never created, its entry's count),
+// decreases first, each in name order (policy podMembers).
+func (o *Oracle) members(p *pod) []change {
+	var decreases, increases []change
+	for _, name := range slices.Sorted(maps.Keys(o.kubelet.Entries(p.uid))) {
+		if p.spec.kind(name) == KindInit {
+			continue
+		}
+		cpus, _ := o.kubelet.Entry(p.uid, name)
+		from := int64(cpus.Size()) * 1000
+		if c := p.ctrs[name]; c != nil && c.current != nil {
+			from = c.current.limit
+		}
+		to := p.spec.milli(name)
+		if to == from {
+			continue
+		}
+		// (Counts against the entry decide which is a decrease.)
+		if p.spec.exclusiveCPUs(to) < cpus.Size() {
+			decreases = append(decreases, change{name, from, to})
+		} else {
+			increases = append(increases, change{name, from, to})
+		}
+	}
+	return append(decreases, increases...)
+}
+
 // podUpdated records an UpdatePodSandbox the plugin accepted: the pod's
 // total, and a hold that ends when the pod adds up again.
 func (o *Oracle) podUpdated(p *pod, limit int64) {
@@ -266,23 +317,27 @@ func (o *Oracle) podUpdated(p *pod, limit int64) {
 	o.settleHold(p)
 }
 
-// judgeResizeRefusal judges a refused resize: the container expected to
-// fail (failing, for its reason want) must be there, and the reason the
-// same (a pod-level refusal may name the pod's division of its total
-// instead, without the API, when a container's resize fails). A refusal
-// changes nothing, in the plugin and in the kubelet's copy: checked by
-// the comparison after the action.
-func (o *Oracle) judgeResizeRefusal(p *pod, what string, err error, failing, want string, steps []change, first bool) error {
+// failure is a part of a resize KEP-5554 refuses, and its reason.
+type failure struct{ name, reason string }
+
+// judgeResizeRefusal judges a refused resize: some part of it (parts)
+// must fail on the kubelet's state (failing), with the reason the plugin
+// gives (a pod-level refusal may name the pod's division of its total
+// instead, without the API). With the API it comes at the resize's first
+// request (first). A refusal changes nothing, in the plugin and in the
+// kubelet's copy: checked by the comparison after the action.
+func (o *Oracle) judgeResizeRefusal(p *pod, what string, err error, failing []failure, parts []change, first bool) error {
 	verdict, reason := parseRefusal(err)
 	o.Counts.Add(fmt.Sprintf("resizes refused (%s: %s)", verdict, reason), 1)
-	if failing == "" {
-		return failf("pod %s: %s (%v) refused: %v; on the kubelet's state KEP-5554 accepts every part", p.spec.Name, what, steps, err)
+	if len(failing) == 0 {
+		return failf("pod %s: %s (%v) refused: %v; on the kubelet's state KEP-5554 accepts every part", p.spec.Name, what, parts, err)
 	}
 	if verdict != "Infeasible" {
 		return failf("pod %s: %s refused %q: KEP-5554's refusals of a resize are Infeasible", p.spec.Name, what, err)
 	}
-	if reason != want && !(o.podLevel(what) && !o.api()) {
-		return failf("pod %s: %s refused with %s (%v); on the kubelet's state %s's resize is refused with %s", p.spec.Name, what, reason, err, failing, want)
+	matched := slices.ContainsFunc(failing, func(f failure) bool { return f.reason == reason })
+	if !matched && !(o.podLevel(what) && !o.api()) {
+		return failf("pod %s: %s refused with %s (%v); on the kubelet's state KEP-5554 refuses %v", p.spec.Name, what, reason, err, failing)
 	}
 	if !first && o.api() {
 		return failf("pod %s: %s refused after parts of the resize were applied; with the API the whole resize is decided at its first request", p.spec.Name, what)
@@ -295,22 +350,23 @@ func (o *Oracle) judgeResizeRefusal(p *pod, what string, err error, failing, wan
 // podLevel reports whether a refusal is the pod-level one.
 func (o *Oracle) podLevel(what string) bool { return what == "the pod's growth (UpdatePodSandbox)" }
 
-// simulate decides a whole resize (with the API, the plugin decides it at
-// its first request) on a copy of the kubelet's state: each part in order
-// by resizeVerdict, a decrease releasing its CPUs outside the baseline
-// (those off the baseline's NUMA nodes first) for the parts after it. It
-// returns the first container whose part is refused and the reason (""
-// when every part is accepted).
-func (o *Oracle) simulate(p *pod, steps []change) (string, string) {
+// simulate decides a whole resize (parts in order) on a copy of the
+// kubelet's state: each part by resizeVerdict, an accepted decrease
+// releasing its CPUs outside the baseline (those off the baseline's NUMA
+// nodes first) for the parts after it, an accepted growth taking free
+// CPUs, a refused part left as it was. It returns the parts refused.
+func (o *Oracle) simulate(p *pod, parts []change) []failure {
 	pool, entries := o.kubelet.Snapshot()
 	defer o.kubelet.restore(pool, entries)
-	for _, ch := range steps {
+	var failing []failure
+	for _, ch := range parts {
 		if _, pinned := o.kubelet.Entry(p.uid, ch.name); !pinned {
 			continue
 		}
 		n := p.spec.exclusiveCPUs(ch.to)
 		if reason := o.resizeVerdict(p, ch.name, n); reason != "" {
-			return ch.name, reason
+			failing = append(failing, failure{ch.name, reason})
+			continue
 		}
 		a, _ := o.kubelet.Entry(p.uid, ch.name)
 		b := o.baselines[ref{p.uid, ch.name}]
@@ -326,7 +382,7 @@ func (o *Oracle) simulate(p *pod, steps []change) (string, string) {
 			}
 		}
 	}
-	return "", ""
+	return failing
 }
 
 // absorbResize checks the plugin's CPUs for container name of p after an
@@ -334,9 +390,11 @@ func (o *Oracle) simulate(p *pod, steps []change) (string, string) {
 // kubelet's state: n CPUs, the baseline kept; a growth keeps the CPUs it
 // had and adds CPUs free in the kubelet's state, held for the pod or
 // reusable (its pod's init containers'), where the topology manager
-// admits; a shrink keeps CPUs it had. The CPUs a decrease releases while
-// the pod's resize is in flight are held for the pod (rule hold).
-func (o *Oracle) absorbResize(p *pod, name string, n int, cpus cpuset.CPUSet) error {
+// admits; a shrink keeps CPUs it had. The CPUs a decrease (update: an
+// UpdateContainer's; a re-creation's or a Synchronize's give them back)
+// releases while the pod's resize is in flight are held for the pod
+// (rule hold).
+func (o *Oracle) absorbResize(p *pod, name string, n int, cpus cpuset.CPUSet, update bool) error {
 	c := p.ctrs[name]
 	old, b := c.synced, o.baselines[ref{p.uid, name}]
 	what := p.spec.Name + "/" + name
@@ -358,7 +416,7 @@ func (o *Oracle) absorbResize(p *pod, name string, n int, cpus cpuset.CPUSet) er
 		if !cpus.IsSubsetOf(old) {
 			return failf("shrink of %s from %s to %s: it must keep CPUs it had", what, old, cpus)
 		}
-		if released := old.Difference(cpus).Difference(others); !released.IsEmpty() && o.inFlight(p) {
+		if released := old.Difference(cpus).Difference(others); update && !released.IsEmpty() && o.inFlight(p) {
 			h := o.holds[p.uid]
 			if h == nil {
 				h = &hold{cpus: cpuset.New(), since: o.clock.Now()}

@@ -62,6 +62,7 @@ func (o *Oracle) runSandbox(p *pod) error {
 	for _, old := range p.sandboxes {
 		old.known = false
 	}
+	p.ghosts = nil
 	p.sandboxes = append(p.sandboxes, &sandbox{sb: sb, epoch: o.epoch, known: true, confirmed: true, limit: kubeapi.PodCPULimitMilli(p.v1)})
 	p.steps, p.next = startSteps(p.spec), 0
 	o.clearIdle(p.uid)
@@ -613,6 +614,14 @@ func (o *Oracle) restartKubelet() error {
 		// reject a pod it runs; it keeps it, as the fixed kubelet does.
 		if reason == "SMTAlignmentError" && strings.Contains(message, "not enough free physical CPUs") {
 			o.Counts.Add(RuleRestartSMT, 1)
+			return true
+		}
+		// Rule no spec: the entries of containers the plugin has not
+		// created were moved off the CPUs it gave others; the kubelet's
+		// own state would have kept them where it admitted them.
+		if p := o.podByUID(uid); p != nil && !o.api() && !o.allAbsorbed(p) {
+			o.Counts.Add(RuleNoSpec, 1)
+			o.Counts.Add("no spec: pods with floating entries the restarted kubelet would refuse", 1)
 			return true
 		}
 		return false

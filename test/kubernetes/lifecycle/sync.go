@@ -56,6 +56,7 @@ func (o *Oracle) synchronized(restarted, pluginRestarted bool) error {
 	o.idle = idle
 	o.markIdle()
 	o.node.Settle()
+	errs = append(errs, o.endUnlisted())
 	if err := join(errs); err != nil {
 		return err
 	}
@@ -110,19 +111,25 @@ func (o *Oracle) caughtUp() error {
 				m.p.spec.Name, m.name, m.n, c.synced))
 		default:
 			o.Counts.Add("resize: applied at a Synchronize", 1)
-			errs = append(errs, o.absorbResize(m.p, m.name, m.n, e.assigned))
+			errs = append(errs, o.absorbResize(m.p, m.name, m.n, e.assigned, false))
 		}
 	}
 	return join(errs)
 }
 
 // settle ends an action: the plugin's updates are applied, the pods that
-// became idle are marked, and with the API the pods the API no longer
-// lists and none of whose containers runs are ended (the plugin ends
-// them at once).
+// became idle are marked, and with the API the idle pods the API no
+// longer lists are ended (the plugin ends them at its next maintenance
+// pass: at once).
 func (o *Oracle) settle() error {
 	o.node.Settle()
 	o.markIdle()
+	return o.endUnlisted()
+}
+
+// endUnlisted waits, with the API, for the plugin to end the idle pods the
+// API no longer lists (ExpireOrphans at its next maintenance pass).
+func (o *Oracle) endUnlisted() error {
 	if !o.api() {
 		return nil
 	}
@@ -132,10 +139,19 @@ func (o *Oracle) settle() error {
 		if p == nil {
 			p = o.podByUID(uid)
 		}
-		if p != nil && !p.runs() {
-			errs = append(errs, o.pluginEnds(p, "the API no longer lists it and none of its containers runs"))
+		if p == nil || !o.idleNow(uid) {
+			continue
 		}
+		// (At the plugin's next maintenance pass: ExpireOrphans.)
+		o.node.WaitFor("the plugin to end pod "+string(uid)+", idle and no longer listed by the API", func() bool {
+			snap := o.node.Plugin().Snapshot()
+			_, held := snap.Exclusive[string(uid)]
+			_, idle := snap.Idle[string(uid)]
+			return !held && !idle
+		})
+		errs = append(errs, o.pluginEnds(p, "the API no longer lists it and it is idle"))
 	}
+	o.node.Settle()
 	return join(errs)
 }
 

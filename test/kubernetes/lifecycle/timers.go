@@ -84,11 +84,10 @@ func (o *Oracle) deadlines() []time.Time {
 	return out
 }
 
-// expires reports whether an idle pod's orphan timeout applies: not to a
-// pod the Kubernetes API lists as active (plugin.API.PodActive).
-func (o *Oracle) expires(uid types.UID) bool {
-	return !o.api() || !o.node.API.PodActive(string(uid))
-}
+// expires reports whether an idle pod's orphan timeout applies: only
+// without the Kubernetes API (with it, an idle pod the API no longer lists
+// ends at once, settle, and one it lists keeps its CPUs).
+func (o *Oracle) expires(types.UID) bool { return !o.api() }
 
 // passTo moves the clock to t, stopping at each moment something is due
 // on the way: a timer of the plugin ends there (expireTimers), the
