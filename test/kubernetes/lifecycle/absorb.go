@@ -143,8 +143,17 @@ func (o *Oracle) absorbNew(p *pod, snap plugin.Snapshot) error {
 		} else {
 			reuse = reuse.Difference(c.synced)
 		}
-		if !o.api() && o.completedUnknown(p, name) {
+		if !o.api() && !p.running(name) {
+			// Without the spec the plugin infers which of a pod's
+			// containers that do not run are init containers (by their
+			// exit and the pod's total, policy lendersFor), and lends
+			// their CPUs (rule no spec).
 			noSpecReuse = noSpecReuse.Union(c.synced)
+		}
+	}
+	for _, name := range p.names() {
+		if c := p.ctrs[name]; p.running(name) && c.absorbed {
+			noSpecReuse = noSpecReuse.Difference(c.synced)
 		}
 	}
 	var errs []error
@@ -165,7 +174,7 @@ func (o *Oracle) absorbNew(p *pod, snap plugin.Snapshot) error {
 		case e.assigned.IsSubsetOf(allowed):
 		case e.assigned.IsSubsetOf(allowed.Union(noSpecReuse)):
 			o.Counts.Add(RuleNoSpec, 1)
-			o.Counts.Add("no spec: took the CPUs of a container that exited 0 for an init container's", 1)
+			o.Counts.Add("no spec: took the CPUs of a container that does not run for an init container's", 1)
 		default:
 			errs = append(errs, failf("%s: the plugin gave it %s, but %s are neither free nor reusable for the pod in the kubelet's state (free %s, reusable %s)",
 				what, e.assigned, e.assigned.Difference(allowed), free, reuse))
@@ -236,10 +245,10 @@ func (o *Oracle) allAbsorbed(p *pod) bool {
 }
 
 // absorbMoved absorbs the entry of a re-created container whose CPUs the
-// plugin moved, its baseline with them: without the API, a sidecar (or a
-// restartable app container) that exited 0 before another container of
-// its pod was created is taken for an init container, and that container
-// took its CPUs (rule no spec). Anything else that moves a baseline fails.
+// plugin moved, its baseline with them: without the API, a container
+// that did not run when another container of its pod was created can be
+// taken for an init container, and that container took its CPUs (rule no
+// spec). Anything else that moves a baseline fails.
 func (o *Oracle) absorbMoved(p *pod, name string, e entry) error {
 	c := p.ctrs[name]
 	if o.api() {

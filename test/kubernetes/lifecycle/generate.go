@@ -101,7 +101,7 @@ func (g *generator) action(v view) Action {
 			c := cs[g.rng.IntN(len(cs))]
 			return Action{Op: OpResize, Pod: p.spec.Name, Container: c, Milli: g.resized(p.exclusive[c])}
 		case k < 81:
-			return Action{Op: OpWait, Wait: g.wait(v.deadlines).String()}
+			return Action{Op: OpWait, Wait: g.wait(v.deadlines).String(), Pulling: g.rng.IntN(5) == 0}
 		case k < 83:
 			return Action{Op: OpReboot}
 		case k < 84 && len(live) > 0:

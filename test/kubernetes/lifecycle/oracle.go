@@ -146,7 +146,23 @@ func (o *Oracle) play(a Action) error {
 		if err != nil {
 			return err
 		}
-		return o.passTo(o.clock.Now().Add(d))
+		end := o.clock.Now().Add(d)
+		if !a.Pulling && d >= syncBackOff {
+			// The kubelet's first sync takes the starts' next steps.
+			if err := o.passTo(o.clock.Now().Add(syncBackOff)); err != nil {
+				return err
+			}
+			for _, name := range sorted(o.pods) {
+				if p := o.pods[name]; p.starting() && !p.completed && o.node.RT.Ready(p.current().sb) {
+					if err := o.runSteps(p, true); err != nil {
+						return err
+					}
+				}
+			}
+			o.node.Settle()
+			o.markIdle()
+		}
+		return o.passTo(end)
 	}
 	return fmt.Errorf("unknown operation %q", a.Op)
 }

@@ -127,6 +127,8 @@ func (o *Oracle) reusable(p *pod, name string) cpuset.CPUSet {
 		}
 		isInit := p.spec.kind(other) == KindInit && !after[other]
 		if !o.api() {
+			// (It cannot tell a sidecar, nor the order of the init
+			// containers: rule no spec.)
 			isInit = entries[other].init || o.completedUnknown(p, other)
 		}
 		if isInit {
@@ -231,6 +233,9 @@ func (o *Oracle) actuate(p *pod) error {
 			return failf("pod %s's resize %v accepted at UpdatePodSandbox; on the kubelet's state KEP-5554 refuses %v", p.spec.Name, parts, failing)
 		}
 		o.podUpdated(p, kubeapi.PodCPULimitMilli(p.v1))
+		if err := o.absorbStopped(p, parts); err != nil {
+			return err
+		}
 	}
 	for i, ch := range steps {
 		n := p.spec.exclusiveCPUs(ch.to)
@@ -252,6 +257,11 @@ func (o *Oracle) actuate(p *pod) error {
 		}
 		if o.api() && len(failing) > 0 {
 			return failf("pod %s's resize %v: %s's part accepted; on the kubelet's state KEP-5554 refuses %v", p.spec.Name, parts, ch.name, failing)
+		}
+		if i == 0 && !grows {
+			if err := o.absorbStopped(p, parts); err != nil {
+				return err
+			}
 		}
 		if reason != "" {
 			return failf("resize of %s/%s to %d CPUs accepted; on the kubelet's state KEP-5554 refuses it (%s)", p.spec.Name, ch.name, n, reason)
@@ -306,6 +316,34 @@ func (o *Oracle) members(p *pod) []change {
 		}
 	}
 	return append(decreases, increases...)
+}
+
+// absorbStopped absorbs, with the API, the parts of a resize the plugin
+// decided at its first request for containers that do not run: their
+// entries take the spec's count for their re-creation.
+func (o *Oracle) absorbStopped(p *pod, parts []change) error {
+	if !o.api() {
+		return nil
+	}
+	snap := o.node.Settle()
+	for _, ch := range parts {
+		c := p.ctrs[ch.name]
+		if p.running(ch.name) || c == nil || !c.absorbed {
+			continue
+		}
+		n := p.spec.exclusiveCPUs(ch.to)
+		e := pluginEntries(snap, p.uid)[ch.name]
+		if e.assigned.Size() != n {
+			return failf("pod %s's resize accepted: %s (not running) has %s, not the %d CPUs of its spec", p.spec.Name, ch.name, e.assigned, n)
+		}
+		if !e.assigned.Equals(c.synced) {
+			o.Counts.Add("resize: applied to a container that does not run", 1)
+			if err := o.absorbResize(p, ch.name, n, e.assigned, true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // podUpdated records an UpdatePodSandbox the plugin accepted: the pod's

@@ -105,6 +105,10 @@ type Action struct {
 	Milli int64 `json:"milli,omitempty"`
 	// Wait is how long OpWait lasts (a time.Duration string).
 	Wait string `json:"wait,omitempty"`
+	// Pulling: during the wait the starting pods' next containers are
+	// still pulling their images; else the kubelet takes their steps at
+	// its first sync.
+	Pulling bool `json:"pulling,omitempty"`
 }
 
 func (a Action) String() string {
@@ -135,6 +139,9 @@ func (a Action) String() string {
 	case OpResize:
 		return fmt.Sprintf("resize %s/%s to %dm", a.Pod, a.Container, a.Milli)
 	case OpWait:
+		if a.Pulling {
+			return "wait " + a.Wait + " (images pulling)"
+		}
 		return "wait " + a.Wait
 	case OpReboot, OpRestartContainerd, OpRestartPlugin, OpCollect, OpRestartKubelet:
 		return a.Op

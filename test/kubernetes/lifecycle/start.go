@@ -616,12 +616,14 @@ func (o *Oracle) restartKubelet() error {
 			o.Counts.Add(RuleRestartSMT, 1)
 			return true
 		}
-		// Rule no spec: the entries of containers the plugin has not
-		// created were moved off the CPUs it gave others; the kubelet's
-		// own state would have kept them where it admitted them.
-		if p := o.podByUID(uid); p != nil && !o.api() && !o.allAbsorbed(p) {
+		// Rule no spec: without the API the kubelet's state is the
+		// plugin's per-container decisions (and the entries of
+		// containers it has not created, moved off the CPUs it gave
+		// others), not an allocation of the kubelet's admission, which
+		// its topology manager may not admit again.
+		if !o.api() {
 			o.Counts.Add(RuleNoSpec, 1)
-			o.Counts.Add("no spec: pods with floating entries the restarted kubelet would refuse", 1)
+			o.Counts.Add("no spec: pods the restarted kubelet would refuse on the plugin's decisions", 1)
 			return true
 		}
 		return false

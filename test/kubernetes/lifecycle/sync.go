@@ -66,7 +66,8 @@ func (o *Oracle) synchronized(restarted, pluginRestarted bool) error {
 // caughtUp checks what a Synchronize did to the running pinned containers
 // whose CPU count in the runtime differs from their entry (a container
 // that restarted on its CPUs with a count the plugin refused): the plugin
-// applies that count when the resize rules allow it now (shrinks first),
+// applies that count when the resize rules allow it now (shrinks first,
+// then in the order the runtime lists the containers),
 // else they keep their CPUs (rule restart on own CPUs); the kubelet's
 // state follows.
 func (o *Oracle) caughtUp() error {
@@ -88,8 +89,15 @@ func (o *Oracle) caughtUp() error {
 			}
 		}
 	}
+	// In the plugin's order: the shrinks first, each group in the order
+	// the runtime lists the containers (by id).
 	sort.SliceStable(all, func(i, j int) bool {
-		return all[i].n < all[i].p.ctrs[all[i].name].synced.Size() && all[j].n >= all[j].p.ctrs[all[j].name].synced.Size()
+		si := all[i].n < all[i].p.ctrs[all[i].name].synced.Size()
+		sj := all[j].n < all[j].p.ctrs[all[j].name].synced.Size()
+		if si != sj {
+			return si
+		}
+		return all[i].p.ctrs[all[i].name].current.c.Id < all[j].p.ctrs[all[j].name].current.c.Id
 	})
 	snap := o.node.Settle()
 	var errs []error

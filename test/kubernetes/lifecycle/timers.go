@@ -107,6 +107,7 @@ func (o *Oracle) passTo(t time.Time) error {
 		if err := o.kubeletSync(); err != nil {
 			return err
 		}
+		o.markIdle() // (at the time of the events)
 		if !next.Before(t) {
 			return nil
 		}
