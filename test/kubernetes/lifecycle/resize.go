@@ -414,9 +414,9 @@ func (o *Oracle) simulate(p *pod, parts []change) []failure {
 			keep := append(near.List(), far.List()...)[:n-b.Size()]
 			o.kubelet.SetEntry(p.uid, ch.name, b.Union(cpuset.New(keep...)))
 		} else if n > a.Size() {
-			free := o.usable(o.kubelet.Free()).List()
-			if len(free) >= n-a.Size() {
-				o.kubelet.SetEntry(p.uid, ch.name, a.Union(cpuset.New(free[:n-a.Size()]...)))
+			others, podTotal := o.podAround(p, ch.name, a, n)
+			if grown, ok := o.placement(a, o.growthFree(p, ch.name), n, others, podTotal); ok {
+				o.kubelet.SetEntry(p.uid, ch.name, grown)
 			}
 		}
 	}
@@ -439,8 +439,8 @@ func (o *Oracle) absorbResize(p *pod, name string, n int, cpus cpuset.CPUSet, up
 	if !b.IsSubsetOf(cpus) {
 		return failf("resize of %s to %d CPUs: %s does not keep its baseline %s", what, n, cpus, b)
 	}
-	others, podTotal := o.podAround(p, name, old, n)
-	if why := o.placementError(cpus, n, others, podTotal); why != "" {
+	others, _ := o.podAround(p, name, old, n)
+	if why := o.placementError(cpus, n, others, others.Union(cpus).Size()); why != "" {
 		return failf("resize of %s to %d CPUs: %s: %s", what, n, cpus, why)
 	}
 	switch {

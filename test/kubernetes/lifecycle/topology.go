@@ -60,23 +60,47 @@ func (o *Oracle) admissibleMasks(n int) []cpuset.CPUSet {
 // podTotal in the pod scope: the pod's other CPUs podCPUs on it too), in
 // whole cores under full-pcpus-only.
 func (o *Oracle) placeable(keep, free cpuset.CPUSet, n int, podCPUs cpuset.CPUSet, podTotal int) bool {
-	need := n - keep.Size()
-	if need <= 0 {
-		return true
-	}
-	total := n
-	if o.cfg.PodScope() {
-		total = podTotal
-	}
-	for _, m := range o.admissibleMasks(total) {
+	_, ok := o.placement(keep, free, n, podCPUs, podTotal)
+	return ok
+}
+
+// placement returns such a placement: keep and the lowest usable CPUs of
+// free on some NUMA nodes, those the pod holds already first (an init
+// container's it reuses: in the pod scope they do not widen the pod), on
+// an admissible mask for n CPUs (in the pod scope: the pod's CPUs with
+// it, for their count).
+func (o *Oracle) placement(keep, free cpuset.CPUSet, n int, podCPUs cpuset.CPUSet, _ int) (cpuset.CPUSet, bool) {
+	need := max(0, n-keep.Size())
+	nodes := o.kubelet.topo.CPUDetails.NUMANodes().List()
+	var found cpuset.CPUSet
+	ok := false
+	bitmask.IterateBitMasks(nodes, func(bm bitmask.BitMask) {
+		if ok {
+			return
+		}
+		m := cpuset.New(bm.GetBits()...)
 		if !o.nodesOf(keep).IsSubsetOf(m) || (o.cfg.PodScope() && !o.nodesOf(podCPUs).IsSubsetOf(m)) {
-			continue
+			return
 		}
-		if o.usable(free.Intersection(o.cpusIn(m))).Size() >= need {
-			return true
+		usable := o.usable(free.Intersection(o.cpusIn(m)))
+		own := usable.Intersection(podCPUs).List()
+		pick := append(own, usable.Difference(podCPUs).List()...)
+		if len(pick) < need {
+			return
 		}
-	}
-	return false
+		chosen := keep.Union(cpuset.New(pick[:need]...))
+		total := n
+		if o.cfg.PodScope() {
+			total = podCPUs.Union(chosen).Size()
+		}
+		for _, am := range o.admissibleMasks(total) {
+			if o.nodesOf(chosen).IsSubsetOf(am) && (!o.cfg.PodScope() || o.nodesOf(podCPUs).IsSubsetOf(am)) {
+				found, ok = chosen, true
+				return
+			}
+		}
+	})
+	return found, ok
 }
 
 // usable returns the CPUs of free a placement may add: under
