@@ -95,7 +95,8 @@ func (o *Oracle) podAround(p *pod, name string, a cpuset.CPUSet, n int) (cpuset.
 	others := cpuset.New()
 	for other, c := range p.ctrs {
 		if other != name && c.absorbed {
-			others = others.Union(c.synced)
+			cpus, _ := o.kubelet.Entry(p.uid, other) // (a simulation moves it)
+			others = others.Union(cpus)
 		}
 	}
 	return others, others.Union(a).Size() + n - a.Size()
@@ -127,9 +128,11 @@ func (o *Oracle) reusable(p *pod, name string) cpuset.CPUSet {
 		}
 		isInit := p.spec.kind(other) == KindInit && !after[other]
 		if !o.api() {
-			// (It cannot tell a sidecar, nor the order of the init
-			// containers: rule no spec.)
-			isInit = entries[other].init || o.completedUnknown(p, other)
+			// Without the spec, an init container the plugin does not
+			// tell (by its exit: policy reusable) lends nothing (rule no
+			// spec), and one it takes for an init container wrongly
+			// lends nothing either: the kubelet's would not.
+			isInit = isInit && (entries[other].init || o.completedUnknown(p, other))
 		}
 		if isInit {
 			lent = lent.Union(c.synced)
@@ -181,8 +184,9 @@ type change struct {
 // actuate is the kubelet's doPodResizeAction for p: every running
 // container whose CPUs in the runtime differ from its spec, in
 // KEP-1287's order — the pod's totals first when they grow, the
-// decreases, the increases, the totals last when they shrink (none when
-// they do not change) — stopping at the first refusal and keeping what
+// decreases (the last container's first), the increases (the sidecars'
+// first, then the app containers', in spec order), the totals last when
+// they shrink (none when they do not change) — stopping at the first refusal and keeping what
 // it applied (it retries at the next resize). KEP-5554 decides (rule
 // resize): with the API the plugin decides the whole resize at its first
 // request — every pinned container whose spec differs from what the
@@ -200,7 +204,9 @@ func (o *Oracle) actuate(p *pod) error {
 		}
 		ch := change{cs.Name, c.current.limit, cs.Milli}
 		if ch.to < ch.from {
-			decreases = append(decreases, ch)
+			// (kuberuntime computePodResizeAction prepends a decrease
+			// and appends an increase, the sidecars' first.)
+			decreases = append([]change{ch}, decreases...)
 		} else {
 			increases = append(increases, ch)
 		}
