@@ -40,6 +40,9 @@ type pod struct {
 	kubeletPick map[string]cpuset.CPUSet
 	// initReuseCounted: the init reuse difference was counted.
 	initReuseCounted bool
+	// refused: the plugin refused a creation of it (or, with the API,
+	// its admission) for a rule's reason.
+	refused bool
 }
 
 // sandbox is one sandbox of a pod.

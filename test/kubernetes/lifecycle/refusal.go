@@ -81,9 +81,10 @@ func (o *Oracle) judgeRefusal(p *pod, name string, again bool, err error) error 
 
 // explainRefusal names the rule that explains why the plugin has fewer
 // free CPUs than the kubelet had when it admitted p: CPUs it keeps for an
-// ended pod (orphan) or holds for a resize in flight (hold), or, without
-// the API, its per-container decisions (no spec). Without any, the
-// refusal fails.
+// ended pod (orphan) or holds for a resize in flight (hold), without the
+// API its per-container decisions (no spec), or the CPUs the kubelet
+// admitted another pod on that the plugin refused earlier for one of
+// these (refused pod waits). Without any, the refusal fails.
 func (o *Oracle) explainRefusal(p *pod, name, what, why string) error {
 	var rules []string
 	for _, cpus := range o.orphans {
@@ -98,9 +99,13 @@ func (o *Oracle) explainRefusal(p *pod, name, what, why string) error {
 	if !o.api() {
 		rules = append(rules, RuleNoSpec)
 	}
+	if len(rules) == 0 && (p.refused || !o.floatingCPUs(p).IsEmpty()) {
+		rules = append(rules, RuleRefusedWaits)
+	}
 	if len(rules) == 0 {
 		return failf("%s refused (%s on the plugin's free CPUs): the kubelet admitted it on its state, which differs from the plugin's by no rule", what, why)
 	}
+	p.refused = true
 	for _, r := range rules {
 		o.Counts.Add(r, 1)
 		o.Counts.Add("refusals explained by "+r, 1)
