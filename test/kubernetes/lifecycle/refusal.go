@@ -161,6 +161,23 @@ func (o *Oracle) judgeOnPlugin(p *pod, name string, snap plugin.Snapshot) (strin
 			o.Counts.Add("no spec: refusals judged on the pod's CPU limit (pod scope)", 1)
 		}
 	}
+	if !o.api() {
+		// Without the spec an init container the plugin has not told
+		// (by its exit, or by lending its CPUs) lends nothing: on the
+		// kubelet's side it is an app container that holds its CPUs.
+		entries := pluginEntries(snap, p.uid)
+		var inits []v1.Container
+		for _, c := range pod.Spec.InitContainers {
+			e, has := entries[c.Name]
+			if has && c.RestartPolicy == nil && !e.init && !o.completedUnknown(p, c.Name) {
+				pod.Spec.Containers = append([]v1.Container{c}, pod.Spec.Containers...)
+				o.Counts.Add("no spec: refusals judged with an init container the plugin did not tell", 1)
+				continue
+			}
+			inits = append(inits, c)
+		}
+		pod.Spec.InitContainers = inits
+	}
 	if name != "" && !o.cfg.PodScope() {
 		keep := func(c v1.Container) bool {
 			e := p.ctrs[c.Name]
