@@ -117,13 +117,20 @@ func generate(t *testing.T, seed uint64, i int, cfg Config, withAPI bool, n int,
 		g.smt = o.kubelet.topo.CPUsPerCore()
 	}
 	life := &Life{Name: fmt.Sprintf("seed %d life %d", seed, i), API: withAPI, Config: cfg.Name}
+	replay := fmt.Sprintf("LIFECYCLE_SEED=%d go test -run 'TestLifecycleMatchesTheKubelet/seed=%d/life=%d/' ./lifecycle/ (LIFECYCLE_TRACE=1 prints both sides after every action)",
+		seed, seed, i)
+	defer func() {
+		// (A wait of the node that timed out failed the test at once.)
+		if t.Failed() && len(life.Actions) > 0 {
+			t.Logf("at step %d: %s\nreplay: %s", len(life.Actions)-1, life.Actions[len(life.Actions)-1], replay)
+		}
+	}()
 	for step := 0; step < n; step++ {
 		a := g.action(o.view())
 		life.Actions = append(life.Actions, a)
 		if err := o.Play(a); err != nil {
 			keep(t, life)
-			t.Fatalf("step %d: %s: %v\nreplay: LIFECYCLE_SEED=%d go test -run 'TestLifecycleMatchesTheKubelet/seed=%d/life=%d/' ./lifecycle/ (LIFECYCLE_TRACE=1 prints both sides after every action)",
-				step, a, err, seed, seed, i)
+			t.Fatalf("step %d: %s: %v", step, a, err)
 		}
 	}
 }

@@ -147,10 +147,11 @@ func (n *Node) Settle() plugin.Snapshot {
 	return snap
 }
 
-// waitFor polls cond for up to 10 s.
+// waitFor polls cond for up to 30 s (the machine may be busy: a test
+// shares it, and the lives run two at a time).
 func (n *Node) waitFor(what string, cond func() bool) {
 	n.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			n.t.Fatalf("timed out waiting for %s", what)
@@ -159,7 +160,7 @@ func (n *Node) waitFor(what string, cond func() bool) {
 	}
 }
 
-// WaitFor polls cond until it holds (10 s at most).
+// WaitFor polls cond until it holds (30 s at most).
 func (n *Node) WaitFor(what string, cond func() bool) { n.t.Helper(); n.waitFor(what, cond) }
 
 // Plugin returns the running plugin.
