@@ -79,7 +79,16 @@ func TestLifecycleMatchesTheKubelet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("seed %d (LIFECYCLE_SEED=%d plays it again): %d actions in lives of %d", seed, seed, actions, perLife)
+	// (A life's number names the same life whatever the sizes, but it
+	// exists only when the run is long enough.)
+	sizes := ""
+	if actions != totalActions {
+		sizes += fmt.Sprintf("LIFECYCLE_ACTIONS=%d ", actions)
+	}
+	if perLife != lifeActions {
+		sizes += fmt.Sprintf("LIFECYCLE_LIFE=%d ", perLife)
+	}
+	t.Logf("seed %d (%sLIFECYCLE_SEED=%d plays it again): %d actions in lives of %d", seed, sizes, seed, actions, perLife)
 	t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 		for i := 0; i*perLife < actions; i++ {
 			cfg := Configs[i%len(Configs)]
@@ -87,7 +96,7 @@ func TestLifecycleMatchesTheKubelet(t *testing.T) {
 			n := min(perLife, actions-i*perLife)
 			t.Run(fmt.Sprintf("life=%d/config=%s/api=%v", i, cfg.Name, withAPI), func(t *testing.T) {
 				t.Parallel()
-				generate(t, seed, i, cfg, withAPI, n, add)
+				generate(t, seed, i, cfg, withAPI, n, sizes, add)
 			})
 		}
 	})
@@ -108,8 +117,9 @@ func envInt(name string, def int) (int, error) {
 }
 
 // generate plays a random life of n actions, life number i of seed on
-// cfg, and keeps it when it fails and LIFECYCLE_KEEP is set.
-func generate(t *testing.T, seed uint64, i int, cfg Config, withAPI bool, n int, add func(Counts)) {
+// cfg, and keeps it when it fails and LIFECYCLE_KEEP is set; sizes are
+// the run's size variables its replay needs.
+func generate(t *testing.T, seed uint64, i int, cfg Config, withAPI bool, n int, sizes string, add func(Counts)) {
 	o := newOracle(t, cfg, withAPI)
 	defer func() { add(o.Counts) }()
 	g := &generator{rng: rand.New(rand.NewPCG(seed, uint64(i))), smt: 1}
@@ -117,8 +127,8 @@ func generate(t *testing.T, seed uint64, i int, cfg Config, withAPI bool, n int,
 		g.smt = o.kubelet.topo.CPUsPerCore()
 	}
 	life := &Life{Name: fmt.Sprintf("seed %d life %d", seed, i), API: withAPI, Config: cfg.Name}
-	replay := fmt.Sprintf("LIFECYCLE_SEED=%d go test -run 'TestLifecycleMatchesTheKubelet/seed=%d/life=%d/' ./lifecycle/ (LIFECYCLE_TRACE=1 prints both sides after every action)",
-		seed, seed, i)
+	replay := fmt.Sprintf("%sLIFECYCLE_SEED=%d go test -run 'TestLifecycleMatchesTheKubelet/seed=%d/life=%d/' ./lifecycle/ (LIFECYCLE_TRACE=1 prints both sides after every action)",
+		sizes, seed, seed, i)
 	defer func() {
 		// (A wait of the node that timed out failed the test at once.)
 		if t.Failed() && len(life.Actions) > 0 {
