@@ -63,7 +63,8 @@ func (p *Policy) createContainer(m *Model, c Container) (Decision, error) {
 func (p *Policy) createIn(m *Model, c Container, display string) (Decision, error) {
 	class := Classify(c.Pod.QoS(), c.Resources)
 	t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive,
-		CPULimitMilli: cpuLimitMilli(c.Resources), SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name), DeviceNodes: c.DeviceNodes}
+		CPULimitMilli: cpuLimitMilli(c.Resources), SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name), DeviceNodes: c.DeviceNodes,
+		RanBeside: m.runningNames(c.Pod.UID, c.Name)}
 	if Untrackable(c) != "" {
 		// It runs on the shared pool: the plugin warns once.
 		return p.createShared(m, t, nil)
@@ -281,7 +282,7 @@ func (p *Policy) restartSize(m *Model, c Container, display string, a state.Assi
 	if n < a.Assigned().Size() {
 		return p.shrinkTo(m, c.Pod.UID, c.Name, display, a, n)
 	}
-	pl := p.growth(m, c.Pod.UID, c.Name, a.Assigned(), n)
+	pl := p.growth(m, c.Pod, c.Name, a.Assigned(), n)
 	free, poolLeft := p.availability(m)
 	return p.placeGrowth(pl, free, poolLeft)
 }
