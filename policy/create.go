@@ -400,7 +400,7 @@ func (p *Policy) takeOver(m *Model, c Container) (demoted, notes []string) {
 // cannot hold n), then the CPUs held for its pod while its resize is in
 // flight, then free ones.
 func (p *Policy) allocateFor(m *Model, c Container, display string, n int, reuse cpumask.Mask) (cpuset.CPUSet, error) {
-	pl := placement{keep: cpuset.New(), n: n, borrowed: reuse.Or(m.heldFor(c.Pod.UID)), devices: p.devicesOf(m, c.Pod.UID, c.Name, c.DeviceNodes)}
+	pl := placement{keep: cpuset.New(), n: n, borrowed: reuse.Or(m.heldFor(c.Pod.UID)), reuse: reuse, devices: p.devicesOf(m, c.Pod.UID, c.Name, c.DeviceNodes)}
 	pl.pod, pl.podNeed = p.podScope(m, c.Pod, c.Name, n, reuse)
 	cpus, err := p.placeNew(m, display, pl)
 	if err != nil {
