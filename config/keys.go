@@ -312,7 +312,7 @@ var keys = []key{
 
 			enabled: true needs kubernetesAPI: true, the CRD installed and the
 			RBAC of deploy/components/noderesourcetopology (chart:
-			nodeResourceTopology.enabled).
+			config.nodeResourceTopology.enabled, which adds them).
 
 			removeOnExit: true deletes the object whenever the plugin stops
 			(uninstall, but also every restart and rolling update, while the
