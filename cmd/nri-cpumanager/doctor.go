@@ -30,7 +30,7 @@ import (
 func doctor(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("doctor", stderr)
 	d := &doctorRun{}
-	f.fs.StringVar(&d.hostRoot, "host-root", "/", "`directory` where the host's root is mounted (/host in the DaemonSet's pod)")
+	f.fs.StringVar(&d.hostRoot, "host-root", "", "`directory` where the host's files are mounted (default: /host where something is mounted there, as in the plugin's pod, else /)")
 	f.fs.StringVar(&d.containerdConfig, "containerd-config", "", "containerd's configuration `file` on the host (default: the --config of its process, k3s's or RKE2's, else /etc/containerd/config.toml)")
 	f.fs.StringVar(&d.containerdSocket, "containerd-socket", "", "containerd's CRI `socket` on the host, asked for its version when reachable (default: the --address of its process, k3s's or RKE2's, else /run/containerd/containerd.sock)")
 	f.fs.StringVar(&d.containerdBinary, "containerd-binary", "", "containerd's `binary` on the host (default: /usr/bin/containerd, /usr/local/bin/containerd)")
@@ -51,6 +51,9 @@ func doctor(args []string, stdout, stderr io.Writer) error {
 	}
 	d.cfg = cfg
 	d.out = stdout
+	if d.hostRoot == "" {
+		d.hostRoot = defaultHostRoot()
+	}
 	d.view = newHostView(d.hostRoot)
 	fmt.Fprintf(stdout, "nri-cpumanager doctor %s: host root %s (%s), plugin configuration %s\n", buildInfo().Version, d.hostRoot, d.view, orDefaults(f.configPath))
 	d.readPluginRuntime()

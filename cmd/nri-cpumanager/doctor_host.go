@@ -27,29 +27,56 @@ type hostView struct {
 // root that is itself a mount point is a host's whole file system; mount
 // points below it are the paths mounted one by one, and nothing else of
 // the host is there; no mount at all, a copy of a host's files.
+// A root that does not exist shows nothing.
 func newHostView(root string) hostView {
 	root = filepath.Clean(root)
 	v := hostView{root: root, whole: true}
 	if root == "/" {
 		return v
 	}
+	if _, err := os.Stat(root); err != nil {
+		v.whole = false
+		return v
+	}
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return v
 	}
-	var below []string
-	for _, point := range mountPoints(data) {
-		switch {
-		case point == root:
-			return v
-		case strings.HasPrefix(point, root+"/"):
-			below = append(below, strings.TrimPrefix(point, root))
-		}
-	}
-	if len(below) > 0 {
+	isMount, below := mountsAt(data, root)
+	if !isMount && len(below) > 0 {
 		v.whole, v.mounts = false, below
 	}
 	return v
+}
+
+// mountsAt says whether root is a mount point in mountinfo, and which
+// host paths are mounted below it.
+func mountsAt(mountinfo []byte, root string) (isMount bool, below []string) {
+	base := strings.TrimSuffix(root, "/")
+	for _, point := range mountPoints(mountinfo) {
+		rel, ok := strings.CutPrefix(point, base)
+		switch {
+		case point == root:
+			isMount = true
+		case ok && strings.HasPrefix(rel, "/"):
+			below = append(below, rel)
+		}
+	}
+	return isMount, below
+}
+
+// defaultHostRoot is where doctor finds the host's files without
+// --host-root: startHostRoot where something is mounted there (the
+// plugin's pod, kubectl debug node's), else / (the node itself).
+func defaultHostRoot() string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "/"
+	}
+	if isMount, below := mountsAt(data, startHostRoot); isMount || len(below) > 0 {
+		return startHostRoot
+	}
+	return "/"
 }
 
 // mountPoints returns the mount points of /proc/self/mountinfo (its fifth

@@ -574,6 +574,21 @@ func TestHostView(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("mountPoints = %q, want %q", got, want)
 	}
+	for root, want := range map[string]struct {
+		isMount bool
+		below   []string
+	}{
+		"/host": {false, []string{"/var/lib/kubelet/config.yaml", "/etc/containerd/conf.d", "/etc/with space"}},
+		"/":     {true, []string{"/host/var/lib/kubelet/config.yaml", "/host/etc/containerd/conf.d", "/host/etc/with space"}},
+		"/hos":  {false, nil},
+	} {
+		if isMount, below := mountsAt(mountinfo, root); isMount != want.isMount || !slices.Equal(below, want.below) {
+			t.Errorf("mountsAt(%s) = %v, %q; want %v, %q", root, isMount, below, want.isMount, want.below)
+		}
+	}
+	if v := newHostView(filepath.Join(t.TempDir(), "none")); v.visible("/etc/containerd/config.toml") {
+		t.Errorf("a host root that does not exist shows %s", "/etc/containerd/config.toml")
+	}
 	v := hostView{root: "/host", mounts: []string{"/var/lib/kubelet/config.yaml", "/etc/containerd/conf.d"}}
 	for p, visible := range map[string]bool{
 		"/var/lib/kubelet/config.yaml": true, "/var/lib/kubelet/kubeadm-flags.env": false, "/etc/containerd/conf.d/nri.toml": true,
