@@ -194,7 +194,7 @@ func (d *doctorRun) containerdConfigSource() (path, why string) {
 		if c, ok := flagValue(p.args[1:], "config", "c"); ok {
 			return c, "the --config of " + p.from
 		}
-		return defaultContainerdConfig, "containerd's default (" + p.from + " gives no --config)"
+		return defaultContainerdConfig, "containerd's default: " + p.from + " gives no --config"
 	}
 	if r := d.distribution(); r.name != "" {
 		c, _ := d.rancherContainerd(r)
@@ -435,14 +435,14 @@ func (d *doctorRun) loadContainerdConfig() *containerdConfig {
 	}
 	whose := ""
 	if why != "" && why != "--containerd-config" {
-		whose = " (" + why + ")"
+		whose = why + "; "
 	} else if conf.assumed {
-		whose = " (containerd's default path: its command line is not visible here)"
+		whose = "containerd's default path, its command line not visible here; "
 	}
 	if len(imported) > 0 {
-		d.report(statusInfo, "containerd", fmt.Sprintf("%s%s (version %d) imports %s", path, whose, conf.version, strings.Join(imported, ", ")), "")
+		d.report(statusInfo, "containerd", fmt.Sprintf("%s (%sversion %d) imports %s", path, whose, conf.version, strings.Join(imported, ", ")), "")
 	} else if len(conf.unseenImports) == 0 {
-		d.report(statusInfo, "containerd", fmt.Sprintf("%s%s (version %d) imports nothing", path, whose, conf.version), "")
+		d.report(statusInfo, "containerd", fmt.Sprintf("%s (%sversion %d) imports nothing", path, whose, conf.version), "")
 	}
 	if r := d.distribution(); r.name != "" {
 		if _, templates := d.rancherContainerd(r); len(templates) > 0 {
@@ -637,8 +637,10 @@ func (d *doctorRun) checkValidator(v map[string]any, from string) {
 		}
 	}
 	if !slices.Contains(required, d.cfg.PluginName) {
-		d.report(statusWarning, "fail-closed", fmt.Sprintf("the default validator is on (%s) but required_plugins %q does not name the plugin (%s)", from, required, d.cfg.PluginName),
-			fmt.Sprintf("required_plugins = [%q]", d.cfg.PluginName))
+		// The shipped drop-in's default: the validator's rejections on,
+		// failing closed an opt-in.
+		d.report(statusInfo, "fail-closed", fmt.Sprintf("off: the default validator is on (%s) but required_plugins %q does not name the plugin (%s): containers created while it is away run on every CPU (docs/operations.md, \"Failing closed\")",
+			from, required, d.cfg.PluginName), fmt.Sprintf("to fail closed: required_plugins = [%q]", d.cfg.PluginName))
 		return
 	}
 	annotation, _ := v["tolerate_missing_plugins_annotation"].(string)

@@ -170,7 +170,7 @@ func TestDoctorHealthyNode(t *testing.T) {
 		t.Errorf("doctor on a healthy node: status %d\n%s", status, out)
 	}
 	wantLines(t, out,
-		"/etc/containerd/config.toml (containerd's default (/proc/700/cmdline gives no --config)) (version 3) imports /etc/containerd/conf.d/nri.toml",
+		"/etc/containerd/config.toml (containerd's default: /proc/700/cmdline gives no --config; version 3) imports /etc/containerd/conf.d/nri.toml",
 		"ok    NRI         enabled (disable = false, from /etc/containerd/conf.d/nri.toml)",
 		"ok    NRI         socket "+n.ns+" exists",
 		"ok    validator   containerd refuses OCI hook, namespace, sysctl and seccomp adjustments by any plugin (/etc/containerd/conf.d/nri.toml)",
@@ -202,7 +202,7 @@ func TestDoctorDropInNotImported(t *testing.T) {
 	}
 	wantLines(t, out,
 		"ok    containerd  containerd v2.4.2",
-		"/etc/containerd/config.toml (containerd's default (/proc/700/cmdline gives no --config)) (version 3) imports nothing",
+		"/etc/containerd/config.toml (containerd's default: /proc/700/cmdline gives no --config; version 3) imports nothing",
 		"FAIL  containerd  drop-in /etc/containerd/conf.d/nri.toml is not imported by /etc/containerd/config.toml: it configures NRI but does not count",
 		`fix: add imports = ["/etc/containerd/conf.d/*.toml"] at the top of /etc/containerd/config.toml (before any table) and restart containerd`,
 		"ok    NRI         enabled (containerd 2.x's default: no file sets it)",
@@ -404,6 +404,19 @@ func TestDoctorFixtureNodes(t *testing.T) {
 			"ok    kubelet     cpuManagerPolicy: none (/etc/kubernetes/kubelet.conf.d/90-plugin.conf; read: /var/lib/kubelet/config.yaml, /etc/kubernetes/kubelet.conf.d/90-plugin.conf)",
 			"no problem found.",
 		}, nil, exitOK},
+		{"kubeadm: the drop-in as shipped, failing closed not opted in", func(n *doctorNode) {
+			n.host("/etc/containerd/config.toml", "version = 3\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n"+systemdRunc)
+			data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "containerd-nri.toml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.host("/etc/containerd/conf.d/nri.toml", strings.ReplaceAll(string(data), "/var/run/nri/nri.sock", n.ns))
+			n.host("/var/lib/kubelet/config.yaml", kubeletNone)
+			n.kubeadm()
+		}, []string{
+			`info  fail-closed off: the default validator is on (/etc/containerd/conf.d/nri.toml) but required_plugins [] does not name the plugin (cpumanager)`,
+			"no problem found.",
+		}, []string{"warn  "}, exitOK},
 		{"kubeadm: --config-dir from kubeadm-flags.env through systemd, no kubelet running", func(n *doctorNode) {
 			n.healthyContainerd("/etc/containerd/config.toml")
 			n.process(700, "/usr/bin/containerd")
@@ -432,7 +445,7 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
 			n.host("/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf", kubeletNone)
 			n.host("/var/lib/rancher/k3s/agent/etc/containerd/config.toml", "version = 3\n[plugins.'io.containerd.nri.v1.nri']\n  disable = true\n"+systemdRunc)
 		}, []string{
-			"info  containerd  /var/lib/rancher/k3s/agent/etc/containerd/config.toml (the --config of /proc/420/cmdline) (version 3) imports nothing",
+			"info  containerd  /var/lib/rancher/k3s/agent/etc/containerd/config.toml (the --config of /proc/420/cmdline; version 3) imports nothing",
 			"FAIL  NRI         disabled (disable = true, from /var/lib/rancher/k3s/agent/etc/containerd/config.toml)",
 			"fix: put the NRI table with disable = false in k3s's containerd template",
 			"FAIL  kubelet     cpuManagerPolicy: static (set by flag --cpu-manager-policy (k3s's kubelet-arg, /proc/400/cmdline); read: /etc/rancher/k3s/config.yaml, " +
@@ -447,7 +460,7 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
 			n.healthyContainerd("/var/lib/rancher/k3s/agent/etc/containerd/config.toml")
 			n.host("/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.tmpl", "{{ template \"base\" . }}\n")
 		}, []string{
-			"info  containerd  /var/lib/rancher/k3s/agent/etc/containerd/config.toml (k3s's) (version 3) imports /var/lib/rancher/k3s/agent/etc/containerd/conf.d/nri.toml",
+			"info  containerd  /var/lib/rancher/k3s/agent/etc/containerd/config.toml (k3s's; version 3) imports /var/lib/rancher/k3s/agent/etc/containerd/conf.d/nri.toml",
 			"info  containerd  k3s writes /var/lib/rancher/k3s/agent/etc/containerd/config.toml from /var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.tmpl at every start",
 			"ok    NRI         enabled (disable = false, from /var/lib/rancher/k3s/agent/etc/containerd/conf.d/nri.toml)",
 			"ok    kubelet     cpuManagerPolicy: none (/etc/rancher/k3s/kubelet.yaml; read: /etc/rancher/k3s/config.yaml, /etc/rancher/k3s/kubelet.yaml, " +
@@ -462,7 +475,7 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
 			n.host("/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/50-cpu.conf", kubeletStaticDropIn)
 			n.healthyContainerd("/var/lib/rancher/rke2/agent/etc/containerd/config.toml")
 		}, []string{
-			"info  containerd  /var/lib/rancher/rke2/agent/etc/containerd/config.toml (the --config of /proc/300/cmdline) (version 3) imports",
+			"info  containerd  /var/lib/rancher/rke2/agent/etc/containerd/config.toml (the --config of /proc/300/cmdline; version 3) imports",
 			"ok    NRI         enabled (disable = false, from /var/lib/rancher/rke2/agent/etc/containerd/conf.d/nri.toml)",
 			"FAIL  kubelet     cpuManagerPolicy: static (set by /var/lib/rancher/rke2/agent/etc/kubelet.conf.d/50-cpu.conf; read: /var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf, " +
 				"/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/50-cpu.conf, flag --reserved-cpus=0 (/proc/310/cmdline))",
