@@ -16,8 +16,9 @@ type commonFlags struct {
 	fs         *flag.FlagSet
 	configPath string
 	overrides  *config.Flags
-	// warnings are what the configuration file should change although it
-	// is valid (config.ParseWithWarnings), once read.
+	// warnings are what the configuration should change although it is
+	// valid (config.ParseWithWarnings of the file, config.Warnings of the
+	// file with the flags), once read.
 	warnings []string
 }
 
@@ -78,5 +79,6 @@ func (f *commonFlags) config() (*config.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
+	f.warnings = append(f.warnings, config.Warnings(cfg)...)
 	return cfg, nil
 }

@@ -48,7 +48,7 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	}
 	log := newLogger(cfg, stderr)
 	for _, w := range f.warnings {
-		log.Warnf("configuration %s: %s", f.configPath, w)
+		log.WithField("config", f.configPath).Warn(w)
 	}
 
 	pol, err := assemble.FromSysfs(cfg)
