@@ -355,8 +355,8 @@ func dig(doc map[string]any, path ...string) (any, bool) {
 // when doctor cannot see the file containerd reads.
 func (d *doctorRun) loadContainerdConfig() *containerdConfig {
 	path, why := d.containerdConfigSource()
-	mountFix := "run doctor on the node, or mount it read-only under the host root: the DaemonSet mounts /etc/containerd/config.toml and /etc/containerd/conf.d at /host " +
-		"(the chart's doctor.enabled; doctor.distribution: k3s or rke2, or kustomize's components/rancher, for theirs)"
+	mountFix := "run doctor on the node, or mount the file read-only under the host root: the DaemonSet mounts containerd's config.toml and conf.d, each optional, at /host " +
+		"(the chart's doctor.enabled, on by default: /etc/containerd's; doctor.distribution: k3s or rke2, or kustomize's components/k3s or components/rke2, for theirs)"
 	if path == "" {
 		d.report(statusWarning, "containerd", fmt.Sprintf("unknown: containerd %s is k3s's or RKE2's build, whose configuration (/var/lib/rancher/{k3s,rke2}/agent/etc/containerd/config.toml) is not visible here: "+
 			"NRI, its socket, the drop-ins and the validator are not checked", d.runtime.version), mountFix)

@@ -10,9 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
@@ -692,5 +695,64 @@ current-context: c
 			_, out := newDoctorNode(t).run("kubernetesAPI: true\nnodeResourceTopology: {enabled: true}\n")
 			wantLines(t, out, tc.want)
 		})
+	}
+}
+
+// TestHintsNameWhatExists: every kustomize component and chart value the
+// command's messages name (their fixes) is there: components/NAME under
+// deploy/components, doctor.* and the chart's other values in its
+// values.yaml.
+func TestHintsNameWhatExists(t *testing.T) {
+	sources, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := os.ReadFile(filepath.Join("..", "..", "deploy", "helm", "nri-cpumanager", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chart map[string]any
+	if err := yaml.Unmarshal(values, &chart); err != nil {
+		t.Fatal(err)
+	}
+	hasValue := func(path string) bool {
+		var cur any = chart
+		for _, k := range strings.Split(path, ".") {
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return false
+			}
+			if cur, ok = m[k]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	components := regexp.MustCompile(`components/([a-z0-9-]+)`)
+	chartValues := regexp.MustCompile(`\b(doctor\.[a-zA-Z]+|installNodeResourceTopologyCRD|config\.nodeResourceTopology\.enabled)\b`)
+	found := map[string]int{}
+	for _, src := range sources {
+		if strings.HasSuffix(src, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range components.FindAllStringSubmatch(string(data), -1) {
+			found["components"]++
+			if !dirExists(filepath.Join("..", "..", "deploy", "components", m[1])) {
+				t.Errorf("%s names components/%s, which deploy/components does not have", src, m[1])
+			}
+		}
+		for _, m := range chartValues.FindAllStringSubmatch(string(data), -1) {
+			found["values"]++
+			if !hasValue(m[1]) {
+				t.Errorf("%s names the chart's value %s, which its values.yaml does not have", src, m[1])
+			}
+		}
+	}
+	if found["components"] < 3 || found["values"] < 3 {
+		t.Fatalf("found %v names in the command's messages: the patterns are stale", found)
 	}
 }
