@@ -118,7 +118,9 @@ func (d *doctorRun) loadKubelet() *kubeletView {
 				}
 				main, mainFrom = f.data, path
 			}
-		case !argsKnown:
+		case !argsKnown && d.distribution().name == "":
+			// k3s and RKE2 give the kubelet a --config only through
+			// kubelet-arg, read above: the usual paths are not theirs.
 			main, mainFrom = d.usualKubeletConfig(v)
 		}
 	}

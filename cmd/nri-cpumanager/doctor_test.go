@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -754,5 +755,73 @@ func TestHintsNameWhatExists(t *testing.T) {
 	}
 	if found["components"] < 3 || found["values"] < 3 {
 		t.Fatalf("found %v names in the command's messages: the patterns are stale", found)
+	}
+}
+
+// TestDoctorHidesEachRancherFile runs the node checks as the plugin's pod
+// sees a k3s or RKE2 node installed with components/k3s or
+// components/rke2 (their files mounted under the host root, no
+// process), each of those files hidden in turn: what is not seen is
+// unknown, never ok, and /etc/containerd's files (a kubeadm layout's)
+// never stand in for theirs.
+func TestDoctorHidesEachRancherFile(t *testing.T) {
+	for _, r := range []distribution{k3s, rke2} {
+		data := r.dataDir
+		mounts := []string{r.config, r.config + ".d", data + "/agent/etc/kubelet.conf.d", data + "/agent/etc/containerd/config.toml"}
+		for _, tc := range []struct {
+			hide   string
+			want   []string
+			forbid []string
+		}{
+			{"", []string{
+				"info  containerd  " + data + "/agent/etc/containerd/config.toml (" + r.name + "'s; version 3)",
+				"FAIL  NRI         disabled (disable = true, from " + data + "/agent/etc/containerd/config.toml)",
+				"warn  kubelet     unknown: cpuManagerPolicy is none in what doctor read (" + r.config + ", " + r.config + ".d/10-extra.yaml, " + data +
+					"/agent/etc/kubelet.conf.d/00-defaults.conf, flag --reserved-cpus=0 (" + r.name + "'s kubelet-arg)), but not seen: the kubelet's command line (no " + r.name + " process visible here",
+			}, []string{"ok    kubelet     cpuManagerPolicy", "  NRI         enabled", "read (/var/lib/kubelet/config.yaml", "/etc/containerd/conf.d"}},
+			{r.config, []string{
+				"warn  kubelet     unknown: cpuManagerPolicy is none in what doctor read (" + r.config + ".d/10-extra.yaml, " + data + "/agent/etc/kubelet.conf.d/00-defaults.conf), but not seen: " + r.config + ";",
+			}, []string{"ok    kubelet     cpuManagerPolicy"}},
+			{r.config + ".d", []string{
+				"but not seen: " + r.config + ".d;",
+			}, []string{"ok    kubelet     cpuManagerPolicy"}},
+			{data + "/agent/etc/kubelet.conf.d", []string{
+				"but not seen: drop-ins of " + data + "/agent/etc/kubelet.conf.d (not visible here);",
+			}, []string{"ok    kubelet     cpuManagerPolicy"}},
+			{data + "/agent/etc/containerd/config.toml", []string{
+				"warn  containerd  unknown: containerd's configuration " + data + "/agent/etc/containerd/config.toml is not visible here",
+				"warn  NRI         unknown: whether NRI is enabled",
+			}, []string{"/etc/containerd/conf.d", "  NRI         enabled", "FAIL  NRI"}},
+		} {
+			t.Run(r.name+": "+cmp.Or(tc.hide, "nothing hidden"), func(t *testing.T) {
+				n := newBareDoctorNode(t)
+				// kubeadm's files too: not what this node's containerd and kubelet read.
+				n.healthyContainerd("/etc/containerd/config.toml")
+				n.host("/var/lib/kubelet/config.yaml", kubeletNone)
+				n.host(r.config, "write-kubeconfig-mode: \"0644\"\nkubelet-arg:\n- reserved-cpus=0\n")
+				n.host(r.config+".d/10-extra.yaml", "node-label+:\n- pool=a\n")
+				n.host(data+"/agent/etc/kubelet.conf.d/00-defaults.conf", kubeletNone)
+				n.host(data+"/agent/etc/containerd/config.toml", "version = 3\n[plugins.'io.containerd.nri.v1.nri']\n  disable = true\n  socket_path = '"+n.ns+"'\n"+systemdRunc)
+				var visible []string
+				for _, m := range mounts {
+					if m != tc.hide {
+						visible = append(visible, m)
+					}
+				}
+				cfg := config.Default()
+				cfg.SysfsRoot, cfg.CgroupfsRoot, cfg.NRISocket = n.sys, n.cgroups, n.ns
+				var out bytes.Buffer
+				d := &doctorRun{hostRoot: n.root, cfg: cfg, out: &out, view: hostView{root: n.root, mounts: visible},
+					runtime: runtimeInfo{"containerd", "v2.1.5-k3s1"}} // from the plugin's metrics, not connected
+				d.checkContainerd()
+				d.checkKubelet()
+				wantLines(t, out.String(), tc.want...)
+				for _, f := range tc.forbid {
+					if strings.Contains(out.String(), f) {
+						t.Errorf("doctor's output has %q:\n%s", f, out.String())
+					}
+				}
+			})
+		}
 	}
 }
