@@ -25,26 +25,34 @@ func TestCheckNodeAtStart(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		kubelet      string // the kubelet's configuration file, "" for none
+		dropIn       string // a drop-in of /etc/kubernetes/kubelet.conf.d, "" for none
 		runtime      runtimeInfo
 		wantFailures float64
 		wantEvent    []string
 		wantWarning  string
 	}{
-		{"a static kubelet", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncpuManagerPolicy: static\nreservedSystemCPUs: \"0-1\"\n", containerd, 2,
+		{"a static kubelet", "", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncpuManagerPolicy: static\nreservedSystemCPUs: \"0-1\"\n", containerd, 2,
 			[]string{"2 problem(s) found at the plugin's start", "kubelet: cpuManagerPolicy: static", "kubelet: reserves CPUs 0-1"}, ""},
-		{"a kubelet not seen", "", containerd, 0, nil, "unknown: the kubelet's configuration is not visible"},
-		{"a kubelet as the plugin wants it", kubeletNone, containerd, 0, nil, "unknown: cpuManagerPolicy is none in what doctor read (/var/lib/kubelet/config.yaml), but not seen: the kubelet's command line"},
-		{"containerd 1.7", kubeletNone, runtimeInfo{"containerd", "v1.7.27"}, 1,
+		{"a kubelet not seen", "", "", containerd, 0, nil, "unknown: the kubelet's configuration is not visible"},
+		{"a kubelet as the plugin wants it", kubeletNone, "", containerd, 0, nil, "unknown: cpuManagerPolicy is none in what doctor read (/var/lib/kubelet/config.yaml), but not seen: the kubelet's command line"},
+		{"a drop-in sets static over the file's none", kubeletNone, kubeletStaticDropIn, containerd, 1,
+			[]string{"1 problem(s)", "kubelet: cpuManagerPolicy: static (set by /etc/kubernetes/kubelet.conf.d/20-cpu.conf"}, ""},
+		{"a drop-in sets none over the file's static", kubeletNone + "cpuManagerPolicy: static\n", kubeletNoneDropIn, containerd, 0, nil,
+			"unknown: cpuManagerPolicy is none in what doctor read (/var/lib/kubelet/config.yaml, /etc/kubernetes/kubelet.conf.d/20-cpu.conf), but not seen: the kubelet's command line"},
+		{"containerd 1.7", kubeletNone, "", runtimeInfo{"containerd", "v1.7.27"}, 1,
 			[]string{"1 problem(s)", "containerd: containerd v1.7.27 (from NRI's Configure): the plugin needs containerd 2.x"}, ""},
-		{"containerd 2.2", kubeletNone, runtimeInfo{"containerd", "2.2.0"}, 0, nil, "containerd 2.2.0 (from NRI's Configure): UpdatePodSandbox"},
-		{"another runtime", kubeletNone, runtimeInfo{"cri-o", "1.34.0"}, 1,
+		{"containerd 2.2", kubeletNone, "", runtimeInfo{"containerd", "2.2.0"}, 0, nil, "containerd 2.2.0 (from NRI's Configure): UpdatePodSandbox"},
+		{"another runtime", kubeletNone, "", runtimeInfo{"cri-o", "1.34.0"}, 1,
 			[]string{"containerd: cri-o 1.34.0 (from NRI's Configure): the plugin is written and tested against containerd's NRI"}, ""},
-		{"no connection to the runtime", kubeletNone, runtimeInfo{}, 0, nil, "no connection to the runtime within 2m0s of the plugin's start"},
+		{"no connection to the runtime", kubeletNone, "", runtimeInfo{}, 0, nil, "no connection to the runtime within 2m0s of the plugin's start"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newBareDoctorNode(t)
 			if tc.kubelet != "" {
 				n.host("/var/lib/kubelet/config.yaml", tc.kubelet)
+			}
+			if tc.dropIn != "" {
+				n.host("/etc/kubernetes/kubelet.conf.d/20-cpu.conf", tc.dropIn)
 			}
 			cfg := config.Default()
 			cfg.SysfsRoot, cfg.CgroupfsRoot, cfg.NRISocket = n.sys, n.cgroups, n.ns
