@@ -196,7 +196,7 @@ func (d *doctorRun) containerdConfigSource() (path, why string) {
 		}
 		return defaultContainerdConfig, "containerd's default: " + p.from + " gives no --config"
 	}
-	if r := d.distribution(); r.name != "" {
+	if r := d.containerdLayout(); r.name != "" {
 		c, _ := d.rancherContainerd(r)
 		return c, r.name + "'s"
 	}
@@ -230,9 +230,23 @@ func (d *doctorRun) containerdSocketPath() string {
 		return defaultContainerdSocket
 	}
 	if r := d.distribution(); r.name != "" {
+		if ext := d.rancherConfig(r).externalRuntime(); ext != "" {
+			return ext
+		}
 		return rancherSocket
 	}
 	return defaultContainerdSocket
+}
+
+// containerdLayout is the distribution whose own containerd runs the
+// pods: k3s's or RKE2's, unless their container-runtime-endpoint names
+// another containerd (which reads its own configuration, kubeadm-style).
+func (d *doctorRun) containerdLayout() distribution {
+	r := d.distribution()
+	if r.name != "" && d.rancherConfig(r).externalRuntime() != "" {
+		return kubeadmStyle
+	}
+	return r
 }
 
 // containerd's default paths.
@@ -444,7 +458,7 @@ func (d *doctorRun) loadContainerdConfig() *containerdConfig {
 	} else if len(conf.unseenImports) == 0 {
 		d.report(statusInfo, "containerd", fmt.Sprintf("%s (%sversion %d) imports nothing", path, whose, conf.version), "")
 	}
-	if r := d.distribution(); r.name != "" {
+	if r := d.containerdLayout(); r.name != "" {
 		if _, templates := d.rancherContainerd(r); len(templates) > 0 {
 			d.report(statusInfo, "containerd", fmt.Sprintf("%s writes %s from %s at every start: change that, not the file", r.name, path, strings.Join(templates, ", ")), "")
 		}
@@ -502,7 +516,7 @@ func (d *doctorRun) noteCgroupDriver(conf *containerdConfig) {
 // the files, only when the file that decides it was read.
 func (d *doctorRun) checkNRI(conf *containerdConfig, major, minor int) {
 	nriFix := "install deploy/containerd-nri.toml as a drop-in that config.toml imports (docs/install.md), or set disable = false in its NRI table; restart containerd"
-	if r := d.distribution(); r.name != "" {
+	if r := d.containerdLayout(); r.name != "" {
 		nriFix = fmt.Sprintf("put the NRI table with disable = false in %s's containerd template (config-v3.toml.tmpl next to its config.toml; docs/install.md, \"Platforms\"); restart %s", r.name, r.name)
 	}
 	if d.runtime.name != "" && d.runtimeConnected {

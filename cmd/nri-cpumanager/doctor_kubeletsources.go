@@ -208,8 +208,7 @@ func (d *doctorRun) kubeletArgs(v *kubeletView) (args []string, from string, kno
 		return p.args[1:], p.from, true, ""
 	}
 	if r := d.distribution(); r.name != "" {
-		rc := d.loadRancherConfig(r)
-		d.rancher = rc
+		rc := d.rancherConfig(r)
 		v.read = append(v.read, rc.read...)
 		v.unseen = append(v.unseen, rc.unseen...)
 		v.problems = append(v.problems, rc.problems...)

@@ -22,6 +22,27 @@ type rancherConfig struct {
 	problems []string
 }
 
+// rancherConfig returns the distribution's configuration, read once per
+// run: containerd's checks need its data-dir and
+// container-runtime-endpoint before the kubelet's read its kubelet-arg.
+func (d *doctorRun) rancherConfig(r distribution) *rancherConfig {
+	if d.rancher == nil {
+		d.rancher = d.loadRancherConfig(r)
+	}
+	return d.rancher
+}
+
+// externalRuntime returns the CRI socket k3s or RKE2 is told to use
+// instead of their own containerd (container-runtime-endpoint, the
+// unix:// prefix removed); "" when they run their own.
+func (rc *rancherConfig) externalRuntime() string {
+	endpoints := rc.strings("container-runtime-endpoint")
+	if len(endpoints) == 0 {
+		return ""
+	}
+	return strings.TrimPrefix(endpoints[len(endpoints)-1], "unix://")
+}
+
 // loadRancherConfig reads the distribution's configuration files.
 func (d *doctorRun) loadRancherConfig(r distribution) *rancherConfig {
 	rc := &rancherConfig{values: map[string]any{}}
@@ -136,11 +157,7 @@ func rancherKubeletArgs(rc *rancherConfig, r distribution, cmdline []string) []s
 // reads (generated at every start) and the templates it is generated
 // from, when there is one.
 func (d *doctorRun) rancherContainerd(r distribution) (config string, templates []string) {
-	dataDir := r.dataDir
-	if d.rancher != nil {
-		dataDir = d.rancher.dataDir(r)
-	}
-	dir := dataDir + "/agent/etc/containerd"
+	dir := d.rancherConfig(r).dataDir(r) + "/agent/etc/containerd"
 	for _, t := range []string{"config-v3.toml.tmpl", "config.toml.tmpl"} {
 		if f := d.readHostFile(filepath.Join(dir, t)); f.state == fileRead || f.state == fileEmpty {
 			templates = append(templates, f.path)

@@ -471,6 +471,19 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
 				"/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf, flag --reserved-cpus=0 (k3s's kubelet-arg, /proc/400/cmdline))",
 			"no problem found.",
 		}, nil, exitOK},
+		{"k3s: container-runtime-endpoint names the system's containerd", func(n *doctorNode) {
+			n.process(400, "/usr/local/bin/k3s", "agent")
+			n.host("/etc/rancher/k3s/config.yaml", "container-runtime-endpoint: unix:///run/containerd/containerd.sock\nkubelet-arg:\n- reserved-cpus=0\n")
+			n.host("/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf", kubeletNone)
+			// k3s's own containerd's configuration, unused: NRI off there.
+			n.host("/var/lib/rancher/k3s/agent/etc/containerd/config.toml", "version = 3\n[plugins.'io.containerd.nri.v1.nri']\n  disable = true\n")
+			n.host("/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.tmpl", "{{ template \"base\" . }}\n")
+			n.healthyContainerd("/etc/containerd/config.toml")
+		}, []string{
+			"info  containerd  /etc/containerd/config.toml (containerd's default path, its command line not visible here; version 3) imports /etc/containerd/conf.d/nri.toml",
+			"ok    NRI         enabled (disable = false, from /etc/containerd/conf.d/nri.toml)",
+			"no problem found.",
+		}, []string{"/var/lib/rancher/k3s/agent/etc/containerd", "FAIL"}, exitOK},
 		{"RKE2: a drop-in of its kubelet.conf.d sets static", func(n *doctorNode) {
 			n.process(300, "/var/lib/rancher/rke2/bin/containerd", "-c", "/var/lib/rancher/rke2/agent/etc/containerd/config.toml", "-a", "/run/k3s/containerd/containerd.sock")
 			n.process(310, "kubelet", "--volume-plugin-dir=/var/lib/kubelet/volumeplugins", "--config-dir=/var/lib/rancher/rke2/agent/etc/kubelet.conf.d",
