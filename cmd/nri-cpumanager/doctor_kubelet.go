@@ -58,7 +58,7 @@ func (d *doctorRun) checkKubelet() {
 	}
 	if v.config == nil {
 		d.report(statusWarning, "kubelet", "unknown: the kubelet's configuration is not visible: "+strings.Join(v.unseen, "; ")+
-			": its CPU manager policy and reservation are not checked", unseenKubeletFix)
+			": its CPU manager policy and reservation are not checked", d.unseenKubeletFix())
 		return
 	}
 	kc := v.config
@@ -82,7 +82,7 @@ func (d *doctorRun) checkKubelet() {
 		d.report(statusOK, "kubelet", fmt.Sprintf("cpuManagerPolicy: none (%s; read: %s)", from, read), "")
 	default:
 		d.report(statusWarning, "kubelet", fmt.Sprintf("unknown: cpuManagerPolicy is none in what doctor read (%s), but not seen: %s", read, strings.Join(v.unseen, "; ")),
-			unseenKubeletFix)
+			d.unseenKubeletFix())
 	}
 	d.checkReservation(kc)
 	if tm := kc.TopologyManagerPolicy; tm != "" && tm != "none" {
@@ -98,11 +98,20 @@ func (d *doctorRun) checkKubelet() {
 	}
 }
 
-// unseenKubeletFix is how to show doctor the kubelet's configuration.
-const unseenKubeletFix = "pipe the kubelet's live configuration in: kubectl get --raw /api/v1/nodes/NODE/proxy/configz | " +
-	"kubectl exec -i POD -- nri-cpumanager doctor --config /etc/nri-cpumanager/config.yaml --host-root /host --kubelet-config -\n" +
-	"or run doctor on the node (sudo nri-cpumanager doctor), where it reads the kubelet's command line; " +
-	"the DaemonSet mounts /var/lib/kubelet/config.yaml and /etc/kubernetes/kubelet.conf.d (the chart's doctor.kubeletConfig, doctor.kubeletConfigDir and doctor.distribution for other paths)"
+// unseenKubeletFix is how to show doctor the kubelet's configuration:
+// its /configz, doctor on the node, or the mounts of the node's layout.
+func (d *doctorRun) unseenKubeletFix() string {
+	mounts := "the DaemonSet mounts /var/lib/kubelet/config.yaml and /etc/kubernetes/kubelet.conf.d " +
+		"(the chart's doctor.kubeletConfig, doctor.kubeletConfigDir for other paths; doctor.distribution for k3s and RKE2)"
+	if r := d.distribution(); r.name != "" {
+		mounts = fmt.Sprintf("on %s the DaemonSet mounts %s and %s.d, %s/agent/etc/kubelet.conf.d with the chart's doctor.distribution: %s "+
+			"(kustomize: components/%s), and a kubelet-arg config= file with doctor.kubeletConfig",
+			r.name, r.config, r.config, r.dataDir, strings.ToLower(r.name), strings.ToLower(r.name))
+	}
+	return "pipe the kubelet's live configuration in: kubectl get --raw /api/v1/nodes/NODE/proxy/configz | " +
+		"kubectl exec -i POD -- nri-cpumanager doctor --config /etc/nri-cpumanager/config.yaml --host-root /host --kubelet-config -\n" +
+		"or run doctor on the node (sudo nri-cpumanager doctor), where it reads the kubelet's command line; " + mounts
+}
 
 // kubeletOK is the status of a kubelet setting that agrees with the
 // plugin's: ok when doctor saw all of the kubelet's configuration, info

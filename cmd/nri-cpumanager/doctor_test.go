@@ -791,12 +791,14 @@ func TestDoctorHidesEachRancherFile(t *testing.T) {
 				"FAIL  NRI         disabled (disable = true, from " + data + "/agent/etc/containerd/config.toml)",
 				"warn  kubelet     unknown: cpuManagerPolicy is none in what doctor read (" + r.config + ", " + r.config + ".d/10-extra.yaml, " + data +
 					"/agent/etc/kubelet.conf.d/00-defaults.conf, flag --reserved-cpus=0 (" + r.name + "'s kubelet-arg)), but not seen: the kubelet's command line (no " + r.name + " process visible here",
-			}, []string{"ok    kubelet     cpuManagerPolicy", "  NRI         enabled", "read (/var/lib/kubelet/config.yaml", "/etc/containerd/conf.d"}},
+			}, []string{"ok    kubelet     cpuManagerPolicy", "  NRI         enabled", "/var/lib/kubelet/config.yaml", "/etc/containerd/conf.d"}},
 			{r.config, []string{
 				"warn  kubelet     unknown: cpuManagerPolicy is none in what doctor read (" + r.config + ".d/10-extra.yaml, " + data + "/agent/etc/kubelet.conf.d/00-defaults.conf), but not seen: " + r.config + ";",
 			}, []string{"ok    kubelet     cpuManagerPolicy"}},
 			{r.config + ".d", []string{
 				"but not seen: " + r.config + ".d;",
+				"on " + r.name + " the DaemonSet mounts " + r.config + " and " + r.config + ".d, " + data + "/agent/etc/kubelet.conf.d with the chart's doctor.distribution: " +
+					strings.ToLower(r.name) + " (kustomize: components/" + strings.ToLower(r.name) + ")",
 			}, []string{"ok    kubelet     cpuManagerPolicy"}},
 			{data + "/agent/etc/kubelet.conf.d", []string{
 				"but not seen: drop-ins of " + data + "/agent/etc/kubelet.conf.d (not visible here);",
