@@ -377,6 +377,10 @@ cpuManagerPolicy: none
 // configuration, never /etc/containerd's.
 func TestDoctorFixtureNodes(t *testing.T) {
 	const kubeadmDropIns = "/etc/kubernetes/kubelet.conf.d"
+	sys := t.TempDir()
+	if err := fakesysfs.Generate(sys, fakesysfs.KEP5554UseCases()); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name   string
 		setup  func(n *doctorNode)
@@ -500,7 +504,8 @@ ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELE
 		}, []string{"ok    kubelet     cpuManagerPolicy"}, exitFailure},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := newDoctorNode(t)
+			n := newBareDoctorNode(t)
+			n.sys = sys // read only: one for all
 			tc.setup(n)
 			status, out := n.run("")
 			wantLines(t, out, tc.want...)
