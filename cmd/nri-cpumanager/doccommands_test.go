@@ -37,7 +37,7 @@ var notRunHere = map[string]string{
 	"probe":                "asks the running plugin's probe socket (make e2e runs the DaemonSet's probes)",
 	"state":                "reads the checkpoint of a plugin that ran on the node (its own tests: state_test.go)",
 	"export-kubelet":       "reads the checkpoint of a plugin that ran on the node (its own tests)",
-	"simulate":             "replays a scenario file the docs name but do not ship",
+	"simulate":             "replays a scenario file: test/scenarios' run in go test ./policy and ./test/integration",
 }
 
 // documentedCommand is one nri-cpumanager command line a document shows.
