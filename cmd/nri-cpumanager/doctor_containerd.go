@@ -564,7 +564,13 @@ func (d *doctorRun) checkNRI(conf *containerdConfig, major, minor int) {
 		d.report(statusOK, "NRI", fmt.Sprintf("enabled (containerd %d.x's default: no file sets it); socket %s (%s)", major, socket, socketFrom), "")
 	}
 	socketKnown := socketFrom != "the default" || !(conf != nil && conf.assumed && conf.none)
-	if conf != nil && !unseenImports && socketKnown && socket != d.cfg.NRISocket {
+	switch {
+	case conf == nil || unseenImports || !socketKnown || socket == d.cfg.NRISocket:
+	case d.runtimeConnected:
+		// The plugin is connected: its socket is containerd's, mounted
+		// where the pod has it.
+		d.report(statusInfo, "NRI", fmt.Sprintf("containerd listens on %s, which the plugin, connected, reaches as %s (nriSocket; its pod's mount of the host's directory)", socket, d.cfg.NRISocket), "")
+	default:
 		d.report(statusFail, "NRI", fmt.Sprintf("containerd listens on %s, the plugin dials %s (nriSocket)", socket, d.cfg.NRISocket),
 			"set nriSocket to "+socket+" in the plugin's configuration (the chart mounts its directory)")
 	}

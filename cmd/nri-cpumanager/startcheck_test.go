@@ -39,6 +39,7 @@ func TestCheckNodeAtStart(t *testing.T) {
 			[]string{"1 problem(s)", "kubelet: cpuManagerPolicy: static (set by /etc/kubernetes/kubelet.conf.d/20-cpu.conf"}, ""},
 		{"a drop-in sets none over the file's static", kubeletNone + "cpuManagerPolicy: static\n", kubeletNoneDropIn, containerd, 0, nil,
 			"unknown: cpuManagerPolicy is none in what doctor read (/var/lib/kubelet/config.yaml, /etc/kubernetes/kubelet.conf.d/20-cpu.conf), but not seen: the kubelet's command line"},
+		{"containerd's socket mounted elsewhere in the pod", kubeletNone, "", containerd, 0, nil, ""},
 		{"containerd 1.7", kubeletNone, "", runtimeInfo{"containerd", "v1.7.27"}, 1,
 			[]string{"1 problem(s)", "containerd: containerd v1.7.27 (from NRI's Configure): the plugin needs containerd 2.x"}, ""},
 		{"containerd 2.2", kubeletNone, "", runtimeInfo{"containerd", "2.2.0"}, 0, nil, "containerd 2.2.0 (from NRI's Configure): UpdatePodSandbox"},
@@ -50,6 +51,11 @@ func TestCheckNodeAtStart(t *testing.T) {
 			n := newBareDoctorNode(t)
 			if tc.kubelet != "" {
 				n.host("/var/lib/kubelet/config.yaml", tc.kubelet)
+			}
+			if strings.HasPrefix(tc.name, "containerd's socket") {
+				// The host's socket elsewhere, its directory mounted at
+				// the pod's nriSocket (as make e2e-kube's overlay does).
+				n.host("/etc/containerd/config.toml", "version = 3\n[plugins.'io.containerd.nri.v1.nri']\n  disable = false\n  socket_path = '/tmp/ctd-1/nri/nri.sock'\n")
 			}
 			if tc.dropIn != "" {
 				n.host("/etc/kubernetes/kubelet.conf.d/20-cpu.conf", tc.dropIn)
