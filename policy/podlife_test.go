@@ -11,6 +11,7 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // life plays a pod's life through the policy, the way the runtime reports
@@ -25,6 +26,9 @@ type life struct {
 	running map[string]policy.Container
 	// warnings are the warnings of the last decision.
 	warnings []string
+	// given is a copy of m's state as the last step left it: a decision
+	// never changes the model it is given.
+	given *state.State
 }
 
 func newLife(t *testing.T, pol *policy.Policy) *life {
@@ -57,7 +61,11 @@ func (l *life) pod(name string, totalMilli int64, roles ...string) policy.Pod {
 func (l *life) step(what string, d policy.Decision) {
 	l.t.Helper()
 	saves(l.t, l.pol, what, d.Model)
+	if l.given != nil && !l.m.State.Equal(l.given) {
+		l.t.Fatalf("%s (or a decision before it) changed the state of the model it was given", what)
+	}
 	l.m, l.warnings = d.Model, d.Warnings
+	l.given = l.m.State.Clone()
 }
 
 // sandbox runs a new sandbox of pod and returns the pod as its events
@@ -621,4 +629,110 @@ func TestStoppedMemberKeepsItsLimitOnceRemoved(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGrowthAfterItsSiblingsDecrease: the kubelet sends a pod resize's
+// decreases last container first, by CPU limit; a container that
+// restarted on fewer CPUs than its limit (its growth was refused while it
+// was down) has its limit lowered and its CPUs raised by a resize whose
+// other part, a sibling's decrease, frees what it needs. With the pod's
+// spec the sibling's decrease is applied first, in the same reply, and
+// the sibling's own request later changes nothing; without the spec the
+// growth is refused, as each part is decided alone.
+func TestGrowthAfterItsSiblingsDecrease(t *testing.T) {
+	pol := eightCPUs(t)
+	for _, withSpec := range []bool{true, false} {
+		t.Run(fmt.Sprintf("spec known: %v", withSpec), func(t *testing.T) {
+			l := newLife(t, pol)
+			pod := l.sandbox(l.pod("gu", 3000))
+			c1 := l.create(pod, "c1", 1000)
+			c2 := l.create(pod, "c2", 2000)
+			l.podUpdate(pod, 4000)
+			if err := l.resize(c1, 2000); err != nil {
+				t.Fatal(err)
+			}
+			l.create(l.sandbox(l.pod("other", 3000)), "app", 3000)
+			l.exit(c2, 1)
+			c2 = l.create(pod, "c2", 4000) // restarts on its 2 CPUs
+			l.want("c2 restarted on its own CPUs", c2, "2-3", "0")
+			asked := scenario.KubeletResources("guaranteed", 3000, 3000, 1<<30)
+			var spec policy.PodSpec
+			if withSpec {
+				spec = policy.PodSpec{"c1": scenario.KubeletResources("guaranteed", 1000, 1000, 1<<30), "c2": asked}
+			}
+			d, err := pol.UpdateContainerWithSpec(l.m, l.running[c2], asked, spec)
+			if !withSpec {
+				if err == nil || !strings.Contains(err.Error(), "resizeAllocateCPUsError") {
+					t.Fatalf("c2's growth without the spec: %v, want resizeAllocateCPUsError", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("c2's growth with its sibling's decrease in the spec: %v", err)
+			}
+			if len(d.Others) == 0 || d.Others[0].ContainerID != c1 {
+				t.Fatalf("updates before c2's %+v, want c1's decrease first", d.Others)
+			}
+			l.step("c2 grows after c1's decrease", d)
+			if got := l.cpus(c1).Size(); got != 1 {
+				t.Errorf("c1 on %s, want 1 CPU", l.cpus(c1))
+			}
+			if got := l.cpus(c2); got.Size() != 3 || !cpuset.New(2, 3).IsSubsetOf(got) || got.Intersection(l.cpus(c1)).Size() != 0 {
+				t.Errorf("c2 on %s, want 3 CPUs keeping 2-3 apart from c1's %s", got, l.cpus(c1))
+			}
+			if err := l.resize(c1, 1000); err != nil {
+				t.Errorf("c1's own request, after its decrease was applied: %v", err)
+			}
+			if got := l.cpus(c1).Size(); got != 1 {
+				t.Errorf("c1 on %s after its own request, want 1 CPU", l.cpus(c1))
+			}
+		})
+	}
+}
+
+// TestHoldEndsWithALimitOnlyResize: the resize that makes a pod's
+// containers add up to its total again may change only a container's
+// limit (it restarted on more CPUs than its limit after a refused
+// decrease): the CPUs held for the pod then return to the shared pool,
+// the shared containers grow into them in the same reply, and the model
+// the decision was given is left as it was.
+func TestHoldEndsWithALimitOnlyResize(t *testing.T) {
+	l := newLife(t, eightCPUs(t))
+	pod := l.sandbox(l.pod("gu", 3000))
+	c1 := l.create(pod, "c1", 1000)
+	c2 := l.create(pod, "c2", 2000)
+	shared := l.create(l.sandbox(l.pod("small", 500)), "app", 500)
+	l.podUpdate(pod, 4000)
+	if err := l.resize(c1, 2000); err != nil {
+		t.Fatal(err)
+	}
+	l.exit(c2, 1)
+	c2 = l.create(pod, "c2", 1000) // below its baseline: restarts on its 2 CPUs
+	if err := l.resize(c1, 1000); err != nil {
+		t.Fatal(err)
+	}
+	h, held := l.m.State.Hold(pod.UID)
+	if !held {
+		t.Fatalf("c1's decrease while the pod's resize is in flight holds nothing")
+	}
+	l.podUpdate(pod, 3000)
+	given := l.m.State.Clone()
+	d, err := l.pol.UpdateContainer(l.m, l.running[c2], scenario.KubeletResources("guaranteed", 2000, 2000, 1<<30))
+	if err != nil {
+		t.Fatalf("c2's resize to the 2 CPUs it runs on: %v", err)
+	}
+	if !l.m.State.Equal(given) {
+		t.Fatalf("the decision changed the model it was given")
+	}
+	if _, still := d.Model.State.Hold(pod.UID); still {
+		t.Errorf("CPUs %s still held once the pod adds up", h.CPUs)
+	}
+	grown := false
+	for _, u := range d.Others {
+		grown = grown || u.ContainerID == shared && h.CPUs.IsSubsetOf(u.CPUs)
+	}
+	if !grown {
+		t.Errorf("updates %+v: the shared container does not grow into the CPUs %s the pod held", d.Others, h.CPUs)
+	}
+	l.step("c2 resized", d)
 }
