@@ -111,7 +111,11 @@ func Groups(dir string) ([]string, error) {
 // although they are valid, each naming its file.
 func LoadSource(s Source) (*Config, []string, error) {
 	if s.Group == "" {
-		return LoadWithWarnings(s.Path)
+		c, warnings, err := LoadWithWarnings(s.Path)
+		for i, w := range warnings {
+			warnings[i] = s.Path + ": " + w
+		}
+		return c, warnings, err
 	}
 	common, err := os.ReadFile(s.Path)
 	if err != nil {
@@ -154,6 +158,9 @@ func parseSource(s Source, common, group []byte) (*Config, []string, error) {
 			return nil, nil, fmt.Errorf("config file %s is invalid:\n%w", s.Path, ce.err)
 		}
 		return nil, nil, fmt.Errorf("config file %s with configuration group %q (%s) is invalid:\n%w", s.Path, s.Group, s.GroupPath(), err)
+	}
+	for i, w := range warnings.common {
+		warnings.common[i] = s.Path + ": " + w
 	}
 	for i, w := range warnings.group {
 		warnings.group[i] = s.GroupPath() + ": " + w
