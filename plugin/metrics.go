@@ -51,6 +51,7 @@ type Metrics struct {
 	link            atomic.Pointer[linkReader]
 	configPending   prometheus.Gauge
 	configRejected  prometheus.Gauge
+	restartPending  prometheus.Gauge
 	configGroup     *prometheus.GaugeVec
 	observeOnly     prometheus.Gauge
 	unsolicitedSent *prometheus.CounterVec
@@ -128,6 +129,10 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 			Namespace: namespace, Name: "config_rejected",
 			Help: "1 while the configuration file is rejected (invalid, or the plugin could not start with it); the running configuration stays.",
 		}),
+		restartPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "config_restart_pending",
+			Help: "1 while the configuration files (the node's group's over the common one) set a key that applies only at a restart (observeOnly, nriSocket, ...) to another value than the plugin runs with: the plugin's log names the keys; a restart of the plugin's pod applies them.",
+		}),
 		configGroup: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "config_group_info",
 			Help: "Always 1, one series: the configuration group whose file the plugin reads over the common one (group, \"(none)\" for none) and where it learnt it (source: label, the node's label; flag, --config-group; recorded, the group it ran last, the API not answering at start; unread, without the Kubernetes API).",
@@ -187,7 +192,7 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 		}
 	}
 	for _, c := range []prometheus.Collector{buildInfo, m.resizes, m.refusals, m.model,
-		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.abandoned, m.ready, m.configPending, m.configRejected, m.configGroup, m.observeOnly,
+		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.abandoned, m.ready, m.configPending, m.configRejected, m.restartPending, m.configGroup, m.observeOnly,
 		m.unsolicitedSent, m.drifts, m.podUpdates, newRefusedSince(m.refused), writing} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -226,6 +231,14 @@ func (m *Metrics) setConfigPending(pending bool) {
 func (m *Metrics) ConfigRejected(rejected bool) {
 	if m != nil {
 		setBool(m.configRejected, rejected)
+	}
+}
+
+// ConfigRestartPending says whether the configuration files set a key
+// applied at a restart to another value than the plugin runs with.
+func (m *Metrics) ConfigRestartPending(pending bool) {
+	if m != nil {
+		setBool(m.restartPending, pending)
 	}
 }
 

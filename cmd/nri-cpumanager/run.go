@@ -161,6 +161,7 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 				if err == nil {
 					groups.applied(to)
 				}
+				metrics.ConfigRestartPending(len(r.RestartPending()) > 0)
 			},
 			OnError: func(err error) {
 				metrics.ConfigRejected(true)
