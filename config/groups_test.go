@@ -76,12 +76,12 @@ func TestParseGroupMergesLikeAKubeletDropIn(t *testing.T) {
 			},
 		},
 		{
-			name:   "nested mappings merge key by key",
-			common: "nodeResourceTopology:\n  enabled: true\n  removeOnExit: true\n",
-			group:  "nodeResourceTopology:\n  removeOnExit: false\n",
+			name:   "the topology manager's options merge too",
+			common: "topologyManagerPolicyOptions:\n  prefer-closest-numa-nodes: \"true\"\n  max-allowable-numa-nodes: \"4\"\n",
+			group:  "topologyManagerPolicyOptions:\n  max-allowable-numa-nodes: \"2\"\n",
 			check: func(t *testing.T, c *Config) {
-				if n := c.NodeResourceTopology; !n.Enabled || n.RemoveOnExit {
-					t.Errorf("nodeResourceTopology %+v, want enabled (common), removeOnExit false (group)", n)
+				if o := c.TopologyManagerPolicyOptions; !o.PreferClosestNUMANodes || o.MaxAllowableNUMANodes != 2 {
+					t.Errorf("topology options %+v, want prefer-closest-numa-nodes (common) and max-allowable-numa-nodes 2 (group)", o)
 				}
 			},
 		},
@@ -137,9 +137,10 @@ func TestParseGroupErrors(t *testing.T) {
 	}{
 		{
 			name:  "a key only the common file sets",
-			group: header + "stateDir: /elsewhere\nkubernetesAPI: false\nobserveOnly: true\n",
+			group: header + "stateDir: /elsewhere\nkubernetesAPI: false\nobserveOnly: true\nnodeResourceTopology: {enabled: true}\n",
 			want: []string{"the group's document is invalid",
 				"kubernetesAPI: only the common file sets it, not a group's: the plugin reads its node's group through the Kubernetes API",
+				"nodeResourceTopology: only the common file sets it",
 				"stateDir: only the common file sets it"},
 		},
 		{

@@ -71,6 +71,7 @@ const (
 	commonStateDir   = "nri-cpumanager state and export-kubelet read the common file alone, and the plugin records its group there"
 	commonPluginName = "containerd's required_plugins and the validating plugin beside the plugin (validate-adjustments) know one name"
 	commonAPI        = "the plugin reads its node's group through the Kubernetes API"
+	commonExport     = "the export's RBAC, CRD and admission policy are installed for every node (the chart's config value, components/noderesourcetopology's flag)"
 )
 
 // keys declares every configuration key, in the order the file, the
@@ -315,7 +316,7 @@ var keys = []key{
 			usage: "`true` uses the Kubernetes API (pod watch, events), false NRI alone"},
 	},
 	{
-		name: "nodeResourceTopology", when: applyAtRestart,
+		name: "nodeResourceTopology", when: applyAtRestart, commonOnly: commonExport,
 		doc: `Export this node's exclusive CPUs per NUMA node as the
 			NodeResourceTopology object named after the node
 			(topology.node.k8s.io/v1alpha2, read by the scheduler plugin
