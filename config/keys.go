@@ -236,7 +236,11 @@ var keys = []key{
 		doc: `Listen address of /healthz and /readyz over HTTP, for probes that
 			must come over the network (keep-alive off, a short header
 			timeout). "" (the default) opens no port: the shipped probes ask the
-			probe socket (probeSocket).`,
+			probe socket (probeSocket). The kubelet's HTTP probes connect to the
+			pod's address, so a loopback address (127.0.0.1:P, [::1]:P,
+			localhost:P) serves only clients inside the plugin's pod:
+			validate-config and the start-up log warn of it, and the chart, whose
+			probes use healthAddress when probeSocket is "", refuses it then.`,
 		value: text(func(c *Config) *string { return &c.HealthAddress }, "", addressText),
 		flag: &flagSpec{name: "health-address",
 			usage: "host:port `address` of /healthz and /readyz over HTTP, \"\" (the default) opens none"},
@@ -324,7 +328,7 @@ var keys = []key{
 
 			enabled: true needs kubernetesAPI: true, the CRD installed and the
 			RBAC of deploy/components/noderesourcetopology (chart:
-			nodeResourceTopology.enabled).
+			config.nodeResourceTopology.enabled, which adds them).
 
 			removeOnExit: true deletes the object whenever the plugin stops
 			(uninstall, but also every restart and rolling update, while the

@@ -21,16 +21,24 @@ import (
 // (visitNodeSets): it never enumerates all 2^N masks.
 func (a *Allocator) NUMAHints(available, mustKeep cpuset.CPUSet, n int) []NUMAHint {
 	avail, _ := a.topo.bitsOf(available)
-	return a.numaHints(avail, mustKeep, n)
+	return a.numaHints(avail, mustKeep, n, 0)
 }
 
 // NUMAHintsFrom is NUMAHints with the available CPUs as a mask.
 func (a *Allocator) NUMAHintsFrom(available cpumask.Mask, mustKeep cpuset.CPUSet, n int) []NUMAHint {
-	avail, _ := a.topo.bitsOfMask(available)
-	return a.numaHints(avail, mustKeep, n)
+	return a.NUMAHintsCovering(available, mustKeep, n, 0)
 }
 
-func (a *Allocator) numaHints(avail cpuBits, mustKeep cpuset.CPUSet, n int) []NUMAHint {
+// NUMAHintsCovering is NUMAHintsFrom keeping only the affinities that
+// contain the NUMA nodes cover: the kubelet's static policy disregards
+// every mask that leaves out the node of one of the pod's reusable CPUs
+// (generateCPUTopologyHints), which the container may then take.
+func (a *Allocator) NUMAHintsCovering(available cpumask.Mask, mustKeep cpuset.CPUSet, n int, cover NodeMask) []NUMAHint {
+	avail, _ := a.topo.bitsOfMask(available)
+	return a.numaHints(avail, mustKeep, n, cover)
+}
+
+func (a *Allocator) numaHints(avail cpuBits, mustKeep cpuset.CPUSet, n int, cover NodeMask) []NUMAHint {
 	if n <= 0 {
 		return nil
 	}
@@ -45,7 +53,7 @@ func (a *Allocator) numaHints(avail cpuBits, mustKeep cpuset.CPUSet, n int) []NU
 	for _, node := range a.topo.nodes {
 		capacity[node] += held[node]
 	}
-	base := a.topo.nodesOfBits(keep)
+	base := a.topo.nodesOfBits(keep) | cover&a.topo.knownNodes()
 	cands := a.topo.byCount(&capacity, base)
 	extra := fewestToReach(&capacity, cands, n-capacity.sum(base))
 	if extra < 0 {

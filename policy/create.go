@@ -63,7 +63,8 @@ func (p *Policy) createContainer(m *Model, c Container) (Decision, error) {
 func (p *Policy) createIn(m *Model, c Container, display string) (Decision, error) {
 	class := Classify(c.Pod.QoS(), c.Resources)
 	t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive,
-		CPULimitMilli: cpuLimitMilli(c.Resources), SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name), DeviceNodes: c.DeviceNodes}
+		CPULimitMilli: cpuLimitMilli(c.Resources), SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name), DeviceNodes: c.DeviceNodes,
+		RanBeside: m.runningNames(c.Pod.UID, c.Name)}
 	if Untrackable(c) != "" {
 		// It runs on the shared pool: the plugin warns once.
 		return p.createShared(m, t, nil)
@@ -281,7 +282,7 @@ func (p *Policy) restartSize(m *Model, c Container, display string, a state.Assi
 	if n < a.Assigned().Size() {
 		return p.shrinkTo(m, c.Pod.UID, c.Name, display, a, n)
 	}
-	pl := p.growth(m, c.Pod.UID, c.Name, a.Assigned(), n)
+	pl := p.growth(m, c.Pod, c.Name, a.Assigned(), n)
 	free, poolLeft := p.availability(m)
 	return p.placeGrowth(pl, free, poolLeft)
 }
@@ -399,7 +400,7 @@ func (p *Policy) takeOver(m *Model, c Container) (demoted, notes []string) {
 // cannot hold n), then the CPUs held for its pod while its resize is in
 // flight, then free ones.
 func (p *Policy) allocateFor(m *Model, c Container, display string, n int, reuse cpumask.Mask) (cpuset.CPUSet, error) {
-	pl := placement{keep: cpuset.New(), n: n, borrowed: reuse.Or(m.heldFor(c.Pod.UID)), devices: p.devicesOf(m, c.Pod.UID, c.Name, c.DeviceNodes)}
+	pl := placement{keep: cpuset.New(), n: n, borrowed: reuse.Or(m.heldFor(c.Pod.UID)), reuse: reuse, devices: p.devicesOf(m, c.Pod.UID, c.Name, c.DeviceNodes)}
 	pl.pod, pl.podNeed = p.podScope(m, c.Pod, c.Name, n, reuse)
 	cpus, err := p.placeNew(m, display, pl)
 	if err != nil {

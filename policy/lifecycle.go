@@ -281,6 +281,7 @@ func (p *Policy) endPod(m *Model, podUID, why string) []string {
 	}
 	m.clearEnding(podUID)
 	m.State.DeletePod(podUID)
+	m.forgetRemovedLimits(podUID)
 	p.recomputePool(m)
 	return notes
 }

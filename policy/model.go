@@ -162,6 +162,10 @@ type Tracked struct {
 	Role Role
 	// DeviceNodes are the NUMA nodes of its devices (Container).
 	DeviceNodes cpuallocator.NodeMask
+	// RanBeside names the pod's containers that ran when it was created:
+	// an init container's CPUs are not for them to reuse (a sidecar
+	// started before it runs beside it again when the pod runs again).
+	RanBeside []string
 }
 
 // Sandbox is the policy's record of a pod sandbox the runtime has.
@@ -211,6 +215,12 @@ type Model struct {
 	// and none of whose sandboxes the runtime would report removed, to
 	// when it became so (ExpireOrphans).
 	Idle map[string]time.Time
+	// RemovedLimits keeps the CPU limit of a pod's container the runtime
+	// removed while its name holds an entry and no other container of
+	// the name is known: the limit the kubelet last gave it, which a pod
+	// resize compares with the spec (podMembers) as it would the tracked
+	// container's. Shared between clones like Sandboxes; in memory only.
+	RemovedLimits map[PodContainer]int64
 
 	// ids are the keys of Containers, sorted. The slice is shared between
 	// clones and never changed in place: adding or removing a container
@@ -231,6 +241,10 @@ func NewModel(st *state.State) *Model {
 	}
 }
 
+// PodContainer names a container of a pod by the pod's UID and the
+// container's name: what an entry of the state is about.
+type PodContainer struct{ PodUID, Name string }
+
 // Clone returns a copy that can be changed without changing m. The
 // tracked containers are shared until changed: a change goes through edit,
 // which gives the copy its own record (copy on write). cpusets are
@@ -243,10 +257,11 @@ func (m *Model) Clone() *Model {
 		Lending:    m.Lending,
 		// (Sandboxes, Ending and Idle change seldom: shared, each writer
 		// copies the map first.)
-		Sandboxes: m.Sandboxes,
-		Ending:    m.Ending,
-		Idle:      m.Idle,
-		ids:       m.ids,
+		Sandboxes:     m.Sandboxes,
+		Ending:        m.Ending,
+		Idle:          m.Idle,
+		RemovedLimits: m.RemovedLimits,
+		ids:           m.ids,
 	}
 }
 
@@ -267,6 +282,10 @@ func (m *Model) CPUsOf(id string) cpuset.CPUSet {
 
 // add starts tracking a container, or replaces its record.
 func (m *Model) add(t *Tracked) {
+	if _, kept := m.RemovedLimits[PodContainer{t.PodUID, t.Name}]; kept {
+		m.RemovedLimits = maps.Clone(m.RemovedLimits)
+		delete(m.RemovedLimits, PodContainer{t.PodUID, t.Name})
+	}
 	if _, known := m.Containers[t.ID]; !known {
 		i, _ := slices.BinarySearch(m.ids, t.ID)
 		m.ids = slices.Insert(slices.Clip(m.ids), i, t.ID)
@@ -276,12 +295,89 @@ func (m *Model) add(t *Tracked) {
 
 // remove stops tracking a container.
 func (m *Model) remove(id string) {
-	if _, known := m.Containers[id]; !known {
+	t, known := m.Containers[id]
+	if !known {
 		return
 	}
 	delete(m.Containers, id)
+	m.keepRemovedLimit(t)
 	if i, found := slices.BinarySearch(m.ids, id); found {
 		m.ids = slices.Delete(slices.Clone(m.ids), i, i+1)
+	}
+}
+
+// keepRemovedLimit records the CPU limit of removed container t when its
+// name holds an entry and no other container of the name is tracked
+// (RemovedLimits), and forgets a limit kept for a name that no entry
+// holds any more.
+func (m *Model) keepRemovedLimit(t *Tracked) {
+	key := PodContainer{t.PodUID, t.Name}
+	_, entry := m.State.Assignment(t.PodUID, t.Name)
+	if entry {
+		for _, other := range m.Containers {
+			if other.PodUID == t.PodUID && other.Name == t.Name {
+				return
+			}
+		}
+	}
+	if old, kept := m.RemovedLimits[key]; entry && kept && old == t.CPULimitMilli || !entry && !kept {
+		return
+	}
+	limits := maps.Clone(m.RemovedLimits)
+	if limits == nil {
+		limits = map[PodContainer]int64{}
+	}
+	if entry {
+		limits[key] = t.CPULimitMilli
+	} else {
+		delete(limits, key)
+	}
+	m.RemovedLimits = limits
+}
+
+// ranBesideOf returns what a container tracked by m ran beside at its
+// creation (a Synchronize carries it over to the containers it lists).
+func (m *Model) ranBesideOf(id string) []string {
+	if t := m.Containers[id]; t != nil {
+		return t.RanBeside
+	}
+	return nil
+}
+
+// keepRemovedLimitsOf carries over the limits m kept for removed
+// containers whose names still hold an entry and are not tracked (a
+// Synchronize of the same plugin's life).
+func (m *Model) keepRemovedLimitsOf(prev *Model) {
+	for key, limit := range prev.RemovedLimits {
+		if _, entry := m.State.Assignment(key.PodUID, key.Name); !entry || m.tracksName(key) {
+			continue
+		}
+		if m.RemovedLimits == nil {
+			m.RemovedLimits = map[PodContainer]int64{}
+		}
+		m.RemovedLimits[key] = limit
+	}
+}
+
+// tracksName reports whether a container of the pod and name is tracked.
+func (m *Model) tracksName(key PodContainer) bool {
+	for _, t := range m.Containers {
+		if t.PodUID == key.PodUID && t.Name == key.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// forgetRemovedLimits forgets the limits kept for a pod's removed
+// containers (the pod ended).
+func (m *Model) forgetRemovedLimits(podUID string) {
+	for key := range m.RemovedLimits {
+		if key.PodUID == podUID {
+			m.RemovedLimits = maps.Clone(m.RemovedLimits)
+			maps.DeleteFunc(m.RemovedLimits, func(k PodContainer, _ int64) bool { return k.PodUID == podUID })
+			return
+		}
 	}
 }
 

@@ -24,7 +24,11 @@ import (
 // lenders names the entries they come from. Without the pod's spec, an
 // entry counts as an init container's when its container completed (exit
 // code 0) and none of the name runs: the kubelet starts a pod's next
-// container only once its init container completed.
+// container only once its init container completed. An init container
+// lends nothing to a container that runs beside it: a sidecar declared
+// before it (the spec says so), or one that ran when it was created (the
+// plugin saw it): when the pod runs again, the sidecar starts first and
+// runs on while the init container takes its CPUs back.
 func (m *Model) reusable(pod Pod, name string) (cpus cpumask.Mask, lenders []string) {
 	podUID := pod.UID
 	var keep cpumask.Mask
@@ -33,7 +37,8 @@ func (m *Model) reusable(pod Pod, name string) (cpus cpumask.Mask, lenders []str
 			continue
 		}
 		a, _ := m.State.Assignment(podUID, other)
-		if a.Init || pod.RoleOf(other) == RoleInit || pod.Roles == nil && m.completedUnknown(podUID, other) {
+		lends := a.Init || pod.RoleOf(other) == RoleInit || pod.Roles == nil && m.completedUnknown(podUID, other)
+		if lends && !pod.runsBeside(name, other) && !m.ranBeside(podUID, other, name) {
 			cpus.AddSet(a.Held())
 			lenders = append(lenders, other)
 			continue
@@ -45,6 +50,79 @@ func (m *Model) reusable(pod Pod, name string) (cpus cpumask.Mask, lenders []str
 	}
 	keep.AddSet(m.runningCPUs(podUID, name))
 	return cpus.AndNot(keep), lenders
+}
+
+// growthReusable is reusable for a growth of container name, which has
+// run for a while: without the pod's spec, an init container lends it
+// only what the plugin saw of the two tells that it started after the
+// init container (a tracked instance of the init container, none of
+// which it ran beside). After a restart of the plugin nothing tells a
+// sidecar from an app container: the growth takes free CPUs only.
+func (m *Model) growthReusable(pod Pod, name string) cpumask.Mask {
+	reuse, lenders := m.reusable(pod, name)
+	if pod.Roles != nil || len(lenders) == 0 {
+		return reuse
+	}
+	after := slices.DeleteFunc(slices.Clone(lenders), func(init string) bool { return !m.startedAfter(pod.UID, init, name) })
+	if len(after) == len(lenders) {
+		return reuse
+	}
+	return m.reuseOf(pod.UID, name, after)
+}
+
+// startedAfter reports whether the plugin saw container name of a pod
+// start after init container init: it tracks an instance of init, and
+// name ran beside none.
+func (m *Model) startedAfter(podUID, init, name string) bool {
+	seen := false
+	for _, t := range m.Containers {
+		if t.PodUID == podUID && t.Name == init {
+			if slices.Contains(t.RanBeside, name) {
+				return false
+			}
+			seen = true
+		}
+	}
+	return seen
+}
+
+// runsBeside reports whether the pod's spec declares container name a
+// sidecar before init container init: the kubelet starts it first and it
+// runs on while init runs.
+func (pod Pod) runsBeside(name, init string) bool {
+	for _, sc := range pod.Containers {
+		switch sc.Name {
+		case init:
+			return false
+		case name:
+			return sc.Role == RoleSidecar
+		}
+	}
+	return false
+}
+
+// ranBeside reports whether a container of the pod named name ran when
+// one named init was created.
+func (m *Model) ranBeside(podUID, init, name string) bool {
+	for _, t := range m.Containers {
+		if t.PodUID == podUID && t.Name == init && slices.Contains(t.RanBeside, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// runningNames returns the names of a pod's running containers but
+// except, sorted.
+func (m *Model) runningNames(podUID, except string) []string {
+	var names []string
+	for _, t := range m.Containers {
+		if t.PodUID == podUID && t.Name != except && !t.Stopped && !slices.Contains(names, t.Name) {
+			names = append(names, t.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // lendersFor is reusable for a new container of n CPUs, which for a pod
@@ -204,8 +282,9 @@ func (p *Policy) podScope(m *Model, pod Pod, name string, n int, reuse cpumask.M
 // growth is the placement growing container name of a pod from assigned to
 // n CPUs: the CPUs held for the pod and its reusable ones are borrowed
 // first.
-func (p *Policy) growth(m *Model, podUID, name string, assigned cpuset.CPUSet, n int) placement {
-	reuse, _ := m.reusable(Pod{UID: podUID}, name)
+func (p *Policy) growth(m *Model, pod Pod, name string, assigned cpuset.CPUSet, n int) placement {
+	podUID := pod.UID
+	reuse := m.growthReusable(pod, name)
 	pl := placement{keep: assigned, n: n, borrowed: m.heldFor(podUID).Or(reuse.AndNot(maskOf(assigned))), devices: p.devicesOf(m, podUID, name, 0)}
 	if p.opts.TopologyScope == cpuallocator.ScopePod {
 		pl.pod = m.podHeld(podUID, name)

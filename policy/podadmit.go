@@ -392,7 +392,7 @@ func (p *Policy) resizeEntry(m *Model, pod Pod, e podMember, class Class) (*Mode
 			p.returnToPool(nm, released)
 		}
 	} else {
-		pl := p.growth(nm, pod.UID, e.name, assigned, n)
+		pl := p.growth(nm, pod, e.name, assigned, n)
 		free, poolLeft := p.availability(nm)
 		cpus, err := p.placeGrowth(pl, free, poolLeft)
 		if err != nil {
@@ -424,7 +424,7 @@ func (pm podMembers) asked(spec PodSpec) ([]Resources, bool) {
 		if !ok {
 			return nil, false
 		}
-		if cpuLimitMilli(r) == e.limit {
+		if cpuLimitMilli(r) == e.limit || e.unknownLimit {
 			milli := int64(e.a.Assigned().Size()) * milliCPUPerCPU
 			r = Resources{CPUShares: sharesFromMilli(milli), CPUQuota: milli, CPUPeriod: milliCPUPerCPU}
 		}
@@ -477,9 +477,15 @@ type podMember struct {
 	running bool
 	a       state.Assignment
 	// limit is its CPU limit in milli-CPU: its container's as last
-	// created or resized, or for an entry no tracked container of which
-	// is left, its assigned CPUs'.
+	// created or resized, kept once the runtime removed it
+	// (RemovedLimits), or for an entry the plugin knows no container of
+	// (it restarted since), its assigned CPUs'.
 	limit int64
+	// unknownLimit is set for a member none of whose containers the
+	// plugin knows: what the kubelet last started it with is not known
+	// (its entry may hold another count: a restart on its own CPUs after
+	// a refused resize), so a resize leaves it to its re-creation.
+	unknownLimit bool
 }
 
 // podMembers returns what the model knows of a pod's members, the
@@ -516,12 +522,15 @@ func (m *Model) podMembers(podUID string) podMembers {
 		if running[name] || a.Init {
 			continue
 		}
-		limit, tracked := stoppedLimit[name]
-		if !tracked {
+		limit, known := stoppedLimit[name]
+		if !known {
+			limit, known = m.RemovedLimits[PodContainer{podUID, name}]
+		}
+		if !known {
 			limit = int64(a.Assigned().Size()) * milliCPUPerCPU
 		}
 		delete(stoppedShared, name)
-		pm.add(podMember{name: name, a: a, limit: limit})
+		pm.add(podMember{name: name, a: a, limit: limit, unknownLimit: !known})
 	}
 	for name := range stoppedShared {
 		if !running[name] && m.roleOf(podUID, name) != RoleInit {

@@ -527,3 +527,98 @@ func TestInitContainerCompletedWhileThePluginWasAway(t *testing.T) {
 		t.Errorf("app is not pinned")
 	}
 }
+
+// TestSidecarGrowthLeavesTheInitContainersAfterIt: a sidecar runs beside
+// the init containers declared after it, and runs beside them again when
+// the pod runs again: its growth never takes their CPUs, which the app
+// container after them may reuse. The spec says so; without it, what the
+// plugin saw of the creations; after the plugin restarted without the
+// spec, nothing tells a sidecar from an app container and a growth takes
+// free CPUs only.
+func TestSidecarGrowthLeavesTheInitContainersAfterIt(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		spec    bool
+		restart bool
+		grow    string // the container that grows
+		want    string // its CPUs after the growth
+	}{
+		{"sidecar, spec known", true, false, "side", "1,4"},
+		{"sidecar, spec unknown", false, false, "side", "1,4"},
+		{"sidecar, spec unknown, plugin restarted", false, true, "side", "1,4"},
+		{"app, spec known", true, false, "app", "2-3"},
+		{"app, spec unknown", false, false, "app", "2-3"},
+		{"app, spec unknown, plugin restarted", false, true, "app", "2,4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLife(t, eightCPUs(t))
+			var roles []string
+			if tc.spec {
+				roles = []string{"side=sidecar", "init=init", "app=app"}
+			}
+			pod := l.pod("gu", 3000, roles...)
+			if tc.spec {
+				pod.Containers = []policy.SpecContainer{{Name: "side", Role: policy.RoleSidecar, CPUs: 1},
+					{Name: "init", Role: policy.RoleInit, CPUs: 2}, {Name: "app", Role: policy.RoleApp, CPUs: 1}}
+				pod.GuaranteedCPUs = 3
+			}
+			pod = l.sandbox(pod)
+			ids := map[string]string{"side": l.create(pod, "side", 1000)}
+			init := l.create(pod, "init", 2000)
+			l.want("init created", init, "2-3", "0,4-7")
+			l.exit(init, 0)
+			ids["app"] = l.create(pod, "app", 1000)
+			l.want("app created", ids["app"], "2", "0,4-7")
+			if tc.restart {
+				var running []policy.Container
+				for _, name := range []string{"side", "app"} {
+					running = append(running, l.running[ids[name]])
+				}
+				l.step("plugin restarted", l.pol.Synchronize(policy.NewModel(l.m.State), []policy.Pod{pod}, running))
+			}
+			if err := l.resize(ids[tc.grow], 2000); err != nil {
+				t.Fatalf("growth of %s: %v", tc.grow, err)
+			}
+			if got := l.cpus(ids[tc.grow]).String(); got != tc.want {
+				t.Errorf("%s grew onto %s, want %s", tc.grow, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestStoppedMemberKeepsItsLimitOnceRemoved: a pod resize compares the
+// spec of a member that does not run with the CPU limit the kubelet last
+// started it with, whether or not the runtime removed the dead container
+// since: a sidecar that restarted on its 2 CPUs after its shrink to 1 was
+// refused is not asked to shrink again by its pod's next resize.
+func TestStoppedMemberKeepsItsLimitOnceRemoved(t *testing.T) {
+	for _, removed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("removed=%v", removed), func(t *testing.T) {
+			l := newLife(t, eightCPUs(t))
+			pod := l.sandbox(l.pod("gu", 3000, "side=sidecar", "app=app"))
+			side := l.create(pod, "side", 2000)
+			app := l.create(pod, "app", 1000)
+			if err := l.resize(side, 1000); err == nil {
+				t.Fatal("the sidecar shrank below its baseline")
+			}
+			l.exit(side, 137)
+			side2 := l.create(pod, "side", 1000) // the kubelet's spec: restarts on its 2 CPUs
+			l.want("sidecar restarted", side2, "1-2", "0,4-7")
+			l.exit(side2, 0)
+			if removed {
+				l.remove(side)
+				l.remove(side2)
+			}
+			spec := policy.PodSpec{"side": scenario.KubeletResources("guaranteed", 1000, 1000, 1<<30),
+				"app": scenario.KubeletResources("guaranteed", 2000, 2000, 1<<30)}
+			d, err := l.pol.UpdatePodSandboxWithSpec(l.m, pod, policy.PodResources{Resources: scenario.KubeletResources("guaranteed", 3000, 3000, 2<<30)}, spec)
+			if err != nil {
+				t.Fatalf("the app's growth was refused for the stopped sidecar: %v", err)
+			}
+			l.step("pod update", d)
+			if err := l.resize(app, 2000); err != nil {
+				t.Fatalf("app growth: %v", err)
+			}
+		})
+	}
+}

@@ -308,6 +308,10 @@ type placement struct {
 	// held for its pod while the pod's resize is in flight. They are
 	// taken first when they can hold the request.
 	borrowed cpumask.Mask
+	// reuse are the borrowed CPUs its pod's init containers lend it at
+	// its creation: the kubelet admits only a NUMA affinity that holds
+	// every one of them (generateCPUTopologyHints).
+	reuse cpumask.Mask
 	// pod are the CPUs the pod's other containers hold, and podNeed the
 	// pod's whole exclusive need when known to be more than theirs and
 	// n (a pod's first container): under topologyManagerScope: pod the
@@ -419,7 +423,8 @@ func (p *Policy) admitTopology(pl placement, avail cpumask.Mask) (cpuallocator.N
 		what = fmt.Sprintf("the pod's %d CPUs%s (topologyManagerScope: pod)", n, p.keeping(keep))
 		avail = avail.AndNot(maskOf(pl.pod))
 	}
-	hints := p.alloc.NUMAHintsFrom(avail, keep, n)
+	cover := p.topo.NUMANodesOf(pl.reuse.CPUSet())
+	hints := p.alloc.NUMAHintsCovering(avail, keep, n, cover)
 	if len(hints) == 0 {
 		if p.opts.TopologyPolicy == cpuallocator.TopologyBestEffort {
 			return pl.devices, nil
@@ -427,7 +432,7 @@ func (p *Policy) admitTopology(pl placement, avail cpumask.Mask) (cpuallocator.N
 		return 0, fmt.Errorf("%w %s: no NUMA affinity can hold %s", errTopologyPolicy, p.opts.TopologyPolicy, what)
 	}
 	if pl.devices != 0 {
-		return p.withDevices(avail, keep, n, what, pl.devices)
+		return p.withDevices(avail, keep, n, what, pl.devices, cover)
 	}
 	best := hints[0]
 	switch p.opts.TopologyPolicy {
@@ -454,7 +459,7 @@ func (p *Policy) admitTopology(pl placement, avail cpumask.Mask) (cpuallocator.N
 // hint counts as preferred. single-numa-node and restricted admit only a
 // preferred merged affinity; best-effort takes the devices' nodes first,
 // whatever fits there.
-func (p *Policy) withDevices(avail cpumask.Mask, keep cpuset.CPUSet, n int, what string, devices cpuallocator.NodeMask) (cpuallocator.NodeMask, error) {
+func (p *Policy) withDevices(avail cpumask.Mask, keep cpuset.CPUSet, n int, what string, devices, cover cpuallocator.NodeMask) (cpuallocator.NodeMask, error) {
 	if p.opts.TopologyPolicy == cpuallocator.TopologySingleNUMANode && devices.Count() > 1 {
 		// single-numa-node keeps the hints of one NUMA node only: a device
 		// hint of several leaves nothing to merge (the kubelet refuses
@@ -462,7 +467,7 @@ func (p *Policy) withDevices(avail cpumask.Mask, keep cpuset.CPUSet, n int, what
 		return 0, fmt.Errorf("%w single-numa-node: the container's devices are on NUMA nodes %s, not one", errTopologyPolicy, devices)
 	}
 	inDevices := avail.And(maskOf(p.topo.CPUsInNUMANodes(devices)))
-	for _, h := range p.alloc.NUMAHintsFrom(inDevices, keep, n) {
+	for _, h := range p.alloc.NUMAHintsCovering(inDevices, keep, n, cover) {
 		if h.Nodes == devices && h.Preferred {
 			return devices, nil
 		}

@@ -315,7 +315,7 @@ func (p *Policy) shrinkTo(m *Model, podUID, name, display string, a state.Assign
 // grows.
 func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment, n int) (Decision, error) {
 	assigned := a.Assigned()
-	pl := p.growth(m, c.Pod.UID, c.Name, assigned, n)
+	pl := p.growth(m, c.Pod, c.Name, assigned, n)
 	free, poolLeft := p.availability(m)
 	if !a.Delayed.IsEmpty() {
 		if kept := a.Delayed.Size(); assigned.Size()+kept >= n {

@@ -79,7 +79,8 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		// Tracked stopped: the pod keeps its CPUs for their restart, and
 		// their removal tells when the pod's last container is gone.
 		nm.add(&Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: displayName(c.Pod, c.Name), Stopped: true,
-			Completed: c.Completed, SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name), CPULimitMilli: cpuLimitMilli(c.Resources), DeviceNodes: c.DeviceNodes})
+			Completed: c.Completed, SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name), CPULimitMilli: cpuLimitMilli(c.Resources), DeviceNodes: c.DeviceNodes,
+			RanBeside: m.ranBesideOf(c.ID)})
 	}
 	// From here on the pool is kept in step with every assignment made:
 	// the free CPUs are read off it (Policy.taken).
@@ -90,7 +91,8 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		display := displayName(c.Pod, c.Name)
 		class := Classify(c.Pod.QoS(), c.Resources)
 		t := &Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: class.Exclusive,
-			CPULimitMilli: cpuLimitMilli(c.Resources), SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name), DeviceNodes: c.DeviceNodes}
+			CPULimitMilli: cpuLimitMilli(c.Resources), SandboxID: c.Pod.SandboxID, Role: c.Pod.RoleOf(c.Name), DeviceNodes: c.DeviceNodes,
+			RanBeside: m.ranBesideOf(c.ID)}
 		nm.add(t)
 		ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}
 		if byRef[ref] != c {
@@ -116,6 +118,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 			adopt = append(adopt, c)
 		}
 	}
+	nm.keepRemovedLimitsOf(m)
 	notes = append(notes, p.adopt(nm, adopt)...)
 	// Shrinks first, so that growths can use the CPUs they release.
 	sort.SliceStable(resized, func(i, j int) bool { return p.missedShrink(nm, resized[i]) && !p.missedShrink(nm, resized[j]) })
@@ -344,6 +347,7 @@ func (p *Policy) dropStaleEntries(m *Model, pods []Pod, containers []Container) 
 			notes = append(notes, fmt.Sprintf("pod %s container %s: the pod is gone, releases %s", uid, name, a.Assigned()))
 		}
 		m.State.DeletePod(uid)
+		m.forgetRemovedLimits(uid)
 	}
 	return notes
 }
@@ -489,7 +493,7 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 			}
 		}
 		if !placed {
-			cpus, err = p.placeGrowth(p.growth(m, c.Pod.UID, c.Name, assigned, n), free, poolLeft)
+			cpus, err = p.placeGrowth(p.growth(m, c.Pod, c.Name, assigned, n), free, poolLeft)
 		}
 	}
 	if err != nil {

@@ -19,9 +19,9 @@ type commonFlags struct {
 	// config file ("" for none).
 	group     string
 	overrides *config.Flags
-	// warnings are what the configuration files should change although
-	// they are valid (config.ParseWithWarnings), once read, each naming
-	// its file.
+	// warnings are what the configuration should change although it is
+	// valid, once read: config.ParseWithWarnings of each file, naming it,
+	// and config.Warnings of the files with the flags.
 	warnings []string
 }
 
@@ -100,5 +100,6 @@ func (f *commonFlags) configOf(group string) (*config.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
+	f.warnings = append(f.warnings, config.Warnings(cfg)...)
 	return cfg, nil
 }

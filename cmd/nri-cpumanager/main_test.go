@@ -58,6 +58,8 @@ func TestCommands(t *testing.T) {
 		{"topology", []string{"topology", sys}, 0, "NUMA node 1: CPUs 6-11"},
 		{"valid config", []string{"validate-config", "--config", "../../config/example.yaml", sys}, 0, "is valid on this machine (online CPUs 0-11, reserved 0)"},
 		{"invalid config", []string{"validate-config", "--config", bad, sys}, 1, `topologyManagerPolicy: "single-numa" is not one of none, best-effort, restricted, single-numa-node`},
+		{"health on loopback", []string{"validate-config", "--config", "../../config/example.yaml", sys, "--health-address=127.0.0.1:9103"}, 0,
+			`warning: healthAddress "127.0.0.1:9103" is a loopback address: only a client in the plugin's own network namespace (inside its pod) reaches it, never the kubelet's HTTP probes`},
 		{"reserved CPU offline", []string{"validate-config", "--config", "../../config/example.yaml", sys, "--reserved-cpus=12"}, 1, "reservedSystemCPUs: CPUs 12 are not online"},
 		{"keys set apart from the defaults", []string{"validate-config", "--config", lowLatency, isoSys, "--log-level=debug"}, 0,
 			"Set apart from the defaults, by when a running plugin applies a change: live: logLevel; " +

@@ -418,7 +418,9 @@ func checkSafe(t *testing.T, p *deployed) {
 // annotation follow metricsAddress, healthAddress and probeSocket: the
 // probes are exec probes that run the probe command against the probe
 // socket (nothing on the network reaches it), in a volume mounted where
-// the socket is, and none without a socket.
+// the socket is; without a socket, HTTP probes of healthAddress's port at
+// the pod's address, which a loopback healthAddress does not serve; none
+// without either.
 func checkEndpoints(t *testing.T, p *deployed) {
 	t.Helper()
 	ctr, ann := p.ctr, p.ds.Spec.Template.Annotations
@@ -441,11 +443,28 @@ func checkEndpoints(t *testing.T, p *deployed) {
 		t.Errorf("container ports %v, want metrics %q (metricsAddress %q) and health %q (healthAddress %q)",
 			ports, metricsPort, p.cfg.MetricsAddress, healthPort, p.cfg.HealthAddress)
 	}
-	if p.cfg.ProbeSocket == "" {
-		if ctr.ReadinessProbe != nil || ctr.LivenessProbe != nil {
-			t.Errorf("no probe socket, yet readiness %v, liveness %v", ctr.ReadinessProbe, ctr.LivenessProbe)
+	switch {
+	case p.cfg.ProbeSocket == "" && healthPort != "":
+		// HTTP probes on the health port: the kubelet connects to the
+		// pod's address, which a loopback healthAddress does not serve.
+		if config.IsLoopback(p.cfg.HealthAddress) {
+			t.Errorf("the probes ask healthAddress %q over HTTP at the pod's address, where a loopback listener is not", p.cfg.HealthAddress)
 		}
-	} else {
+		for _, pr := range []struct {
+			name  string
+			probe *corev1.Probe
+			path  string
+		}{{"readiness", ctr.ReadinessProbe, "/readyz"}, {"liveness", ctr.LivenessProbe, "/healthz"}} {
+			if pr.probe == nil || pr.probe.HTTPGet == nil || pr.probe.Exec != nil || pr.probe.HTTPGet.Path != pr.path ||
+				pr.probe.HTTPGet.Port.String() != "health" || pr.probe.HTTPGet.Host != "" {
+				t.Errorf("%s probe %+v, want an HTTP GET of %s on the port health at the pod's address", pr.name, pr.probe, pr.path)
+			}
+		}
+	case p.cfg.ProbeSocket == "":
+		if ctr.ReadinessProbe != nil || ctr.LivenessProbe != nil {
+			t.Errorf("no probe socket nor health address, yet readiness %v, liveness %v", ctr.ReadinessProbe, ctr.LivenessProbe)
+		}
+	default:
 		for _, pr := range []struct {
 			name  string
 			probe *corev1.Probe

@@ -39,6 +39,16 @@ type recorder struct {
 		pods []*api.PodSandbox
 		ctrs []*api.Container
 	}
+	// sandboxes holds the sandboxes RunPodSandbox carried, by id; podUpdates
+	// the overhead and resources of each UpdatePodSandbox, in order.
+	sandboxes  map[string]*api.PodSandbox
+	podUpdates []podUpdate
+}
+
+// podUpdate is what an UpdatePodSandbox carried.
+type podUpdate struct {
+	pod                 string
+	overhead, resources *api.LinuxResources
 }
 
 // recorders counts the recorders started, for their names.
@@ -122,7 +132,36 @@ func (rec *recorder) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs
 
 func (rec *recorder) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 	rec.add("RunPodSandbox %s", pod.Id)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.sandboxes == nil {
+		rec.sandboxes = map[string]*api.PodSandbox{}
+	}
+	rec.sandboxes[pod.Id] = pod
 	return nil
+}
+
+// Sandbox returns the sandbox RunPodSandbox carried with id (nil when none
+// came).
+func (rec *recorder) Sandbox(id string) *api.PodSandbox {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.sandboxes[id]
+}
+
+func (rec *recorder) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhead, resources *api.LinuxResources) error {
+	rec.add("UpdatePodSandbox %s", pod.Id)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.podUpdates = append(rec.podUpdates, podUpdate{pod: pod.Id, overhead: overhead, resources: resources})
+	return nil
+}
+
+// PodUpdates returns what every UpdatePodSandbox carried, in order.
+func (rec *recorder) PodUpdates() []podUpdate {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return slices.Clone(rec.podUpdates)
 }
 
 func (rec *recorder) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {

@@ -514,6 +514,14 @@ func (r *Runtime) waitFor(what string, cond func() bool) {
 // sandbox-<UID>-<n> for the pod's nth: the kubelet runs a new sandbox for
 // a pod whose sandbox died.
 func (r *Runtime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
+	return r.RunPodWithOverhead(p, policy.Resources{})
+}
+
+// RunPodWithOverhead is RunPod of a pod whose RuntimeClass has an overhead
+// (overhead, when set): the sandbox carries it in Linux.PodOverhead, as
+// containerd passes on the kubelet's LinuxPodSandboxConfig.Overhead, apart
+// from the pod resources (which the kubelet computes without it).
+func (r *Runtime) RunPodWithOverhead(p policy.Pod, overhead policy.Resources) (*api.PodSandbox, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sandboxes[p.UID]++
@@ -522,6 +530,9 @@ func (r *Runtime) RunPod(p policy.Pod) (*api.PodSandbox, error) {
 		Linux: &api.LinuxPodSandbox{CgroupParent: p.CgroupParent}}
 	if p.Resources != (policy.Resources{}) {
 		pod.Linux.PodResources = NRIResources(p.Resources)
+	}
+	if overhead != (policy.Resources{}) {
+		pod.Linux.PodOverhead = NRIResources(overhead)
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()

@@ -463,3 +463,46 @@ func TestReboot(t *testing.T) {
 		})
 	}
 }
+
+// TestPodOverhead: a pod's RuntimeClass overhead reaches the plugins as
+// containerd passes it on, apart from the pod resources: in the
+// sandbox's Linux.PodOverhead at RunPodSandbox, and as UpdatePodSandbox's
+// overhead argument.
+func TestPodOverhead(t *testing.T) {
+	rt := New(t, cpuset.New(0, 1, 2, 3))
+	rec := startRecorder(t, rt)
+	pod := kubeletPod("a", "guaranteed")
+	pod.Resources = guaranteed(2)
+	overhead := policy.Resources{CPUShares: 256, CPUQuota: 25000, CPUPeriod: 100000}
+	sb, err := rt.RunPodWithOverhead(pod, overhead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rec.Sandbox(sb.Id)
+	if got == nil {
+		t.Fatalf("no RunPodSandbox of %s", sb.Id)
+	}
+	if o := fromNRIResources(got.GetLinux().GetPodOverhead()); o != overhead {
+		t.Errorf("RunPodSandbox's PodOverhead %+v, want %+v", o, overhead)
+	}
+	if r := fromNRIResources(got.GetLinux().GetPodResources()); r != pod.Resources {
+		t.Errorf("RunPodSandbox's PodResources %+v, want %+v", r, pod.Resources)
+	}
+	plain := runPod(t, rt, "b", "guaranteed")
+	if o := rec.Sandbox(plain.Id).GetLinux().GetPodOverhead(); o != nil {
+		t.Errorf("a pod without an overhead has PodOverhead %v", o)
+	}
+
+	grown := guaranteed(3)
+	if err := rt.UpdatePod(sb, policy.PodResources{Resources: grown, Overhead: overhead}); err != nil {
+		t.Fatal(err)
+	}
+	updates := rec.PodUpdates()
+	if len(updates) != 1 {
+		t.Fatalf("%d UpdatePodSandbox, want 1", len(updates))
+	}
+	if u := updates[0]; u.pod != sb.Id || fromNRIResources(u.overhead) != overhead || fromNRIResources(u.resources) != grown {
+		t.Errorf("UpdatePodSandbox of %s with overhead %+v and resources %+v, want %s, %+v and %+v",
+			u.pod, fromNRIResources(u.overhead), fromNRIResources(u.resources), sb.Id, overhead, grown)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm/containermap"
 	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager"
 	kstate "k8s.io/kubernetes/pkg/kubelet/cm/cpumanager/state"
+	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
@@ -151,3 +152,12 @@ func TestV4Export(t *testing.T) {
 		t.Errorf("the kubelet's static policy refuses the V4 export: %v\n%s", err, file)
 	}
 }
+
+// noAffinity is the topology manager with topologyManagerPolicy: none.
+type noAffinity struct{}
+
+func (noAffinity) GetAffinity(string, string) topologymanager.TopologyHint {
+	return topologymanager.TopologyHint{}
+}
+func (noAffinity) GetPolicy() topologymanager.Policy { return topologymanager.NewNonePolicy() }
+func (noAffinity) Name() string                      { return "none" }

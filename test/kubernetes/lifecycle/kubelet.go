@@ -4,91 +4,202 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/go-logr/logr"
+	cadvisorapi "github.com/google/cadvisor/info/v1"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
-	v1qos "k8s.io/kubernetes/pkg/apis/core/v1/helper/qos"
 	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager"
 	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager/state"
 	"k8s.io/kubernetes/pkg/kubelet/cm/cpumanager/topology"
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
+	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager/bitmask"
+	kubelifecycle "k8s.io/kubernetes/pkg/kubelet/lifecycle"
 	"k8s.io/utils/cpuset"
 )
 
-// Kubelet is the kubelet's CPU manager with the static policy, as the
-// kubelet drives it in a pod's life (cpu_manager.go): Allocate for every
-// init and app container, in the spec's order, when it admits a pod
-// (topologyManagerPolicy: none calls it container by container); nothing
-// at a container's restart or a sandbox's re-creation (the entries stay);
-// removeStaleState at its reconcile, which drops the entries of pods no
-// longer active (terminal or deleted) and of names no longer in a spec.
-// Its state is in memory and survives what the kubelet's checkpoint
-// survives: a restart of the kubelet or of the node.
+// Kubelet is the kubelet v1.36.3's CPU management as it drives a pod's
+// life: its topology manager (topologymanager.NewManager with the node's
+// policy and scope) admits a pod, with the static CPU manager policy as
+// its hint provider, which allocates every init and app container in the
+// spec's order (per container in the container scope, with the pod's
+// affinity in the pod scope); nothing happens at a container's restart or
+// a sandbox's re-creation (the entries stay); removeStaleState drops the
+// entries of pods no longer active (terminal or deleted). Its state is in
+// memory and survives what the kubelet's checkpoint survives: a restart
+// of the kubelet or of the node, after which the kubelet admits its pods
+// again (Restart).
+//
+// The oracle writes the plugin's CPUs into its state once they are a
+// choice the kubelet could have made (SetEntry), so that both compare CPU
+// for CPU; Rebuild then restarts the static policy on that state, so that
+// its private cpusToReuse follows.
 type Kubelet struct {
-	policy cpumanager.Policy
-	state  state.State
-	// reservedCPUs are never given exclusively.
-	reservedCPUs cpuset.CPUSet
-	// active are the pods the kubelet runs: admitted, not terminal, not
-	// deleted.
+	cfg     Config
+	topo    *topology.CPUTopology
+	info    *cadvisorapi.MachineInfo
+	manager topologymanager.Manager
+	hints   *hintProvider
+	state   state.State
+	// active are the pods the kubelet runs, as it admitted them (their
+	// containers' CPUs as allocated), in the order it admitted them.
 	active map[types.UID]*v1.Pod
-	// short maps pod UID/name to the CPUs an entry is short (Resize).
-	short map[string]int
+	order  []types.UID
 }
 
-// NewKubelet starts the static policy on topo with the reserved CPUs.
-func NewKubelet(topo *topology.CPUTopology, reserved cpuset.CPUSet) (*Kubelet, error) {
-	p, err := cpumanager.NewStaticPolicy(logr.Discard(), topo, reserved.Size(), reserved, noAffinity{}, nil)
+// NewKubelet starts the kubelet's CPU management for cfg on the machine
+// topo (info: as cadvisor reports it, for the topology manager).
+func NewKubelet(cfg Config, topo *topology.CPUTopology, info *cadvisorapi.MachineInfo) (*Kubelet, error) {
+	k := &Kubelet{cfg: cfg, topo: topo, info: info, state: state.NewMemoryState(logr.Discard()), active: map[types.UID]*v1.Pod{}}
+	if err := k.start(); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// start builds the topology manager and the static policy on the state,
+// as the kubelet's container manager does at its start.
+func (k *Kubelet) start() error {
+	tm, err := topologymanager.NewManager(k.info.Topology, k.cfg.TopologyPolicy, k.cfg.TopologyScope, nil)
 	if err != nil {
-		return nil, fmt.Errorf("the kubelet's static policy: %w", err)
+		return fmt.Errorf("the kubelet's topology manager: %w", err)
 	}
-	s := state.NewMemoryState(logr.Discard())
-	if err := p.Start(logr.Discard(), s); err != nil {
-		return nil, fmt.Errorf("starting the kubelet's static policy: %w", err)
+	p, err := k.newPolicy(tm)
+	if err != nil {
+		return err
 	}
-	return &Kubelet{policy: p, state: s, reservedCPUs: reserved, active: map[types.UID]*v1.Pod{}}, nil
-}
-
-// Admit allocates the CPUs of a pod's containers, or refuses the pod (the
-// kubelet fails it with UnexpectedAdmissionError; its partial allocations
-// go at the next reconcile, done here at once).
-func (k *Kubelet) Admit(pod *v1.Pod) error {
-	k.Reconcile()
-	for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
-		if err := k.policy.Allocate(logr.Discard(), k.state, pod, &c); err != nil {
-			k.Reconcile()
-			return fmt.Errorf("container %s: %w", c.Name, err)
-		}
-	}
-	k.active[pod.UID] = pod
+	k.manager = tm
+	k.hints = &hintProvider{policy: p, state: k.state}
+	tm.AddHintProvider(logr.Discard(), k.hints)
 	return nil
 }
 
-// Readmit is the kubelet's start after a restart of its own or of the
-// node: every active pod is admitted again, and Allocate finds every
-// container in its state ("already present in state, skipping").
-func (k *Kubelet) Readmit() error {
-	for _, uid := range slices.Sorted(maps.Keys(k.active)) {
+// newPolicy starts a static policy on the kubelet's state with store as
+// its topology manager.
+func (k *Kubelet) newPolicy(store topologymanager.Store) (cpumanager.Policy, error) {
+	p, err := cpumanager.NewStaticPolicy(logr.Discard(), k.topo, k.cfg.Reserved.Size(), k.cfg.Reserved, store, k.cfg.Options)
+	if err != nil {
+		return nil, fmt.Errorf("the kubelet's static policy: %w", err)
+	}
+	if err := p.Start(logr.Discard(), k.state); err != nil {
+		return nil, fmt.Errorf("starting the kubelet's static policy: %w", err)
+	}
+	return p, nil
+}
+
+// Admission is the kubelet's answer to a pod.
+type Admission struct {
+	Admitted bool
+	// Reason and Message are the kubelet's (the pod's status when it
+	// refuses).
+	Reason, Message string
+}
+
+// Admit admits a pod through the topology manager (which calls the static
+// policy's Allocate), or refuses it: the kubelet fails the pod; the
+// entries of the containers allocated before the refusal go at the next
+// removeStaleState, done here at once.
+func (k *Kubelet) Admit(pod *v1.Pod) Admission {
+	k.Reconcile()
+	res := k.manager.Admit(&kubelifecycle.PodAdmitAttributes{Pod: pod})
+	if !res.Admit {
+		k.Reconcile()
+		return Admission{Reason: res.Reason, Message: res.Message}
+	}
+	k.active[pod.UID] = pod
+	k.order = append(k.order, pod.UID)
+	return Admission{Admitted: true}
+}
+
+// Affinity returns the NUMA affinity the topology manager gave a
+// container (nil: none, policy none).
+func (k *Kubelet) Affinity(uid types.UID, name string) bitmask.BitMask {
+	return k.manager.GetAffinity(string(uid), name).NUMANodeAffinity
+}
+
+// Restart is a restart of the kubelet (alone, or with the node): its CPU
+// manager and topology manager start again on the state its checkpoint
+// kept, it admits its active pods again in the order it admitted them —
+// as they are allocated (each container with the CPUs its entry holds),
+// so that the static policy finds every one "already present in state"
+// and the topology manager regenerates its hints from them — and
+// removeStaleState runs. It returns the pods the kubelet no longer admits,
+// with its reasons, but those keep says it keeps (the oracle's rules).
+func (k *Kubelet) Restart(keep func(uid types.UID, reason, message string) bool) ([]string, error) {
+	if err := k.start(); err != nil {
+		return nil, err
+	}
+	var refused []string
+	order := slices.Clone(k.order)
+	k.order = nil
+	for _, uid := range order {
 		pod := k.active[uid]
-		for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
-			if err := k.policy.Allocate(logr.Discard(), k.state, pod, &c); err != nil {
-				return fmt.Errorf("re-admitting %s/%s: %w", pod.Name, c.Name, err)
+		if pod == nil {
+			continue
+		}
+		pod = k.allocated(pod)
+		if res := k.manager.Admit(&kubelifecycle.PodAdmitAttributes{Pod: pod}); !res.Admit && !keep(uid, res.Reason, res.Message) {
+			delete(k.active, uid)
+			refused = append(refused, fmt.Sprintf("%s (%s: %s)", uid, res.Reason, res.Message))
+			continue
+		}
+		k.active[uid] = pod
+		k.order = append(k.order, uid)
+	}
+	k.Reconcile()
+	return refused, nil
+}
+
+// allocated returns pod with each pinned container's CPUs as its entry
+// holds them (the kubelet admits a pod again with its allocated
+// resources; a resize KEP-5554 applied changed them).
+func (k *Kubelet) allocated(pod *v1.Pod) *v1.Pod {
+	out := pod.DeepCopy()
+	for _, cs := range [][]v1.Container{out.Spec.InitContainers, out.Spec.Containers} {
+		for i := range cs {
+			if cpus, ok := k.Entry(pod.UID, cs[i].Name); ok {
+				setCPUs(&cs[i], int64(cpus.Size())*1000)
 			}
 		}
 	}
+	return out
+}
+
+// Rebuild restarts the static policy on the current state (as a restart
+// of the kubelet would, without re-admitting through the topology
+// manager): NewStaticPolicy, Start, then Allocate of every active pod's
+// containers in spec order, which finds each "already present in state"
+// and sets the policy's private cpusToReuse as its allocations would have
+// (updateCPUsToReuse). Called after the oracle wrote CPUs into the state.
+func (k *Kubelet) Rebuild() error {
+	p, err := k.newPolicy(k.manager)
+	if err != nil {
+		return err
+	}
+	for _, uid := range k.order {
+		pod := k.allocated(k.active[uid])
+		for _, c := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
+			if _, ok := k.Entry(uid, c.Name); ok {
+				_ = p.Allocate(logr.Discard(), k.state, pod, &c)
+			}
+		}
+	}
+	k.hints.policy = p
 	return nil
 }
 
 // End makes a pod inactive (terminal, or deleted) and reconciles.
 func (k *Kubelet) End(uid types.UID) {
 	delete(k.active, uid)
+	k.order = slices.DeleteFunc(k.order, func(u types.UID) bool { return u == uid })
 	k.Reconcile()
 }
 
-// Reconcile is the CPU manager's removeStaleState.
+// Active reports whether the kubelet runs a pod.
+func (k *Kubelet) Active(uid types.UID) bool { return k.active[uid] != nil }
+
+// Reconcile is the CPU manager's removeStaleState: the entries of pods no
+// longer active, and of names their spec no longer has, go.
 func (k *Kubelet) Reconcile() {
 	for uid, containers := range k.state.GetCPUAssignments() {
 		pod := k.active[types.UID(uid)]
@@ -96,9 +207,12 @@ func (k *Kubelet) Reconcile() {
 			if pod != nil && inSpec(pod, name) {
 				continue
 			}
-			_ = k.policy.RemoveContainer(logr.Discard(), k.state, uid, name)
+			_ = k.hints.policy.RemoveContainer(logr.Discard(), k.state, uid, name)
 		}
 	}
+	// (RemoveContainer gives back the CPUs no sibling holds; entries the
+	// oracle left on CPUs another pod's entry holds too stay out.)
+	k.recomputePool()
 }
 
 // inSpec reports whether a pod's spec names container name.
@@ -116,8 +230,17 @@ func (k *Kubelet) Entry(uid types.UID, name string) (cpuset.CPUSet, bool) {
 	return k.state.GetCPUSet(string(uid), name)
 }
 
+// Entries returns a pod's entries by container name.
+func (k *Kubelet) Entries(uid types.UID) map[string]cpuset.CPUSet {
+	return maps.Clone(k.state.GetCPUAssignments()[string(uid)])
+}
+
 // Pool returns the shared pool (the default CPU set).
 func (k *Kubelet) Pool() cpuset.CPUSet { return k.state.GetDefaultCPUSet() }
+
+// Free returns the CPUs the kubelet could give a new exclusive container:
+// the default set but the reserved CPUs.
+func (k *Kubelet) Free() cpuset.CPUSet { return k.Pool().Difference(k.cfg.Reserved) }
 
 // Held returns every CPU a pod's entries hold.
 func (k *Kubelet) Held(uid types.UID) cpuset.CPUSet {
@@ -128,154 +251,72 @@ func (k *Kubelet) Held(uid types.UID) cpuset.CPUSet {
 	return all
 }
 
-// Resize plays on the kubelet's state the resize of a container the
-// plugin applied (the kubelet v1.36 refuses a CPU resize of a pinned
-// container; KEP-5554 is the plugin's): the entry grows by free CPUs or
-// gives back CPUs other than baseline, which its pod's other entries do
-// not hold, so that the pools of both stay comparable. A growth the
-// kubelet's pool cannot hold (its weaker reuse of init containers' CPUs
-// left it smaller than the plugin's) grows as far as it can; Short says
-// by how many CPUs the entry is short.
-func (k *Kubelet) Resize(uid types.UID, name string, n int, baseline cpuset.CPUSet) error {
-	cur, ok := k.Entry(uid, name)
-	if !ok {
-		return fmt.Errorf("%s/%s has no entry", uid, name)
+// SetEntry writes a container's CPUs into the state (nil-sized: deletes
+// the entry) and recomputes the default set: every CPU no entry holds.
+func (k *Kubelet) SetEntry(uid types.UID, name string, cpus cpuset.CPUSet) {
+	if cpus.IsEmpty() {
+		k.state.Delete(string(uid), name)
+	} else {
+		k.state.SetCPUSet(string(uid), name, cpus)
 	}
-	key := string(uid) + "/" + name
-	if k.short == nil {
-		k.short = map[string]int{}
-	}
-	delete(k.short, key)
-	switch {
-	case n > cur.Size():
-		// The pod's own CPUs no other entry holds (an init container's
-		// the kubelet did not reuse) first, as the plugin reuses them.
-		free := append(k.unused(uid).Difference(cur).List(), k.Pool().Difference(k.reserved()).List()...)
-		if short := n - cur.Size() - len(free); short > 0 {
-			k.short[key] = short
-			n -= short
-		}
-		add := cpuset.New(free[:n-cur.Size()]...)
-		k.state.SetCPUSet(string(uid), name, cur.Union(add))
-		k.state.SetDefaultCPUSet(k.Pool().Difference(add))
-	case n < cur.Size():
-		extra := cur.Difference(baseline).List()
-		if len(extra) < cur.Size()-n {
-			return fmt.Errorf("%s/%s: cannot shrink %s to %d keeping %s", uid, name, cur, n, baseline)
-		}
-		drop := cpuset.New(extra[len(extra)-(cur.Size()-n):]...)
-		k.state.SetCPUSet(string(uid), name, cur.Difference(drop))
-		siblings := cpuset.New()
-		for other, cpus := range k.state.GetCPUAssignments()[string(uid)] {
-			if other != name {
-				siblings = siblings.Union(cpus)
-			}
-		}
-		k.state.SetDefaultCPUSet(k.Pool().Union(drop.Difference(siblings)))
-	}
-	return nil
+	k.recomputePool()
 }
 
-// CatchUp grows the entries that are short by the CPUs the kubelet's
-// pool gives back since, so that its pool never has room the plugin's
-// lacks.
-func (k *Kubelet) CatchUp() {
-	for _, key := range slices.Sorted(maps.Keys(k.short)) {
-		uid, name, _ := strings.Cut(key, "/")
-		cur, ok := k.Entry(types.UID(uid), name)
-		if !ok || k.active[types.UID(uid)] == nil {
-			delete(k.short, key)
-			continue
+// recomputePool sets the default set to the CPUs no entry holds.
+func (k *Kubelet) recomputePool() {
+	taken := cpuset.New()
+	for _, entries := range k.state.GetCPUAssignments() {
+		for _, cpus := range entries {
+			taken = taken.Union(cpus)
 		}
-		n := cur.Size() + k.short[key]
-		_ = k.Resize(types.UID(uid), name, n, cpuset.New())
+	}
+	k.state.SetDefaultCPUSet(k.topo.CPUDetails.CPUs().Difference(taken))
+}
+
+// Pod returns the pod as the kubelet admitted it (nil when not active).
+func (k *Kubelet) Pod(uid types.UID) *v1.Pod { return k.active[uid] }
+
+// SetPod replaces an active pod's spec (an admitted resize).
+func (k *Kubelet) SetPod(pod *v1.Pod) {
+	if k.active[pod.UID] != nil {
+		k.active[pod.UID] = pod
 	}
 }
 
-// Short returns by how many CPUs a container's entry is short of what the
-// plugin gave it (Resize).
-func (k *Kubelet) Short(uid types.UID, name string) int { return k.short[string(uid)+"/"+name] }
-
-// unused returns the CPUs of a pod's ordinary init containers' entries
-// that none of its other entries holds.
-func (k *Kubelet) unused(uid types.UID) cpuset.CPUSet {
-	pod := k.active[uid]
-	inits, others := cpuset.New(), cpuset.New()
-	for name, cpus := range k.state.GetCPUAssignments()[string(uid)] {
-		if pod != nil && isInit(pod, name) {
-			inits = inits.Union(cpus)
-		} else {
-			others = others.Union(cpus)
-		}
+// Snapshot returns a copy of the state: the default set and every entry.
+func (k *Kubelet) Snapshot() (cpuset.CPUSet, map[string]map[string]cpuset.CPUSet) {
+	entries := map[string]map[string]cpuset.CPUSet{}
+	for uid, cs := range k.state.GetCPUAssignments() {
+		entries[uid] = maps.Clone(cs)
 	}
-	return inits.Difference(others)
+	return k.Pool(), entries
 }
 
-// isInit reports whether name is an ordinary init container of pod.
-func isInit(pod *v1.Pod, name string) bool {
-	for _, c := range pod.Spec.InitContainers {
-		if c.Name == name {
-			return c.RestartPolicy == nil
-		}
-	}
-	return false
+// hintProvider is the CPU manager as the topology manager sees it: the
+// static policy on the kubelet's state.
+type hintProvider struct {
+	policy cpumanager.Policy
+	state  state.State
 }
 
-// reserved are the CPUs never given exclusively.
-func (k *Kubelet) reserved() cpuset.CPUSet { return k.reservedCPUs }
-
-// noAffinity is the topology manager with topologyManagerPolicy: none.
-type noAffinity struct{}
-
-func (noAffinity) GetAffinity(string, string) topologymanager.TopologyHint {
-	return topologymanager.TopologyHint{}
-}
-func (noAffinity) GetPolicy() topologymanager.Policy { return topologymanager.NewNonePolicy() }
-func (noAffinity) Name() string                      { return "none" }
-
-// V1Pod is the pod a spec makes, as the API server holds it (with its
-// QoS class in the status, as the API server sets it).
-func (s *PodSpec) V1Pod() *v1.Pod {
-	pod := &v1.Pod{}
-	pod.Name, pod.Namespace, pod.UID = s.Name, "default", s.UID()
-	pod.Spec.RestartPolicy = v1.RestartPolicyAlways
-	if s.Job {
-		pod.Spec.RestartPolicy = v1.RestartPolicyNever
-	}
-	always := v1.ContainerRestartPolicyAlways
-	for _, c := range s.Containers {
-		vc := v1.Container{Name: c.Name, Resources: s.resources(c.Milli)}
-		switch c.Kind {
-		case KindApp:
-			pod.Spec.Containers = append(pod.Spec.Containers, vc)
-		case KindSidecar:
-			vc.RestartPolicy = &always
-			pod.Spec.InitContainers = append(pod.Spec.InitContainers, vc)
-		default:
-			pod.Spec.InitContainers = append(pod.Spec.InitContainers, vc)
-		}
-	}
-	if s.OverheadMilli > 0 {
-		pod.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(s.OverheadMilli, resource.DecimalSI)}
-	}
-	pod.Status.QOSClass = v1qos.GetPodQOS(pod)
-	pod.Status.Phase = v1.PodRunning
-	return pod
+func (p *hintProvider) GetTopologyHints(pod *v1.Pod, c *v1.Container) map[string][]topologymanager.TopologyHint {
+	return p.policy.GetTopologyHints(logr.Discard(), p.state, pod, c)
 }
 
-// UID is the pod's UID.
-func (s *PodSpec) UID() types.UID { return types.UID(s.Name + "-uid") }
+func (p *hintProvider) GetPodTopologyHints(pod *v1.Pod) map[string][]topologymanager.TopologyHint {
+	return p.policy.GetPodTopologyHints(logr.Discard(), p.state, pod)
+}
 
-// resources are a container's resources of milli CPUs in the pod's QoS.
-func (s *PodSpec) resources(milli int64) v1.ResourceRequirements {
-	mem := resource.MustParse("256Mi")
-	cpu := *resource.NewMilliQuantity(milli, resource.DecimalSI)
-	switch s.QoS {
-	case "guaranteed":
-		l := v1.ResourceList{v1.ResourceCPU: cpu, v1.ResourceMemory: mem}
-		return v1.ResourceRequirements{Requests: l, Limits: l.DeepCopy()}
-	case "burstable":
-		return v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: cpu, v1.ResourceMemory: mem}}
-	}
-	return v1.ResourceRequirements{}
+func (p *hintProvider) Allocate(pod *v1.Pod, c *v1.Container) error {
+	return p.policy.Allocate(logr.Discard(), p.state, pod, c)
+}
+
+func (p *hintProvider) AllocatePod(pod *v1.Pod) error {
+	return p.policy.AllocatePod(logr.Discard(), p.state, pod)
+}
+
+// restore puts back a state Snapshot returned.
+func (k *Kubelet) restore(pool cpuset.CPUSet, entries map[string]map[string]cpuset.CPUSet) {
+	k.state.SetCPUAssignments(entries)
+	k.state.SetDefaultCPUSet(pool)
 }

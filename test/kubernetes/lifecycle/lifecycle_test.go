@@ -7,112 +7,155 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/sirupsen/logrus"
-	"k8s.io/utils/cpuset"
+	"k8s.io/klog/v2"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
-	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/test/kubernetes/placement"
 )
 
-// The lives make test plays: seeds × steps, with and without the API.
+// What a run plays (LIFECYCLE_ACTIONS and LIFECYCLE_LIFE change the first
+// two): lives of lifeActions actions until totalActions are played, the
+// life i on Configs[i%len(Configs)], with the API for the first
+// len(Configs) of each 2·len(Configs).
 const (
-	seeds         = 6
-	stepsPerSeed  = 400
+	totalActions  = 20000
+	lifeActions   = 2000
 	keptLivesGlob = "testdata/lives/*.json"
 )
 
-// reserved is the CPU both sides keep for the system.
-var reserved = cpuset.New(0)
-
-// machine is the node of the lives: 16 CPUs in 8 cores of 2 threads, one
-// socket and NUMA node (topologyManagerPolicy none: where a container's
-// CPUs are is the placement comparison's business, not this one's).
-var machine = placement.MachineSpec{Name: "16 1s×1n×8c×2t",
-	Spec: fakesysfs.Spec{Sockets: 1, NUMAPerSocket: 1, CoresPerNUMA: 8, ThreadsPerCore: 2, Numbering: fakesysfs.SiblingsOffset}}
-
 // TestLifecycleMatchesTheKubelet plays random pod lives on the kubelet's
 // CPU manager and on the plugin over NRI, with the plugin watching the
-// Kubernetes API and without, and compares them after every action (the
-// package comment says what). The lives kept in testdata/lives run first.
-// LIFECYCLE_SEED=n plays only seed n; LIFECYCLE_KEEP=1 keeps a failing
-// life in testdata/lives.
+// Kubernetes API and without, on every node configuration, and compares
+// them after every action (the package comment says what). The lives
+// kept in testdata/lives run first. The seed is new at each run and
+// printed; LIFECYCLE_SEED=n plays seed n again; LIFECYCLE_KEEP=1 keeps a
+// failing life in testdata/lives; LIFECYCLE_TRACE=1 prints both sides
+// after every action.
 func TestLifecycleMatchesTheKubelet(t *testing.T) {
-	m, err := placement.NewMachine(machine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kept, err := filepath.Glob(keptLivesGlob)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, path := range kept {
-		life, err := LoadLife(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Run(filepath.Base(path), func(t *testing.T) { replay(t, m, life) })
-	}
+	start := time.Now()
 	if os.Getenv("LIFECYCLE_TRACE") != "" {
 		Trace = t.Logf
 	}
-	first, last := uint64(1), uint64(seeds)
+	total := Counts{}
+	var mu sync.Mutex
+	add := func(c Counts) {
+		mu.Lock()
+		total.Merge(c)
+		mu.Unlock()
+	}
+	t.Run("kept", func(t *testing.T) {
+		kept, err := filepath.Glob(keptLivesGlob)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range kept {
+			life, err := LoadLife(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Run(filepath.Base(path), func(t *testing.T) { replay(t, life, add) })
+		}
+	})
+	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("LIFECYCLE_SEED"); s != "" {
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			t.Fatalf("LIFECYCLE_SEED=%q: %v", s, err)
 		}
-		first, last = n, n
+		seed = n
 	}
-	var total Stats
-	for seed := first; seed <= last; seed++ {
-		for _, withAPI := range []bool{true, false} {
-			name := fmt.Sprintf("seed=%d/api=%v", seed, withAPI)
-			t.Run(name, func(t *testing.T) {
-				stats := generate(t, m, seed, withAPI)
-				total.Actions += stats.Actions
-				total.Compared += stats.Compared
-				total.Rejected += stats.Rejected
-				total.Refused += stats.Refused
-				total.KubeletReusedLess += stats.KubeletReusedLess
-				if total.Ops == nil {
-					total.Ops = map[string]int{}
-				}
-				for op, n := range stats.Ops {
-					total.Ops[op] += n
-				}
+	actions, err := envInt("LIFECYCLE_ACTIONS", totalActions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perLife, err := envInt("LIFECYCLE_LIFE", lifeActions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (A life's number names the same life whatever the sizes, but it
+	// exists only when the run is long enough.)
+	sizes := ""
+	if actions != totalActions {
+		sizes += fmt.Sprintf("LIFECYCLE_ACTIONS=%d ", actions)
+	}
+	if perLife != lifeActions {
+		sizes += fmt.Sprintf("LIFECYCLE_LIFE=%d ", perLife)
+	}
+	t.Logf("seed %d (%sLIFECYCLE_SEED=%d plays it again): %d actions in lives of %d", seed, sizes, seed, actions, perLife)
+	t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+		for i := 0; i*perLife < actions; i++ {
+			cfg := Configs[i%len(Configs)]
+			withAPI := (i/len(Configs))%2 == 0
+			n := min(perLife, actions-i*perLife)
+			t.Run(fmt.Sprintf("life=%d/config=%s/api=%v", i, cfg.Name, withAPI), func(t *testing.T) {
+				t.Parallel()
+				generate(t, seed, i, cfg, withAPI, n, sizes, add)
 			})
 		}
-	}
-	t.Logf("%d actions (%v), compared after each; the kubelet refused %d pods, the plugin %d resizes; the kubelet's pool was smaller than its pods' totals say %d times (its weaker reuse of init containers' CPUs)",
-		total.Actions, total.Ops, total.Rejected, total.Refused, total.KubeletReusedLess)
+	})
+	t.Logf("seed %d, %s:\n%s", seed, time.Since(start).Round(time.Second), total.Table())
 }
 
-// generate plays a random life of stepsPerSeed actions and keeps it when
-// it fails and LIFECYCLE_KEEP is set.
-func generate(t *testing.T, m *placement.Machine, seed uint64, withAPI bool) Stats {
-	o := newOracle(t, m, withAPI)
-	g := &generator{rng: rand.New(rand.NewPCG(seed, 1287)), cpus: m.Ours.CPUs().Size() - reserved.Size()}
-	life := &Life{Name: fmt.Sprintf("seed %d", seed), API: withAPI}
-	for step := 0; step < stepsPerSeed; step++ {
-		a := g.action(o.views())
+// envInt reads a positive count from the environment (def when unset).
+func envInt(name string, def int) (int, error) {
+	s := os.Getenv(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q: not a positive count", name, s)
+	}
+	return n, nil
+}
+
+// generate plays a random life of n actions, life number i of seed on
+// cfg, and keeps it when it fails and LIFECYCLE_KEEP is set; sizes are
+// the run's size variables its replay needs.
+func generate(t *testing.T, seed uint64, i int, cfg Config, withAPI bool, n int, sizes string, add func(Counts)) {
+	o := newOracle(t, cfg, withAPI)
+	defer func() { add(o.Counts) }()
+	g := &generator{rng: rand.New(rand.NewPCG(seed, uint64(i))), smt: 1}
+	if cfg.FullPCPUsOnly() {
+		g.smt = o.kubelet.topo.CPUsPerCore()
+	}
+	life := &Life{Name: fmt.Sprintf("seed %d life %d", seed, i), API: withAPI, Config: cfg.Name}
+	replay := fmt.Sprintf("%sLIFECYCLE_SEED=%d go test -run 'TestLifecycleMatchesTheKubelet/seed=%d/life=%d/' ./lifecycle/ (LIFECYCLE_TRACE=1 prints both sides after every action)",
+		sizes, seed, seed, i)
+	defer func() {
+		// (A wait of the node that timed out failed the test at once.)
+		if t.Failed() && len(life.Actions) > 0 {
+			t.Logf("at step %d: %s\nreplay: %s", len(life.Actions)-1, life.Actions[len(life.Actions)-1], replay)
+		}
+	}()
+	for step := 0; step < n; step++ {
+		a := g.action(o.view())
 		life.Actions = append(life.Actions, a)
 		if err := o.Play(a); err != nil {
 			keep(t, life)
-			t.Fatalf("step %d: %s: %v\nreplay: LIFECYCLE_SEED=%d go test -run 'TestLifecycleMatchesTheKubelet/seed=%d/api=%v' ./lifecycle/",
-				step, a, err, seed, seed, withAPI)
+			t.Fatalf("step %d: %s: %v", step, a, err)
 		}
 	}
-	return o.Stats
 }
 
 // replay plays a kept life.
-func replay(t *testing.T, m *placement.Machine, life *Life) {
-	o := newOracle(t, m, life.API)
+func replay(t *testing.T, life *Life, add func(Counts)) {
+	cfg := Configs[0]
+	if life.Config != "" {
+		var err error
+		if cfg, err = ConfigNamed(life.Config); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := newOracle(t, cfg, life.API)
+	defer func() { add(o.Counts) }()
 	for step, a := range life.Actions {
 		if err := o.Play(a); err != nil {
 			t.Fatalf("%s, step %d: %s: %v", life.Name, step, a, err)
@@ -148,27 +191,41 @@ func sanitize(name string) string {
 	return string(out)
 }
 
-// newOracle builds both sides on machine m.
-func newOracle(t *testing.T, m *placement.Machine, withAPI bool) *Oracle {
-	kubelet, err := NewKubelet(m.Kubelet, reserved)
+// epoch is when the lives' clocks start.
+var epoch = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+
+// newOracle builds both sides of cfg.
+func newOracle(t *testing.T, cfg Config, withAPI bool) *Oracle {
+	m, err := placement.NewMachine(cfg.Machine)
 	if err != nil {
 		t.Fatal(err)
 	}
-	alloc, err := cpuallocator.NewAllocator(m.Ours, cpuallocator.StaticPolicyOptions{}, cpuallocator.TopologyOptions{})
+	kubelet, err := NewKubelet(cfg, m.Kubelet, m.Info)
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := &Clock{now: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)}
-	pol, err := policy.New(alloc, policy.Options{Reserved: reserved, InPlaceResize: true, Now: clock.Now})
+	opts, tp, scope, err := cfg.pluginOptions()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewOracle(t, kubelet, NewNode(t, pol, withAPI), clock)
+	alloc, err := cpuallocator.NewAllocator(m.Ours, opts, cpuallocator.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &Clock{now: epoch}
+	pol, err := policy.New(alloc, policy.Options{Reserved: cfg.Reserved, InPlaceResize: true, Now: clock.Now,
+		TopologyPolicy: tp, TopologyScope: scope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewOracle(t, cfg, m, kubelet, NewNode(t, pol, withAPI), clock)
 }
 
 // TestMain quiets the NRI runtime library's log (logrus' standard
-// logger), which would drown the comparison's own report.
+// logger) and the kubelet's (klog), which would drown the comparison's
+// own report.
 func TestMain(m *testing.M) {
 	logrus.StandardLogger().SetOutput(io.Discard)
+	klog.SetLogger(logr.Discard())
 	os.Exit(m.Run())
 }

@@ -2,8 +2,8 @@ package lifecycle
 
 import (
 	"context"
-	"fmt"
 	"io"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -38,7 +38,7 @@ type Node struct {
 
 // NewNode starts the runtime and the plugin.
 func NewNode(t testing.TB, pol *policy.Policy, withAPI bool) *Node {
-	n := &Node{t: t, RT: fakeruntime.New(t, pol.Allocator().Topology().CPUs()), pol: pol, stateDir: t.TempDir()}
+	n := &Node{t: t, RT: fakeruntime.New(t, pol.Allocator().Topology().CPUs()), pol: pol, stateDir: stateDir(t)}
 	if withAPI {
 		n.API = &API{pods: map[string]*v1.Pod{}}
 	}
@@ -147,10 +147,11 @@ func (n *Node) Settle() plugin.Snapshot {
 	return snap
 }
 
-// waitFor polls cond for up to 10 s.
+// waitFor polls cond for up to 30 s (the machine may be busy: a test
+// shares it, and the lives run two at a time).
 func (n *Node) waitFor(what string, cond func() bool) {
 	n.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			n.t.Fatalf("timed out waiting for %s", what)
@@ -159,7 +160,7 @@ func (n *Node) waitFor(what string, cond func() bool) {
 	}
 }
 
-// WaitFor polls cond until it holds (10 s at most).
+// WaitFor polls cond until it holds (30 s at most).
 func (n *Node) WaitFor(what string, cond func() bool) { n.t.Helper(); n.waitFor(what, cond) }
 
 // Plugin returns the running plugin.
@@ -277,5 +278,16 @@ func (a *API) Resized(policy.Pod, string, cpuset.CPUSet, cpuset.CPUSet) {}
 // Changed implements plugin.API.
 func (a *API) Changed() {}
 
-// describe names a container for reports.
-func describe(pod, name string) string { return fmt.Sprintf("%s/%s", pod, name) }
+// stateDir returns a directory for the plugin's checkpoint: on a memory
+// file system when the machine has one (/dev/shm), where a sync costs
+// nothing (the checkpoint's durability is state's tests' business; a
+// disk's syncs would take most of the lives' time), else the test's
+// temporary directory.
+func stateDir(t testing.TB) string {
+	dir, err := os.MkdirTemp("/dev/shm", "lifecycle-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
