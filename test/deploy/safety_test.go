@@ -173,8 +173,9 @@ func effectiveConfig(t *testing.T, p *deployed) (*config.Config, map[string]*con
 		if key == common {
 			continue
 		}
-		name, ok := strings.CutPrefix(key, config.GroupFilePrefix)
-		if name, ok = strings.CutSuffix(name, config.GroupFileSuffix); !ok || config.CheckGroupName(name) != nil {
+		name, prefixed := strings.CutPrefix(key, config.GroupFilePrefix)
+		name, suffixed := strings.CutSuffix(name, config.GroupFileSuffix)
+		if !prefixed || !suffixed || config.CheckGroupName(name) != nil {
 			t.Errorf("ConfigMap %s has a key %s, which the plugin never reads (neither %s nor a group's file %s)", p.cm.Name, key, common, config.GroupFile("<name>"))
 			continue
 		}
