@@ -364,7 +364,9 @@ func (k *kube) withoutTheAPI(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(lines), "Kubernetes API unavailable"); n > 3 {
+	// The features: pods, events, noderesourcetopology and node (the
+	// configuration group label).
+	if n := strings.Count(string(lines), "Kubernetes API unavailable"); n > 4 {
 		t.Errorf("the plugin said %d times that the API is unavailable; once per feature is enough", n)
 	}
 }
@@ -380,6 +382,8 @@ func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 	app := k.Attach(ctx, t, k.WaitReady(ctx, t, "frozen"), "app")
 	pinned := e2etest.SettledCPUs(ctx, t, app, fmt.Sprintf("%d CPUs", k.unit), func(s cpuset.CPUSet) bool { return s.Size() == k.unit })
 	before := k.cpusets(ctx, t)
+	// Found through the API server, so before it stops.
+	plugin := k.Attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
 	if err := k.Cluster.FreezeAPIServer(); err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +397,6 @@ func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 		}
 	}
 	t.Cleanup(thaw)
-	plugin := k.Attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
 	for range 4 { // about 20 s
 		time.Sleep(5 * time.Second)
 		for _, kind := range []string{"live", "ready"} {
