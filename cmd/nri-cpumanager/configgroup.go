@@ -42,8 +42,15 @@ const (
 const groupRecord = "config-group"
 
 // labelWait bounds the start's read of the node's label: the plugin is
-// not registered with NRI meanwhile.
-const labelWait = 10 * time.Second
+// not registered with NRI meanwhile (and containerd, failing closed,
+// refuses new containers). recordedLabelWait bounds it where the group
+// the plugin ran with is recorded: a restart during an outage of the API
+// server then starts at once with it, and follows the label once the
+// server answers.
+const (
+	labelWait         = 10 * time.Second
+	recordedLabelWait = 2 * time.Second
+)
 
 // readGroupRecord returns the group recorded in stateDir, and whether one
 // is.
@@ -79,11 +86,16 @@ func writeGroupRecord(stateDir, group string) error {
 
 // startGroup returns the configuration group the plugin starts with, and
 // where it came from: the node's label read through nodes (nil without
-// the API), waiting at most wait for the API server; when it does not
-// answer, the group recorded in stateDir.
-func startGroup(ctx context.Context, nodes kubeapi.NodeClient, node, stateDir string, wait time.Duration, log *logrus.Logger) (string, string) {
+// the API), waiting at most wait for the API server (recordedWait where a
+// group is recorded in stateDir); when it does not answer, the group
+// recorded.
+func startGroup(ctx context.Context, nodes kubeapi.NodeClient, node, stateDir string, wait, recordedWait time.Duration, log *logrus.Logger) (string, string) {
 	if nodes == nil {
 		return "", groupUnread
+	}
+	recorded, ok, recErr := readGroupRecord(stateDir)
+	if ok && recErr == nil {
+		wait = min(wait, recordedWait)
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -91,7 +103,7 @@ func startGroup(ctx context.Context, nodes kubeapi.NodeClient, node, stateDir st
 	if err == nil {
 		return group, groupFromLabel
 	}
-	group, ok, recErr := readGroupRecord(stateDir)
+	group = recorded
 	entry := log.WithError(err).WithFields(logrus.Fields{"node": node, "label": config.GroupLabel})
 	switch {
 	case recErr != nil:

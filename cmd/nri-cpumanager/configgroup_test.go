@@ -32,10 +32,14 @@ type nodeAnswer struct {
 	labels map[string]string
 	err    error
 	reads  atomic.Int32
+	// afterRead, when set, is called with the count after each read.
+	afterRead func(int32)
 }
 
 func (n *nodeAnswer) Get(context.Context, string) (*corev1.Node, error) {
-	n.reads.Add(1)
+	if r := n.reads.Add(1); n.afterRead != nil {
+		n.afterRead(r)
+	}
 	if n.err != nil {
 		return nil, n.err
 	}
@@ -61,11 +65,15 @@ func TestStartGroup(t *testing.T) {
 		source        string
 		logs          string
 		atMostOneRead bool
+		// recordedOnly: the wait is a minute, a recorded group's wait
+		// short (a test that hangs, if the record did not shorten it).
+		recordedOnly bool
 	}{
 		{name: "the label", nodes: &nodeAnswer{labels: map[string]string{config.GroupLabel: "canary"}}, record: ptr("big"), group: "canary", source: groupFromLabel},
 		{name: "no label: no group", nodes: &nodeAnswer{labels: map[string]string{"other": "x"}}, record: ptr("big"), group: "", source: groupFromLabel},
 		{name: "no answer: the record", nodes: &nodeAnswer{err: down}, record: ptr("big"), group: "big", source: groupFromRecord,
 			logs: "starting with the group the plugin ran with last"},
+		{name: "no answer, a record: a short wait", nodes: &nodeAnswer{err: down}, record: ptr("big"), group: "big", source: groupFromRecord, recordedOnly: true},
 		{name: "no answer, a record of no group", nodes: &nodeAnswer{err: down}, record: ptr(""), group: "", source: groupFromRecord},
 		{name: "no answer, no record", nodes: &nodeAnswer{err: down}, group: "", source: groupUnread, logs: "starting in no group (the plugin never ran in one here)"},
 		{name: "denied: not waited for", nodes: &nodeAnswer{err: forbidden}, record: ptr("big"), group: "big", source: groupFromRecord, atMostOneRead: true},
@@ -79,11 +87,23 @@ func TestStartGroup(t *testing.T) {
 				}
 			}
 			log, hook := test.NewNullLogger()
-			wait := 200 * time.Millisecond
+			wait, recordedWait := 200*time.Millisecond, 200*time.Millisecond
 			if tt.atMostOneRead {
-				wait = time.Minute // a test that hangs, if the denial were waited for
+				wait, recordedWait = time.Minute, time.Minute // a test that hangs, if the denial were waited for
 			}
-			group, source := startGroup(context.Background(), tt.nodes, "n", stateDir, wait, log)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.recordedOnly {
+				// Reads go on once a second while the wait lasts: a third
+				// read gives up the wait the record should have shortened.
+				wait = time.Minute
+				tt.nodes.afterRead = func(n int32) {
+					if n >= 3 {
+						cancel()
+					}
+				}
+			}
+			group, source := startGroup(ctx, tt.nodes, "n", stateDir, wait, recordedWait, log)
 			if group != tt.group || source != tt.source {
 				t.Errorf("group %q from %s, want %q from %s", group, source, tt.group, tt.source)
 			}
@@ -94,12 +114,12 @@ func TestStartGroup(t *testing.T) {
 			if tt.logs != "" && !strings.Contains(strings.Join(logged, "\n"), tt.logs) {
 				t.Errorf("log %q lacks %q", logged, tt.logs)
 			}
-			if tt.atMostOneRead && tt.nodes.reads.Load() != 1 {
+			if (tt.atMostOneRead || tt.recordedOnly) && tt.nodes.reads.Load() != 1 {
 				t.Errorf("%d reads, want 1", tt.nodes.reads.Load())
 			}
 		})
 	}
-	if group, source := startGroup(context.Background(), nil, "n", t.TempDir(), time.Minute, logrus.New()); group != "" || source != groupUnread {
+	if group, source := startGroup(context.Background(), nil, "n", t.TempDir(), time.Minute, time.Minute, logrus.New()); group != "" || source != groupUnread {
 		t.Errorf("without the API: group %q from %s, want none, unread", group, source)
 	}
 }

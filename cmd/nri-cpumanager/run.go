@@ -71,7 +71,7 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		group, source = startGroup(ctx, nodes, kubeapi.NodeName(), cfg.StateDir, labelWait, log)
+		group, source = startGroup(ctx, nodes, kubeapi.NodeName(), cfg.StateDir, labelWait, recordedLabelWait, log)
 		if group != "" {
 			common := cfg
 			if cfg, err = f.configOf(group); err != nil {
