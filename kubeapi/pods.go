@@ -367,17 +367,15 @@ func PodCPULimitMilli(pod *corev1.Pod) int64 {
 }
 
 // SpecOf returns what the pod's spec asks for each of its containers
-// (regular containers and restartable init containers, the sidecars, which
-// run beside them; other init containers have finished before any resize
-// and are left out), in the runtime's terms: desired resources, as the
-// kubelet applies them once it has admitted a resize.
+// (regular containers, sidecars and init containers: the kubelet resizes a
+// sidecar while an init container after it runs, and that init container
+// is part of the pod then), in the runtime's terms: desired resources, as
+// the kubelet applies them once it has admitted a resize.
 func SpecOf(pod *corev1.Pod) policy.PodSpec {
-	spec := make(policy.PodSpec, len(pod.Spec.Containers))
+	spec := make(policy.PodSpec, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			spec[c.Name] = RuntimeResources(c.Resources)
-		}
+		spec[c.Name] = RuntimeResources(c.Resources)
 	}
 	for i := range pod.Spec.Containers {
 		c := &pod.Spec.Containers[i]

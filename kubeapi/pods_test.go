@@ -314,8 +314,8 @@ func TestRuntimeResources(t *testing.T) {
 	p := guaranteed("p", map[string]int64{"a": 2})
 	p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: whole(8)}, {Name: "side", RestartPolicy: &always, Resources: whole(1)}}
 	spec := SpecOf(p)
-	if _, ok := spec["init"]; ok || len(spec) != 2 || spec["side"].CPUQuota != 100000 {
-		t.Errorf("SpecOf = %v, want a and side", spec)
+	if len(spec) != 3 || spec["init"].CPUQuota != 800000 || spec["side"].CPUQuota != 100000 || spec["a"].CPUQuota != 200000 {
+		t.Errorf("SpecOf = %v, want a, init and side", spec)
 	}
 }
 

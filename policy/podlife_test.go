@@ -736,3 +736,27 @@ func TestHoldEndsWithALimitOnlyResize(t *testing.T) {
 	}
 	l.step("c2 resized", d)
 }
+
+// TestPodScopeShrinkAmongItsInitCPUs: under topologyManagerScope: pod an
+// app container that took its init container's CPUs shrinks within them:
+// the CPUs the init container's entry and the app share count once in
+// the pod's affinity (they counted twice, and restricted refused a
+// shrink the kubelet accepts).
+func TestPodScopeShrinkAmongItsInitCPUs(t *testing.T) {
+	pol := eightCoresWith(t, 2, policy.Options{TopologyPolicy: cpuallocator.TopologyRestricted, TopologyScope: cpuallocator.ScopePod})
+	l := newLife(t, pol)
+	pod := l.sandbox(l.pod("gu", 3000, "init0=init"))
+	init0 := l.create(pod, "init0", 3000)
+	l.exit(init0, 0)
+	app := l.create(pod, "app0", 1000)
+	if err := l.resize(app, 3000); err != nil {
+		t.Fatalf("growth onto its init container's CPUs: %v", err)
+	}
+	l.want("grown", app, "1-3", "0,4-7")
+	if err := l.resize(app, 2000); err != nil {
+		t.Fatalf("shrink within its init container's CPUs: %v", err)
+	}
+	if got := l.cpus(app); got.Size() != 2 || !got.IsSubsetOf(cpuset.New(1, 2, 3)) {
+		t.Errorf("shrunk to %s, want 2 of 1-3", got)
+	}
+}

@@ -342,7 +342,11 @@ func (p *Policy) shrinkTo(m *Model, podUID, name, display string, a state.Assign
 	assigned := a.Assigned()
 	pl := placement{keep: a.Baseline, n: n, devices: p.devicesOf(m, podUID, name, 0)}
 	if p.opts.TopologyScope == cpuallocator.ScopePod {
-		pl.pod = m.podHeld(podUID, name)
+		// The pod's other CPUs, but those the container runs on too
+		// (its init containers' it took): the shrink keeps some of
+		// them, and the others stay the init containers', so they never
+		// add to the pod's count.
+		pl.pod = m.podHeld(podUID, name).Difference(assigned)
 	}
 	affinity, err := p.admitTopology(pl, maskOf(assigned.Difference(a.Baseline)))
 	if err != nil {
