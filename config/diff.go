@@ -62,3 +62,13 @@ func (ch Changes) String() string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// Value returns the value of the key name in c, in the canonical text
+// Diff compares; "" for a name that is no key.
+func (c *Config) Value(name string) string {
+	k, ok := keyNamed(name)
+	if !ok {
+		return ""
+	}
+	return k.value.text(c)
+}

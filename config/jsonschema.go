@@ -18,7 +18,10 @@ type Schema struct {
 	Minimum              *int       `json:"minimum,omitempty"`
 	AdditionalProperties *bool      `json:"additionalProperties,omitempty"`
 	Properties           Properties `json:"properties,omitempty"`
-	Description          string     `json:"description,omitempty"`
+	// PatternProperties are the schemas of the properties whose names
+	// match each pattern.
+	PatternProperties map[string]Schema `json:"patternProperties,omitempty"`
+	Description       string            `json:"description,omitempty"`
 }
 
 // Properties are the properties of an object's schema, in order.

@@ -23,6 +23,9 @@ type KeyDoc struct {
 	Applies string
 	// Flag is the command-line flag overriding the key, "" for none.
 	Flag string
+	// CommonOnly says why only the common file may set the key, not the
+	// file of a configuration group; "" when a group's file may.
+	CommonOnly string
 	// Schema is the JSON schema of the value, its description the doc.
 	Schema Schema
 }
@@ -34,11 +37,12 @@ func Keys() []KeyDoc {
 	for i, k := range keys {
 		doc := paragraphs(k.doc)
 		docs[i] = KeyDoc{
-			Name:    k.name,
-			Doc:     doc,
-			Default: reflect.Indirect(reflect.ValueOf(k.value.save(defaults))).Interface(),
-			Applies: k.when.String(),
-			Schema:  k.value.schema(),
+			Name:       k.name,
+			Doc:        doc,
+			Default:    reflect.Indirect(reflect.ValueOf(k.value.save(defaults))).Interface(),
+			Applies:    k.when.String(),
+			Schema:     k.value.schema(),
+			CommonOnly: k.commonOnly,
 		}
 		docs[i].Schema.Description = strings.ReplaceAll(doc, "\n\n", " ")
 		if k.flag != nil {

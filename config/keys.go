@@ -30,6 +30,11 @@ type key struct {
 	// checkLast reports the key's problems after those of the other keys
 	// (before the option maps'), where they have always been reported.
 	checkLast bool
+	// commonOnly, when not empty, is why only the common file may set the
+	// key, not a group's file (groups.go): the key names what the
+	// DaemonSet mounts or listens on for every node, or what commands
+	// reading the common file alone must find.
+	commonOnly string
 }
 
 // applyWhen says when a changed key can take effect in a running plugin.
@@ -58,17 +63,28 @@ func (w applyWhen) String() string {
 	}
 }
 
+// Why a key is the common file's alone (key.commonOnly).
+const (
+	commonMounted    = "it names a host path the DaemonSet mounts on every node"
+	commonListener   = "it is an address the DaemonSet's ports, Service and NetworkPolicy expect on every node"
+	commonProbe      = "the probes (nri-cpumanager probe) read the common file alone"
+	commonStateDir   = "nri-cpumanager state and export-kubelet read the common file alone, and the plugin records its group there"
+	commonPluginName = "containerd's required_plugins and the validating plugin beside the plugin (validate-adjustments) know one name"
+	commonAPI        = "the plugin reads its node's group through the Kubernetes API"
+	commonExport     = "the export's RBAC, CRD and admission policy are installed for every node (the chart's config value, components/noderesourcetopology's flag)"
+)
+
 // keys declares every configuration key, in the order the file, the
 // documents and the messages list them. It is read-only.
 var keys = []key{
 	{
-		name: "nriSocket", when: applyAtRestart,
+		name: "nriSocket", when: applyAtRestart, commonOnly: commonMounted,
 		doc:   `containerd's NRI socket.`,
 		value: text(func(c *Config) *string { return &c.NRISocket }, "/var/run/nri/nri.sock", pathText),
 		flag:  &flagSpec{name: "nri-socket", usage: "`path` of containerd's NRI socket"},
 	},
 	{
-		name: "pluginName", when: applyAtRestart,
+		name: "pluginName", when: applyAtRestart, commonOnly: commonPluginName,
 		doc: `The name the plugin registers with NRI (containerd's required_plugins
 			names it): letters, digits and _.+-.`,
 		value: text(func(c *Config) *string { return &c.PluginName }, "cpumanager", pluginNameText),
@@ -82,7 +98,7 @@ var keys = []key{
 		flag:  &flagSpec{name: "plugin-index", usage: "two-digit NRI plugin `index`"},
 	},
 	{
-		name: "stateDir", when: applyAtRestart,
+		name: "stateDir", when: applyAtRestart, commonOnly: commonStateDir,
 		doc: `Directory of the plugin's checkpoint, <stateDir>/cpu_manager_state. It
 			must survive plugin restarts (a hostPath in the DaemonSet) and must
 			not be the kubelet's directory.`,
@@ -90,14 +106,14 @@ var keys = []key{
 		flag:  &flagSpec{name: "state-dir", usage: "`directory` of the plugin's checkpoint"},
 	},
 	{
-		name: "sysfsRoot", when: applyAtRestart,
+		name: "sysfsRoot", when: applyAtRestart, commonOnly: commonMounted,
 		doc: `Where the CPU topology is read from. Change it only for tests on
 			fixture trees, or when the host's /sys is mounted elsewhere.`,
 		value: text(func(c *Config) *string { return &c.SysfsRoot }, "/sys", pathText),
 		flag:  &flagSpec{name: "sysfs-root", usage: "`path` the CPU topology is read from"},
 	},
 	{
-		name: "cgroupfsRoot", when: applyAtRestart,
+		name: "cgroupfsRoot", when: applyAtRestart, commonOnly: commonMounted,
 		doc: `Where containers' cgroup cpusets are checked after an update. "" turns
 			the verification of containers' cpusets off (pinning works without
 			it, but an update containerd failed to apply goes unnoticed).`,
@@ -201,13 +217,13 @@ var keys = []key{
 		value: boolean(func(c *Config) *bool { return &c.AlignMemory }, false),
 	},
 	{
-		name: "metricsAddress", when: applyAtRestart,
+		name: "metricsAddress", when: applyAtRestart, commonOnly: commonListener,
 		doc:   `Listen address of /metrics; "" disables it.`,
 		value: text(func(c *Config) *string { return &c.MetricsAddress }, ":9101", addressText),
 		flag:  &flagSpec{name: "metrics-address", usage: "host:port `address` of /metrics, \"\" disables it"},
 	},
 	{
-		name: "probeSocket", when: applyAtRestart,
+		name: "probeSocket", when: applyAtRestart, commonOnly: commonProbe,
 		doc: `Unix socket the probes ask: the kubelet's exec probes
 			(nri-cpumanager probe live|ready) connect to it inside the plugin's
 			container, where nothing on the network can reach it or crowd it
@@ -216,7 +232,7 @@ var keys = []key{
 		flag:  &flagSpec{name: "probe-socket", usage: "`path` of the probes' Unix socket, \"\" serves none"},
 	},
 	{
-		name: "healthAddress", when: applyAtRestart,
+		name: "healthAddress", when: applyAtRestart, commonOnly: commonListener,
 		doc: `Listen address of /healthz and /readyz over HTTP, for probes that
 			must come over the network (keep-alive off, a short header
 			timeout). "" (the default) opens no port: the shipped probes ask the
@@ -230,7 +246,7 @@ var keys = []key{
 			usage: "host:port `address` of /healthz and /readyz over HTTP, \"\" (the default) opens none"},
 	},
 	{
-		name: "debugAddress", when: applyAtRestart,
+		name: "debugAddress", when: applyAtRestart, commonOnly: commonListener,
 		doc: `Listen address of /debug/state (pod UIDs and names, cpusets, the
 			invariant check, as JSON). Loopback by default: inside the plugin's
 			pod, reach it with kubectl port-forward. "" disables it.`,
@@ -252,7 +268,7 @@ var keys = []key{
 		flag:  &flagSpec{name: "log-format", usage: "`format` of the log lines: text or json"},
 	},
 	{
-		name: "kubeletCheckpoint", when: applyAtRestart,
+		name: "kubeletCheckpoint", when: applyAtRestart, commonOnly: commonMounted,
 		doc: `The kubelet's own CPU manager checkpoint
 			(/var/lib/kubelet/cpu_manager_state), imported once when the plugin
 			has no checkpoint of its own, so pods pinned by the kubelet's static
@@ -283,7 +299,7 @@ var keys = []key{
 		value: text(func(c *Config) *time.Duration { return &c.NRIConfigureTimeout }, DefaultNRIConfigureTimeout.String(), durationText),
 	},
 	{
-		name: "kubernetesAPI", when: applyAtRestart,
+		name: "kubernetesAPI", when: applyAtRestart, commonOnly: commonAPI,
 		doc: `true: use the Kubernetes API (the DaemonSet of deploy/ and the chart
 			set it, with a service account whose RBAC allows just this): one
 			watch of the pods on this node, so that a resize of a pod with
@@ -304,7 +320,7 @@ var keys = []key{
 			usage: "`true` uses the Kubernetes API (pod watch, events), false NRI alone"},
 	},
 	{
-		name: "nodeResourceTopology", when: applyAtRestart,
+		name: "nodeResourceTopology", when: applyAtRestart, commonOnly: commonExport,
 		doc: `Export this node's exclusive CPUs per NUMA node as the
 			NodeResourceTopology object named after the node
 			(topology.node.k8s.io/v1alpha2, read by the scheduler plugin

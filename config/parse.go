@@ -106,6 +106,19 @@ func checkDocumentType(top map[string]json.RawMessage) ([]string, error) {
 // the document comes back with the error, holding every value that decoded
 // (a key that did not keeps its default), for build to check the rest.
 func decode(data []byte) (*document, []string, error) {
+	top, warnings, err := topOf(data)
+	if top == nil && err != nil {
+		return nil, nil, err
+	}
+	d, keyErr := decodeTop(top)
+	return d, warnings, errors.Join(err, keyErr)
+}
+
+// topOf reads a document's top-level mapping, its apiVersion and kind
+// checked and removed. A document that is not a mapping gives a nil map
+// and the error; a type that is not this format's gives the map and the
+// error.
+func topOf(data []byte) (map[string]json.RawMessage, []string, error) {
 	doc, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("not valid YAML: %w", err)
@@ -114,23 +127,30 @@ func decode(data []byte) (*document, []string, error) {
 	if err := json.Unmarshal(doc, &top); err != nil {
 		return nil, nil, fmt.Errorf("the document must be a mapping of config keys to values, not %s", jsonKind(doc))
 	}
-	warnings, typeErr := checkDocumentType(top)
-	keyErr := errors.Join(typeErr, checkKeys(slices.Sorted(maps.Keys(top))))
+	if top == nil {
+		top = map[string]json.RawMessage{}
+	}
+	warnings, err := checkDocumentType(top)
+	return top, warnings, err
+}
+
+// decodeTop decodes a top-level mapping (topOf) over the defaults,
+// strictly, and returns the document with every value that decoded (see
+// decode) and the errors of the others.
+func decodeTop(top map[string]json.RawMessage) (*document, error) {
+	keyErr := checkKeys(slices.Sorted(maps.Keys(top)))
 	keysOnly, err := json.Marshal(top)
 	if err != nil {
-		return nil, nil, err
-	}
-	if top == nil {
-		keysOnly = []byte("{}")
+		return nil, err
 	}
 	d := newDocument()
 	if err := yaml.UnmarshalStrict(keysOnly, d.pointer()); err == nil {
-		return &d, warnings, keyErr
+		return &d, keyErr
 	}
 	// The whole document stops at its first bad value: decode the keys one
 	// by one to report them all.
 	d = newDocument()
-	return &d, warnings, errors.Join(keyErr, decodeKeys(top, d))
+	return &d, errors.Join(keyErr, decodeKeys(top, d))
 }
 
 // decodeKeys decodes each known key of top into d on its own, in the

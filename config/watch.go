@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -20,29 +21,40 @@ type WatchOptions struct {
 	// Flags, if not nil, are applied to every config read, so command-line
 	// overrides keep winning over the file.
 	Flags *Flags
+	// Group is the node's configuration group at the start, "" for none:
+	// the watcher reads the group's file (Source.GroupPath) over the
+	// file. SetGroup changes it.
+	Group string
 	// OnChange receives each new valid config that differs from the
-	// current one (Diff(current, new) is not empty), and the first valid
-	// one after the file was unreadable or invalid. Required.
+	// current one (Diff(current, new) is not empty) or was read for
+	// another group (Watcher.Group says which), and the first valid one
+	// after the files were unreadable or invalid. Required.
 	OnChange func(*Config)
-	// OnError receives why the file could not be used (unreadable or
-	// invalid); the current config stays. It is called once per distinct
-	// bad content, not on every read. Optional.
+	// OnError receives why the files could not be used (unreadable or
+	// invalid, the group's missing); the current config stays. It is
+	// called once per distinct bad content, not on every read. Optional.
 	OnError func(error)
 }
 
-// Watcher reloads a config file when its content changes. It reads the
-// file through its path on every tick and compares a hash of the content,
+// Watcher reloads a config file, and the file of the node's group beside
+// it, when their content or the group changes. It reads the files
+// through their paths on every tick and compares a hash of the content,
 // so it follows a Kubernetes ConfigMap mount, where the path is a symlink
 // into a "..data" directory symlink that the kubelet swaps atomically.
 type Watcher struct {
 	path string
 	opts WatchOptions
 
+	mu    sync.Mutex
+	group string        // the group SetGroup asked for
+	poke  chan struct{} // a check soon: the group changed
+
 	// Owned by the goroutine running Run (or a test calling check).
-	current  *Config
-	lastSeen [sha256.Size]byte // content (or read error) last looked at
-	seenAny  bool
-	// failed is set while the file is unreadable or invalid.
+	current      *Config
+	currentGroup string            // the group current was read with
+	lastSeen     [sha256.Size]byte // group and content (or read errors) last looked at
+	seenAny      bool
+	// failed is set while the files are unreadable or invalid.
 	failed bool
 }
 
@@ -63,7 +75,41 @@ func NewWatcher(path string, current *Config, opts WatchOptions) (*Watcher, erro
 	if opts.OnError == nil {
 		opts.OnError = func(error) {}
 	}
-	return &Watcher{path: path, opts: opts, current: current}, nil
+	if opts.Group != "" {
+		if err := CheckGroupName(opts.Group); err != nil {
+			return nil, fmt.Errorf("config watcher: %w", err)
+		}
+	}
+	return &Watcher{path: path, opts: opts, current: current, group: opts.Group, currentGroup: opts.Group,
+		poke: make(chan struct{}, 1)}, nil
+}
+
+// SetGroup makes group ("" for none) the node's configuration group: the
+// watcher reads its file over the common one from the next check on,
+// which comes at once. Safe to call from any goroutine.
+func (w *Watcher) SetGroup(group string) {
+	w.mu.Lock()
+	changed := w.group != group
+	w.group = group
+	w.mu.Unlock()
+	if changed {
+		select {
+		case w.poke <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Group returns the group of the last config handed to OnChange (the
+// start's, before any): call it from the callbacks, which run on Run's
+// goroutine.
+func (w *Watcher) Group() string { return w.currentGroup }
+
+// wantedGroup returns the group SetGroup asked for last.
+func (w *Watcher) wantedGroup() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.group
 }
 
 // Run checks the file at once and then every interval until ctx is done.
@@ -78,23 +124,33 @@ func (w *Watcher) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+		case <-w.poke:
 		}
 	}
 }
 
-// check reads the file once and reports what changed since the last read.
+// check reads the files once and reports what changed since the last
+// read.
 func (w *Watcher) check() {
+	src := Source{Path: w.path, Group: w.wantedGroup()}
+	h := sha256.New()
+	fmt.Fprintf(h, "group %q\n", src.Group)
 	data, readErr := os.ReadFile(w.path)
-	fingerprint := sha256.Sum256(data)
-	if readErr != nil {
-		fingerprint = sha256.Sum256([]byte("read error: " + readErr.Error()))
+	fingerprint(h, data, readErr)
+	var groupData []byte
+	var groupErr error
+	if src.Group != "" {
+		groupData, groupErr = readGroup(src)
+		fingerprint(h, groupData, groupErr)
 	}
-	if w.seenAny && fingerprint == w.lastSeen {
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	if w.seenAny && sum == w.lastSeen {
 		return
 	}
-	w.seenAny, w.lastSeen = true, fingerprint
+	w.seenAny, w.lastSeen = true, sum
 
-	next, err := w.load(data, readErr)
+	next, err := w.load(src, data, readErr, groupData, groupErr)
 	if err != nil {
 		w.failed = true
 		w.opts.OnError(err)
@@ -102,23 +158,44 @@ func (w *Watcher) check() {
 	}
 	recovered := w.failed
 	w.failed = false
-	if Diff(w.current, next).Empty() && !recovered {
+	if Diff(w.current, next).Empty() && !recovered && src.Group == w.currentGroup {
 		return
 	}
-	w.current = next
+	w.current, w.currentGroup = next, src.Group
 	w.opts.OnChange(next)
 }
 
-func (w *Watcher) load(data []byte, readErr error) (*Config, error) {
+// fingerprint adds a file's content, or its read error, to h.
+func fingerprint(h interface{ Write([]byte) (int, error) }, data []byte, err error) {
+	if err != nil {
+		fmt.Fprintf(h, "read error: %v\n", err)
+		return
+	}
+	fmt.Fprintf(h, "%d\n", len(data))
+	h.Write(data)
+}
+
+func (w *Watcher) load(src Source, data []byte, readErr error, groupData []byte, groupErr error) (*Config, error) {
 	if readErr != nil {
 		return nil, fmt.Errorf("reloading config: %w; keeping the running config", readErr)
 	}
-	next, err := Parse(data)
+	if groupErr != nil {
+		return nil, fmt.Errorf("%w; keeping the running config", groupErr)
+	}
+	var next *Config
+	var err error
+	if src.Group == "" {
+		next, err = Parse(data)
+		if err != nil {
+			err = fmt.Errorf("config file %s changed but is invalid; keeping the running config:\n%w", w.path, err)
+		}
+	} else if next, _, err = parseSource(src, data, groupData); err != nil {
+		err = fmt.Errorf("the configuration changed but is invalid; keeping the running config: %w", err)
+	}
 	if err == nil && w.opts.Flags != nil {
-		next, err = w.opts.Flags.Apply(next)
+		if next, err = w.opts.Flags.Apply(next); err != nil {
+			err = fmt.Errorf("config file %s changed but is invalid; keeping the running config:\n%w", w.path, err)
+		}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("config file %s changed but is invalid; keeping the running config:\n%w", w.path, err)
-	}
-	return next, nil
+	return next, err
 }

@@ -18,39 +18,52 @@ import (
 
 // configMapDir lays out a directory the way the kubelet mounts a ConfigMap:
 //
-//	..2026_11_22_<n>/config.yaml   the content of one version
+//	..2026_11_22_<n>/config.yaml   the content of one version (a file per key)
 //	..data -> ..2026_11_22_<n>     swapped atomically on update
 //	config.yaml -> ..data/config.yaml
 type configMapDir struct {
 	t       testing.TB
 	dir     string
 	version int
+	keys    map[string]bool // the keys published last
 }
 
 func newConfigMapDir(t testing.TB, content string) *configMapDir {
 	t.Helper()
+	return newConfigMapDirFiles(t, map[string]string{"config.yaml": content})
+}
+
+// newConfigMapDirFiles is newConfigMapDir with a file per key of files.
+func newConfigMapDirFiles(t testing.TB, files map[string]string) *configMapDir {
+	t.Helper()
 	m := &configMapDir{t: t, dir: t.TempDir()}
-	m.publish(content)
-	if err := os.Symlink(filepath.Join("..data", "config.yaml"), m.path()); err != nil {
-		t.Fatal(err)
-	}
+	m.publishFiles(files)
 	return m
 }
 
 // path is the mounted file the plugin is pointed at.
 func (m *configMapDir) path() string { return filepath.Join(m.dir, "config.yaml") }
 
-// publish writes content into a new timestamped directory and renames a new
-// ..data symlink over the old one, as the kubelet's atomic writer does.
+// publish writes content as config.yaml, the only key, as publishFiles.
 func (m *configMapDir) publish(content string) {
+	m.t.Helper()
+	m.publishFiles(map[string]string{"config.yaml": content})
+}
+
+// publishFiles writes files into a new timestamped directory and renames
+// a new ..data symlink over the old one, then links a key that is new
+// and unlinks one that is gone, as the kubelet's atomic writer does.
+func (m *configMapDir) publishFiles(files map[string]string) {
 	m.t.Helper()
 	m.version++
 	version := fmt.Sprintf("..2026_11_22_%02d", m.version)
 	if err := os.Mkdir(filepath.Join(m.dir, version), 0o755); err != nil {
 		m.t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(m.dir, version, "config.yaml"), []byte(content), 0o644); err != nil {
-		m.t.Fatal(err)
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(m.dir, version, name), []byte(content), 0o644); err != nil {
+			m.t.Fatal(err)
+		}
 	}
 	tmp := filepath.Join(m.dir, "..data_tmp")
 	if err := os.Symlink(version, tmp); err != nil {
@@ -58,6 +71,24 @@ func (m *configMapDir) publish(content string) {
 	}
 	if err := os.Rename(tmp, filepath.Join(m.dir, "..data")); err != nil {
 		m.t.Fatal(err)
+	}
+	for name := range files {
+		if !m.keys[name] {
+			if err := os.Symlink(filepath.Join("..data", name), filepath.Join(m.dir, name)); err != nil {
+				m.t.Fatal(err)
+			}
+		}
+	}
+	for name := range m.keys {
+		if _, ok := files[name]; !ok {
+			if err := os.Remove(filepath.Join(m.dir, name)); err != nil {
+				m.t.Fatal(err)
+			}
+		}
+	}
+	m.keys = map[string]bool{}
+	for name := range files {
+		m.keys[name] = true
 	}
 }
 

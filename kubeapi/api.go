@@ -26,6 +26,12 @@ type Options struct {
 	// RemoveTopologyOnExit deletes the node's NodeResourceTopology object
 	// when Run returns.
 	RemoveTopologyOnExit bool
+	// GroupLabel is the node label naming the node's configuration
+	// group. With OnGroupLabel, Run watches the node (Clients.Node) and
+	// tells OnGroupLabel the label's value at the first read and at
+	// every change; nil watches no node.
+	GroupLabel   string
+	OnGroupLabel func(value string)
 	// Log is where the API says what it loses and regains; required.
 	Log *logrus.Logger
 	// Registerer gets the API's metrics; nil records none.
@@ -47,6 +53,7 @@ type API struct {
 	export  *exporter
 
 	events *eventer
+	node   *nodeWatch // nil: the node is not watched
 }
 
 // New creates the API for a node. It makes no request.
@@ -64,6 +71,13 @@ func New(opts Options) (*API, error) {
 	if opts.Clients.Topology != nil {
 		features = append(features, FeatureTopology)
 	}
+	watchNode := opts.OnGroupLabel != nil
+	if watchNode {
+		if opts.Clients.Node == nil || opts.GroupLabel == "" {
+			return nil, errors.New("kubeapi: watching the node's group label needs the node's client and the label")
+		}
+		features = append(features, FeatureNode)
+	}
 	var m *metrics
 	if opts.Registerer != nil {
 		var err error
@@ -80,6 +94,10 @@ func New(opts Options) (*API, error) {
 		a.export = newExporter(opts.Clients.Topology, opts.NodeName, a.health, m)
 		a.export.nodes = opts.Clients.Nodes
 	}
+	if watchNode {
+		a.node = &nodeWatch{client: opts.Clients.Node, node: opts.NodeName, label: opts.GroupLabel, health: a.health,
+			onValue: opts.OnGroupLabel, again: time.Second}
+	}
 	return a, nil
 }
 
@@ -95,7 +113,10 @@ func (a *API) Run(ctx context.Context, view func() policy.TopologyView) error {
 		a.export.view = view
 		wg.Go(func() { a.export.run(ctx, a.opts.RemoveTopologyOnExit) })
 	}
-	a.log.WithField("topologyExport", a.export != nil).Info("watching this node's pods in the Kubernetes API")
+	if a.node != nil {
+		wg.Go(func() { a.node.run(ctx) })
+	}
+	a.log.WithFields(logrus.Fields{"topologyExport": a.export != nil, "groupLabel": a.node != nil}).Info("watching this node's pods in the Kubernetes API")
 	wg.Wait()
 	return nil
 }
@@ -158,9 +179,10 @@ func NodeName() string {
 	return n
 }
 
-// Unavailable registers the API's metrics with each feature unavailable,
-// for a plugin configured to use the API that has no client (not in a pod,
-// no service account): it then works on NRI alone, and says so.
+// Unavailable registers the API's metrics with each feature unavailable
+// (the node's group label among them), for a plugin configured to use the
+// API that has no client (not in a pod, no service account): it then
+// works on NRI alone, and says so.
 func Unavailable(reg prometheus.Registerer, topology bool) error {
 	m, err := registerMetrics(reg, topology)
 	if err != nil {
@@ -174,7 +196,8 @@ func Unavailable(reg prometheus.Registerer, topology bool) error {
 }
 
 // RegisterMetrics registers the API's metrics (with topology, those of
-// the export too), as New does, for a test of what the plugin exports.
+// the export too; the node's group label's always), as New does, for a
+// test of what the plugin exports.
 func RegisterMetrics(reg prometheus.Registerer, topology bool) error {
 	_, err := registerMetrics(reg, topology)
 	return err
@@ -185,6 +208,7 @@ func registerMetrics(reg prometheus.Registerer, topology bool) (*metrics, error)
 	if topology {
 		features = append(features, FeatureTopology)
 	}
+	features = append(features, FeatureNode)
 	m, err := newMetrics(reg, features)
 	if err != nil {
 		return nil, fmt.Errorf("registering the Kubernetes API's metrics: %w", err)

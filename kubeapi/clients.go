@@ -38,6 +38,9 @@ type Clients struct {
 	// object (which the garbage collector then deletes with the Node);
 	// nil leaves the object without an owner.
 	Nodes NodeReader
+	// Node reads and watches this node's labels (its configuration
+	// group); nil reads none.
+	Node NodeClient
 }
 
 // NodeReader reads a Node's UID.
@@ -45,15 +48,33 @@ type NodeReader interface {
 	UID(ctx context.Context, name string) (types.UID, error)
 }
 
-// restNodes is NodeReader over the core API.
-type restNodes struct{ c rest.Interface }
+// restNodes is NodeReader and NodeClient over the core API.
+type restNodes struct {
+	c      rest.Interface
+	params runtime.ParameterCodec
+}
 
 func (r restNodes) UID(ctx context.Context, name string) (types.UID, error) {
-	node := &corev1.Node{}
-	if err := r.c.Get().Resource("nodes").Name(name).Do(ctx).Into(node); err != nil {
+	node, err := r.Get(ctx, name)
+	if err != nil {
 		return "", err
 	}
 	return node.UID, nil
+}
+
+func (r restNodes) Get(ctx context.Context, name string) (*corev1.Node, error) {
+	node := &corev1.Node{}
+	if err := r.c.Get().Resource("nodes").Name(name).Do(ctx).Into(node); err != nil {
+		return nil, err
+	}
+	return node, nil
+}
+
+func (r restNodes) Watch(ctx context.Context, name, resourceVersion string) (watch.Interface, error) {
+	timeout := nodeWatchTimeout()
+	o := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
+		ResourceVersion: resourceVersion, Watch: true, TimeoutSeconds: &timeout, AllowWatchBookmarks: true}
+	return r.c.Get().Resource("nodes").VersionedParams(&o, r.params).Timeout(time.Duration(timeout) * time.Second).Watch(ctx)
 }
 
 // EventWriter creates events and patches an event's series.
@@ -86,25 +107,15 @@ func Config(version string) (*rest.Config, error) {
 func NotInCluster(err error) bool { return errors.Is(err, rest.ErrNotInCluster) }
 
 // NewClients returns the clients of node's plugin on cfg. topology false
-// leaves Topology nil.
+// leaves Topology and Nodes nil.
 func NewClients(cfg *rest.Config, node string, topology bool) (Clients, error) {
-	scheme := runtime.NewScheme()
-	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, eventsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return Clients{}, fmt.Errorf("the API client's scheme: %w", err)
-		}
-	}
-	codecs := serializer.NewCodecFactory(scheme).WithoutConversion()
-	params := runtime.NewParameterCodec(scheme)
-
-	// The core API in protobuf: smaller and cheaper to decode than JSON.
-	core := rest.CopyConfig(cfg)
-	core.APIPath, core.GroupVersion, core.NegotiatedSerializer = "/api", &corev1.SchemeGroupVersion, codecs
-	core.ContentType, core.AcceptContentTypes = runtime.ContentTypeProtobuf, runtime.ContentTypeProtobuf+","+runtime.ContentTypeJSON
-	coreClient, err := rest.RESTClientFor(core)
+	codecs, params, err := codecs()
 	if err != nil {
-		return Clients{}, fmt.Errorf("the core API's client: %w", err)
+		return Clients{}, err
+	}
+	coreClient, err := newCoreClient(cfg, codecs)
+	if err != nil {
+		return Clients{}, err
 	}
 	ev := rest.CopyConfig(cfg)
 	ev.APIPath, ev.GroupVersion, ev.NegotiatedSerializer = "/apis", &eventsv1.SchemeGroupVersion, codecs
@@ -112,7 +123,8 @@ func NewClients(cfg *rest.Config, node string, topology bool) (Clients, error) {
 	if err != nil {
 		return Clients{}, fmt.Errorf("the events API's client: %w", err)
 	}
-	c := Clients{Pods: nodePods(coreClient, params, node), Events: restEvents{evClient}}
+	nodes := restNodes{coreClient, params}
+	c := Clients{Pods: nodePods(coreClient, params, node), Events: restEvents{evClient}, Node: nodes}
 	if topology {
 		nrt := rest.CopyConfig(cfg)
 		nrt.APIPath, nrt.GroupVersion, nrt.NegotiatedSerializer = "/apis", &schema.GroupVersion{Group: "topology.node.k8s.io", Version: "v1alpha2"}, codecs
@@ -121,7 +133,46 @@ func NewClients(cfg *rest.Config, node string, topology bool) (Clients, error) {
 			return Clients{}, fmt.Errorf("the NodeResourceTopology API's client: %w", err)
 		}
 		c.Topology = restTopology{nrtClient}
-		c.Nodes = restNodes{coreClient}
+		c.Nodes = nodes
+	}
+	return c, nil
+}
+
+// NewNodeClient returns a client of the Nodes on cfg, to read the
+// plugin's node before the other clients are made.
+func NewNodeClient(cfg *rest.Config) (NodeClient, error) {
+	codecs, params, err := codecs()
+	if err != nil {
+		return nil, err
+	}
+	core, err := newCoreClient(cfg, codecs)
+	if err != nil {
+		return nil, err
+	}
+	return restNodes{core, params}, nil
+}
+
+// codecs returns the codecs of the objects the plugin reads and writes.
+func codecs() (runtime.NegotiatedSerializer, runtime.ParameterCodec, error) {
+	scheme := runtime.NewScheme()
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, eventsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, nil, fmt.Errorf("the API client's scheme: %w", err)
+		}
+	}
+	return serializer.NewCodecFactory(scheme).WithoutConversion(), runtime.NewParameterCodec(scheme), nil
+}
+
+// newCoreClient returns a client of the core API, in protobuf: smaller
+// and cheaper to decode than JSON.
+func newCoreClient(cfg *rest.Config, codecs runtime.NegotiatedSerializer) (*rest.RESTClient, error) {
+	core := rest.CopyConfig(cfg)
+	core.APIPath, core.GroupVersion, core.NegotiatedSerializer = "/api", &corev1.SchemeGroupVersion, codecs
+	core.ContentType, core.AcceptContentTypes = runtime.ContentTypeProtobuf, runtime.ContentTypeProtobuf+","+runtime.ContentTypeJSON
+	c, err := rest.RESTClientFor(core)
+	if err != nil {
+		return nil, fmt.Errorf("the core API's client: %w", err)
 	}
 	return c, nil
 }

@@ -20,6 +20,9 @@ const (
 	FeatureEvents Feature = "events"
 	// FeatureTopology is the NodeResourceTopology export.
 	FeatureTopology Feature = "noderesourcetopology"
+	// FeatureNode is the watch of this node's labels: its configuration
+	// group.
+	FeatureNode Feature = "node"
 )
 
 // lost says what the plugin does without a feature, for the log.
@@ -27,6 +30,7 @@ var lost = map[Feature]string{
 	FeaturePods:     "resizes of pods with several exclusive containers are admitted from the pod totals of NRI alone (docs/operations.md)",
 	FeatureEvents:   "refusals and resizes show only in the pods' conditions, the log and the metrics, not as events",
 	FeatureTopology: "the NodeResourceTopology object of this node is not updated; the scheduler sees stale exclusive CPUs",
+	FeatureNode:     "a change of this node's configuration group label is not seen; the plugin keeps the group it runs",
 }
 
 // Metric name prefix, as the plugin's.

@@ -330,7 +330,7 @@ func newReg() *prometheus.Registry { return prometheus.NewRegistry() }
 // fakeClients are the API's clients on fake clientsets; topo nil turns the
 // export off.
 func fakeClients(client *fake.Clientset, topo *nrtfake.Clientset) Clients {
-	c := Clients{Pods: kubeapitest.Pods(client, testNode), Events: kubeapitest.Events{Client: client}}
+	c := Clients{Pods: kubeapitest.Pods(client, testNode), Events: kubeapitest.Events{Client: client}, Node: kubeapitest.Node{Client: client}}
 	if topo != nil {
 		c.Topology = fakeTopology{topo.TopologyV1alpha2().NodeResourceTopologies()}
 	}

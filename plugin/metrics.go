@@ -51,6 +51,8 @@ type Metrics struct {
 	link            atomic.Pointer[linkReader]
 	configPending   prometheus.Gauge
 	configRejected  prometheus.Gauge
+	restartPending  prometheus.Gauge
+	configGroup     *prometheus.GaugeVec
 	observeOnly     prometheus.Gauge
 	unsolicitedSent *prometheus.CounterVec
 	drifts          prometheus.Counter
@@ -128,6 +130,14 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 			Namespace: namespace, Name: "config_rejected",
 			Help: "1 while the configuration file is rejected (invalid, or the plugin could not start with it); the running configuration stays.",
 		}),
+		restartPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "config_restart_pending",
+			Help: "1 while the configuration files (the node's group's over the common one) set a key that applies only at a restart (observeOnly, nriSocket, ...) to another value than the plugin runs with: the plugin's log names the keys; a restart of the plugin's pod applies them.",
+		}),
+		configGroup: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "config_group_info",
+			Help: "Always 1, one series: the configuration group whose file the plugin reads over the common one (group, \"(none)\" for none) and where it learnt it (source: label, the node's label; flag, --config-group; recorded, the group it ran last, the API not answering at start; unread, without the Kubernetes API).",
+		}, []string{"group", "source"}),
 		observeOnly: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "observe_only",
 			Help: "1 while the plugin only observes (observeOnly): it decides and records as usual and hands the runtime nothing.",
@@ -187,7 +197,7 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 		}
 	}
 	for _, c := range []prometheus.Collector{buildInfo, m.resizes, m.refusals, m.model,
-		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.abandoned, m.ready, m.configPending, m.configRejected, m.observeOnly,
+		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.abandoned, m.ready, m.configPending, m.configRejected, m.restartPending, m.configGroup, m.observeOnly,
 		m.unsolicitedSent, m.drifts, m.podUpdates, m.runtime, newRefusedSince(m.refused), writing} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -242,6 +252,24 @@ func (m *Metrics) setRuntime(name, version string) {
 func (m *Metrics) ConfigRejected(rejected bool) {
 	if m != nil {
 		setBool(m.configRejected, rejected)
+	}
+}
+
+// ConfigRestartPending says whether the configuration files set a key
+// applied at a restart to another value than the plugin runs with.
+func (m *Metrics) ConfigRestartPending(pending bool) {
+	if m != nil {
+		setBool(m.restartPending, pending)
+	}
+}
+
+// ConfigGroup says which configuration group the plugin's configuration
+// is read with ("(none)" for none: a label value is never empty), and
+// where the group came from.
+func (m *Metrics) ConfigGroup(group, source string) {
+	if m != nil {
+		m.configGroup.Reset()
+		m.configGroup.WithLabelValues(group, source).Set(1)
 	}
 }
 

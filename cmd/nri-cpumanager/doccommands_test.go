@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/nri-cpumanager/nri-cpumanager/config"
 )
 
 // documentedCommandSources returns the files whose commands
@@ -299,6 +301,21 @@ func (fx *docFixture) run(t *testing.T, c documentedCommand) (int, string) {
 			t.Fatalf("an argument the test cannot fill in: %q", a)
 		}
 		args = append(args, replace(a))
+	}
+	// A group the command names has a file beside the configuration,
+	// which changes no key (the docs' groups are checked as files by
+	// test/deploy's TestDocumentedConfigFiles).
+	for i, a := range args {
+		group, ok := strings.CutPrefix(a, "--config-group=")
+		if !ok && a == "--config-group" && i+1 < len(args) {
+			group, ok = args[i+1], true
+		}
+		if ok {
+			typed := "apiVersion: " + config.APIVersion + "\nkind: " + config.Kind + "\n"
+			if err := os.WriteFile(filepath.Join(filepath.Dir(fx.cfg), config.GroupFile(group)), []byte(typed), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	input := ""
 	switch {

@@ -367,6 +367,10 @@ func TestValidateAgainstACapturedTopology(t *testing.T) {
 	if err := os.WriteFile(config, []byte("apiVersion: config.nri-cpumanager.io/v1alpha1\nkind: PluginConfiguration\nreservedSystemCPUs: \"0,12-13\"\nisolatedCPUs: exclusive\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A group of nodes of the captured shape reserving a CPU of each socket.
+	if err := os.WriteFile(filepath.Join(filepath.Dir(config), "group.two-sockets.yaml"), []byte("apiVersion: config.nri-cpumanager.io/v1alpha1\nkind: PluginConfiguration\nreservedSystemCPUs: \"0,8\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	notACapture := filepath.Join(t.TempDir(), "config-as-capture.json")
 	if err := os.WriteFile(notACapture, []byte(`{"apiVersion":"config.nri-cpumanager.io/v1alpha1","kind":"PluginConfiguration"}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -381,6 +385,8 @@ func TestValidateAgainstACapturedTopology(t *testing.T) {
 		{"on the captured node", []string{"--sysfs-root=" + here, "--topology", capturePath}, exitOK,
 			"is valid on the topology of " + capturePath + " (online CPUs 0-15, reserved 0,12-13)"},
 		{"the captured isolated CPUs", []string{"--topology", capturePath}, exitOK, "isolated CPUs 14-15"},
+		{"a group on the captured node", []string{"--sysfs-root=" + here, "--config-group", "two-sockets", "--topology", capturePath}, exitOK,
+			"with configuration group two-sockets (" + filepath.Join(filepath.Dir(config), "group.two-sockets.yaml") + " over it) is valid on the topology of " + capturePath + " (online CPUs 0-15, reserved 0,8)"},
 		{"a capture that is not one", []string{"--topology", notACapture}, exitFailure, "not a topology capture"},
 		{"no capture", []string{"--topology", filepath.Join(t.TempDir(), "missing.json")}, exitFailure, "--topology: open"},
 	} {

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cmd/nri-cpumanager/assemble"
@@ -47,8 +48,40 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	info := buildInfo()
+	metrics, err := plugin.NewMetrics(reg, info)
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	rc, rcErr := restConfig(cfg, log, info.Version)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	// The node's configuration group: --config-group, else its label read
+	// through the API (groups are files beside --config FILE).
+	group, source := f.group, groupFromFlag
+	readLabel := group == "" && rc != nil && f.configPath != "" && f.configPath != "-"
+	if group == "" {
+		source = groupUnread
+	}
+	if readLabel {
+		nodes, err := kubeapi.NewNodeClient(rc)
+		if err != nil {
+			return err
+		}
+		group, source = startGroup(ctx, nodes, kubeapi.NodeName(), cfg.StateDir, labelWait, recordedLabelWait, log)
+		if group != "" {
+			common := cfg
+			if cfg, err = f.configOf(group); err != nil {
+				return groupError(group, source, common.StateDir, err)
+			}
+			configureLogger(log, cfg)
+		}
+	}
 	for _, w := range f.warnings {
-		log.WithField("config", f.configPath).Warn(w)
+		log.Warnf("configuration %s", w)
 	}
 
 	pol, err := assemble.FromSysfs(cfg)
@@ -64,14 +97,18 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 			log.WithError(err).Error("closing the state store")
 		}
 	}()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	info := buildInfo()
-	metrics, err := plugin.NewMetrics(reg, info)
-	if err != nil {
-		return fmt.Errorf("registering metrics: %w", err)
+	groups := newGroupTracker(log, metrics, cfg.StateDir, group, source)
+	// The watcher of the configuration files, which the node's label
+	// moves to another group (it exists before the API runs).
+	var watcher *config.Watcher
+	var onGroupLabel func(string)
+	if readLabel {
+		onGroupLabel = func(value string) {
+			groups.labelRead()
+			watcher.SetGroup(value)
+		}
 	}
-	kube := kubernetesAPI(cfg, reg, log, info.Version)
+	kube := kubernetesAPI(cfg, rc, rcErr, reg, log, onGroupLabel)
 	var api plugin.API // a nil *kubeapi.API must stay a nil interface
 	if kube != nil {
 		api = kube
@@ -110,9 +147,6 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		kube.OnPodEnded(p.EndPod) // a pod terminal or deleted in the API gives its CPUs back
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-
 	listening := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "nri_cpumanager", Name: "endpoint_listening",
 		Help: "1 while an endpoint the configuration asks for (by its key: metricsAddress, probeSocket, healthAddress, debugAddress) listens, 0 while it cannot bind its address (retried every 10 s); none is a reason not to pin."},
 		[]string{"endpoint"})
@@ -126,9 +160,18 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 
 	if f.configPath != "" {
 		r := assemble.NewReloader(log, p, pol.Allocator().Topology(), cfg)
-		w, err := config.NewWatcher(f.configPath, cfg, config.WatchOptions{
-			Flags:    f.overrides,
-			OnChange: func(next *config.Config) { metrics.ConfigRejected(r.Apply(next) != nil) },
+		watcher, err = config.NewWatcher(f.configPath, cfg, config.WatchOptions{
+			Flags: f.overrides,
+			Group: group,
+			OnChange: func(next *config.Config) {
+				to := watcher.Group()
+				err := r.Apply(next)
+				metrics.ConfigRejected(err != nil)
+				if err == nil {
+					groups.applied(to)
+				}
+				metrics.ConfigRestartPending(len(r.RestartPending()) > 0)
+			},
 			OnError: func(err error) {
 				metrics.ConfigRejected(true)
 				log.WithError(err).Error("new configuration rejected; keeping the running one")
@@ -137,13 +180,14 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		go w.Run(ctx)
+		go watcher.Run(ctx)
 	}
 
 	log.WithFields(logrus.Fields{
 		"version": info.Version, "revision": info.Revision,
 		"socket": cfg.NRISocket, "stateDir": cfg.StateDir, "online": pol.Allocator().Topology().CPUs().String(),
 		"reserved": pol.Options().Reserved.String(), "topologyPolicy": pol.Options().TopologyPolicy,
+		"configGroup": orNone(group), "configGroupFrom": source,
 	}).Info("nri-cpumanager starting")
 	use := assemble.DescribeCPUs(cfg, pol)
 	log.WithFields(logrus.Fields{"isolated": use.Isolated.String(), "isolatedCPUs": use.Mode, "exclusiveCPUs": use.Exclusive.String(), "sharedPool": use.Pool.String()}).
@@ -214,27 +258,38 @@ func configureTimeout(d time.Duration) time.Duration {
 	return d
 }
 
-// kubernetesAPI returns the plugin's Kubernetes API when the config turns
-// it on; nil when it is off, or when the plugin has no client for it (then
-// it runs on NRI alone and says so in its log and metrics).
-func kubernetesAPI(cfg *config.Config, reg prometheus.Registerer, log *logrus.Logger, version string) *kubeapi.API {
+// restConfig returns the configuration of the Kubernetes API when the
+// config turns it on, and why there is none (nil, nil: it is off).
+func restConfig(cfg *config.Config, log *logrus.Logger, version string) (*rest.Config, error) {
 	if !cfg.KubernetesAPI {
-		return nil
+		return nil, nil
 	}
 	// client-go logs through klog, every retry of a failed request at
 	// error level: into the plugin's log at debug level, since kubeapi says
 	// once, itself, what the plugin loses without the API server.
 	klog.LogToStderr(false)
 	klog.SetOutput(klogWriter{log})
+	return kubeapi.Config(version)
+}
+
+// kubernetesAPI returns the plugin's Kubernetes API when the config turns
+// it on; nil when it is off, or when the plugin has no client for it (rc
+// nil, rcErr why: then it runs on NRI alone and says so in its log and
+// metrics). onGroupLabel, when not nil, is told of the node's group label
+// at every change.
+func kubernetesAPI(cfg *config.Config, rc *rest.Config, rcErr error, reg prometheus.Registerer, log *logrus.Logger, onGroupLabel func(string)) *kubeapi.API {
+	if !cfg.KubernetesAPI {
+		return nil
+	}
 	nrt := cfg.NodeResourceTopology.Enabled
 	node := kubeapi.NodeName()
-	rc, err := kubeapi.Config(version)
+	err := rcErr
 	if err == nil {
 		var clients kubeapi.Clients
 		if clients, err = kubeapi.NewClients(rc, node, nrt); err == nil {
 			var api *kubeapi.API
 			api, err = kubeapi.New(kubeapi.Options{NodeName: node, Clients: clients, Log: log, Registerer: reg,
-				RemoveTopologyOnExit: cfg.NodeResourceTopology.RemoveOnExit})
+				RemoveTopologyOnExit: cfg.NodeResourceTopology.RemoveOnExit, GroupLabel: config.GroupLabel, OnGroupLabel: onGroupLabel})
 			if err == nil {
 				return api
 			}
@@ -245,7 +300,7 @@ func kubernetesAPI(cfg *config.Config, reg prometheus.Registerer, log *logrus.Lo
 		log.Info("not in a cluster (no service account, no KUBECONFIG): working on NRI alone; kubernetesAPI: false says so quietly")
 	} else {
 		log.WithError(err).Error("kubernetesAPI is on but the plugin has no client for the Kubernetes API: " +
-			"working on NRI alone (no exact pod resize admission, no events, no NodeResourceTopology)")
+			"working on NRI alone (no exact pod resize admission, no events, no NodeResourceTopology, no configuration group from the node's label)")
 	}
 	if err := kubeapi.Unavailable(reg, nrt); err != nil {
 		log.WithError(err).Error("Kubernetes API metrics")

@@ -26,7 +26,8 @@ func TestKubernetesAPIOutsideACluster(t *testing.T) {
 		t.Fatal("kubernetesAPI is off by default: a configuration file naming only what it changes would turn off what deploy/ ships")
 	}
 	log, hook := test.NewNullLogger()
-	if api := kubernetesAPI(cfg, prometheus.NewRegistry(), log, "test"); api != nil {
+	rc, err := restConfig(cfg, log, "test")
+	if api := kubernetesAPI(cfg, rc, err, prometheus.NewRegistry(), log, nil); api != nil {
 		t.Fatal("an API client outside a cluster")
 	}
 	var info bool

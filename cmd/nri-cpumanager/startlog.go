@@ -54,11 +54,16 @@ func features(cfg *config.Config) logrus.Fields {
 func newLogger(cfg *config.Config, out io.Writer) *logrus.Logger {
 	log := logrus.New()
 	log.SetOutput(out)
+	configureLogger(log, cfg)
+	return log
+}
+
+// configureLogger sets log's level and format to cfg's.
+func configureLogger(log *logrus.Logger, cfg *config.Config) {
 	if cfg.LogFormat == config.LogFormatJSON {
 		log.SetFormatter(&logrus.JSONFormatter{TimestampFormat: time.RFC3339Nano})
 	} else {
 		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: time.RFC3339Nano})
 	}
 	log.SetLevel(cfg.LogLevel)
-	return log
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"k8s.io/utils/cpuset"
@@ -64,7 +65,16 @@ func showState(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(stdout, "%s: valid\n%s\n", cfg.StateDir, data)
+	if _, err = fmt.Fprintf(stdout, "%s: valid\n%s\n", cfg.StateDir, data); err != nil {
+		return err
+	}
+	group, ok, err := readGroupRecord(cfg.StateDir)
+	switch {
+	case err != nil:
+		_, err = fmt.Fprintf(stdout, "configuration group: %v\n", err)
+	case ok:
+		_, err = fmt.Fprintf(stdout, "configuration group the plugin runs with (%s): %s\n", filepath.Join(cfg.StateDir, groupRecord), orNone(group))
+	}
 	return err
 }
 
@@ -164,16 +174,33 @@ func validateConfig(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	name := f.configPath
-	if name == "-" {
+	switch {
+	case name == "-":
 		name = "the configuration from standard input"
+	case f.group != "":
+		src := config.Source{Path: f.configPath, Group: f.group}
+		name = fmt.Sprintf("%s with configuration group %s (%s over it)", f.configPath, f.group, src.GroupPath())
 	}
 	for _, w := range f.warnings {
 		fmt.Fprintf(stdout, "warning: %s\n", w)
 	}
-	_, err = fmt.Fprintf(stdout, "%s is valid on %s (online CPUs %s, reserved %s).\n%s\n%s\nEffective configuration:\n%s",
+	_, err = fmt.Fprintf(stdout, "%s is valid on %s (online CPUs %s, reserved %s).\n%s\n%s\n%sEffective configuration:\n%s",
 		name, where, pol.Allocator().Topology().CPUs(), pol.Options().Reserved, strings.Join(assemble.DescribeCPUs(cfg, pol).Lines(), "\n"),
-		setKeys(cfg), text)
+		setKeys(cfg), groupsBeside(f), text)
 	return err
+}
+
+// groupsBeside names the configuration groups whose files are beside the
+// config file validate-config checked without a group, "" when none is.
+func groupsBeside(f *commonFlags) string {
+	if f.group != "" || f.configPath == "-" {
+		return ""
+	}
+	groups, err := config.Groups(filepath.Dir(f.configPath))
+	if err != nil || len(groups) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Configuration groups beside it: %s (--config-group NAME checks the configuration of a node in one).\n", strings.Join(groups, ", "))
 }
 
 // readCapture reads a topology capture file (topology --json).

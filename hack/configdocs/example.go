@@ -23,11 +23,23 @@ const exampleIntro = `# nri-cpumanager configuration.
 # When a changed file is picked up:
 `
 
-// exampleOutro closes the header, and names the file's type.
-const exampleOutro = `#   - every other key applies when the plugin restarts.
+// exampleOutro closes the list of when keys apply.
+const exampleOutro = `#   - every other key applies when the plugin restarts
+#     (nri_cpumanager_config_restart_pending says one waits for it).
 # A file the plugin could not start with is rejected with a message and the
 # running config kept (nri_cpumanager_config_rejected).
+#
+`
 
+// exampleGroups ends the header: configuration groups, and the keys only
+// the common file sets.
+const exampleGroups = `A node in a configuration group (the node label ` + config.GroupLabel +
+	`=<name>) reads ` + config.GroupFilePrefix + `<name>` + config.GroupFileSuffix + ` beside this file over it: the keys that file writes ` +
+	`replace these (a mapping is merged key by key, null resets a key to its default; docs/install.md, ` +
+	`"Configuration groups"). Only this file sets `
+
+// exampleType names the file's type.
+const exampleType = `
 # The file's format (a file without them is read as this one, with a
 # warning).
 apiVersion: ` + config.APIVersion + `
@@ -46,6 +58,14 @@ func renderExample(_ []byte, keys []config.KeyDoc) ([]byte, error) {
 		"then they wait until those containers are gone (at a restart too; nri_cpumanager_config_pending);",
 		exampleWidth, "#   - ", "#     "))
 	b.WriteString(exampleOutro)
+	var common []string
+	for _, k := range keys {
+		if k.CommonOnly != "" {
+			common = append(common, k.Name)
+		}
+	}
+	writeLines(&b, wrap(exampleGroups+strings.Join(common, ", ")+".", exampleWidth, "# ", "# "))
+	b.WriteString(exampleType)
 	for _, k := range keys {
 		b.WriteString("\n")
 		for i, p := range strings.Split(k.Doc, "\n\n") {

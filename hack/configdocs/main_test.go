@@ -74,35 +74,62 @@ func TestScalar(t *testing.T) {
 }
 
 func TestRenderChartSchemaKeepsTheRest(t *testing.T) {
-	old := "{\n  \"a\": 1,\n  \"properties\": {\n    \"config\": {\"type\": \"null\"},\n    \"image\": {\"type\": \"string\"}\n  }\n}\n"
-	keys := []config.KeyDoc{{Name: "k", Schema: config.Schema{Type: "boolean", Description: "a <b> & c"}}}
+	old := "{\n  \"a\": 1,\n  \"properties\": {\n    \"config\": {\"type\": \"null\"},\n    \"configGroups\": {},\n    \"image\": {\"type\": \"string\"}\n  }\n}\n"
+	keys := []config.KeyDoc{
+		{Name: "k", Schema: config.Schema{Type: "boolean", Description: "a <b> & c"}},
+		{Name: "c", Schema: config.Schema{Type: "string"}, CommonOnly: "the common file's"},
+	}
 	got, err := renderChartSchema([]byte(old), keys)
 	if err != nil {
 		t.Fatal(err)
 	}
+	fileType := "        \"apiVersion\": {\n          \"type\": \"string\",\n          \"enum\": [\n            \"" + config.APIVersion + "\"\n          ],\n          \"description\": \"The file format's version; the chart writes it.\"\n        },\n" +
+		"        \"kind\": {\n          \"type\": \"string\",\n          \"enum\": [\n            \"" + config.Kind + "\"\n          ],\n          \"description\": \"The file's kind; the chart writes it.\"\n        },\n"
 	want := "{\n  \"a\": 1,\n  \"properties\": {\n    \"config\": {\n      \"type\": \"object\",\n      \"additionalProperties\": false,\n" +
-		"      \"properties\": {\n" +
-		"        \"apiVersion\": {\n          \"type\": \"string\",\n          \"enum\": [\n            \"" + config.APIVersion + "\"\n          ],\n          \"description\": \"The file format's version; the chart writes it.\"\n        },\n" +
-		"        \"kind\": {\n          \"type\": \"string\",\n          \"enum\": [\n            \"" + config.Kind + "\"\n          ],\n          \"description\": \"The file's kind; the chart writes it.\"\n        },\n" +
-		"        \"k\": {\n          \"type\": \"boolean\",\n          \"description\": \"a <b> & c\"\n        }\n      },\n" +
-		"      \"description\": " + `"` + strings.ReplaceAll(chartConfigDescription, `"`, `\"`) + `"` + "\n    },\n    \"image\": {\"type\": \"string\"}\n  }\n}\n"
+		"      \"properties\": {\n" + fileType +
+		"        \"k\": {\n          \"type\": \"boolean\",\n          \"description\": \"a <b> & c\"\n        },\n" +
+		"        \"c\": {\n          \"type\": \"string\"\n        }\n      },\n" +
+		"      \"description\": " + `"` + strings.ReplaceAll(chartConfigDescription, `"`, `\"`) + `"` + "\n    },\n" +
+		"    \"configGroups\": {\n      \"type\": \"object\",\n      \"additionalProperties\": false,\n" +
+		"      \"patternProperties\": {\n        \"" + strings.ReplaceAll(config.GroupNamePattern, `\`, `\\`) + "\": {\n" +
+		"          \"type\": \"object\",\n          \"additionalProperties\": false,\n          \"properties\": {\n" +
+		indent(fileType, "    ") +
+		"            \"k\": {\n              \"type\": \"boolean\",\n              \"description\": \"a <b> & c\"\n            }\n          }\n        }\n      },\n" +
+		"      \"description\": " + `"` + strings.ReplaceAll(chartGroupsDescription, `"`, `\"`) + `"` + "\n    },\n" +
+		"    \"image\": {\"type\": \"string\"}\n  }\n}\n"
 	if string(got) != want {
 		t.Errorf("renderChartSchema:\n%s", lineDiff(want, string(got)))
 	}
-	if _, err := renderChartSchema([]byte(`{"properties": {}}`), keys); err == nil {
+	if _, err := renderChartSchema([]byte(`{"properties": {"configGroups": {}}}`), keys); err == nil {
 		t.Error("renderChartSchema of a file without properties.config did not fail")
+	}
+	if _, err := renderChartSchema([]byte(`{"properties": {"config": {}}}`), keys); err == nil {
+		t.Error("renderChartSchema of a file without properties.configGroups did not fail")
 	}
 }
 
+// indent puts prefix before every line of text.
+func indent(text, prefix string) string {
+	lines := strings.SplitAfter(text, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "")
+}
+
 func TestRenderReference(t *testing.T) {
-	keys := []config.KeyDoc{{Name: "k", Doc: "a | b <c>\n\nd", Default: "x:y", Applies: "live", Flag: "kf"}}
+	keys := []config.KeyDoc{{Name: "k", Doc: "a | b <c>\n\nd", Default: "x:y", Applies: "live", Flag: "kf"},
+		{Name: "c", Doc: "e", Default: 1, Applies: "at restart", CommonOnly: "the common file's"}}
 	old := "intro\n" + referenceBegin + "stale\n" + referenceEnd + "\nrest\n"
 	got, err := renderReference([]byte(old), keys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "intro\n" + referenceBegin + "| Key | Default | Applies | Flag | |\n|---|---|---|---|---|\n" +
-		"| `k` | `\"x:y\"` | live | `--kf` | a \\| b &lt;c&gt;<br>d |\n" + referenceEnd + "\nrest\n"
+	want := "intro\n" + referenceBegin + "| Key | Default | Applies | Flag | In a group | |\n|---|---|---|---|---|---|\n" +
+		"| `k` | `\"x:y\"` | live | `--kf` | yes | a \\| b &lt;c&gt;<br>d |\n" +
+		"| `c` | `1` | at restart |  | no | e |\n" + referenceEnd + "\nrest\n"
 	if string(got) != want {
 		t.Errorf("renderReference:\n%s", lineDiff(want, string(got)))
 	}

@@ -33,7 +33,7 @@ func renderReference(old []byte, keys []config.KeyDoc) ([]byte, error) {
 // referenceTable is the Markdown table of the keys.
 func referenceTable(keys []config.KeyDoc) (string, error) {
 	var b strings.Builder
-	b.WriteString("| Key | Default | Applies | Flag | |\n|---|---|---|---|---|\n")
+	b.WriteString("| Key | Default | Applies | Flag | In a group | |\n|---|---|---|---|---|---|\n")
 	for _, k := range keys {
 		def, err := defaultCell(k)
 		if err != nil {
@@ -43,7 +43,11 @@ func referenceTable(keys []config.KeyDoc) (string, error) {
 		if k.Flag != "" {
 			flag = "`--" + k.Flag + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", k.Name, def, k.Applies, flag, cell(k.Doc))
+		group := "yes"
+		if k.CommonOnly != "" {
+			group = "no"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", k.Name, def, k.Applies, flag, group, cell(k.Doc))
 	}
 	return b.String(), nil
 }

@@ -12,25 +12,55 @@ import (
 const chartConfigDescription = "The plugin's configuration file: every key of config/keys.go " +
 	"(docs/install.md, \"Configuration reference\")."
 
-// renderChartSchema replaces properties.config of the chart's
-// values.schema.json with the schema of the keys; the rest of the file
-// stays as it is.
+// chartGroupsDescription describes the chart's configGroups value.
+const chartGroupsDescription = "Configuration groups: each a name (a label value) and the keys its nodes " +
+	"(labelled " + config.GroupLabel + "=<name>) run over config's; the keys only the common file sets are not " +
+	"among them (docs/install.md, \"Configuration groups\")."
+
+// renderChartSchema replaces properties.config and properties.configGroups
+// of the chart's values.schema.json with the schemas of the keys; the
+// rest of the file stays as it is.
 func renderChartSchema(old []byte, keys []config.KeyDoc) ([]byte, error) {
 	closed := false
-	schema := config.Schema{Type: "object", AdditionalProperties: &closed, Description: chartConfigDescription}
 	// The file's type: the chart writes it into the ConfigMap, and a
 	// values file may repeat it (any other value is not this format).
-	schema.Properties = append(schema.Properties,
-		config.Property{Name: "apiVersion", Schema: config.Schema{Type: "string", Enum: []string{config.APIVersion}, Description: "The file format's version; the chart writes it."}},
-		config.Property{Name: "kind", Schema: config.Schema{Type: "string", Enum: []string{config.Kind}, Description: "The file's kind; the chart writes it."}})
+	fileType := []config.Property{
+		{Name: "apiVersion", Schema: config.Schema{Type: "string", Enum: []string{config.APIVersion}, Description: "The file format's version; the chart writes it."}},
+		{Name: "kind", Schema: config.Schema{Type: "string", Enum: []string{config.Kind}, Description: "The file's kind; the chart writes it."}},
+	}
+	schema := config.Schema{Type: "object", AdditionalProperties: &closed, Description: chartConfigDescription}
+	group := config.Schema{Type: "object", AdditionalProperties: &closed}
+	schema.Properties = append(schema.Properties, fileType...)
+	group.Properties = append(group.Properties, fileType...)
 	for _, k := range keys {
 		schema.Properties = append(schema.Properties, config.Property{Name: k.Name, Schema: k.Schema})
+		if k.CommonOnly == "" {
+			group.Properties = append(group.Properties, config.Property{Name: k.Name, Schema: k.Schema})
+		}
 	}
+	groups := config.Schema{Type: "object", AdditionalProperties: &closed, Description: chartGroupsDescription,
+		PatternProperties: map[string]config.Schema{config.GroupNamePattern: group}}
+	out := old
+	for _, p := range []struct {
+		name   string
+		schema config.Schema
+	}{{"config", schema}, {"configGroups", groups}} {
+		var err error
+		if out, err = replaceProperty(out, p.name, p.schema); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// replaceProperty replaces the value of properties.<name> in the JSON
+// schema old with schema.
+func replaceProperty(old []byte, name string, schema config.Schema) ([]byte, error) {
 	pStart, pEnd, err := valueSpan(old, "properties")
 	if err != nil {
 		return nil, err
 	}
-	start, end, err := valueSpan(old[pStart:pEnd], "config")
+	start, end, err := valueSpan(old[pStart:pEnd], name)
 	if err != nil {
 		return nil, fmt.Errorf("properties: %w", err)
 	}
@@ -40,7 +70,7 @@ func renderChartSchema(old []byte, keys []config.KeyDoc) ([]byte, error) {
 	enc.SetEscapeHTML(false)
 	enc.SetIndent(indentOf(old, start), "  ")
 	if err := enc.Encode(schema); err != nil {
-		return nil, fmt.Errorf("encoding the schema: %w", err)
+		return nil, fmt.Errorf("encoding the schema of %s: %w", name, err)
 	}
 	return append(append(bytes.Clone(old[:start]), bytes.TrimSuffix(b.Bytes(), []byte("\n"))...), old[end:]...), nil
 }

@@ -5,6 +5,7 @@ package kubeapitest
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -44,4 +45,19 @@ func (e Events) Create(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event
 // Patch merge-patches an event.
 func (e Events) Patch(ctx context.Context, namespace, name string, data []byte) (*eventsv1.Event, error) {
 	return e.Client.EventsV1().Events(namespace).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{})
+}
+
+// Node reads and watches the Nodes of client (kubeapi.NodeClient; a fake
+// clientset ignores the field selector and the resourceVersion).
+type Node struct{ Client kubernetes.Interface }
+
+// Get reads a Node.
+func (n Node) Get(ctx context.Context, name string) (*corev1.Node, error) {
+	return n.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+// Watch watches the Node name.
+func (n Node) Watch(ctx context.Context, name, resourceVersion string) (watch.Interface, error) {
+	return n.Client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: resourceVersion})
 }

@@ -15,12 +15,14 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 )
 
-// The plugin's access to the API, the whole of it: the pod watch and the
-// events; the NodeResourceTopology export adds its own object's verbs.
+// The plugin's access to the API, the whole of it: the pod watch, the
+// events and its Node's group label; the NodeResourceTopology export adds
+// its own object's verbs.
 var (
 	baseRules = []string{
 		"/pods: list watch",
 		"events.k8s.io/events: create patch",
+		"/nodes: get watch",
 	}
 	topologyRules = []string{
 		"/nodes: get",

@@ -98,6 +98,10 @@ type deployed struct {
 	// config.yaml read by the plugin's parser, then the command-line flags
 	// of the container's args.
 	cfg *config.Config
+	// groups are the configurations of the nodes of each configuration
+	// group: the ConfigMap's group.<name>.yaml over its config.yaml, then
+	// the flags.
+	groups map[string]*config.Config
 }
 
 // pluginOf finds the DaemonSet's container, its ConfigMap and its
@@ -131,13 +135,14 @@ func pluginOf(t *testing.T, m *manifests) *deployed {
 	if p.cm == nil {
 		t.Fatalf("the DaemonSet mounts ConfigMap %s/%s, which is not rendered", p.ds.Namespace, vol.ConfigMap.Name)
 	}
-	p.cfg = effectiveConfig(t, p)
+	p.cfg, p.groups = effectiveConfig(t, p)
 	return p
 }
 
 // effectiveConfig parses the container's args as the plugin's run command
-// does and applies them to the ConfigMap's config.yaml.
-func effectiveConfig(t *testing.T, p *deployed) *config.Config {
+// does and applies them to the ConfigMap's config.yaml, and to each of
+// its groups' files over it.
+func effectiveConfig(t *testing.T, p *deployed) (*config.Config, map[string]*config.Config) {
 	t.Helper()
 	args := append(append([]string{}, p.ctr.Command...), p.ctr.Args...)
 	if len(args) == 0 || args[0] != "run" {
@@ -146,6 +151,7 @@ func effectiveConfig(t *testing.T, p *deployed) *config.Config {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	configPath := fs.String("config", "", "")
+	group := fs.String("config-group", "", "")
 	overrides := config.RegisterFlags(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		t.Fatalf("args %q: %v", args, err)
@@ -153,25 +159,55 @@ func effectiveConfig(t *testing.T, p *deployed) *config.Config {
 	if fs.NArg() > 0 {
 		t.Fatalf("args %q: unexpected %q", args, fs.Args())
 	}
+	if *group != "" {
+		t.Errorf("args %q: a DaemonSet of every node fixes one configuration group: the nodes' labels should", args)
+	}
 	if path.Dir(*configPath) != configMount {
 		t.Fatalf("--config %q is not in the ConfigMap's mount %s", *configPath, configMount)
 	}
-	text, ok := p.cm.Data[path.Base(*configPath)]
+	if m := mountAt(t, p.ctr, configMount); m.SubPath != "" {
+		t.Errorf("the ConfigMap is mounted with subPath %q: the kubelet never updates such a mount, and the groups' files are not beside config.yaml", m.SubPath)
+	}
+	common := path.Base(*configPath)
+	text, ok := p.cm.Data[common]
 	if !ok {
-		t.Fatalf("ConfigMap %s has no key %s (--config %s)", p.cm.Name, path.Base(*configPath), *configPath)
+		t.Fatalf("ConfigMap %s has no key %s (--config %s)", p.cm.Name, common, *configPath)
 	}
 	cfg, warnings, err := config.ParseWithWarnings([]byte(text))
 	if err != nil {
-		t.Fatalf("the plugin rejects ConfigMap %s's %s:\n%v\n--- the file:\n%s", p.cm.Name, path.Base(*configPath), err, text)
+		t.Fatalf("the plugin rejects ConfigMap %s's %s:\n%v\n--- the file:\n%s", p.cm.Name, common, err, text)
 	}
 	for _, w := range warnings { // a shipped file is typed and current
-		t.Errorf("ConfigMap %s's %s: the plugin warns: %s", p.cm.Name, path.Base(*configPath), w)
+		t.Errorf("ConfigMap %s's %s: the plugin warns: %s", p.cm.Name, common, w)
 	}
 	cfg, err = overrides.Apply(cfg)
 	if err != nil {
 		t.Fatalf("args %q: %v", args, err)
 	}
-	return cfg
+	groups := map[string]*config.Config{}
+	for key, groupText := range p.cm.Data {
+		if key == common {
+			continue
+		}
+		name, prefixed := strings.CutPrefix(key, config.GroupFilePrefix)
+		name, suffixed := strings.CutSuffix(name, config.GroupFileSuffix)
+		if !prefixed || !suffixed || config.CheckGroupName(name) != nil {
+			t.Errorf("ConfigMap %s has a key %s, which the plugin never reads (neither %s nor a group's file %s)", p.cm.Name, key, common, config.GroupFile("<name>"))
+			continue
+		}
+		g, warnings, err := config.ParseGroup([]byte(text), []byte(groupText))
+		if err != nil {
+			t.Errorf("the plugin rejects ConfigMap %s's %s over its %s:\n%v\n--- the file:\n%s", p.cm.Name, key, common, err, groupText)
+			continue
+		}
+		for _, w := range warnings {
+			t.Errorf("ConfigMap %s's %s: the plugin warns: %s", p.cm.Name, key, w)
+		}
+		if groups[name], err = overrides.Apply(g); err != nil {
+			t.Errorf("group %s with args %q: %v", name, args, err)
+		}
+	}
+	return cfg, groups
 }
 
 func mountAt(t *testing.T, ctr *corev1.Container, dir string) corev1.VolumeMount {

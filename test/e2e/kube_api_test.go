@@ -51,7 +51,7 @@ func (k *kube) apiAccessAllowed(ctx context.Context, t *testing.T) {
 	if len(denied) > 0 {
 		t.Errorf("the API server denied the plugin %d requests: deploy/'s RBAC is not enough:\n%s", len(denied), strings.Join(denied, "\n"))
 	}
-	for _, feature := range []string{"pods", "events"} {
+	for _, feature := range []string{"pods", "events", "node"} {
 		if v, err := e2etest.PluginMetricValue(ctx, `nri_cpumanager_kubernetes_api_available{feature="`+feature+`"}`); err != nil || v != 1 {
 			t.Errorf("kubernetes_api_available{feature=%q} = %v (%v), want 1", feature, v, err)
 		}
@@ -364,7 +364,9 @@ func (k *kube) withoutTheAPI(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(lines), "Kubernetes API unavailable"); n > 3 {
+	// The features: pods, events, noderesourcetopology and node (the
+	// configuration group label).
+	if n := strings.Count(string(lines), "Kubernetes API unavailable"); n > 4 {
 		t.Errorf("the plugin said %d times that the API is unavailable; once per feature is enough", n)
 	}
 }

@@ -101,6 +101,7 @@ func TestKubernetes(t *testing.T) {
 	t.Run("API access allowed by RBAC", func(t *testing.T) { k.apiAccessAllowed(ctx, t) })
 	t.Run("memory-only resize", func(t *testing.T) { k.memoryOnlyResize(ctx, t, exclusive) })
 	t.Run("ConfigMap edit applied live", func(t *testing.T) { k.configMapEdit(ctx, t, exclusive) })
+	t.Run("configuration groups", func(t *testing.T) { k.configGroups(ctx, t) })
 	t.Run("growth and shrink", func(t *testing.T) { k.growthAndShrink(ctx, t, exclusive) })
 	t.Run("plugin pod re-created", func(t *testing.T) { k.pluginPodRecreated(ctx, t, exclusive) })
 	t.Run("fail closed while the plugin is away", func(t *testing.T) { k.failClosed(ctx, t, exclusive) })

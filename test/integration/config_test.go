@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -231,4 +232,84 @@ func mustLoad(t *testing.T, path string) *config.Config {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestGroupSwitchThroughTheWatcher moves the node into a configuration
+// group, as a change of its label does: the group's keys applied live
+// take effect at once, a key applied at a restart (observeOnly) does not
+// and the reloader says it waits (config_restart_pending); out of the
+// group again, nothing waits any more.
+func TestGroupSwitchThroughTheWatcher(t *testing.T) {
+	n := newNode(t, fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 8}, `reservedSystemCPUs: "0"`)
+	rt := fakeruntime.New(t, n.topo.CPUs())
+	stateDir := t.TempDir()
+	rp := startPluginWith(t, rt, n.pol, stateDir, withConfig(n))
+	g := mustCreate(t, rt, pod(t, rt, "gu", "guaranteed"), "app", guaranteed(2))
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.yaml")
+	for name, text := range map[string]string{
+		"config.yaml":       "reservedSystemCPUs: \"0\"\nstateDir: " + stateDir + "\n",
+		"group.canary.yaml": "inPlaceResize: false\nobserveOnly: true\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	running := mustLoad(t, path)
+	r := assemble.NewReloader(testLogger(t), rp.Plugin, n.topo, running)
+	type seen struct {
+		group   string
+		pending []string
+		resize  bool
+	}
+	var mu sync.Mutex
+	var last *seen
+	var w *config.Watcher
+	w, err := config.NewWatcher(path, running, config.WatchOptions{
+		Interval: time.Hour, // the group's switch pokes it
+		OnChange: func(next *config.Config) {
+			if err := r.Apply(next); err != nil {
+				t.Errorf("group %q rejected: %v", w.Group(), err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			last = &seen{group: w.Group(), pending: r.RestartPending(), resize: r.Applied().InPlaceResize}
+		},
+		OnError: func(err error) { t.Errorf("watcher: %v", err) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	now := func() seen {
+		mu.Lock()
+		defer mu.Unlock()
+		if last == nil {
+			return seen{group: "(nothing yet)"}
+		}
+		return *last
+	}
+
+	w.SetGroup("canary")
+	waitFor(t, "the canary group", func() bool { return now().group == "canary" })
+	if s := now(); s.resize || !slices.Equal(s.pending, []string{"observeOnly"}) {
+		t.Errorf("in the canary group: inPlaceResize %v, keys waiting for a restart %q; want false (live) and observeOnly", s.resize, s.pending)
+	}
+	if err := rt.UpdateContainer(g, guaranteed(3)); err == nil || !strings.Contains(err.Error(), "featureDisabledError") {
+		t.Errorf("resize in the canary group (inPlaceResize: false): %v", err)
+	}
+	wantCPUs(t, rt, g, "1-2") // pinned still: observeOnly waits for a restart
+
+	w.SetGroup("")
+	waitFor(t, "out of the group", func() bool { return now().group == "" })
+	if s := now(); !s.resize || len(s.pending) != 0 {
+		t.Errorf("out of the group: inPlaceResize %v, keys waiting for a restart %q; want true and none", s.resize, s.pending)
+	}
+	cancel()
+	<-done
+	noViolations(t, rt)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/utils/cpuset"
@@ -30,6 +31,9 @@ type Reloader struct {
 	plugin  *plugin.Plugin
 	topo    *cpuallocator.Topology
 	current *config.Config // what is applied (or waits for pinned containers)
+	// pending are the keys applied at a restart that the files set to
+	// another value than the plugin runs with.
+	pending []string
 }
 
 // NewReloader returns a reloader for a plugin running with cfg on topo.
@@ -39,6 +43,11 @@ func NewReloader(log *logrus.Logger, p *plugin.Plugin, topo *cpuallocator.Topolo
 
 // Applied returns the configuration the plugin runs with, or waits to.
 func (r *Reloader) Applied() *config.Config { return r.current }
+
+// RestartPending returns the keys applied at a restart that the last
+// configuration accepted sets to another value than the plugin runs with
+// (none before any).
+func (r *Reloader) RestartPending() []string { return r.pending }
 
 // Apply applies what it can of a new configuration, and returns why the
 // whole file was rejected (nil when it was not).
@@ -57,9 +66,6 @@ func (r *Reloader) Apply(next *config.Config) error {
 		err = fmt.Errorf("it does not fit this machine: %w", err)
 		r.log.WithError(err).Error("new configuration rejected; keeping the running one")
 		return err
-	}
-	if len(ch.Restart) > 0 {
-		r.log.WithField("keys", ch.Restart).Warn("these keys take effect only when the plugin restarts")
 	}
 	r.log.SetLevel(applied.LogLevel)
 	if len(ch.Live) > 0 || len(ch.WithoutExclusive) > 0 {
@@ -81,7 +87,28 @@ func (r *Reloader) Apply(next *config.Config) error {
 		}
 	}
 	r.current = applied
+	r.setPending(config.Diff(applied, next).Restart, next)
 	return nil
+}
+
+// setPending records the keys applied at a restart whose values in next
+// differ from the running ones, and says which, or that none is left.
+func (r *Reloader) setPending(keys []string, next *config.Config) {
+	was := len(r.pending) > 0
+	r.pending = keys
+	if len(keys) == 0 {
+		if was {
+			r.log.Info("no configuration key waits for a restart any more: the files set the values the plugin runs with")
+		}
+		return
+	}
+	values := make([]string, len(keys))
+	for i, k := range keys {
+		values[i] = fmt.Sprintf("%s: %q (running %q)", k, next.Value(k), r.current.Value(k))
+	}
+	r.log.WithFields(logrus.Fields{"keys": keys, "values": strings.Join(values, "; ")}).
+		Warn("these keys take effect only when the plugin restarts: the plugin runs with the values it started with until its pod is restarted " +
+			"(nri_cpumanager_config_restart_pending is 1 meanwhile)")
 }
 
 // applyLive applies next's keys that take effect at once, on the running
