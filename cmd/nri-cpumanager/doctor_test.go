@@ -297,6 +297,9 @@ func TestDoctorKubeletConfigzURL(t *testing.T) {
 		t.Errorf("status %d, want 1", status)
 	}
 	status, out = n.run("", "--kubelet-config", srv.URL+"/nothing")
+	if status == exitFailure {
+		t.Errorf("status %d with the kubelet unseen, want no failure", status)
+	}
 	wantLines(t, out, "warn  kubelet     unknown: the kubelet's configuration is not visible: "+srv.URL+"/nothing: 404 Not Found")
 	if strings.Contains(out, "FAIL  kubelet") {
 		t.Errorf("the kubelet unseen is a problem, want unknown:\n%s", out)
