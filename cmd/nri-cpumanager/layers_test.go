@@ -17,6 +17,7 @@ const module = "github.com/nri-cpumanager/nri-cpumanager/"
 var layers = map[string]int{
 	"cpumask":                     0,
 	"hack/ocilayout":              0,
+	"hack/benchreport":            0,
 	"state":                       1,
 	"cpuallocator":                1,
 	"cpuallocator/internal/sysfs": 0,
