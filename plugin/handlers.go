@@ -131,12 +131,14 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhead, resources *api.LinuxResources) error {
 	var res policy.PodResources
 	var spec policy.PodSpec
+	var info policy.PodInfo
 	outside := func() {
 		res = podResourcesFromNRI(overhead, resources)
 		spec = p.podSpec(podFromNRI(pod).UID, policy.CPULimitMilli(res.Resources))
+		info = p.podInfo(podFromNRI(pod), 0) // (the API's cache)
 	}
 	return p.handle("UpdatePodSandbox", outside, func() outcome {
-		pp := p.rememberPod(pod)
+		pp := p.rememberPod(pod).WithInfo(info)
 		o := outcome{log: p.podLog(pp), pod: pp, requested: res}
 		if p.debugging() {
 			o.log.WithFields(logrus.Fields{"resources": describeNRI(resources), "overhead": describeNRI(overhead), "spec": spec != nil}).Debug("UpdatePodSandbox request")
@@ -242,10 +244,14 @@ func (p *Plugin) PostStartContainer(_ context.Context, _ *api.PodSandbox, ctr *a
 // A refusal is returned as the error the kubelet shows the user.
 func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
 	var spec policy.PodSpec
+	var info policy.PodInfo
 	var updates []*api.ContainerUpdate
-	outside := func() { spec = p.resizeSpec(pod, ctr, boundedResources(res, nil)) } // (may wait for the API)
+	outside := func() {
+		spec = p.resizeSpec(pod, ctr, boundedResources(res, nil)) // (may wait for the API)
+		info = p.podInfo(podFromNRI(pod), 0)
+	}
 	o := p.handle("UpdateContainer", outside, func() outcome {
-		c := p.containerFromNRI(p.rememberPod(pod), ctr)
+		c := p.containerFromNRI(p.rememberPod(pod).WithInfo(info), ctr)
 		o := outcome{log: p.containerLog(c), pod: c.Pod, container: c}
 		if p.debugging() {
 			o.log.WithFields(logrus.Fields{"current": describeNRI(ctr.GetLinux().GetResources()), "requested": describeNRI(res), "spec": spec != nil}).Debug("UpdateContainer request")

@@ -622,3 +622,62 @@ func TestStoppedMemberKeepsItsLimitOnceRemoved(t *testing.T) {
 		})
 	}
 }
+
+// TestGrowthAfterItsSiblingsDecrease: the kubelet sends a pod resize's
+// decreases last container first, by CPU limit; a container that
+// restarted on fewer CPUs than its limit (its growth was refused while it
+// was down) has its limit lowered and its CPUs raised by a resize whose
+// other part, a sibling's decrease, frees what it needs. With the pod's
+// spec the sibling's decrease is applied first, in the same reply, and
+// the sibling's own request later changes nothing; without the spec the
+// growth is refused, as each part is decided alone.
+func TestGrowthAfterItsSiblingsDecrease(t *testing.T) {
+	pol := eightCPUs(t)
+	for _, withSpec := range []bool{true, false} {
+		t.Run(fmt.Sprintf("spec known: %v", withSpec), func(t *testing.T) {
+			l := newLife(t, pol)
+			pod := l.sandbox(l.pod("gu", 3000))
+			c1 := l.create(pod, "c1", 1000)
+			c2 := l.create(pod, "c2", 2000)
+			l.podUpdate(pod, 4000)
+			if err := l.resize(c1, 2000); err != nil {
+				t.Fatal(err)
+			}
+			l.create(l.sandbox(l.pod("other", 3000)), "app", 3000)
+			l.exit(c2, 1)
+			c2 = l.create(pod, "c2", 4000) // restarts on its 2 CPUs
+			l.want("c2 restarted on its own CPUs", c2, "2-3", "0")
+			asked := scenario.KubeletResources("guaranteed", 3000, 3000, 1<<30)
+			var spec policy.PodSpec
+			if withSpec {
+				spec = policy.PodSpec{"c1": scenario.KubeletResources("guaranteed", 1000, 1000, 1<<30), "c2": asked}
+			}
+			d, err := pol.UpdateContainerWithSpec(l.m, l.running[c2], asked, spec)
+			if !withSpec {
+				if err == nil || !strings.Contains(err.Error(), "resizeAllocateCPUsError") {
+					t.Fatalf("c2's growth without the spec: %v, want resizeAllocateCPUsError", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("c2's growth with its sibling's decrease in the spec: %v", err)
+			}
+			if len(d.Others) == 0 || d.Others[0].ContainerID != c1 {
+				t.Fatalf("updates before c2's %+v, want c1's decrease first", d.Others)
+			}
+			l.step("c2 grows after c1's decrease", d)
+			if got := l.cpus(c1).Size(); got != 1 {
+				t.Errorf("c1 on %s, want 1 CPU", l.cpus(c1))
+			}
+			if got := l.cpus(c2); got.Size() != 3 || !cpuset.New(2, 3).IsSubsetOf(got) || got.Intersection(l.cpus(c1)).Size() != 0 {
+				t.Errorf("c2 on %s, want 3 CPUs keeping 2-3 apart from c1's %s", got, l.cpus(c1))
+			}
+			if err := l.resize(c1, 1000); err != nil {
+				t.Errorf("c1's own request, after its decrease was applied: %v", err)
+			}
+			if got := l.cpus(c1).Size(); got != 1 {
+				t.Errorf("c1 on %s after its own request, want 1 CPU", l.cpus(c1))
+			}
+		})
+	}
+}

@@ -63,7 +63,64 @@ func (p *Policy) UpdateContainerWithSpec(m *Model, c Container, update Resources
 	if err := p.admitWithSiblings(m, c, update, spec); err != nil {
 		return Decision{Operation: RequestedOperation(c, update)}, err
 	}
-	return p.UpdateContainer(m, c, update)
+	d, err := p.UpdateContainer(m, c, update)
+	if err != nil {
+		if after, ok := p.afterSiblingDecreases(m, c, update, spec); ok {
+			return after, nil
+		}
+	}
+	return d, err
+}
+
+// afterSiblingDecreases decides c's part of a pod resize once the
+// decreases the same resize asks of c's running siblings are applied, and
+// reports false when that changes nothing or still fails. The kubelet
+// sends the decreases of a pod resize last container first
+// (kuberuntime_manager.go computePodResizeAction prepends each decrease),
+// and it orders by CPU limit: a container whose limit goes down while its
+// CPUs go up (it restarted on fewer CPUs than its limit after a refused
+// resize) is asked before the sibling whose decrease frees what it needs,
+// which the whole resize was admitted with (admitWithSiblings). The
+// siblings' decreases come first in the reply (Decision.Others, applied
+// before the target), and their own requests later find them done.
+func (p *Policy) afterSiblingDecreases(m *Model, c Container, update Resources, spec PodSpec) (Decision, bool) {
+	if spec == nil {
+		return Decision{}, false
+	}
+	pm := m.podMembers(c.Pod.UID)
+	asked, ok := pm.asked(spec)
+	if !ok {
+		return Decision{}, false
+	}
+	next := m
+	var shrunk []Update
+	var notes []string
+	for i, e := range pm.exclusive {
+		if e.id == c.ID || !e.running || e.unknownLimit || Classify(c.Pod.QoS(), asked[i]).CPUs >= e.a.Assigned().Size() {
+			continue
+		}
+		current := Resources{CPUShares: sharesFromMilli(e.limit), CPUQuota: e.limit, CPUPeriod: milliCPUPerCPU, MemoryLimit: 1}
+		sd, err := p.UpdateContainer(next, Container{ID: e.id, Name: e.name, Pod: c.Pod, Resources: current}, asked[i])
+		if err != nil || sd.Target == nil {
+			return Decision{}, false
+		}
+		shrunk = append(shrunk, *sd.Target)
+		notes = append(notes, sd.Notes...)
+		// (The runtime applies it before the target: its CPUs are free
+		// for the target's growth.)
+		next = p.Confirm(sd.Model, e.id).Model
+	}
+	if len(shrunk) == 0 {
+		return Decision{}, false
+	}
+	d, err := p.UpdateContainer(next, c, update)
+	if err != nil {
+		return Decision{}, false
+	}
+	d.Others = append(shrunk, p.syncShared(m, d.Model)...)
+	d.Notes = append(notes, d.Notes...)
+	d.describeContainer(m, c.ID)
+	return d, true
 }
 
 // admitWithSiblings refuses a resize of c to update that is part of a

@@ -80,7 +80,11 @@
 // Each run has a new seed, printed; LIFECYCLE_SEED=n plays seed n again
 // (every life of it; -run 'TestLifecycleMatchesTheKubelet/seed=n/life=i/'
 // one). LIFECYCLE_ACTIONS (20 000) and LIFECYCLE_LIFE (2 000 per life)
-// size the run (make lifecycle-soak: a million). LIFECYCLE_TRACE=1 prints
+// size the run (make lifecycle-soak: a million). LIFECYCLE_API=on plays
+// only the lives with the API (those of make lifecycle-diff, in make
+// test: the lives without it still differ from the kubelet,
+// docs/development.md says where), =off only those without it; a life
+// keeps its number, and the replay line says the variable. LIFECYCLE_TRACE=1 prints
 // both sides after every action; LIFECYCLE_KEEP=1 writes a failing life
 // to testdata/lives, where every later run plays it first.
 package lifecycle

@@ -246,8 +246,12 @@ func (o *Oracle) actuate(p *pod) error {
 	for i, ch := range steps {
 		n := p.spec.exclusiveCPUs(ch.to)
 		_, pinned := o.kubelet.Entry(p.uid, ch.name)
+		// With the API the whole resize was judged on the kubelet's state
+		// (failing, as the KEP-5554 kubelet allocates it at its
+		// admission, container after container); without it each part is
+		// judged at its own request.
 		reason := ""
-		if pinned {
+		if pinned && !o.api() {
 			reason = o.resizeVerdict(p, ch.name, n)
 		}
 		err := o.node.RT.UpdateContainer(p.ctrs[ch.name].current.c, containerResources(p.spec, ch.to))
@@ -275,9 +279,15 @@ func (o *Oracle) actuate(p *pod) error {
 		p.ctrs[ch.name].current.limit = ch.to
 		if pinned {
 			got, _ := o.node.RT.CPUs(p.ctrs[ch.name].current.c.Id)
-			e := pluginEntries(o.node.Settle(), p.uid)[ch.name]
+			entries := pluginEntries(o.node.Settle(), p.uid)
+			e := entries[ch.name]
 			if !got.Equals(e.assigned) {
 				return failf("resize of %s/%s: it runs on %s, its entry is %s", p.spec.Name, ch.name, got, e.assigned)
+			}
+			if o.api() {
+				if err := o.absorbSiblingDecreases(p, steps[i+1:], entries); err != nil {
+					return err
+				}
 			}
 			if err := o.absorbResize(p, ch.name, n, e.assigned, true); err != nil {
 				return err
@@ -427,6 +437,31 @@ func (o *Oracle) simulate(p *pod, parts []change) []failure {
 		}
 	}
 	return failing
+}
+
+// absorbSiblingDecreases takes into the kubelet's state the decreases,
+// among the parts of a resize still to be sent (later), that the plugin
+// applied with an earlier part whose growth needed their CPUs (policy
+// afterSiblingDecreases; as the KEP-5554 kubelet allocates the whole
+// resize at its admission, decreases first). Each must be exactly the
+// count its part asks, and its own request later changes nothing.
+func (o *Oracle) absorbSiblingDecreases(p *pod, later []change, entries map[string]entry) error {
+	for _, ch := range later {
+		have, pinned := o.kubelet.Entry(p.uid, ch.name)
+		n := p.spec.exclusiveCPUs(ch.to)
+		e, ok := entries[ch.name]
+		if !pinned || !ok || n >= have.Size() || e.assigned.Equals(have) {
+			continue
+		}
+		if e.assigned.Size() != n {
+			return failf("resize of %s: %s's decrease to %d CPUs applied beforehand as %s", p.spec.Name, ch.name, n, e.assigned)
+		}
+		o.Counts.Add("resize: a later part's decrease applied with an earlier growth", 1)
+		if err := o.absorbResize(p, ch.name, n, e.assigned, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // absorbResize checks the plugin's CPUs for container name of p after an
