@@ -79,14 +79,19 @@ func (e *internalError) Error() string {
 // (not ObserveOnly).
 func (p *Plugin) handing() bool { return !p.opts.ObserveOnly }
 
-// Configure logs which runtime the plugin talks to and disarms the
-// connection's watchdog (connect.go). The zero event mask subscribes the
-// plugin to every event it has a handler for.
+// Configure logs which runtime the plugin talks to, records it in the
+// metrics (runtime_info) and hands it to Options.OnConfigure, and
+// disarms the connection's watchdog (connect.go). The zero event mask
+// subscribes the plugin to every event it has a handler for.
 func (p *Plugin) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
 	if s := p.configured.Load(); s != nil {
 		s.fire()
 	}
 	p.log.WithFields(logrus.Fields{"runtime": runtime, "version": version}).Info("connected to NRI")
+	p.opts.Metrics.setRuntime(runtime, version)
+	if p.opts.OnConfigure != nil {
+		p.opts.OnConfigure(runtime, version)
+	}
 	return 0, nil
 }
 

@@ -55,6 +55,7 @@ type Metrics struct {
 	unsolicitedSent *prometheus.CounterVec
 	drifts          prometheus.Counter
 	podUpdates      *prometheus.CounterVec
+	runtime         *prometheus.GaugeVec
 	// refused is the plugin's memory of refusals, which
 	// refused_since_seconds reads (refusals.go).
 	refused *refusalMemory
@@ -143,6 +144,10 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 			Namespace: namespace, Name: "pod_resource_updates_total",
 			Help: "Pod-level resource updates (NRI UpdatePodSandbox, from CRI UpdatePodSandboxResources), by outcome (applied, infeasible, deferred, error); every request, the kubelet's retries included.",
 		}, []string{"outcome"}),
+		runtime: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "runtime_info",
+			Help: "1 for the runtime that configured the plugin's latest NRI connection, by its name and version as NRI's Configure gives them (none before the first connection).",
+		}, []string{"name", "version"}),
 		refused: newRefusalMemory(time.Now),
 	}
 	m.ready = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -183,7 +188,7 @@ func NewMetrics(reg prometheus.Registerer, info BuildInfo) (*Metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{buildInfo, m.resizes, m.refusals, m.model,
 		m.eventDuration, m.checkpointWrites, m.checkpointTime, m.checkpointBad, m.reconnects, m.abandoned, m.ready, m.configPending, m.configRejected, m.observeOnly,
-		m.unsolicitedSent, m.drifts, m.podUpdates, newRefusedSince(m.refused), writing} {
+		m.unsolicitedSent, m.drifts, m.podUpdates, m.runtime, newRefusedSince(m.refused), writing} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -215,6 +220,22 @@ func (m *Metrics) setConfigPending(pending bool) {
 	if m != nil {
 		setBool(m.configPending, pending)
 	}
+}
+
+// setRuntime records the runtime of the latest connection: one series,
+// the previous runtime's gone (containerd upgraded under the plugin).
+func (m *Metrics) setRuntime(name, version string) {
+	if m == nil {
+		return
+	}
+	if name == "" {
+		name = "unknown"
+	}
+	if version == "" {
+		version = "unknown"
+	}
+	m.runtime.Reset()
+	m.runtime.WithLabelValues(name, version).Set(1)
 }
 
 // ConfigRejected says whether the configuration file is rejected.

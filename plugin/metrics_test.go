@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -164,5 +166,43 @@ func TestRefusedSince(t *testing.T) {
 	var none *Metrics // a nil *Metrics gives a memory of the plugin's own
 	if !none.refusalMemory().refused(db, "main", refusalKey{event: "UpdateContainer"}) {
 		t.Error("a first refusal in the memory of a nil *Metrics is not news")
+	}
+}
+
+// TestConfigureRecordsTheRuntime: each connection's Configure names the
+// runtime in runtime_info (one series: the latest connection's, so that a
+// containerd upgraded under the plugin replaces the old version) and
+// hands it to OnConfigure.
+func TestConfigureRecordsTheRuntime(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg, BuildInfo{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var told []string
+	p, _ := newTestPluginWith(t, func(o *Options) {
+		o.Metrics = m
+		o.OnConfigure = func(runtime, version string) { told = append(told, runtime+" "+version) }
+	})
+	if got := gather(t, reg, "nri_cpumanager_runtime_info"); len(got) != 0 {
+		t.Errorf("runtime_info before any connection: %v, want no series", got)
+	}
+	for _, tc := range []struct {
+		name, version string
+		want          map[string]float64
+	}{
+		{"containerd", "v2.3.1", map[string]float64{"name=containerd,version=v2.3.1": 1}},
+		{"containerd", "v2.4.2", map[string]float64{"name=containerd,version=v2.4.2": 1}},
+		{"", "", map[string]float64{"name=unknown,version=unknown": 1}},
+	} {
+		if _, err := p.Configure(context.Background(), "", tc.name, tc.version); err != nil {
+			t.Fatal(err)
+		}
+		if got := gather(t, reg, "nri_cpumanager_runtime_info"); !maps.Equal(got, tc.want) {
+			t.Errorf("after Configure(%q, %q): runtime_info %v, want %v", tc.name, tc.version, got, tc.want)
+		}
+	}
+	if want := []string{"containerd v2.3.1", "containerd v2.4.2", " "}; !slices.Equal(told, want) {
+		t.Errorf("OnConfigure got %q, want %q", told, want)
 	}
 }

@@ -101,6 +101,10 @@ type Options struct {
 	// a start without it pins the running containers as decided (the
 	// Synchronize sends every container its cpuset).
 	ObserveOnly bool
+	// OnConfigure, if not nil, is called with the runtime's name and
+	// version at every Configure (each connection's first request). It
+	// runs inside the request: it must return at once.
+	OnConfigure func(runtime, version string)
 	// OnVerified, if not nil, is called after every verification pass
 	// (tests wait on it instead of sleeping).
 	OnVerified func()

@@ -11,6 +11,7 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/scenario"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // life plays a pod's life through the policy, the way the runtime reports
@@ -25,6 +26,9 @@ type life struct {
 	running map[string]policy.Container
 	// warnings are the warnings of the last decision.
 	warnings []string
+	// given is a copy of m's state as the last step left it: a decision
+	// never changes the model it is given.
+	given *state.State
 }
 
 func newLife(t *testing.T, pol *policy.Policy) *life {
@@ -57,7 +61,11 @@ func (l *life) pod(name string, totalMilli int64, roles ...string) policy.Pod {
 func (l *life) step(what string, d policy.Decision) {
 	l.t.Helper()
 	saves(l.t, l.pol, what, d.Model)
+	if l.given != nil && !l.m.State.Equal(l.given) {
+		l.t.Fatalf("%s (or a decision before it) changed the state of the model it was given", what)
+	}
 	l.m, l.warnings = d.Model, d.Warnings
+	l.given = l.m.State.Clone()
 }
 
 // sandbox runs a new sandbox of pod and returns the pod as its events
@@ -680,4 +688,51 @@ func TestGrowthAfterItsSiblingsDecrease(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHoldEndsWithALimitOnlyResize: the resize that makes a pod's
+// containers add up to its total again may change only a container's
+// limit (it restarted on more CPUs than its limit after a refused
+// decrease): the CPUs held for the pod then return to the shared pool,
+// the shared containers grow into them in the same reply, and the model
+// the decision was given is left as it was.
+func TestHoldEndsWithALimitOnlyResize(t *testing.T) {
+	l := newLife(t, eightCPUs(t))
+	pod := l.sandbox(l.pod("gu", 3000))
+	c1 := l.create(pod, "c1", 1000)
+	c2 := l.create(pod, "c2", 2000)
+	shared := l.create(l.sandbox(l.pod("small", 500)), "app", 500)
+	l.podUpdate(pod, 4000)
+	if err := l.resize(c1, 2000); err != nil {
+		t.Fatal(err)
+	}
+	l.exit(c2, 1)
+	c2 = l.create(pod, "c2", 1000) // below its baseline: restarts on its 2 CPUs
+	if err := l.resize(c1, 1000); err != nil {
+		t.Fatal(err)
+	}
+	h, held := l.m.State.Hold(pod.UID)
+	if !held {
+		t.Fatalf("c1's decrease while the pod's resize is in flight holds nothing")
+	}
+	l.podUpdate(pod, 3000)
+	given := l.m.State.Clone()
+	d, err := l.pol.UpdateContainer(l.m, l.running[c2], scenario.KubeletResources("guaranteed", 2000, 2000, 1<<30))
+	if err != nil {
+		t.Fatalf("c2's resize to the 2 CPUs it runs on: %v", err)
+	}
+	if !l.m.State.Equal(given) {
+		t.Fatalf("the decision changed the model it was given")
+	}
+	if _, still := d.Model.State.Hold(pod.UID); still {
+		t.Errorf("CPUs %s still held once the pod adds up", h.CPUs)
+	}
+	grown := false
+	for _, u := range d.Others {
+		grown = grown || u.ContainerID == shared && h.CPUs.IsSubsetOf(u.CPUs)
+	}
+	if !grown {
+		t.Errorf("updates %+v: the shared container does not grow into the CPUs %s the pod held", d.Others, h.CPUs)
+	}
+	l.step("c2 resized", d)
 }

@@ -37,6 +37,13 @@ func (p *Policy) UpdateContainer(m *Model, c Container, update Resources) (Decis
 // its total again its held CPUs back: the container's new limit, just
 // recorded, decides both.
 func (p *Policy) settleResize(m *Model, d *Decision, c Container) {
+	if d.Model.State == m.State {
+		// (A resize that changed only the container's limit shares m's
+		// state: a hold it starts or ends must not change m.)
+		nm := d.Model.shallow()
+		nm.State = m.State.Clone()
+		d.Model = nm
+	}
 	before, _ := m.State.Assignment(c.Pod.UID, c.Name)
 	after, _ := d.Model.State.Assignment(c.Pod.UID, c.Name)
 	// (CPUs an init container's entry still holds stay the pod's.)

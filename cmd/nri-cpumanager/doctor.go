@@ -22,19 +22,22 @@ import (
 // topology export on, who owns the node's NodeResourceTopology object.
 //
 // It reads the host's files under --host-root (the DaemonSet's pod mounts
-// the host's containerd configuration read-only at /host when asked to; on
+// the kubelet's and containerd's configuration read-only under /host; on
 // the node itself the root is /), and what the plugin itself reads (the
 // NRI socket, sysfsRoot, cgroupfsRoot) where the plugin's configuration
-// says. It changes nothing. Exit status 1 when something is wrong.
+// says. What it cannot see is unknown, a warning, never ok. It changes
+// nothing. Exit status 1 when something is wrong.
 func doctor(args []string, stdout, stderr io.Writer) error {
 	f := newFlags("doctor", stderr)
-	d := &doctorRun{unseenKubelet: statusFail}
-	f.fs.StringVar(&d.hostRoot, "host-root", "/", "`directory` where the host's root is mounted (/host in the DaemonSet's pod)")
-	f.fs.StringVar(&d.containerdConfig, "containerd-config", "/etc/containerd/config.toml", "containerd's configuration `file` on the host")
-	f.fs.StringVar(&d.containerdSocket, "containerd-socket", "/run/containerd/containerd.sock", "containerd's CRI `socket` on the host, asked for its version when reachable")
+	d := &doctorRun{}
+	f.fs.StringVar(&d.hostRoot, "host-root", "", "`directory` where the host's files are mounted (default: /host where something is mounted there, as in the plugin's pod, else /)")
+	f.fs.StringVar(&d.containerdConfig, "containerd-config", "", "containerd's configuration `file` on the host (default: the --config of its process, k3s's or RKE2's, else /etc/containerd/config.toml)")
+	f.fs.StringVar(&d.containerdSocket, "containerd-socket", "", "containerd's CRI `socket` on the host, asked for its version when reachable (default: the --address of its process, k3s's or RKE2's, else /run/containerd/containerd.sock)")
 	f.fs.StringVar(&d.containerdBinary, "containerd-binary", "", "containerd's `binary` on the host (default: /usr/bin/containerd, /usr/local/bin/containerd)")
 	f.fs.StringVar(&d.kubeletConfig, "kubelet-config", "", "the kubelet's configuration: a `file` on the host, an http(s) URL of its /configz, or - for standard input "+
-		"(kubectl get --raw /api/v1/nodes/NODE/proxy/configz); default: the kubelet's --config, else /var/lib/kubelet/config.yaml")
+		"(kubectl get --raw /api/v1/nodes/NODE/proxy/configz); default: the kubelet's --config, else where kubelets usually keep it")
+	f.fs.StringVar(&d.kubeletConfigDir, "kubelet-config-dir", "", "the kubelet's drop-in `directory` on the host (default: the kubelet's --config-dir)")
+	f.fs.StringVar(&d.pluginMetrics, "plugin-metrics", "auto", "`URL` of the plugin's /metrics, read for the runtime that configured it over NRI (auto: metricsAddress on 127.0.0.1, as in the plugin's pod; \"\" not to)")
 	f.fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: nri-cpumanager doctor [--host-root DIR] [--config FILE] [flags]")
 		f.fs.PrintDefaults()
@@ -48,7 +51,12 @@ func doctor(args []string, stdout, stderr io.Writer) error {
 	}
 	d.cfg = cfg
 	d.out = stdout
-	fmt.Fprintf(stdout, "nri-cpumanager doctor %s: host root %s, plugin configuration %s\n", buildInfo().Version, d.hostRoot, orDefaults(f.configPath))
+	if d.hostRoot == "" {
+		d.hostRoot = defaultHostRoot()
+	}
+	d.view = newHostView(d.hostRoot)
+	fmt.Fprintf(stdout, "nri-cpumanager doctor %s: host root %s (%s), plugin configuration %s\n", buildInfo().Version, d.hostRoot, d.view, orDefaults(f.configPath))
+	d.readPluginRuntime()
 	d.checkContainerd()
 	d.checkKubelet()
 	d.checkCgroups()
@@ -77,22 +85,33 @@ const (
 
 // doctorRun holds the flags of one run and what it found.
 type doctorRun struct {
-	hostRoot, containerdConfig, containerdSocket, containerdBinary, kubeletConfig string
+	hostRoot, containerdConfig, containerdSocket, containerdBinary, kubeletConfig, kubeletConfigDir, pluginMetrics string
 
 	cfg *config.Config
 	out io.Writer
+	// view is what the run sees of the host's files.
+	view hostView
 
-	// unseenKubelet is the status of a kubelet configuration doctor
-	// cannot find: a failure for the command, a warning at the plugin's
-	// start.
-	unseenKubelet string
+	// runtime is the runtime that configured the plugin over NRI, as
+	// NRI's Configure names it: given to the plugin's start-up check, or
+	// read from the plugin's metrics; name "" when not known.
+	runtime runtimeInfo
+	// runtimeConnected: the plugin is connected to that runtime now (NRI
+	// is on); runtimeSource says where doctor learnt it ("" for the
+	// start-up check's NRI Configure).
+	runtimeConnected bool
+	runtimeSource    string
 
 	// What checks learn for later ones.
+	procs             []hostProcess
+	distro            *distribution
+	rancher           *rancherConfig
+	kubeletComplete   bool  // the kubelet's whole configuration was seen
 	containerdSystemd *bool // runc's SystemdCgroup, when the configuration says
 	kubeletDriver     string
 	treeDriver        string
 
-	fails, warnings int
+	fails, warnings, unknowns int
 	// findings are the findings reported so far.
 	findings []finding
 }
@@ -111,6 +130,9 @@ func (d *doctorRun) report(status, topic, text, fix string) {
 		d.fails++
 	case statusWarning:
 		d.warnings++
+		if strings.HasPrefix(text, "unknown: ") {
+			d.unknowns++
+		}
 	}
 }
 
@@ -119,20 +141,14 @@ func (d *doctorRun) summary() error {
 	case d.fails > 0:
 		fmt.Fprintf(d.out, "%d problem(s) and %d warning(s): fix the problems before labelling the node nri-cpumanager.io/enabled=true.\n", d.fails, d.warnings)
 		return errProblemsFound
+	case d.unknowns > 0:
+		fmt.Fprintf(d.out, "no problem found in what doctor saw; %d warning(s), %d of them unknown: doctor did not see what they check (each says how to show it).\n", d.warnings, d.unknowns)
 	case d.warnings > 0:
 		fmt.Fprintf(d.out, "no problem, %d warning(s).\n", d.warnings)
 	default:
 		fmt.Fprintln(d.out, "no problem found.")
 	}
 	return nil
-}
-
-// host is the path of a host file as this process sees it.
-func (d *doctorRun) host(path string) string {
-	if d.hostRoot == "" || d.hostRoot == "/" {
-		return path
-	}
-	return filepath.Join(d.hostRoot, path)
 }
 
 // checkCgroups reports the cgroup version of the tree the plugin verifies
@@ -226,26 +242,6 @@ func (d *doctorRun) checkCPUs() {
 		}
 		d.report(statusOK, "plugin", line, "")
 	}
-}
-
-// readHost reads a file on the host, under the host root.
-func (d *doctorRun) readHost(path string) ([]byte, error) {
-	return os.ReadFile(d.host(path))
-}
-
-// errNotFound says which candidates were tried.
-type errNotFound []string
-
-func (e errNotFound) Error() string { return "none of " + strings.Join(e, ", ") + " exists" }
-
-// firstExisting returns the first candidate host path that exists.
-func (d *doctorRun) firstExisting(candidates ...string) (string, error) {
-	for _, c := range candidates {
-		if _, err := os.Stat(d.host(c)); err == nil {
-			return c, nil
-		}
-	}
-	return "", errNotFound(candidates)
 }
 
 // doctorTimeout bounds each network call doctor makes (the CRI socket, a

@@ -39,7 +39,7 @@ func (d *doctorRun) checkTopology() {
 	switch {
 	case err != nil:
 		d.report(statusWarning, "topology", err.Error(),
-			"run doctor in the plugin's pod (its service account reads the object); the CRD and the topology role come with the chart's nodeResourceTopology values or components/noderesourcetopology")
+			"run doctor in the plugin's pod (its service account reads the object); the CRD comes with components/noderesourcetopology-crd (the chart: installNodeResourceTopologyCRD), the topology role with components/noderesourcetopology (the chart: config.nodeResourceTopology.enabled)")
 	case !found:
 		d.report(statusInfo, "topology", fmt.Sprintf("no NodeResourceTopology %s yet: the plugin writes it once it runs on the node", node), "")
 	case owner != "":

@@ -3,18 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"k8s.io/utils/cpuset"
-	"sigs.k8s.io/yaml"
 )
 
 // kubeletConfig is the part of a KubeletConfiguration doctor reads.
@@ -33,31 +29,60 @@ var kubeletFlags = map[string]func(*kubeletConfig, string){
 	"--reserved-cpus":           func(c *kubeletConfig, v string) { c.ReservedSystemCPUs = v },
 	"--topology-manager-policy": func(c *kubeletConfig, v string) { c.TopologyManagerPolicy = v },
 	"--cgroup-driver":           func(c *kubeletConfig, v string) { c.CgroupDriver = v },
+	"--system-reserved":         func(c *kubeletConfig, v string) { c.SystemReserved = flagMap(v) },
+	"--kube-reserved":           func(c *kubeletConfig, v string) { c.KubeReserved = flagMap(v) },
+}
+
+// flagMap reads a map flag's value (cpu=500m,memory=1Gi).
+func flagMap(v string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		if k, val, ok := strings.Cut(kv, "="); ok {
+			out[strings.TrimSpace(k)] = strings.TrimSpace(val)
+		}
+	}
+	return out
 }
 
 // checkKubelet reports the kubelet's CPU manager policy, its reservation
-// against the plugin's, and its topology manager policy.
+// against the plugin's, and its topology manager policy, from the
+// kubelet's configuration as the kubelet puts it together (loadKubelet).
+// A policy of none is ok only when doctor saw everything the kubelet
+// reads; otherwise it is unknown, a warning that says what it did not
+// see and how to show it.
 func (d *doctorRun) checkKubelet() {
-	kc, source, err := d.loadKubeletConfig()
-	if err != nil {
-		// Unseen, the kubelet may run its own static CPU manager beside
-		// the plugin: doctor cannot say the node is fine (the plugin's
-		// own check at start says it and goes on).
-		d.report(d.unseenKubelet, "kubelet", "configuration not found: "+err.Error()+": its CPU manager policy and reservation are not checked",
-			"mount it (the chart's doctor.enabled with doctor.kubeletConfig, deploy/components/doctor), give --kubelet-config FILE, "+
-				"or pipe its live configuration in: kubectl get --raw /api/v1/nodes/NODE/proxy/configz | kubectl exec -i POD -- nri-cpumanager doctor --kubelet-config -")
+	v := d.loadKubelet()
+	d.kubeletComplete = v.complete
+	for _, p := range v.problems {
+		d.report(statusFail, "kubelet", p, "correct it: the kubelet refuses to start with it (or is not started the way doctor reads)")
+	}
+	if v.config == nil {
+		d.report(statusWarning, "kubelet", "unknown: the kubelet's configuration is not visible: "+strings.Join(v.unseen, "; ")+
+			": its CPU manager policy and reservation are not checked", d.unseenKubeletFix())
 		return
 	}
+	kc := v.config
 	d.kubeletDriver = kc.CgroupDriver
 	if d.kubeletDriver == "" {
 		d.kubeletDriver = "cgroupfs" // the kubelet's default
 	}
-	switch policy := kc.CPUManagerPolicy; policy {
-	case "", "none":
-		d.report(statusOK, "kubelet", fmt.Sprintf("cpuManagerPolicy: none (%s)", source), "")
+	read := strings.Join(v.read, ", ")
+	if read == "" {
+		read = "nothing but the command line"
+	}
+	from := v.policyFrom
+	if from == "" {
+		from = "the kubelet's default"
+	}
+	switch policy := kc.CPUManagerPolicy; {
+	case policy != "" && policy != "none":
+		d.report(statusFail, "kubelet", fmt.Sprintf("cpuManagerPolicy: %s (set by %s; read: %s): two CPU managers would fight over the same cpusets", policy, from, read),
+			"set cpuManagerPolicy: none where it is set; a node with pinned pods moves with the one-time import (docs/install.md, \"Importing the kubelet's CPU assignments\")")
+	case v.complete:
+		d.report(statusOK, "kubelet", fmt.Sprintf("cpuManagerPolicy: none (%s; read: %s)", from, read), "")
 	default:
-		d.report(statusFail, "kubelet", fmt.Sprintf("cpuManagerPolicy: %s (%s): two CPU managers would fight over the same cpusets", policy, source),
-			"set cpuManagerPolicy: none; a node with pinned pods moves with the one-time import (docs/install.md, \"Importing the kubelet's CPU assignments\")")
+		d.report(statusWarning, "kubelet", fmt.Sprintf("unknown: cpuManagerPolicy is none in what doctor read (%s), but not seen: %s", read, strings.Join(v.unseen, "; ")),
+			d.unseenKubeletFix())
 	}
 	d.checkReservation(kc)
 	if tm := kc.TopologyManagerPolicy; tm != "" && tm != "none" {
@@ -66,11 +91,36 @@ func (d *doctorRun) checkKubelet() {
 			d.report(statusWarning, "kubelet", fmt.Sprintf("topologyManagerPolicy: %s places the pods' devices, the plugin's is none: pinned CPUs ignore the devices' NUMA nodes", tm),
 				fmt.Sprintf("topologyManagerPolicy: %s in the plugin's ConfigMap (docs/design.md, \"Placement with the devices\")", tm))
 		case tm:
-			d.report(statusOK, "kubelet", fmt.Sprintf("topologyManagerPolicy: %s places the devices, the plugin's the CPUs on their NUMA nodes", tm), "")
+			d.report(d.kubeletOK(), "kubelet", fmt.Sprintf("topologyManagerPolicy: %s places the devices, the plugin's the CPUs on their NUMA nodes", tm), "")
 		default:
 			d.report(statusInfo, "kubelet", fmt.Sprintf("topologyManagerPolicy: %s places the devices, the plugin's %s the CPUs: they admit differently", tm, plugin), "")
 		}
 	}
+}
+
+// unseenKubeletFix is how to show doctor the kubelet's configuration:
+// its /configz, doctor on the node, or the mounts of the node's layout.
+func (d *doctorRun) unseenKubeletFix() string {
+	mounts := "the DaemonSet mounts /var/lib/kubelet/config.yaml and /etc/kubernetes/kubelet.conf.d " +
+		"(the chart's doctor.kubeletConfig, doctor.kubeletConfigDir for other paths; doctor.distribution for k3s and RKE2)"
+	if r := d.distribution(); r.name != "" {
+		mounts = fmt.Sprintf("on %s the DaemonSet mounts %s and %s.d, %s/agent/etc/kubelet.conf.d with the chart's doctor.distribution: %s "+
+			"(kustomize: components/%s), and a kubelet-arg config= file with doctor.kubeletConfig",
+			r.name, r.config, r.config, r.dataDir, strings.ToLower(r.name), strings.ToLower(r.name))
+	}
+	return "pipe the kubelet's live configuration in: kubectl get --raw /api/v1/nodes/NODE/proxy/configz | " +
+		"kubectl exec -i POD -- nri-cpumanager doctor --config /etc/nri-cpumanager/config.yaml --host-root /host --kubelet-config -\n" +
+		"or run doctor on the node (sudo nri-cpumanager doctor), where it reads the kubelet's command line; " + mounts
+}
+
+// kubeletOK is the status of a kubelet setting that agrees with the
+// plugin's: ok when doctor saw all of the kubelet's configuration, info
+// (what the files read say) otherwise.
+func (d *doctorRun) kubeletOK() string {
+	if d.kubeletComplete {
+		return statusOK
+	}
+	return statusInfo
 }
 
 // checkReservation compares the kubelet's CPU reservation with the
@@ -84,7 +134,7 @@ func (d *doctorRun) checkReservation(kc *kubeletConfig) {
 		case err != nil:
 			d.report(statusWarning, "kubelet", fmt.Sprintf("reservedSystemCPUs %q is not a CPU list: %v", kc.ReservedSystemCPUs, err), "")
 		case want.Equals(plugin) && d.cfg.ReservedCPUCount == 0:
-			d.report(statusOK, "kubelet", fmt.Sprintf("reserves CPUs %s, as the plugin does", want), "")
+			d.report(d.kubeletOK(), "kubelet", fmt.Sprintf("reserves CPUs %s, as the plugin does", want), "")
 		default:
 			d.report(statusFail, "kubelet", fmt.Sprintf("reserves CPUs %s (reservedSystemCPUs), the plugin %s", want, d.pluginReservation()),
 				fmt.Sprintf("reservedSystemCPUs: %q and no reservedCPUCount in the plugin's ConfigMap", want.String()))
@@ -98,7 +148,7 @@ func (d *doctorRun) checkReservation(kc *kubeletConfig) {
 	}
 	count := int(math.Ceil(float64(milli) / 1000))
 	if d.cfg.ReservedCPUCount == count || (d.cfg.ReservedCPUCount == 0 && plugin.Size() == count) {
-		d.report(statusOK, "kubelet", fmt.Sprintf("reserves %dm CPU (systemReserved + kubeReserved), %d CPU(s) for its static policy; the plugin %s", milli, count, d.pluginReservation()), "")
+		d.report(d.kubeletOK(), "kubelet", fmt.Sprintf("reserves %dm CPU (systemReserved + kubeReserved), %d CPU(s) for its static policy; the plugin %s", milli, count, d.pluginReservation()), "")
 		return
 	}
 	d.report(statusFail, "kubelet", fmt.Sprintf("reserves %dm CPU (systemReserved + kubeReserved), %d CPU(s) for its static policy; the plugin %s", milli, count, d.pluginReservation()),
@@ -131,118 +181,6 @@ func cpuMilli(q string) int64 {
 		return 0
 	}
 	return int64(math.Round(f * 1000))
-}
-
-// loadKubeletConfig finds and reads the kubelet's configuration: the flag,
-// else the --config of a kubelet process (on the node itself), else the
-// usual file. Flags of that process override the file, as for the kubelet.
-func (d *doctorRun) loadKubeletConfig() (*kubeletConfig, string, error) {
-	var data []byte
-	var source string
-	var err error
-	cmdline := d.kubeletCommandLine()
-	switch path := d.kubeletConfig; {
-	case path == "-":
-		data, err = io.ReadAll(stdin)
-		source = "standard input"
-	case strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://"):
-		data, err = fetch(path)
-		source = path
-	case path != "":
-		data, err = d.readHost(path)
-		source = path
-	default:
-		for i, arg := range cmdline {
-			if v, ok := strings.CutPrefix(arg, "--config="); ok {
-				path = v
-			} else if arg == "--config" && i+1 < len(cmdline) {
-				path = cmdline[i+1]
-			}
-		}
-		if path == "" {
-			if path, err = d.firstExisting("/var/lib/kubelet/config.yaml", "/etc/kubernetes/kubelet-config.yaml", "/etc/kubernetes/kubelet/config.yaml",
-				"/etc/rancher/k3s/config.yaml", "/etc/rancher/rke2/config.yaml"); err != nil {
-				return nil, "", err
-			}
-		}
-		data, err = d.readHost(path)
-		source = path
-	}
-	if err != nil {
-		return nil, "", err
-	}
-	kc, err := parseKubeletConfig(data)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", source, err)
-	}
-	for i, arg := range cmdline {
-		name, value, ok := strings.Cut(arg, "=")
-		if !ok && i+1 < len(cmdline) {
-			value = cmdline[i+1]
-		}
-		if set, known := kubeletFlags[name]; known {
-			set(kc, value)
-			source += ", flag " + name
-		}
-	}
-	return kc, source, nil
-}
-
-// parseKubeletConfig reads a KubeletConfiguration (YAML or JSON), the
-// kubelet's /configz answer ({"kubeletconfig": {...}}), or the
-// configuration file of k3s or RKE2 (/etc/rancher/k3s/config.yaml,
-// /etc/rancher/rke2/config.yaml), whose kubelet-arg list sets the
-// kubelet's flags over its defaults.
-func parseKubeletConfig(data []byte) (*kubeletConfig, error) {
-	var wrapped struct {
-		KubeletConfig *kubeletConfig `json:"kubeletconfig"`
-	}
-	if err := yaml.Unmarshal(data, &wrapped); err == nil && wrapped.KubeletConfig != nil {
-		return wrapped.KubeletConfig, nil
-	}
-	var head struct {
-		Kind       string    `json:"kind"`
-		KubeletArg *[]string `json:"kubelet-arg"`
-	}
-	if err := yaml.Unmarshal(data, &head); err != nil {
-		return nil, err
-	}
-	if head.Kind == "" && head.KubeletArg != nil {
-		kc := &kubeletConfig{}
-		for _, arg := range *head.KubeletArg {
-			name, value, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
-			if set, known := kubeletFlags["--"+name]; known {
-				set(kc, value)
-			}
-		}
-		return kc, nil
-	}
-	if head.Kind != "KubeletConfiguration" {
-		return nil, fmt.Errorf("not a KubeletConfiguration (kind %q), the kubelet's /configz, nor a k3s or RKE2 configuration with kubelet-arg", head.Kind)
-	}
-	kc := &kubeletConfig{}
-	if err := yaml.Unmarshal(data, kc); err != nil {
-		return nil, err
-	}
-	return kc, nil
-}
-
-// kubeletCommandLine returns the arguments of a kubelet process found
-// under the host root's /proc (on the node itself; the plugin's pod has
-// its own process namespace), or nil.
-func (d *doctorRun) kubeletCommandLine() []string {
-	procs, _ := filepath.Glob(d.host("/proc/[0-9]*/cmdline"))
-	for _, p := range procs {
-		data, err := os.ReadFile(p)
-		if err != nil || len(data) == 0 {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
-		if filepath.Base(args[0]) == "kubelet" {
-			return args[1:]
-		}
-	}
-	return nil
 }
 
 // fetch GETs url with doctor's timeout.

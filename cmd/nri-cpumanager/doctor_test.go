@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -10,25 +11,42 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/yaml"
+
+	"github.com/nri-cpumanager/nri-cpumanager/config"
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator/fakesysfs"
 )
 
 // doctorNode is a fake node for doctor: a host root with containerd's and
-// the kubelet's files, a sysfs, a cgroup tree and a listening NRI socket.
+// the kubelet's files (and, when a test writes them, their processes
+// under /proc), a sysfs, a cgroup tree and a listening NRI socket; and,
+// when a test starts it, the plugin's metrics naming the runtime.
 type doctorNode struct {
 	t                      *testing.T
 	root, sys, cgroups, ns string
+	metrics                string // the plugin's /metrics URL, "" for none
 }
 
 func newDoctorNode(t *testing.T) *doctorNode {
 	t.Helper()
-	n := &doctorNode{t: t, root: t.TempDir(), sys: t.TempDir(), cgroups: t.TempDir()}
+	n := newBareDoctorNode(t)
 	if err := fakesysfs.Generate(n.sys, fakesysfs.KEP5554UseCases()); err != nil {
 		t.Fatal(err)
 	}
+	return n
+}
+
+// newBareDoctorNode is a doctorNode with an empty sysfs, for the checks
+// that do not read the CPUs (the start-up check's, containerd's, the
+// kubelet's).
+func newBareDoctorNode(t *testing.T) *doctorNode {
+	t.Helper()
+	n := &doctorNode{t: t, root: t.TempDir(), sys: t.TempDir(), cgroups: t.TempDir()}
 	// A short directory: a unix socket's path is limited to 108 bytes.
 	dir, err := os.MkdirTemp("", "nri")
 	if err != nil {
@@ -61,11 +79,40 @@ func (n *doctorNode) write(path, text string) {
 // host writes a file of the host, under the host root.
 func (n *doctorNode) host(path, text string) { n.write(filepath.Join(n.root, path), text) }
 
+// process writes a host process's command line under the host's /proc.
+func (n *doctorNode) process(pid int, args ...string) {
+	n.host(fmt.Sprintf("/proc/%d/cmdline", pid), strings.Join(args, "\x00")+"\x00")
+}
+
+// kubeadm writes the processes of a kubeadm node: the kubelet with its
+// --config (and extra flags), containerd on its default configuration.
+func (n *doctorNode) kubeadm(kubeletFlags ...string) {
+	n.process(1, "/sbin/init")
+	n.process(700, "/usr/bin/containerd")
+	n.process(900, append([]string{"/usr/bin/kubelet", "--kubeconfig=/etc/kubernetes/kubelet.conf", "--config=/var/lib/kubelet/config.yaml"}, kubeletFlags...)...)
+}
+
+// pluginMetrics serves the plugin's metrics as a plugin connected to a
+// runtime (ready, or not any more) shows them.
+func (n *doctorNode) pluginMetrics(name, version string, ready bool) {
+	n.t.Helper()
+	r := 0
+	if ready {
+		r = 1
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "# HELP nri_cpumanager_ready x\n# TYPE nri_cpumanager_ready gauge\nnri_cpumanager_ready %d\n"+
+			"# TYPE nri_cpumanager_runtime_info gauge\nnri_cpumanager_runtime_info{name=%q,version=%q} 1\n", r, name, version)
+	}))
+	n.t.Cleanup(srv.Close)
+	n.metrics = srv.URL + "/metrics"
+}
+
 // run runs doctor on the node with the plugin's config file (YAML, "" for
 // none) and extra arguments, and returns its exit status and output.
 func (n *doctorNode) run(pluginConfig string, args ...string) (int, string) {
 	n.t.Helper()
-	all := []string{"doctor", "--host-root", n.root, "--sysfs-root", n.sys, "--cgroupfs-root", n.cgroups, "--nri-socket", n.ns}
+	all := []string{"doctor", "--host-root", n.root, "--sysfs-root", n.sys, "--cgroupfs-root", n.cgroups, "--nri-socket", n.ns, "--plugin-metrics", n.metrics}
 	if pluginConfig != "" {
 		path := filepath.Join(n.t.TempDir(), "config.yaml")
 		n.write(path, pluginConfig)
@@ -121,17 +168,18 @@ func TestDoctorHealthyNode(t *testing.T) {
 	n.host("/etc/containerd/config.toml", "version = 3\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n"+systemdRunc)
 	n.host("/etc/containerd/conf.d/nri.toml", strings.ReplaceAll(shippedDropIn(t), "/var/run/nri/nri.sock", n.ns))
 	n.host("/var/lib/kubelet/config.yaml", kubeletNone)
+	n.kubeadm()
 	status, out := n.run("")
 	if status != exitOK {
 		t.Errorf("doctor on a healthy node: status %d\n%s", status, out)
 	}
 	wantLines(t, out,
-		"imports /etc/containerd/conf.d/nri.toml",
+		"/etc/containerd/config.toml (containerd's default: /proc/700/cmdline gives no --config; version 3) imports /etc/containerd/conf.d/nri.toml",
 		"ok    NRI         enabled (disable = false, from /etc/containerd/conf.d/nri.toml)",
 		"ok    NRI         socket "+n.ns+" exists",
 		"ok    validator   containerd refuses OCI hook, namespace, sysctl and seccomp adjustments by any plugin (/etc/containerd/conf.d/nri.toml)",
 		"ok    fail-closed on: containerd refuses new containers while cpumanager is away",
-		"ok    kubelet     cpuManagerPolicy: none (/var/lib/kubelet/config.yaml)",
+		"ok    kubelet     cpuManagerPolicy: none (the kubelet's default; read: /var/lib/kubelet/config.yaml)",
 		"ok    kubelet     reserves CPUs 0, as the plugin does",
 		"ok    cgroups     cgroup v2 (unified) at "+n.cgroups+"; the kubelet's pods are under "+n.cgroups+" (the systemd driver)",
 		"info  CPUs        online 0-11; no isolated CPUs",
@@ -150,12 +198,15 @@ func TestDoctorDropInNotImported(t *testing.T) {
 	n.host("/etc/containerd/config.toml", "version = 3\n"+systemdRunc)
 	n.host("/etc/containerd/conf.d/nri.toml", shippedDropIn(t))
 	n.host("/var/lib/kubelet/config.yaml", kubeletNone)
+	n.kubeadm()
+	n.pluginMetrics("containerd", "v2.4.2", false) // the version; not connected
 	status, out := n.run("")
 	if status != exitFailure {
 		t.Errorf("status %d, want 1", status)
 	}
 	wantLines(t, out,
-		"/etc/containerd/config.toml (version 3) imports nothing",
+		"ok    containerd  containerd v2.4.2",
+		"/etc/containerd/config.toml (containerd's default: /proc/700/cmdline gives no --config; version 3) imports nothing",
 		"FAIL  containerd  drop-in /etc/containerd/conf.d/nri.toml is not imported by /etc/containerd/config.toml: it configures NRI but does not count",
 		`fix: add imports = ["/etc/containerd/conf.d/*.toml"] at the top of /etc/containerd/config.toml (before any table) and restart containerd`,
 		"ok    NRI         enabled (containerd 2.x's default: no file sets it)",
@@ -178,7 +229,8 @@ func TestDoctorFindsMisconfigurations(t *testing.T) {
 [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
   SystemdCgroup = false
 `)
-	n.host("/etc/kubernetes/kubelet-config.yaml", `kind: KubeletConfiguration
+	n.host("/etc/kubernetes/kubelet-config.yaml", `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
 cpuManagerPolicy: static
 reservedSystemCPUs: "0,6"
 cgroupDriver: systemd
@@ -195,7 +247,7 @@ topologyManagerPolicy: single-numa-node
 		`fix: tolerate_missing_plugins_annotation = "tolerate-missing-nri-plugins.noderesource.dev"`,
 		"warn  validator   containerd does not refuse reject_oci_hook_adjustment, reject_namespace_adjustment, reject_sysctl_adjustment, "+
 			"reject_runtime_default_seccomp_adjustment, reject_unconfined_seccomp_adjustment, reject_custom_seccomp_adjustment: any plugin on its NRI socket may make these adjustments",
-		"FAIL  kubelet     cpuManagerPolicy: static (/etc/kubernetes/kubelet-config.yaml)",
+		"FAIL  kubelet     cpuManagerPolicy: static (set by /etc/kubernetes/kubelet-config.yaml; read: /etc/kubernetes/kubelet-config.yaml)",
 		"FAIL  kubelet     reserves CPUs 0,6 (reservedSystemCPUs), the plugin reserves CPUs 0 (reservedSystemCPUs)",
 		`fix: reservedSystemCPUs: "0,6" and no reservedCPUCount in the plugin's ConfigMap`,
 		"warn  kubelet     topologyManagerPolicy: single-numa-node places the pods' devices, the plugin's is none: pinned CPUs ignore the devices' NUMA nodes",
@@ -216,7 +268,7 @@ func TestDoctorKubeletConfigz(t *testing.T) {
 	stdin = strings.NewReader(configz)
 	_, out := n.run("reservedSystemCPUs: \"\"\nreservedCPUCount: 2\n", "--kubelet-config", "-")
 	wantLines(t, out,
-		"ok    kubelet     cpuManagerPolicy: none (standard input)",
+		"ok    kubelet     cpuManagerPolicy: none (standard input; read: standard input (the kubelet's /configz: its configuration as it runs))",
 		"ok    kubelet     reserves 1500m CPU (systemReserved + kubeReserved), 2 CPU(s) for its static policy; the plugin reserves 2 CPU(s) (reservedCPUCount)")
 
 	stdin = strings.NewReader(configz)
@@ -240,12 +292,15 @@ func TestDoctorKubeletConfigzURL(t *testing.T) {
 	defer srv.Close()
 	n := newDoctorNode(t)
 	status, out := n.run("", "--kubelet-config", srv.URL+"/configz")
-	wantLines(t, out, "FAIL  kubelet     cpuManagerPolicy: static ("+srv.URL+"/configz)", "ok    kubelet     reserves CPUs 0, as the plugin does")
+	wantLines(t, out, "FAIL  kubelet     cpuManagerPolicy: static (set by "+srv.URL+"/configz;", "ok    kubelet     reserves CPUs 0, as the plugin does")
 	if status != exitFailure {
 		t.Errorf("status %d, want 1", status)
 	}
-	_, out = n.run("", "--kubelet-config", srv.URL+"/nothing")
-	wantLines(t, out, "FAIL  kubelet     configuration not found: "+srv.URL+"/nothing: 404 Not Found")
+	status, out = n.run("", "--kubelet-config", srv.URL+"/nothing")
+	wantLines(t, out, "warn  kubelet     unknown: the kubelet's configuration is not visible: "+srv.URL+"/nothing: 404 Not Found")
+	if strings.Contains(out, "FAIL  kubelet") {
+		t.Errorf("the kubelet unseen is a problem, want unknown:\n%s", out)
+	}
 }
 
 // TestDoctorOnTheNodeFindsTheKubeletsFlags reads the kubelet's --config
@@ -256,7 +311,8 @@ func TestDoctorOnTheNodeFindsTheKubeletsFlags(t *testing.T) {
 	n.host("/proc/1/cmdline", "/sbin/init\x00")
 	n.host("/proc/42/cmdline", "/usr/bin/kubelet\x00--config=/srv/kubelet.yaml\x00--reserved-cpus\x000-1\x00")
 	_, out := n.run("")
-	wantLines(t, out, "FAIL  kubelet     reserves CPUs 0-1 (reservedSystemCPUs), the plugin reserves CPUs 0", "(/srv/kubelet.yaml, flag --reserved-cpus)")
+	wantLines(t, out, "FAIL  kubelet     reserves CPUs 0-1 (reservedSystemCPUs), the plugin reserves CPUs 0",
+		"ok    kubelet     cpuManagerPolicy: none (the kubelet's default; read: /srv/kubelet.yaml, flag --reserved-cpus=0-1 (/proc/42/cmdline))")
 }
 
 // TestDoctorContainerdVersionFromBinary reads the version containerd's
@@ -278,7 +334,7 @@ func TestDoctorContainerdVersionFromBinary(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	_, out := n.run("")
-	wantLines(t, out, "ok    containerd  containerd v2.4.2 (from its binary /usr/bin/containerd)")
+	wantLines(t, out, "ok    containerd  containerd v2.4.2 (from its binary /usr/bin/containerd)\n")
 	build = exec.Command("go", "build", "-o", bin, "-ldflags", "-X github.com/containerd/containerd/v2/version.Version=v2.2.1", ".")
 	build.Dir = dir
 	build.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false", "GOWORK=off")
@@ -292,46 +348,312 @@ func TestDoctorContainerdVersionFromBinary(t *testing.T) {
 	}
 }
 
-// TestDoctorWithoutTheHostsFiles: in the plugin's pod without the doctor's
-// mounts, containerd's files are not visible: doctor says so rather than
-// concluding containerd runs with its defaults, and checks the rest; the
-// kubelet's configuration not visible is a failure: doctor cannot tell
-// whether the kubelet's own static CPU manager runs beside the plugin.
-func TestDoctorWithoutTheHostsFiles(t *testing.T) {
-	n := newDoctorNode(t)
-	status, out := n.run("")
-	wantLines(t, out,
-		"warn  containerd  /etc/containerd is not visible under host root "+n.root,
-		"ok    NRI         socket "+n.ns+" exists",
-		"ok    cgroups     cgroup v2 (unified)",
-		"FAIL  kubelet     configuration not found: none of /var/lib/kubelet/config.yaml",
-		"fix: mount it (the chart's doctor.enabled with doctor.kubeletConfig, deploy/components/doctor)")
-	if strings.Contains(out, "runs with its defaults") || status != exitFailure {
-		t.Errorf("status %d, want 1:\n%s", status, out)
+// healthyContainerd writes a containerd configuration at path that
+// imports deploy/containerd-nri.toml's drop-in (fail-closed lines on) from
+// conf.d next to it, NRI on the node's socket, runc on systemd cgroups.
+func (n *doctorNode) healthyContainerd(path string) {
+	dir := filepath.Dir(path)
+	n.host(path, "version = 3\nimports = [\""+dir+"/conf.d/*.toml\"]\n"+systemdRunc)
+	n.host(dir+"/conf.d/nri.toml", strings.ReplaceAll(shippedDropIn(n.t), "/var/run/nri/nri.sock", n.ns))
+}
+
+const kubeletStaticDropIn = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cpuManagerPolicy: static
+systemReserved: {cpu: "1"}
+`
+
+const kubeletNoneDropIn = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cpuManagerPolicy: none
+`
+
+// TestDoctorFixtureNodes runs doctor on the node's files and processes of
+// kubeadm, k3s and RKE2 nodes: the kubelet's configuration put together
+// as the kubelet does (its --config, the drop-ins of its --config-dir in
+// lexical order, maps merged and the rest replaced, files not *.conf
+// skipped, its flags last), k3s's and RKE2's config.yaml with
+// config.yaml.d (kubelet-arg+ appending) and their own containerd
+// configuration, never /etc/containerd's.
+func TestDoctorFixtureNodes(t *testing.T) {
+	const kubeadmDropIns = "/etc/kubernetes/kubelet.conf.d"
+	sys := t.TempDir()
+	if err := fakesysfs.Generate(sys, fakesysfs.KEP5554UseCases()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		setup  func(n *doctorNode)
+		want   []string
+		forbid []string
+		status int
+	}{
+		{"kubeadm: a drop-in sets static over the main file's none", func(n *doctorNode) {
+			n.healthyContainerd("/etc/containerd/config.toml")
+			n.host("/var/lib/kubelet/config.yaml", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n"+
+				"cpuManagerPolicy: none\nsystemReserved: {memory: 1Gi}\n")
+			n.host(kubeadmDropIns+"/10-base.conf", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 50\n")
+			n.host(kubeadmDropIns+"/20-cpu.conf", kubeletStaticDropIn)
+			n.host(kubeadmDropIns+"/30-ignored.yaml", kubeletNoneDropIn) // not *.conf: the kubelet skips it
+			n.kubeadm("--config-dir=" + kubeadmDropIns)
+		}, []string{
+			"FAIL  kubelet     cpuManagerPolicy: static (set by /etc/kubernetes/kubelet.conf.d/20-cpu.conf; read: /var/lib/kubelet/config.yaml, " +
+				"/etc/kubernetes/kubelet.conf.d/10-base.conf, /etc/kubernetes/kubelet.conf.d/20-cpu.conf): two CPU managers would fight over the same cpusets",
+			// systemReserved merged key by key: the drop-in's cpu beside the main file's memory.
+			"ok    kubelet     reserves 1000m CPU (systemReserved + kubeReserved), 1 CPU(s) for its static policy",
+			"1 problem(s)",
+		}, []string{"ok    kubelet     cpuManagerPolicy"}, exitFailure},
+		{"kubeadm: a drop-in sets none over the main file's static", func(n *doctorNode) {
+			n.healthyContainerd("/etc/containerd/config.toml")
+			n.host("/var/lib/kubelet/config.yaml", kubeletNone+"cpuManagerPolicy: static\n")
+			n.host(kubeadmDropIns+"/90-plugin.conf", kubeletNoneDropIn)
+			n.kubeadm("--config-dir", kubeadmDropIns)
+		}, []string{
+			"ok    kubelet     cpuManagerPolicy: none (/etc/kubernetes/kubelet.conf.d/90-plugin.conf; read: /var/lib/kubelet/config.yaml, /etc/kubernetes/kubelet.conf.d/90-plugin.conf)",
+			"no problem found.",
+		}, nil, exitOK},
+		{"kubeadm: the drop-in as shipped, failing closed not opted in", func(n *doctorNode) {
+			n.host("/etc/containerd/config.toml", "version = 3\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n"+systemdRunc)
+			data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "containerd-nri.toml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.host("/etc/containerd/conf.d/nri.toml", strings.ReplaceAll(string(data), "/var/run/nri/nri.sock", n.ns))
+			n.host("/var/lib/kubelet/config.yaml", kubeletNone)
+			n.kubeadm()
+		}, []string{
+			`info  fail-closed off: the default validator is on (/etc/containerd/conf.d/nri.toml) but required_plugins [] does not name the plugin (cpumanager)`,
+			"no problem found.",
+		}, []string{"warn  "}, exitOK},
+		{"kubeadm: --config-dir from kubeadm-flags.env through systemd, no kubelet running", func(n *doctorNode) {
+			n.healthyContainerd("/etc/containerd/config.toml")
+			n.process(700, "/usr/bin/containerd")
+			n.host("/usr/lib/systemd/system/kubelet.service", "[Unit]\nDescription=kubelet\n[Service]\nExecStart=/usr/bin/kubelet\nRestart=always\n")
+			n.host("/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf", `[Service]
+Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+EnvironmentFile=-/etc/default/kubelet
+ExecStart=
+ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+`)
+			n.host("/var/lib/kubelet/kubeadm-flags.env", `KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock --config-dir=/etc/kubernetes/kubelet.conf.d"`+"\n")
+			n.host("/var/lib/kubelet/config.yaml", kubeletNone)
+			n.host(kubeadmDropIns+"/50-cpu.conf", kubeletStaticDropIn)
+		}, []string{
+			"FAIL  kubelet     cpuManagerPolicy: static (set by /etc/kubernetes/kubelet.conf.d/50-cpu.conf; read: /var/lib/kubelet/config.yaml, /etc/kubernetes/kubelet.conf.d/50-cpu.conf)",
+		}, []string{"ok    kubelet     cpuManagerPolicy"}, exitFailure},
+		{"k3s: kubelet-arg+ of config.yaml.d sets static; its containerd turns NRI off", func(n *doctorNode) {
+			n.healthyContainerd("/etc/containerd/config.toml") // not what k3s's containerd reads
+			n.process(1, "/sbin/init")
+			n.process(400, "/usr/local/bin/k3s", "server")
+			n.process(420, "containerd", "-c", "/var/lib/rancher/k3s/agent/etc/containerd/config.toml", "-a", "/run/k3s/containerd/containerd.sock")
+			n.host("/etc/rancher/k3s/config.yaml", "write-kubeconfig-mode: \"0644\"\nkubelet-arg:\n- reserved-cpus=0\n")
+			n.host("/etc/rancher/k3s/config.yaml.d/50-cpu.yaml", "kubelet-arg+:\n- cpu-manager-policy=static\n")
+			n.host("/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf", kubeletNone)
+			n.host("/var/lib/rancher/k3s/agent/etc/containerd/config.toml", "version = 3\n[plugins.'io.containerd.nri.v1.nri']\n  disable = true\n"+systemdRunc)
+		}, []string{
+			"info  containerd  /var/lib/rancher/k3s/agent/etc/containerd/config.toml (the --config of /proc/420/cmdline; version 3) imports nothing",
+			"FAIL  NRI         disabled (disable = true, from /var/lib/rancher/k3s/agent/etc/containerd/config.toml)",
+			"fix: put the NRI table with disable = false in k3s's containerd template",
+			"FAIL  kubelet     cpuManagerPolicy: static (set by flag --cpu-manager-policy (k3s's kubelet-arg, /proc/400/cmdline); read: /etc/rancher/k3s/config.yaml, " +
+				"/etc/rancher/k3s/config.yaml.d/50-cpu.yaml, /var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf, flag --reserved-cpus=0",
+			"ok    kubelet     reserves CPUs 0, as the plugin does",
+		}, []string{"ok    NRI         enabled", "/etc/containerd/conf.d/nri.toml"}, exitFailure},
+		{"k3s: kubelet-arg config=, NRI in its template", func(n *doctorNode) {
+			n.process(400, "/usr/local/bin/k3s", "agent", "--kubelet-arg=reserved-cpus=0")
+			n.host("/etc/rancher/k3s/config.yaml", "kubelet-arg:\n- config=/etc/rancher/k3s/kubelet.yaml\n")
+			n.host("/etc/rancher/k3s/kubelet.yaml", kubeletNoneDropIn+"cgroupDriver: systemd\n")
+			n.host("/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf", "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 110\n")
+			n.healthyContainerd("/var/lib/rancher/k3s/agent/etc/containerd/config.toml")
+			n.host("/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.tmpl", "{{ template \"base\" . }}\n")
+		}, []string{
+			"info  containerd  /var/lib/rancher/k3s/agent/etc/containerd/config.toml (k3s's; version 3) imports /var/lib/rancher/k3s/agent/etc/containerd/conf.d/nri.toml",
+			"info  containerd  k3s writes /var/lib/rancher/k3s/agent/etc/containerd/config.toml from /var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.tmpl at every start",
+			"ok    NRI         enabled (disable = false, from /var/lib/rancher/k3s/agent/etc/containerd/conf.d/nri.toml)",
+			"ok    kubelet     cpuManagerPolicy: none (/etc/rancher/k3s/kubelet.yaml; read: /etc/rancher/k3s/config.yaml, /etc/rancher/k3s/kubelet.yaml, " +
+				"/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf, flag --reserved-cpus=0 (k3s's kubelet-arg, /proc/400/cmdline))",
+			"no problem found.",
+		}, nil, exitOK},
+		{"k3s: container-runtime-endpoint names the system's containerd", func(n *doctorNode) {
+			n.process(400, "/usr/local/bin/k3s", "agent")
+			n.host("/etc/rancher/k3s/config.yaml", "container-runtime-endpoint: unix:///run/containerd/containerd.sock\nkubelet-arg:\n- reserved-cpus=0\n")
+			n.host("/var/lib/rancher/k3s/agent/etc/kubelet.conf.d/00-k3s-defaults.conf", kubeletNone)
+			// k3s's own containerd's configuration, unused: NRI off there.
+			n.host("/var/lib/rancher/k3s/agent/etc/containerd/config.toml", "version = 3\n[plugins.'io.containerd.nri.v1.nri']\n  disable = true\n")
+			n.host("/var/lib/rancher/k3s/agent/etc/containerd/config-v3.toml.tmpl", "{{ template \"base\" . }}\n")
+			n.healthyContainerd("/etc/containerd/config.toml")
+		}, []string{
+			"info  containerd  /etc/containerd/config.toml (containerd's default path, its command line not visible here; version 3) imports /etc/containerd/conf.d/nri.toml",
+			"ok    NRI         enabled (disable = false, from /etc/containerd/conf.d/nri.toml)",
+			"no problem found.",
+		}, []string{"/var/lib/rancher/k3s/agent/etc/containerd", "FAIL"}, exitOK},
+		{"RKE2: a drop-in of its kubelet.conf.d sets static", func(n *doctorNode) {
+			n.process(300, "/var/lib/rancher/rke2/bin/containerd", "-c", "/var/lib/rancher/rke2/agent/etc/containerd/config.toml", "-a", "/run/k3s/containerd/containerd.sock")
+			n.process(310, "kubelet", "--volume-plugin-dir=/var/lib/kubelet/volumeplugins", "--config-dir=/var/lib/rancher/rke2/agent/etc/kubelet.conf.d",
+				"--containerd=/run/k3s/containerd/containerd.sock", "--reserved-cpus=0")
+			n.host("/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf", kubeletNone)
+			n.host("/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/50-cpu.conf", kubeletStaticDropIn)
+			n.healthyContainerd("/var/lib/rancher/rke2/agent/etc/containerd/config.toml")
+		}, []string{
+			"info  containerd  /var/lib/rancher/rke2/agent/etc/containerd/config.toml (the --config of /proc/300/cmdline; version 3) imports",
+			"ok    NRI         enabled (disable = false, from /var/lib/rancher/rke2/agent/etc/containerd/conf.d/nri.toml)",
+			"FAIL  kubelet     cpuManagerPolicy: static (set by /var/lib/rancher/rke2/agent/etc/kubelet.conf.d/50-cpu.conf; read: /var/lib/rancher/rke2/agent/etc/kubelet.conf.d/00-rke2-defaults.conf, " +
+				"/var/lib/rancher/rke2/agent/etc/kubelet.conf.d/50-cpu.conf, flag --reserved-cpus=0 (/proc/310/cmdline))",
+			"1 problem(s)",
+		}, []string{"ok    kubelet     cpuManagerPolicy"}, exitFailure},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := newBareDoctorNode(t)
+			n.sys = sys // read only: one for all
+			tc.setup(n)
+			status, out := n.run("")
+			wantLines(t, out, tc.want...)
+			for _, f := range tc.forbid {
+				if strings.Contains(out, f) {
+					t.Errorf("doctor's output has %q:\n%s", f, out)
+				}
+			}
+			if status != tc.status {
+				t.Errorf("status %d, want %d:\n%s", status, tc.status, out)
+			}
+		})
 	}
 }
 
-// TestDoctorReadsRancherKubeletArgs: on k3s and RKE2 the kubelet's
-// settings are kubelet-arg entries of /etc/rancher/{k3s,rke2}/config.yaml;
-// doctor reads them as the kubelet's flags.
-func TestDoctorReadsRancherKubeletArgs(t *testing.T) {
+// defaultMounts are the host paths the default install mounts under
+// /host (deploy/daemonset.yaml, the chart).
+var defaultMounts = []string{"/var/lib/kubelet/config.yaml", "/etc/kubernetes/kubelet.conf.d", "/etc/containerd/config.toml", "/etc/containerd/conf.d"}
+
+// TestDoctorHidesEachFile runs doctor's node checks as the plugin's pod
+// sees a kubeadm node (only the host paths mounted under its host root,
+// no process), with each file the default install mounts hidden in
+// turn: what it does not see is unknown, a warning that names it, never
+// ok; a runtime that is k3s's build makes /etc/containerd's files not
+// containerd's.
+func TestDoctorHidesEachFile(t *testing.T) {
+	const (
+		kubeletUnknown = "warn  kubelet     unknown: cpuManagerPolicy is none in what doctor read"
+		nriUnknown     = "warn  NRI         unknown: whether NRI is enabled"
+	)
 	for _, tc := range []struct {
-		path, doc string
-		want      []string
-		status    int
+		name    string
+		hide    string
+		runtime runtimeInfo
+		want    []string
+		forbid  []string
 	}{
-		{"/etc/rancher/k3s/config.yaml", "write-kubeconfig-mode: \"0644\"\nkubelet-arg:\n- cpu-manager-policy=static\n- reserved-cpus=0-1\n",
-			[]string{"FAIL  kubelet     cpuManagerPolicy: static (/etc/rancher/k3s/config.yaml)", "FAIL  kubelet     reserves CPUs 0-1 (reservedSystemCPUs), the plugin reserves CPUs 0"}, exitFailure},
-		{"/etc/rancher/rke2/config.yaml", "kubelet-arg: [\"--reserved-cpus=0\", \"cgroup-driver=systemd\"]\n",
-			[]string{"ok    kubelet     cpuManagerPolicy: none (/etc/rancher/rke2/config.yaml)", "ok    kubelet     reserves CPUs 0, as the plugin does"}, exitOK},
+		{"nothing hidden", "", runtimeInfo{}, []string{
+			kubeletUnknown + " (/var/lib/kubelet/config.yaml, /etc/kubernetes/kubelet.conf.d/10-x.conf), but not seen: the kubelet's command line",
+			"ok    NRI         enabled (disable = false, from /etc/containerd/conf.d/nri.toml)",
+		}, []string{"ok    kubelet     cpuManagerPolicy"}},
+		{"the kubelet's configuration file", "/var/lib/kubelet/config.yaml", runtimeInfo{}, []string{
+			kubeletUnknown + " (/etc/kubernetes/kubelet.conf.d/10-x.conf), but not seen: the kubelet's configuration file (none of the usual paths visible here)",
+		}, []string{"ok    kubelet"}},
+		{"the kubelet's drop-in directory", "/etc/kubernetes/kubelet.conf.d", runtimeInfo{}, []string{
+			kubeletUnknown + " (/var/lib/kubelet/config.yaml), but not seen: drop-ins of /etc/kubernetes/kubelet.conf.d or /etc/kubernetes/kubelet/config.json.d (not visible here)",
+		}, []string{"ok    kubelet"}},
+		{"containerd's config.toml", "/etc/containerd/config.toml", runtimeInfo{}, []string{
+			"warn  containerd  unknown: containerd's configuration /etc/containerd/config.toml is not visible here",
+			nriUnknown + ": the containerd configuration that decides it is not visible here",
+		}, []string{"ok    NRI         enabled", "  fail-closed ", "  validator   "}},
+		{"containerd's conf.d", "/etc/containerd/conf.d", runtimeInfo{}, []string{
+			"warn  containerd  unknown: /etc/containerd/config.toml imports /etc/containerd/conf.d/*.toml, not visible here",
+			nriUnknown + ": an import of containerd's configuration is not visible here",
+		}, []string{"ok    NRI         enabled", "  fail-closed ", "  validator   "}},
+		{"k3s's containerd, kubeadm's paths mounted", "", runtimeInfo{"containerd", "v2.1.5-k3s1"}, []string{
+			"warn  containerd  containerd v2.1.5-k3s1 (from NRI's Configure), k3s's or RKE2's build: UpdatePodSandbox",
+			"warn  containerd  unknown: containerd v2.1.5-k3s1 is k3s's or RKE2's build, whose configuration (/var/lib/rancher/{k3s,rke2}/agent/etc/containerd/config.toml) is not visible here",
+			"ok    NRI         enabled: containerd v2.1.5-k3s1 configured the plugin over NRI",
+		}, []string{"/etc/containerd/conf.d/nri.toml", "  fail-closed "}},
 	} {
-		n := newDoctorNode(t)
-		n.host(tc.path, tc.doc)
-		status, out := n.run("")
-		wantLines(t, out, tc.want...)
-		if status != tc.status {
-			t.Errorf("%s: status %d, want %d:\n%s", tc.path, status, tc.status, out)
+		t.Run(tc.name, func(t *testing.T) {
+			n := newBareDoctorNode(t)
+			n.healthyContainerd("/etc/containerd/config.toml")
+			n.host("/var/lib/kubelet/config.yaml", kubeletNone)
+			n.host("/etc/kubernetes/kubelet.conf.d/10-x.conf", kubeletNoneDropIn)
+			var mounts []string
+			for _, m := range defaultMounts {
+				if m != tc.hide {
+					mounts = append(mounts, m)
+				}
+			}
+			cfg := config.Default()
+			cfg.SysfsRoot, cfg.CgroupfsRoot, cfg.NRISocket = n.sys, n.cgroups, n.ns
+			var out bytes.Buffer
+			d := &doctorRun{hostRoot: n.root, cfg: cfg, out: &out, view: hostView{root: n.root, mounts: mounts}, runtime: tc.runtime, runtimeConnected: tc.runtime.name != ""}
+			d.checkContainerd()
+			d.checkKubelet()
+			wantLines(t, out.String(), tc.want...)
+			for _, f := range tc.forbid {
+				if strings.Contains(out.String(), f) {
+					t.Errorf("doctor's output has %q:\n%s", f, out.String())
+				}
+			}
+			if d.fails > 0 {
+				t.Errorf("%d problem(s) on a healthy node, some of it hidden:\n%s", d.fails, out.String())
+			}
+		})
+	}
+}
+
+// TestHostView reads which host paths a pod sees from its mountinfo.
+func TestHostView(t *testing.T) {
+	mountinfo := []byte(`22 1 0:21 / / rw,relatime - overlay overlay rw
+30 22 8:1 /var/lib/kubelet/config.yaml /host/var/lib/kubelet/config.yaml ro,relatime - ext4 /dev/sda1 rw
+31 22 8:1 /etc/containerd/conf.d /host/etc/containerd/conf.d ro,relatime - ext4 /dev/sda1 rw
+32 22 8:1 /etc/with\040space /host/etc/with\040space ro - ext4 /dev/sda1 rw
+`)
+	got := mountPoints(mountinfo)
+	want := []string{"/", "/host/var/lib/kubelet/config.yaml", "/host/etc/containerd/conf.d", "/host/etc/with space"}
+	if !slices.Equal(got, want) {
+		t.Errorf("mountPoints = %q, want %q", got, want)
+	}
+	for root, want := range map[string]struct {
+		isMount bool
+		below   []string
+	}{
+		"/host": {false, []string{"/var/lib/kubelet/config.yaml", "/etc/containerd/conf.d", "/etc/with space"}},
+		"/":     {true, []string{"/host/var/lib/kubelet/config.yaml", "/host/etc/containerd/conf.d", "/host/etc/with space"}},
+		"/hos":  {false, nil},
+	} {
+		if isMount, below := mountsAt(mountinfo, root); isMount != want.isMount || !slices.Equal(below, want.below) {
+			t.Errorf("mountsAt(%s) = %v, %q; want %v, %q", root, isMount, below, want.isMount, want.below)
 		}
+	}
+	if v := newHostView(filepath.Join(t.TempDir(), "none")); v.visible("/etc/containerd/config.toml") {
+		t.Errorf("a host root that does not exist shows %s", "/etc/containerd/config.toml")
+	}
+	v := hostView{root: "/host", mounts: []string{"/var/lib/kubelet/config.yaml", "/etc/containerd/conf.d"}}
+	for p, visible := range map[string]bool{
+		"/var/lib/kubelet/config.yaml": true, "/var/lib/kubelet/kubeadm-flags.env": false, "/etc/containerd/conf.d/nri.toml": true,
+		"/etc/containerd/config.toml": false, "/proc": false,
+	} {
+		if v.visible(p) != visible {
+			t.Errorf("visible(%s) = %v, want %v", p, !visible, visible)
+		}
+	}
+}
+
+// TestSystemdParsing reads the kubelet's command line from unit files as
+// systemd makes it.
+func TestSplitQuotedAndEnvFile(t *testing.T) {
+	if got, want := splitQuoted(`/usr/bin/kubelet "a b" $X c='d e'`), []string{"/usr/bin/kubelet", "a b", "$X", "c=d e"}; !slices.Equal(got, want) {
+		t.Errorf("splitQuoted = %q, want %q", got, want)
+	}
+	env := envFile([]byte("# comment\nKUBELET_EXTRA_ARGS=\"--config-dir=/d --v=2\"\nexport X='y'\n"))
+	if env["KUBELET_EXTRA_ARGS"] != "--config-dir=/d --v=2" || env["X"] != "y" {
+		t.Errorf("envFile = %q", env)
+	}
+}
+
+// TestMergePatch merges as the kubelet merges a drop-in.
+func TestMergePatch(t *testing.T) {
+	got := mergePatch(map[string]any{"a": map[string]any{"x": 1.0, "y": 2.0}, "l": []any{1.0, 2.0}, "d": "gone"},
+		map[string]any{"a": map[string]any{"y": 3.0}, "l": []any{9.0}, "d": nil})
+	want := map[string]any{"a": map[string]any{"x": 1.0, "y": 3.0}, "l": []any{9.0}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("mergePatch = %v, want %v", got, want)
 	}
 }
 
@@ -392,5 +714,134 @@ current-context: c
 			_, out := newDoctorNode(t).run("kubernetesAPI: true\nnodeResourceTopology: {enabled: true}\n")
 			wantLines(t, out, tc.want)
 		})
+	}
+}
+
+// TestHintsNameWhatExists: every kustomize component and chart value the
+// command's messages name (their fixes) is there: components/NAME under
+// deploy/components, doctor.* and the chart's other values in its
+// values.yaml.
+func TestHintsNameWhatExists(t *testing.T) {
+	sources, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := os.ReadFile(filepath.Join("..", "..", "deploy", "helm", "nri-cpumanager", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chart map[string]any
+	if err := yaml.Unmarshal(values, &chart); err != nil {
+		t.Fatal(err)
+	}
+	hasValue := func(path string) bool {
+		var cur any = chart
+		for _, k := range strings.Split(path, ".") {
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return false
+			}
+			if cur, ok = m[k]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	components := regexp.MustCompile(`components/([a-z0-9-]+)`)
+	chartValues := regexp.MustCompile(`\b(doctor\.[a-zA-Z]+|installNodeResourceTopologyCRD|config\.nodeResourceTopology\.enabled)\b`)
+	found := map[string]int{}
+	for _, src := range sources {
+		if strings.HasSuffix(src, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range components.FindAllStringSubmatch(string(data), -1) {
+			found["components"]++
+			if !dirExists(filepath.Join("..", "..", "deploy", "components", m[1])) {
+				t.Errorf("%s names components/%s, which deploy/components does not have", src, m[1])
+			}
+		}
+		for _, m := range chartValues.FindAllStringSubmatch(string(data), -1) {
+			found["values"]++
+			if !hasValue(m[1]) {
+				t.Errorf("%s names the chart's value %s, which its values.yaml does not have", src, m[1])
+			}
+		}
+	}
+	if found["components"] < 3 || found["values"] < 3 {
+		t.Fatalf("found %v names in the command's messages: the patterns are stale", found)
+	}
+}
+
+// TestDoctorHidesEachRancherFile runs the node checks as the plugin's pod
+// sees a k3s or RKE2 node installed with components/k3s or
+// components/rke2 (their files mounted under the host root, no
+// process), each of those files hidden in turn: what is not seen is
+// unknown, never ok, and /etc/containerd's files (a kubeadm layout's)
+// never stand in for theirs.
+func TestDoctorHidesEachRancherFile(t *testing.T) {
+	for _, r := range []distribution{k3s, rke2} {
+		data := r.dataDir
+		mounts := []string{r.config, r.config + ".d", data + "/agent/etc/kubelet.conf.d", data + "/agent/etc/containerd/config.toml"}
+		for _, tc := range []struct {
+			hide   string
+			want   []string
+			forbid []string
+		}{
+			{"", []string{
+				"info  containerd  " + data + "/agent/etc/containerd/config.toml (" + r.name + "'s; version 3)",
+				"FAIL  NRI         disabled (disable = true, from " + data + "/agent/etc/containerd/config.toml)",
+				"warn  kubelet     unknown: cpuManagerPolicy is none in what doctor read (" + r.config + ", " + r.config + ".d/10-extra.yaml, " + data +
+					"/agent/etc/kubelet.conf.d/00-defaults.conf, flag --reserved-cpus=0 (" + r.name + "'s kubelet-arg)), but not seen: the kubelet's command line (no " + r.name + " process visible here",
+			}, []string{"ok    kubelet     cpuManagerPolicy", "  NRI         enabled", "/var/lib/kubelet/config.yaml", "/etc/containerd/conf.d"}},
+			{r.config, []string{
+				"warn  kubelet     unknown: cpuManagerPolicy is none in what doctor read (" + r.config + ".d/10-extra.yaml, " + data + "/agent/etc/kubelet.conf.d/00-defaults.conf), but not seen: " + r.config + ";",
+			}, []string{"ok    kubelet     cpuManagerPolicy"}},
+			{r.config + ".d", []string{
+				"but not seen: " + r.config + ".d;",
+				"on " + r.name + " the DaemonSet mounts " + r.config + " and " + r.config + ".d, " + data + "/agent/etc/kubelet.conf.d with the chart's doctor.distribution: " +
+					strings.ToLower(r.name) + " (kustomize: components/" + strings.ToLower(r.name) + ")",
+			}, []string{"ok    kubelet     cpuManagerPolicy"}},
+			{data + "/agent/etc/kubelet.conf.d", []string{
+				"but not seen: drop-ins of " + data + "/agent/etc/kubelet.conf.d (not visible here);",
+			}, []string{"ok    kubelet     cpuManagerPolicy"}},
+			{data + "/agent/etc/containerd/config.toml", []string{
+				"warn  containerd  unknown: containerd's configuration " + data + "/agent/etc/containerd/config.toml is not visible here",
+				"warn  NRI         unknown: whether NRI is enabled",
+			}, []string{"/etc/containerd/conf.d", "  NRI         enabled", "FAIL  NRI"}},
+		} {
+			t.Run(r.name+": "+cmp.Or(tc.hide, "nothing hidden"), func(t *testing.T) {
+				n := newBareDoctorNode(t)
+				// kubeadm's files too: not what this node's containerd and kubelet read.
+				n.healthyContainerd("/etc/containerd/config.toml")
+				n.host("/var/lib/kubelet/config.yaml", kubeletNone)
+				n.host(r.config, "write-kubeconfig-mode: \"0644\"\nkubelet-arg:\n- reserved-cpus=0\n")
+				n.host(r.config+".d/10-extra.yaml", "node-label+:\n- pool=a\n")
+				n.host(data+"/agent/etc/kubelet.conf.d/00-defaults.conf", kubeletNone)
+				n.host(data+"/agent/etc/containerd/config.toml", "version = 3\n[plugins.'io.containerd.nri.v1.nri']\n  disable = true\n  socket_path = '"+n.ns+"'\n"+systemdRunc)
+				var visible []string
+				for _, m := range mounts {
+					if m != tc.hide {
+						visible = append(visible, m)
+					}
+				}
+				cfg := config.Default()
+				cfg.SysfsRoot, cfg.CgroupfsRoot, cfg.NRISocket = n.sys, n.cgroups, n.ns
+				var out bytes.Buffer
+				d := &doctorRun{hostRoot: n.root, cfg: cfg, out: &out, view: hostView{root: n.root, mounts: visible},
+					runtime: runtimeInfo{"containerd", "v2.1.5-k3s1"}} // from the plugin's metrics, not connected
+				d.checkContainerd()
+				d.checkKubelet()
+				wantLines(t, out.String(), tc.want...)
+				for _, f := range tc.forbid {
+					if strings.Contains(out.String(), f) {
+						t.Errorf("doctor's output has %q:\n%s", f, out.String())
+					}
+				}
+			})
+		}
 	}
 }

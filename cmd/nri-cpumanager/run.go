@@ -76,6 +76,9 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 	if kube != nil {
 		api = kube
 	}
+	// The runtime each connection's Configure names, for the node's
+	// checks (watchNode); a send never blocks the NRI request.
+	runtimes := make(chan runtimeInfo, 8)
 	p, err := plugin.New(pol, store, plugin.Options{
 		Name:                cfg.PluginName,
 		Index:               cfg.PluginIndex,
@@ -93,6 +96,12 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		RecordedPolicy:      assemble.RecordedPolicy(cfg, pol.Allocator().Topology()),
 		ReleasedPolicy:      assemble.ReleasedPolicy(cfg, pol.Allocator().Topology()),
 		API:                 api,
+		OnConfigure: func(name, version string) {
+			select {
+			case runtimes <- runtimeInfo{name, version}:
+			default:
+			}
+		},
 	})
 	if err != nil {
 		return err
@@ -158,13 +167,15 @@ func runPlugin(args []string, _, stderr io.Writer) error {
 		}
 	}()
 	nodeFailures := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "nri_cpumanager", Name: "node_check_failures",
-		Help: "Problems the plugin's checks of its node (nri-cpumanager doctor's) found at start: a kubelet with its own static CPU manager, another reservation, NRI off, a cgroup driver that differs, ..."})
+		Help: "Problems the plugin's checks of its node (nri-cpumanager doctor's) found at its first connection to the runtime (or 2 minutes after its start without one) and at each connection to another runtime version: a kubelet with its own static CPU manager, another reservation, NRI off, a containerd older than 2.x, a cgroup driver that differs, ..."})
 	reg.MustRegister(nodeFailures)
 	var nodeEvent func(string)
 	if kube != nil {
 		nodeEvent = kube.NodeCheckFailed
 	}
-	go checkNodeAtStart(cfg, startHostRoot, log, nodeFailures, nodeEvent)
+	go watchNode(ctx, nodeCheckWait, runtimes, func(rt runtimeInfo) {
+		checkNodeAtStart(cfg, startHostRoot, rt, log, nodeFailures, nodeEvent)
+	})
 	err = p.Run(ctx)
 	stop()
 	<-kubeDone // the NodeResourceTopology object is removed when asked to

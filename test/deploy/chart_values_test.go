@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
@@ -366,53 +367,74 @@ func TestNetworkPolicy(t *testing.T) {
 	}
 }
 
-// TestDoctorMounts: doctor's opt-in view of the host's containerd
-// configuration — config.toml and conf.d, not the rest of /etc/containerd
-// (registry credentials, keys), each allowed to be missing so that a node
-// without it still starts the pod — and the kubelet's configuration file,
-// the same from the chart and deploy/'s component; the kubelet's file
-// from the value.
-func TestDoctorMounts(t *testing.T) {
-	p := pluginOf(t, chart(t, map[string]any{"doctor": map[string]any{"enabled": true}}))
-	checkSafe(t, p)
-	k := pluginOf(t, kustomizeOverlay(t, filepath.Join(deployDir, "components", "doctor")))
-	checkSafe(t, k)
-	for _, c := range []struct {
-		host string
-		typ  corev1.HostPathType
+// TestHostFiles: the default install (deploy/ and the chart) mounts the
+// host files the node's checks read — the kubelet's configuration file
+// and drop-in directory, containerd's config.toml and conf.d — each
+// read-only where it is on the host and allowed to be missing (created
+// empty, FileOrCreate or DirectoryOrCreate), so that a node without it
+// still starts the pod; k3s's and RKE2's from the chart's
+// doctor.distribution and components/k3s and components/rke2 alike; none
+// with doctor.enabled false and components/without-host-files;
+// components/doctor, kept for overlays that list it, adds nothing.
+func TestHostFiles(t *testing.T) {
+	base := kustomize(t, deployDir)
+	for _, tc := range []struct {
+		name      string
+		chart     map[string]any
+		component string
+		want      []string // host paths; directories end in .d
 	}{
-		{"/etc/containerd/config.toml", corev1.HostPathFileOrCreate},
-		{"/etc/containerd/conf.d", corev1.HostPathDirectoryOrCreate},
+		{"kubeadm-style, the default", nil, "",
+			[]string{"/var/lib/kubelet/config.yaml", "/etc/kubernetes/kubelet.conf.d", "/etc/containerd/config.toml", "/etc/containerd/conf.d"}},
+		{"k3s", map[string]any{"distribution": "k3s"}, "k3s",
+			[]string{"/etc/rancher/k3s/config.yaml", "/etc/rancher/k3s/config.yaml.d", "/var/lib/rancher/k3s/agent/etc/kubelet.conf.d", "/var/lib/rancher/k3s/agent/etc/containerd/config.toml"}},
+		{"RKE2", map[string]any{"distribution": "rke2"}, "rke2",
+			[]string{"/etc/rancher/rke2/config.yaml", "/etc/rancher/rke2/config.yaml.d", "/var/lib/rancher/rke2/agent/etc/kubelet.conf.d", "/var/lib/rancher/rke2/agent/etc/containerd/config.toml"}},
+		{"none", map[string]any{"enabled": false}, "without-host-files", nil},
 	} {
-		at := hostRoot + c.host
-		for name, d := range map[string]*deployed{"the chart": p, "components/doctor": k} {
-			m, ok := hostMounts(t, d)[at]
-			if !ok || m.hostPath != c.host || m.hostType != c.typ {
-				t.Errorf("%s: want the host's %s at %s, type %s (a node without it starts the pod): %+v", name, c.host, at, c.typ, hostMounts(t, d))
+		t.Run(tc.name, func(t *testing.T) {
+			values := map[string]any{"doctor": tc.chart}
+			if tc.chart == nil {
+				values = nil // doctor: null would drop the defaults
 			}
-			if _, ok := hostMounts(t, d)[hostRoot+"/etc/containerd"]; ok {
-				t.Errorf("%s mounts all of /etc/containerd", name)
+			c := pluginOf(t, chart(t, values))
+			k := pluginOf(t, base)
+			if tc.component != "" {
+				k = pluginOf(t, kustomizeOverlay(t, filepath.Join(deployDir, "components", tc.component)))
 			}
-		}
-		sameObject(t, "the chart's and components/doctor's mount of "+c.host, hostMounts(t, p)[at].mount, hostMounts(t, k)[at].mount)
-	}
-	const kubelet = hostRoot + "/var/lib/kubelet/config.yaml"
-	for name, d := range map[string]*deployed{"the chart": p, "components/doctor": k} {
-		if m, ok := hostMounts(t, d)[kubelet]; !ok || m.hostPath != "/var/lib/kubelet/config.yaml" {
-			t.Errorf("%s: the kubelet's configuration is not mounted at %s: %+v", name, kubelet, hostMounts(t, d))
-		}
-	}
-	sameObject(t, "the chart's and components/doctor's kubelet mount", hostMounts(t, p)[kubelet].mount, hostMounts(t, k)[kubelet].mount)
-	k3s := pluginOf(t, chart(t, map[string]any{"doctor": map[string]any{"enabled": true, "kubeletConfig": "/etc/rancher/k3s/config.yaml"}}))
-	if m := hostMounts(t, k3s)[kubelet]; m.hostPath != "/etc/rancher/k3s/config.yaml" {
-		t.Errorf("doctor.kubeletConfig /etc/rancher/k3s/config.yaml: %s mounts %q", kubelet, m.hostPath)
-	}
-	for _, m := range []*manifests{chart(t, nil), kustomize(t, deployDir)} {
-		for mp := range hostMounts(t, pluginOf(t, m)) {
-			if under(mp, hostRoot) {
-				t.Errorf("%s is mounted without the opt-in", mp)
+			for name, p := range map[string]*deployed{"the chart": c, "deploy/": k} {
+				checkSafe(t, p)
+				var got []string
+				for mp, m := range hostMounts(t, p) {
+					if !under(mp, hostRoot) {
+						continue
+					}
+					got = append(got, m.hostPath)
+					dir := strings.HasSuffix(m.hostPath, ".d")
+					if want := map[bool]corev1.HostPathType{false: corev1.HostPathFileOrCreate, true: corev1.HostPathDirectoryOrCreate}[dir]; m.hostType != want {
+						t.Errorf("%s: %s is of type %s, want %s: a node without it must start the pod", name, m.hostPath, m.hostType, want)
+					}
+				}
+				slices.Sort(got)
+				want := slices.Sorted(slices.Values(tc.want))
+				if !slices.Equal(got, want) {
+					t.Errorf("%s mounts %q under %s, want %q", name, got, hostRoot, want)
+				}
 			}
-		}
+			cm, km := hostMounts(t, c), hostMounts(t, k)
+			for _, h := range tc.want {
+				sameObject(t, "the chart's and deploy/'s mount of "+h, cm[hostRoot+h].mount, km[hostRoot+h].mount)
+			}
+		})
+	}
+	sameObject(t, "deploy/ with components/doctor and without", pluginOf(t, kustomizeOverlay(t, filepath.Join(deployDir, "components", "doctor"))).ds.Spec, pluginOf(t, base).ds.Spec)
+	// Another distribution's kubelet file, where it is on the host.
+	eks := hostMounts(t, pluginOf(t, chart(t, map[string]any{"doctor": map[string]any{"kubeletConfig": "/etc/kubernetes/kubelet/config.json"}})))
+	if m, ok := eks[hostRoot+"/etc/kubernetes/kubelet/config.json"]; !ok || m.hostPath != "/etc/kubernetes/kubelet/config.json" {
+		t.Errorf("doctor.kubeletConfig /etc/kubernetes/kubelet/config.json: mounts %v", eks)
+	}
+	if _, ok := eks[hostRoot+"/var/lib/kubelet/config.yaml"]; ok {
+		t.Errorf("doctor.kubeletConfig elsewhere still mounts /var/lib/kubelet/config.yaml")
 	}
 }
 

@@ -27,28 +27,44 @@ const (
 	tolerateMissing = "tolerate-missing-nri-plugins.noderesource.dev"
 	// memoryLimitEnv carries the container's memory limit to the plugin.
 	memoryLimitEnv = "NRI_CPUMANAGER_MEMORY_LIMIT"
-	// hostRoot is where the doctor's opt-in mounts put host paths.
+	// hostRoot is where the host files the node's checks read are
+	// mounted.
 	hostRoot = "/host"
 	// guardName is the container of the validating NRI plugin
 	// (components/adjustment-validator, the chart's adjustmentValidator).
 	guardName = "validate-adjustments"
 )
 
-// doctorMounts are the host paths doctor's opt-in (components/doctor,
-// the chart's doctor.enabled) may mount under hostRoot, by where: of
-// containerd's configuration directory only config.toml and the drop-ins
-// of conf.d (the rest holds registry credentials and keys), each allowed
-// to be missing, then created empty, which containerd reads as none; and
-// the kubelet's configuration file (its directory holds the pods'
-// secrets), from any host path (doctor.kubeletConfig), never created.
-var doctorMounts = map[string]struct {
-	host  string // "" for any
-	types []corev1.HostPathType
-	dir   bool
-}{
-	hostRoot + "/etc/containerd/config.toml":  {"/etc/containerd/config.toml", []corev1.HostPathType{corev1.HostPathFile, corev1.HostPathFileOrCreate}, false},
-	hostRoot + "/etc/containerd/conf.d":       {"/etc/containerd/conf.d", []corev1.HostPathType{corev1.HostPathDirectory, corev1.HostPathDirectoryOrCreate}, true},
-	hostRoot + "/var/lib/kubelet/config.yaml": {"", []corev1.HostPathType{corev1.HostPathFile}, false},
+// hostFiles are the host files the plugin's check of its node and
+// nri-cpumanager doctor may read, each mounted read-only at hostRoot + its
+// host path, by whether it is a directory. Only these: of
+// /var/lib/kubelet the kubelet's configuration file alone (the directory
+// holds the pods' secrets), of /etc/kubernetes the kubelet's drop-in
+// directory (the rest holds the node's credentials), of /etc/containerd
+// config.toml and conf.d (the rest holds registry credentials and keys);
+// k3s's and RKE2's counterparts; and the kubelet's configuration file
+// where other distributions keep it (doctor.kubeletConfig). Each may be
+// missing, and is then created empty (FileOrCreate, DirectoryOrCreate),
+// which nothing reads as a configuration (deploy/daemonset.yaml says
+// why).
+var hostFiles = map[string]bool{
+	"/var/lib/kubelet/config.yaml":                           false,
+	"/etc/kubernetes/kubelet.conf.d":                         true,
+	"/etc/containerd/config.toml":                            false,
+	"/etc/containerd/conf.d":                                 true,
+	"/etc/kubernetes/kubelet-config.yaml":                    false,
+	"/etc/kubernetes/kubelet/config.yaml":                    false,
+	"/etc/kubernetes/kubelet/config.json":                    false,
+	"/home/kubernetes/kubelet-config.yaml":                   false,
+	"/etc/default/kubeletconfig.json":                        false,
+	"/etc/rancher/k3s/config.yaml":                           false,
+	"/etc/rancher/k3s/config.yaml.d":                         true,
+	"/var/lib/rancher/k3s/agent/etc/kubelet.conf.d":          true,
+	"/var/lib/rancher/k3s/agent/etc/containerd/config.toml":  false,
+	"/etc/rancher/rke2/config.yaml":                          false,
+	"/etc/rancher/rke2/config.yaml.d":                        true,
+	"/var/lib/rancher/rke2/agent/etc/kubelet.conf.d":         true,
+	"/var/lib/rancher/rke2/agent/etc/containerd/config.toml": false,
 }
 
 // containerNames lists the containers' names.
@@ -361,20 +377,25 @@ func checkSafe(t *testing.T, p *deployed) {
 	}
 	for mp, m := range mounts {
 		if under(mp, hostRoot) && !want[mp] {
-			// doctor's opt-in view of host files: read-only, all the way,
-			// and only these (doctorMounts).
-			d, ok := doctorMounts[mp]
+			// The host files the node's checks read: read-only, all the
+			// way, where they are on the host, and only these (hostFiles).
+			host := strings.TrimPrefix(mp, hostRoot)
+			dir, ok := hostFiles[host]
+			types := []corev1.HostPathType{corev1.HostPathFile, corev1.HostPathFileOrCreate}
+			if dir {
+				types = []corev1.HostPathType{corev1.HostPathDirectory, corev1.HostPathDirectoryOrCreate}
+			}
 			rro := m.mount.RecursiveReadOnly
 			switch {
 			case !ok:
-				t.Errorf("hostPath %s at %s: under %s only %v may be mounted", m.hostPath, mp, hostRoot, keys(doctorMounts))
-			case d.host != "" && m.hostPath != d.host:
-				t.Errorf("%s is mounted from host path %s, want %s", mp, m.hostPath, d.host)
-			case !slices.Contains(d.types, m.hostType):
-				t.Errorf("hostPath %s at %s of type %q, want one of %q", m.hostPath, mp, m.hostType, d.types)
+				t.Errorf("hostPath %s at %s: under %s only %v may be mounted", m.hostPath, mp, hostRoot, keys(hostFiles))
+			case m.hostPath != host:
+				t.Errorf("%s is mounted from host path %s, want %s (where it is on the host)", mp, m.hostPath, host)
+			case !slices.Contains(types, m.hostType):
+				t.Errorf("hostPath %s at %s of type %q, want one of %q", m.hostPath, mp, m.hostType, types)
 			case !m.mount.ReadOnly:
 				t.Errorf("hostPath %s at %s is writable", m.hostPath, mp)
-			case d.dir && (rro == nil || *rro != corev1.RecursiveReadOnlyIfPossible):
+			case dir && (rro == nil || *rro != corev1.RecursiveReadOnlyIfPossible):
 				t.Errorf("hostPath %s at %s: read-only but not recursively (%v)", m.hostPath, mp, rro)
 			}
 			continue

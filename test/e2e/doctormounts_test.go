@@ -13,8 +13,8 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
-// TestEmptyContainerdConfigIsNone checks what deploy/components/doctor
-// (and the chart's doctor.enabled) rely on when they mount the host's
+// TestEmptyContainerdConfigIsNone checks what deploy/daemonset.yaml (and
+// the chart's doctor.enabled) rely on when they mount the host's
 // /etc/containerd/config.toml with hostPath type FileOrCreate: on a node
 // without the file the kubelet creates it empty, and containerd v2.4.2
 // derives from an empty config.toml the same configuration as from none

@@ -380,6 +380,9 @@ func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 	app := k.Attach(ctx, t, k.WaitReady(ctx, t, "frozen"), "app")
 	pinned := e2etest.SettledCPUs(ctx, t, app, fmt.Sprintf("%d CPUs", k.unit), func(s cpuset.CPUSet) bool { return s.Size() == k.unit })
 	before := k.cpusets(ctx, t)
+	// (Found while the API server answers: kubectl cannot list pods once
+	// it is stopped.)
+	plugin := k.Attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
 	if err := k.Cluster.FreezeAPIServer(); err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +396,6 @@ func (k *kube) frozenAPIServer(ctx context.Context, t *testing.T) {
 		}
 	}
 	t.Cleanup(thaw)
-	plugin := k.Attach(ctx, t, k.pluginPod(ctx, t), "nri-cpumanager")
 	for range 4 { // about 20 s
 		time.Sleep(5 * time.Second)
 		for _, kind := range []string{"live", "ready"} {

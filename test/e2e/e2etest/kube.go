@@ -85,6 +85,7 @@ func (k *Kube) Overlay(t testing.TB, deploy string, components []string, stateDi
 		Deploy: deploy, Components: components, Image: PluginImageRepo, Tag: PluginImageTag,
 		NRISocketDir: k.Env.Containerd.NRISocketDir(), StateDir: stateDir,
 		APIHost: apiHost, APIPort: apiPort,
+		KubeletConfig: k.Cluster.KubeletConfigFile(), ContainerdConfig: k.Env.Containerd.ConfigPath(),
 	}
 	if slices.Contains(components, KubeletCheckpointComponent) {
 		o.KubeletCheckpoint = k.Cluster.KubeletCheckpoint()

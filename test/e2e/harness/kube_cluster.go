@@ -372,6 +372,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	return c.waitFor(ctx, "the default service account", "kube-controller-manager", "get", "serviceaccount", "default")
 }
 
+// KubeletConfigFile is the kubelet's --config.
+func (c *Cluster) KubeletConfigFile() string { return c.kubeletConfigFile }
+
 // writeKubeletConfig writes the kubelet's configuration file.
 func (c *Cluster) writeKubeletConfig() error {
 	if err := os.WriteFile(c.kubeletConfigFile, []byte(c.kubeletConfig(c.ports, c.caFile)), 0o644); err != nil {

@@ -111,6 +111,13 @@ func TestDeployOverlayWrite(t *testing.T) {
 	if paths["nri"] != "/run/nri" || paths["state"] != "/var/lib/p" || paths["kubelet-checkpoint"] != o.KubeletCheckpoint {
 		t.Errorf("daemonset patch volumes %v", paths)
 	}
+	// deploy/'s host files point at the overlay's directory: the suite
+	// creates nothing in the host's /etc or /var/lib/kubelet.
+	for _, name := range []string{"host-kubelet-config", "host-kubelet-dropins", "host-containerd-config", "host-containerd-dropins"} {
+		if !strings.HasPrefix(paths[name], dir+"/") {
+			t.Errorf("daemonset patch: volume %s at %q, want under %s", name, paths[name], dir)
+		}
+	}
 }
 
 // TestDeployOverlayValidatorPatch: with deploy/'s adjustment-validator

@@ -31,6 +31,15 @@ type DeployOverlay struct {
 	// directory is not /var/lib/kubelet here): the component's volume is
 	// pointed at it, as an operator's overlay patches it.
 	KubeletCheckpoint string
+	// KubeletConfig and ContainerdConfig are the node's kubelet's and
+	// containerd's configuration files, which deploy/ mounts read-only for
+	// the plugin's check of its node (as /var/lib/kubelet/config.yaml and
+	// /etc/containerd/config.toml, not where they are here); the drop-in
+	// directories deploy/ mounts beside them are pointed at empty
+	// directories under the overlay's, so that the suite creates nothing
+	// in the host's /etc or /var/lib/kubelet. Empty: files under the
+	// overlay's directory, created empty.
+	KubeletConfig, ContainerdConfig string
 }
 
 // Write writes the overlay's kustomization into dir, for `kubectl apply
@@ -86,6 +95,28 @@ spec:
 `, o.APIHost, o.APIPort, o.validatorPatch(), o.NRISocketDir, o.StateDir)
 	if o.KubeletCheckpoint != "" {
 		patch += fmt.Sprintf("      - name: kubelet-checkpoint\n        hostPath: {path: %q, type: File}\n", o.KubeletCheckpoint)
+	}
+	hostFiles, err := filepath.Abs(filepath.Join(dir, "host"))
+	if err != nil {
+		return fmt.Errorf("deploy overlay: %w", err)
+	}
+	kubeletConfig, containerdConfig := o.KubeletConfig, o.ContainerdConfig
+	if kubeletConfig == "" {
+		kubeletConfig = filepath.Join(hostFiles, "kubelet", "config.yaml")
+	}
+	if containerdConfig == "" {
+		containerdConfig = filepath.Join(hostFiles, "containerd", "config.toml")
+	}
+	for _, v := range []struct{ name, path, kind string }{
+		{"host-kubelet-config", kubeletConfig, "FileOrCreate"},
+		{"host-kubelet-dropins", filepath.Join(hostFiles, "kubelet.conf.d"), "DirectoryOrCreate"},
+		{"host-containerd-config", containerdConfig, "FileOrCreate"},
+		{"host-containerd-dropins", filepath.Join(hostFiles, "conf.d"), "DirectoryOrCreate"},
+	} {
+		if err := os.MkdirAll(filepath.Dir(v.path), 0o755); err != nil && v.kind == "FileOrCreate" {
+			return fmt.Errorf("deploy overlay: %w", err)
+		}
+		patch += fmt.Sprintf("      - name: %s\n        hostPath: {path: %q, type: %s}\n", v.name, v.path, v.kind)
 	}
 	for name, content := range map[string]string{"kustomization.yaml": kustomization, "daemonset-patch.yaml": patch} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {

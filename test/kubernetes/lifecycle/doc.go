@@ -84,7 +84,9 @@
 // only the lives with the API (those of make lifecycle-diff, in make
 // test: the lives without it still differ from the kubelet,
 // docs/development.md says where), =off only those without it; a life
-// keeps its number, and the replay line says the variable. LIFECYCLE_TRACE=1 prints
-// both sides after every action; LIFECYCLE_KEEP=1 writes a failing life
-// to testdata/lives, where every later run plays it first.
+// keeps its number, and the replay line says the variable.
+// LIFECYCLE_TRACE=1 prints both sides after every action,
+// LIFECYCLE_PLUGIN_LOG=1 the plugin's log at debug level;
+// LIFECYCLE_KEEP=1 writes a failing life to testdata/lives, where every
+// later run plays it first.
 package lifecycle

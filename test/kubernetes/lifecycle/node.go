@@ -2,8 +2,11 @@ package lifecycle
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -57,6 +60,10 @@ func (n *Node) StartPlugin() {
 	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
+	if os.Getenv("LIFECYCLE_PLUGIN_LOG") != "" {
+		log.SetOutput(os.Stderr)
+		log.SetLevel(logrus.DebugLevel)
+	}
 	opts := plugin.Options{
 		Socket:           n.RT.Socket(),
 		Log:              log,
@@ -128,35 +135,54 @@ func (n *Node) RestartContainerd() {
 func (n *Node) Settle() plugin.Snapshot {
 	n.t.Helper()
 	var snap plugin.Snapshot
-	n.waitFor("the runtime to apply what the plugin decided", func() bool {
+	var why string
+	ok := n.poll(func() bool {
 		snap = n.plugin.Snapshot()
-		if snap.Lending != "" || !snap.Ready {
+		switch {
+		case snap.Lending != "":
+			why = "CPUs " + snap.Lending + " are on loan"
+			return false
+		case !snap.Ready:
+			why = "the plugin is not ready"
 			return false
 		}
 		applied := n.RT.Applied()
-		for id, c := range snap.Containers {
+		for _, id := range slices.Sorted(maps.Keys(snap.Containers)) {
+			c := snap.Containers[id]
 			if c.Stopped {
 				continue
 			}
 			if got, ok := applied[id]; ok && got.String() != c.CPUs {
+				why = fmt.Sprintf("container %s (%s) runs on %s, the plugin wants %s", id, c.Name, got, c.CPUs)
 				return false
 			}
 		}
 		return true
 	})
+	if !ok {
+		n.t.Fatalf("timed out waiting for the runtime to apply what the plugin decided: %s", why)
+	}
 	return snap
+}
+
+// poll polls cond for up to 30 s and reports whether it held.
+func (n *Node) poll(cond func() bool) bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 // waitFor polls cond for up to 30 s (the machine may be busy: a test
 // shares it, and the lives run two at a time).
 func (n *Node) waitFor(what string, cond func() bool) {
 	n.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			n.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
+	if !n.poll(cond) {
+		n.t.Fatalf("timed out waiting for %s", what)
 	}
 }
 

@@ -86,3 +86,33 @@ The port of config.metricsAddress ("" when metrics are off).
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The host files the node's checks read (the plugin's at its start, and
+nri-cpumanager doctor run in its pod), each mounted read-only under /host
+where it is on the host (doctor.*): the kubelet's configuration file and
+drop-in directory, containerd's configuration (and conf.d); on k3s and
+RKE2 their config.yaml and config.yaml.d, their kubelet's drop-in
+directory and their containerd's configuration. A YAML list of name,
+path and dir (a directory).
+*/}}
+{{- define "nri-cpumanager.hostFiles" -}}
+{{- $d := .Values.doctor -}}
+{{- if $d.enabled -}}
+{{- if not $d.distribution -}}
+- {name: host-kubelet-config, path: {{ $d.kubeletConfig | default "/var/lib/kubelet/config.yaml" | quote }}}
+- {name: host-kubelet-dropins, path: {{ $d.kubeletConfigDir | default "/etc/kubernetes/kubelet.conf.d" | quote }}, dir: true}
+- {name: host-containerd-config, path: /etc/containerd/config.toml}
+- {name: host-containerd-dropins, path: /etc/containerd/conf.d, dir: true}
+{{- else -}}
+{{- $data := printf "/var/lib/rancher/%s" $d.distribution -}}
+- {name: host-rancher-config, path: /etc/rancher/{{ $d.distribution }}/config.yaml}
+- {name: host-rancher-dropins, path: /etc/rancher/{{ $d.distribution }}/config.yaml.d, dir: true}
+{{- with $d.kubeletConfig }}
+- {name: host-kubelet-config, path: {{ . | quote }}}
+{{- end }}
+- {name: host-kubelet-dropins, path: {{ $d.kubeletConfigDir | default (printf "%s/agent/etc/kubelet.conf.d" $data) | quote }}, dir: true}
+- {name: host-containerd-config, path: {{ printf "%s/agent/etc/containerd/config.toml" $data | quote }}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
