@@ -30,7 +30,7 @@ IMAGE_ARCHIVE ?= $(OUTPUT)/image/nri-cpumanager.tar
 IMAGE ?=
 IMAGE_FLAGS ?=
 
-.PHONY: all build image push-image release-dry-run check test clean-cache unit placement-diff lifecycle-diff lifecycle-soak kubelet-checkpoints fuzz e2e e2e-kube e2e-vm e2e-vm-kube vm-shell deploy-test chart-readme bench lint demo clean
+.PHONY: all build image push-image release-dry-run check test clean-cache unit placement-diff lifecycle-diff lifecycle-soak kubelet-checkpoints fuzz e2e e2e-kube e2e-vm e2e-vm-kube vm-shell deploy-test chart-readme bench bench-all bench-kubelet lint demo clean
 
 all: build
 
@@ -172,9 +172,31 @@ deploy-test:
 chart-readme:
 	cd test/deploy && $(GO) test -count=1 -run '^TestChartReadme$$' . -update
 
-## bench: allocator and round-trip benchmarks
+## bench: the policy's decisions at 64/512/4096 CPUs with 10/100/500
+## containers beside the allocator's part (BenchmarkDecisionScale), then the
+## allocator's benchmarks; prints each decision's cost over the allocator's
+## and its growth from 10 to 500 containers, a growth above 2× on a line
+## starting with GROWTH (hack/benchreport: a report, never a failure; a few
+## minutes)
+BENCHTIME ?= 0.5s
 bench:
+	@mkdir -p $(OUTPUT)
+	$(GO) test -run '^$$' -bench 'BenchmarkDecisionScale' -benchtime $(BENCHTIME) -benchmem ./policy/ > $(OUTPUT)/bench-decisions.txt; \
+		status=$$?; cat $(OUTPUT)/bench-decisions.txt; exit $$status
+	$(GO) run ./hack/benchreport < $(OUTPUT)/bench-decisions.txt
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -benchmem ./cpuallocator/
+
+## bench-all: every benchmark of the plugin's module (allocator, policy,
+## state commits, the NRI round trip)
+bench-all:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## bench-kubelet: the policy's decisions against the kubelet v1.36.3 static
+## policy in one process (test/kubernetes/decisions): ratios of medians at
+## 64/512/4096 CPUs with 10/100/500 containers (VERSUS_KUBELET_CPUS=512
+## for one machine; a report, nothing asserted; about a minute warm)
+bench-kubelet:
+	cd test/kubernetes && VERSUS_KUBELET=1 $(KUBE_GO) test -count=1 -timeout 60m -run '^TestVersusKubelet$$' -v ./decisions/
 
 ## lint: gofmt, go vet and staticcheck (also of test/e2e with and without its
 ## build tags e2e and vmguest, and of test/deploy; go vet of test/kubernetes

@@ -118,7 +118,7 @@ func (p *Plugin) forgetGone() {
 }
 
 // tracked reports whether the model tracks container id.
-func (p *Plugin) tracked(id string) bool { return p.model.Containers[id] != nil }
+func (p *Plugin) tracked(id string) bool { return p.model.Containers.Get(id) != nil }
 
 // confirm releases the CPUs of a confirmed shrink to the shared pool; the
 // sender grows the shared containers.

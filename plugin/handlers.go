@@ -340,7 +340,7 @@ func (p *Plugin) rememberPod(pod *api.PodSandbox) policy.Pod {
 // markPodDue marks a pod's containers for a cgroup read at the next
 // verification.
 func (p *Plugin) markPodDue(podUID string) {
-	for id, t := range p.model.Containers {
+	for id, t := range p.model.Containers.All() {
 		if t.PodUID == podUID {
 			p.ledger.markDue(id)
 		}

@@ -156,7 +156,7 @@ func (p *Plugin) Snapshot() Snapshot {
 		}
 		s.Exclusive[ref.PodUID][ref.Name] = v
 	}
-	for id, t := range p.model.Containers {
+	for id, t := range p.model.Containers.All() {
 		s.Containers[id] = ContainerView{Name: t.Display, Exclusive: t.Exclusive, CPUs: p.model.CPUsOf(id).String(),
 			Applied: p.ledger.appliedTo(id).String(), Stopped: t.Stopped}
 		if t.DeviceNodes != 0 {
@@ -165,7 +165,7 @@ func (p *Plugin) Snapshot() Snapshot {
 			s.Containers[id] = v
 		}
 	}
-	for id, sb := range p.model.Sandboxes {
+	for id, sb := range p.model.Sandboxes.All() {
 		if s.Sandboxes == nil {
 			s.Sandboxes = map[string]SandboxView{}
 		}

@@ -131,9 +131,9 @@ func (p *Plugin) verify(all bool) {
 func (p *Plugin) probes(all bool) ([]probe, uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	running := make([]string, 0, len(p.model.Containers))
+	running := make([]string, 0, p.model.Containers.Len())
 	for _, id := range p.model.SortedContainerIDs() {
-		if !p.model.Containers[id].Stopped {
+		if !p.model.Containers.Get(id).Stopped {
 			running = append(running, id)
 		}
 	}
@@ -183,7 +183,7 @@ func (p *Plugin) judgeReads(probes []probe, actual map[string]cpuset.CPUSet, seq
 	eq := setEqual{}
 	for _, pr := range probes {
 		cpus, ok := actual[pr.id]
-		if t := p.model.Containers[pr.id]; !ok || t == nil || t.Stopped {
+		if t := p.model.Containers.Get(pr.id); !ok || t == nil || t.Stopped {
 			continue
 		}
 		believed := p.ledger.appliedTo(pr.id)

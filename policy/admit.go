@@ -126,7 +126,7 @@ func mergeUpdates(first, rest []Update) []Update {
 // on yet (as far as this process saw: a container that stopped before a
 // restart of the plugin is not listed again).
 func (m *Model) neverCreated(podUID, name string) bool {
-	for _, t := range m.Containers {
+	for _, t := range m.podContainers(podUID) {
 		if t.PodUID == podUID && t.Name == name {
 			return false
 		}

@@ -39,7 +39,7 @@ func (p *Policy) createContainer(m *Model, c Container) (Decision, error) {
 		return Decision{}, refuse(Infeasible, ReasonInvalidContainerID,
 			"container %s comes without a usable container id: its cpuset could never be updated", display)
 	}
-	if t := m.Containers[c.ID]; t != nil && !t.Stopped {
+	if t := m.Containers.Get(c.ID); t != nil && !t.Stopped {
 		return Decision{}, refuse(Infeasible, ReasonInvalidContainerID,
 			"container id %s of %s already names running container %s", c.ID, display, t.Display)
 	}
@@ -362,7 +362,7 @@ func withTwins(nm *Model, ids []string, updates []Update) []Update {
 		if slices.ContainsFunc(updates, func(u Update) bool { return u.ContainerID == id }) {
 			continue
 		}
-		twins = append(twins, Update{ContainerID: id, Display: nm.Containers[id].Display, CPUs: nm.SharedPool()})
+		twins = append(twins, Update{ContainerID: id, Display: nm.Containers.Get(id).Display, CPUs: nm.SharedPool()})
 	}
 	slices.SortFunc(twins, func(a, b Update) int { return strings.Compare(a.ContainerID, b.ContainerID) })
 	return append(twins, updates...)
@@ -383,7 +383,7 @@ func (p *Policy) takeOver(m *Model, c Container) (demoted, notes []string) {
 		// CPUs the predecessor's unconfirmed shrink released go to the
 		// shared pool now: it no longer holds exclusive CPUs either way.
 		delete(m.Releasing, id)
-		if old := m.Containers[id]; old != nil && !old.Stopped {
+		if old := m.Containers.Get(id); old != nil && !old.Stopped {
 			if old.Exclusive {
 				demoted = append(demoted, id)
 			}

@@ -101,9 +101,41 @@ func (p *Policy) CheckInvariants(m *Model) error {
 	if r := m.Lending.Intersection(exclusive); !r.IsEmpty() {
 		errs = append(errs, fmt.Errorf("CPUs %s are lent to shared containers and exclusive", r))
 	}
-	ids := slices.Sorted(maps.Keys(m.Containers))
+	ids := slices.Sorted(m.Containers.Keys())
 	if !slices.Equal(m.ids, ids) {
 		errs = append(errs, fmt.Errorf("the model's sorted container ids %q are not those of its containers %q", m.ids, ids))
+	}
+	return errors.Join(append(errs, m.checkPodIndex())...)
+}
+
+// checkPodIndex verifies that the index by pod (Model.byPod) holds exactly
+// the pods' tracked containers and known sandboxes.
+func (m *Model) checkPodIndex() error {
+	want := map[string]*podIDs{}
+	entry := func(uid string) *podIDs {
+		if want[uid] == nil {
+			want[uid] = &podIDs{}
+		}
+		return want[uid]
+	}
+	for _, id := range m.ids {
+		p := entry(m.Containers.Get(id).PodUID)
+		p.containers = append(p.containers, id)
+	}
+	for _, id := range slices.Sorted(m.Sandboxes.Keys()) {
+		p := entry(m.Sandboxes.Get(id).PodUID)
+		p.sandboxes = append(p.sandboxes, id)
+	}
+	var errs []error
+	if m.byPod.Len() != len(want) {
+		errs = append(errs, fmt.Errorf("the model's index by pod has %d pods, its containers and sandboxes %d", m.byPod.Len(), len(want)))
+	}
+	for uid, w := range want {
+		got := m.byPod.Get(uid)
+		if !slices.Equal(got.containers, w.containers) || !slices.Equal(got.sandboxes, w.sandboxes) {
+			errs = append(errs, fmt.Errorf("the model's index by pod has %q and sandboxes %q for pod %s, not %q and %q",
+				got.containers, got.sandboxes, uid, w.containers, w.sandboxes))
+		}
 	}
 	return errors.Join(errs...)
 }

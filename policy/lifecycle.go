@@ -38,22 +38,18 @@ func (p *Policy) RunPodSandbox(m *Model, pod Pod) Decision {
 	if pod.UID == "" || pod.SandboxID == "" {
 		return Decision{Model: m}
 	}
-	if sb, ok := m.Sandboxes[pod.SandboxID]; ok && sb.Confirmed && sb.PodUID == pod.UID && len(m.sandboxesOf(pod.UID)) == 1 {
+	if sb, ok := m.Sandboxes.Lookup(pod.SandboxID); ok && sb.Confirmed && sb.PodUID == pod.UID && len(m.sandboxesOf(pod.UID)) == 1 {
 		return Decision{Model: m}
 	}
 	nm := m.shallow()
-	nm.Sandboxes = maps.Clone(m.Sandboxes)
-	if nm.Sandboxes == nil {
-		nm.Sandboxes = map[string]Sandbox{}
-	}
 	var notes []string
 	for _, id := range m.sandboxesOf(pod.UID) {
 		if id != pod.SandboxID {
-			delete(nm.Sandboxes, id)
+			nm.deleteSandbox(id)
 			notes = append(notes, fmt.Sprintf("pod %s: sandbox %s replaces sandbox %s; the pod keeps its CPUs", podDisplay(pod), pod.SandboxID, id))
 		}
 	}
-	nm.Sandboxes[pod.SandboxID] = Sandbox{PodUID: pod.UID, Confirmed: true}
+	nm.setSandbox(pod.SandboxID, Sandbox{PodUID: pod.UID, Confirmed: true})
 	// A sandbox of a pod the API called ended: the runtime's word wins.
 	nm.clearEnding(pod.UID)
 	return Decision{Model: nm, Notes: notes}
@@ -64,14 +60,13 @@ func (p *Policy) RunPodSandbox(m *Model, pod Pod) Decision {
 // (a Job), whose end only the Kubernetes API tells — the pod is idle, and
 // gives its CPUs back after the orphan timeout (ExpireOrphans).
 func (p *Policy) StopPodSandbox(m *Model, pod Pod) Decision {
-	sb, ok := m.Sandboxes[pod.SandboxID]
+	sb, ok := m.Sandboxes.Lookup(pod.SandboxID)
 	if !ok || sb.Stopped || sb.PodUID != pod.UID {
 		return Decision{Model: m}
 	}
 	nm := m.shallow()
-	nm.Sandboxes = maps.Clone(m.Sandboxes)
 	sb.Stopped = true
-	nm.Sandboxes[pod.SandboxID] = sb
+	nm.setSandbox(pod.SandboxID, sb)
 	p.markIdle(nm, pod.UID)
 	return Decision{Model: nm}
 }
@@ -89,7 +84,7 @@ func (p *Policy) StopPodSandbox(m *Model, pod Pod) Decision {
 // with it.
 func (p *Policy) StopContainer(m *Model, c Container) Decision {
 	id := c.ID
-	t := m.Containers[id]
+	t := m.Containers.Get(id)
 	if t == nil || t.Stopped || !t.is(c) {
 		return Decision{Model: m}
 	}
@@ -125,7 +120,7 @@ func (p *Policy) StopContainer(m *Model, c Container) Decision {
 // a pod whose removal the runtime may never report, ExpireOrphans.
 func (p *Policy) RemoveContainer(m *Model, c Container) Decision {
 	id, podUID := c.ID, c.Pod.UID
-	t := m.Containers[id]
+	t := m.Containers.Get(id)
 	if t != nil && !t.is(c) {
 		return Decision{Model: m}
 	}
@@ -215,11 +210,10 @@ func (p *Policy) ExpireOrphans(m *Model, active func(podUID string) bool) Decisi
 func (p *Policy) RemovePodSandbox(m *Model, pod Pod) Decision {
 	nm := m.Clone()
 	if pod.SandboxID != "" {
-		nm.Sandboxes = maps.Clone(m.Sandboxes)
-		delete(nm.Sandboxes, pod.SandboxID)
+		nm.deleteSandbox(pod.SandboxID)
 		if len(nm.sandboxesOf(pod.UID)) > 0 {
-			for _, id := range nm.sortedIDs() {
-				if t := nm.Containers[id]; t.PodUID == pod.UID && t.SandboxID == pod.SandboxID {
+			for _, id := range nm.podContainerIDs(pod.UID) {
+				if t := nm.Containers.Get(id); t.PodUID == pod.UID && t.SandboxID == pod.SandboxID {
 					delete(nm.Releasing, id)
 					nm.State.DeleteContainer(id)
 					nm.remove(id)
@@ -273,16 +267,24 @@ func (p *Policy) endPod(m *Model, podUID, why string) []string {
 		a, _ := m.State.Assignment(podUID, name)
 		notes = append(notes, fmt.Sprintf("pod %s container %s: releases exclusive CPUs %s: %s", podUID, name, a.Held(), why))
 	}
-	for _, id := range m.sortedIDs() {
-		if t := m.Containers[id]; t.PodUID == podUID && !t.Stopped {
+	for _, id := range m.podContainerIDs(podUID) {
+		if t := m.Containers.Get(id); t.PodUID == podUID && !t.Stopped {
 			delete(m.Releasing, id)
 			m.remove(id)
 		}
 	}
+	// What the pod held joins the shared pool: the pool is kept in step
+	// with every assignment (CheckInvariants checks it), so this is the
+	// pool a recompute from all the assignments gives, at the cost of
+	// this pod's CPUs instead of the node's.
+	released := m.podHeld(podUID, "")
+	if h, held := m.State.Hold(podUID); held {
+		released = released.Union(h.CPUs)
+	}
 	m.clearEnding(podUID)
 	m.State.DeletePod(podUID)
 	m.forgetRemovedLimits(podUID)
-	p.recomputePool(m)
+	p.returnToPool(m, released)
 	return notes
 }
 
@@ -294,7 +296,7 @@ func (t *Tracked) is(c Container) bool {
 
 // podRuns reports whether a container of a pod is tracked running.
 func (m *Model) podRuns(podUID string) bool {
-	for _, t := range m.Containers {
+	for _, t := range m.podContainers(podUID) {
 		if t.PodUID == podUID && !t.Stopped {
 			return true
 		}
@@ -302,23 +304,17 @@ func (m *Model) podRuns(podUID string) bool {
 	return false
 }
 
-// sandboxesOf returns the ids of a pod's known sandboxes, sorted.
+// sandboxesOf returns the ids of a pod's known sandboxes, sorted (not
+// to be changed).
 func (m *Model) sandboxesOf(podUID string) []string {
-	var ids []string
-	for id, sb := range m.Sandboxes {
-		if sb.PodUID == podUID {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	return ids
+	return m.byPod.Get(podUID).sandboxes
 }
 
 // hasConfirmedSandbox reports whether a pod has a sandbox that runs and
 // whose removal the runtime will report.
 func (m *Model) hasConfirmedSandbox(podUID string) bool {
-	for _, sb := range m.Sandboxes {
-		if sb.PodUID == podUID && sb.Confirmed && !sb.Stopped {
+	for _, id := range m.sandboxesOf(podUID) {
+		if sb := m.Sandboxes.Get(id); sb.PodUID == podUID && sb.Confirmed && !sb.Stopped {
 			return true
 		}
 	}

@@ -1,12 +1,14 @@
 package policy
 
 import (
+	"iter"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
+	"github.com/nri-cpumanager/nri-cpumanager/pmap"
 
 	"k8s.io/utils/cpuset"
 
@@ -191,7 +193,7 @@ type Model struct {
 	State *state.State
 	// Containers maps container id → record, for every container known to
 	// run (shared and exclusive).
-	Containers map[string]*Tracked
+	Containers pmap.Map[*Tracked]
 	// Releasing maps the id of a container whose shrink is not confirmed yet
 	// → the CPUs that shrink releases. Those CPUs belong to nobody until the
 	// runtime confirms: they are neither allocated nor given to the shared
@@ -206,7 +208,7 @@ type Model struct {
 	// Sandboxes maps sandbox id → record, for every sandbox known to
 	// exist. A pod lives while one of its sandboxes does. Sandboxes, Ending
 	// and Idle are shared between clones: a change copies the map first.
-	Sandboxes map[string]Sandbox
+	Sandboxes pmap.Map[Sandbox]
 	// Ending are the pods the Kubernetes API reports terminal or deleted
 	// while some of their containers still run: their CPUs go back once
 	// the last of those stops.
@@ -226,18 +228,91 @@ type Model struct {
 	// clones and never changed in place: adding or removing a container
 	// (add, remove) makes a new one.
 	ids []string
+	// byPod indexes Containers and Sandboxes by pod UID (podIDs), so that
+	// what a decision asks of one pod costs that pod's containers, not the
+	// node's. Kept by add, remove, setSandbox and deleteSandbox; shared
+	// between clones like Containers.
+	byPod pmap.Map[podIDs]
+}
+
+// podIDs are the ids of a pod's tracked containers and known sandboxes,
+// each sorted. The slices are never changed in place (a change stores new
+// ones): clones share them.
+type podIDs struct{ containers, sandboxes []string }
+
+// podContainerIDs returns the ids of a pod's tracked containers, sorted
+// (not to be changed).
+func (m *Model) podContainerIDs(podUID string) []string { return m.byPod.Get(podUID).containers }
+
+// podContainers yields a pod's tracked containers, by id in id order.
+func (m *Model) podContainers(podUID string) iter.Seq2[string, *Tracked] {
+	ids := m.podContainerIDs(podUID)
+	return func(yield func(string, *Tracked) bool) {
+		for _, id := range ids {
+			if !yield(id, m.Containers.Get(id)) {
+				return
+			}
+		}
+	}
+}
+
+// indexPod changes the index entry of a pod with change, storing it (or
+// dropping it when empty).
+func (m *Model) indexPod(podUID string, change func(*podIDs)) {
+	ids := m.byPod.Get(podUID)
+	change(&ids)
+	if len(ids.containers) == 0 && len(ids.sandboxes) == 0 {
+		m.byPod.Delete(podUID)
+		return
+	}
+	m.byPod.Set(podUID, ids)
+}
+
+// withID returns sorted ids with id in it (a new slice when it was not).
+func withID(ids []string, id string) []string {
+	i, found := slices.BinarySearch(ids, id)
+	if found {
+		return ids
+	}
+	return slices.Insert(slices.Clip(ids), i, id)
+}
+
+// withoutID returns sorted ids without id (a new slice when it was there).
+func withoutID(ids []string, id string) []string {
+	i, found := slices.BinarySearch(ids, id)
+	if !found {
+		return ids
+	}
+	return slices.Delete(slices.Clone(ids), i, i+1)
+}
+
+// setSandbox records sandbox id.
+func (m *Model) setSandbox(id string, sb Sandbox) {
+	if old, known := m.Sandboxes.Lookup(id); known && old.PodUID != sb.PodUID {
+		m.indexPod(old.PodUID, func(p *podIDs) { p.sandboxes = withoutID(p.sandboxes, id) })
+	}
+	m.Sandboxes.Set(id, sb)
+	m.indexPod(sb.PodUID, func(p *podIDs) { p.sandboxes = withID(p.sandboxes, id) })
+}
+
+// deleteSandbox forgets sandbox id.
+func (m *Model) deleteSandbox(id string) {
+	old, known := m.Sandboxes.Lookup(id)
+	if !known {
+		return
+	}
+	m.Sandboxes.Delete(id)
+	m.indexPod(old.PodUID, func(p *podIDs) { p.sandboxes = withoutID(p.sandboxes, id) })
 }
 
 // NewModel returns a model over st with no known container.
 func NewModel(st *state.State) *Model {
 	return &Model{
-		State:      st,
-		Containers: map[string]*Tracked{},
-		Releasing:  map[string]cpuset.CPUSet{},
-		Lending:    cpuset.New(),
-		Sandboxes:  map[string]Sandbox{},
-		Ending:     map[string]bool{},
-		Idle:       map[string]time.Time{},
+		State:     st,
+		Releasing: map[string]cpuset.CPUSet{},
+		Lending:   cpuset.New(),
+		Ending:    map[string]bool{},
+		Idle:      map[string]time.Time{},
 	}
 }
 
@@ -252,12 +327,13 @@ type PodContainer struct{ PodUID, Name string }
 func (m *Model) Clone() *Model {
 	return &Model{
 		State:      m.State.Clone(),
-		Containers: maps.Clone(m.Containers),
+		Containers: m.Containers,
 		Releasing:  maps.Clone(m.Releasing),
 		Lending:    m.Lending,
 		// (Sandboxes, Ending and Idle change seldom: shared, each writer
 		// copies the map first.)
 		Sandboxes:     m.Sandboxes,
+		byPod:         m.byPod,
 		Ending:        m.Ending,
 		Idle:          m.Idle,
 		RemovedLimits: m.RemovedLimits,
@@ -270,7 +346,7 @@ func (m *Model) Clone() *Model {
 // without one, none once stopped or when it is not tracked. (A container's
 // cpuset follows from the model: it is not stored, so it cannot disagree.)
 func (m *Model) CPUsOf(id string) cpuset.CPUSet {
-	t := m.Containers[id]
+	t := m.Containers.Get(id)
 	if t == nil || t.Stopped {
 		return cpuset.New()
 	}
@@ -286,20 +362,28 @@ func (m *Model) add(t *Tracked) {
 		m.RemovedLimits = maps.Clone(m.RemovedLimits)
 		delete(m.RemovedLimits, PodContainer{t.PodUID, t.Name})
 	}
-	if _, known := m.Containers[t.ID]; !known {
+	old, known := m.Containers.Lookup(t.ID)
+	if !known {
 		i, _ := slices.BinarySearch(m.ids, t.ID)
 		m.ids = slices.Insert(slices.Clip(m.ids), i, t.ID)
 	}
-	m.Containers[t.ID] = t
+	if known && old.PodUID != t.PodUID {
+		m.indexPod(old.PodUID, func(p *podIDs) { p.containers = withoutID(p.containers, t.ID) })
+	}
+	if !known || old.PodUID != t.PodUID {
+		m.indexPod(t.PodUID, func(p *podIDs) { p.containers = withID(p.containers, t.ID) })
+	}
+	m.Containers.Set(t.ID, t)
 }
 
 // remove stops tracking a container.
 func (m *Model) remove(id string) {
-	t, known := m.Containers[id]
+	t, known := m.Containers.Lookup(id)
 	if !known {
 		return
 	}
-	delete(m.Containers, id)
+	m.Containers.Delete(id)
+	m.indexPod(t.PodUID, func(p *podIDs) { p.containers = withoutID(p.containers, id) })
 	m.keepRemovedLimit(t)
 	if i, found := slices.BinarySearch(m.ids, id); found {
 		m.ids = slices.Delete(slices.Clone(m.ids), i, i+1)
@@ -314,7 +398,7 @@ func (m *Model) keepRemovedLimit(t *Tracked) {
 	key := PodContainer{t.PodUID, t.Name}
 	_, entry := m.State.Assignment(t.PodUID, t.Name)
 	if entry {
-		for _, other := range m.Containers {
+		for _, other := range m.podContainers(t.PodUID) {
 			if other.PodUID == t.PodUID && other.Name == t.Name {
 				return
 			}
@@ -338,7 +422,7 @@ func (m *Model) keepRemovedLimit(t *Tracked) {
 // ranBesideOf returns what a container tracked by m ran beside at its
 // creation (a Synchronize carries it over to the containers it lists).
 func (m *Model) ranBesideOf(id string) []string {
-	if t := m.Containers[id]; t != nil {
+	if t := m.Containers.Get(id); t != nil {
 		return t.RanBeside
 	}
 	return nil
@@ -361,7 +445,7 @@ func (m *Model) keepRemovedLimitsOf(prev *Model) {
 
 // tracksName reports whether a container of the pod and name is tracked.
 func (m *Model) tracksName(key PodContainer) bool {
-	for _, t := range m.Containers {
+	for _, t := range m.podContainers(key.PodUID) {
 		if t.PodUID == key.PodUID && t.Name == key.Name {
 			return true
 		}
@@ -385,12 +469,12 @@ func (m *Model) forgetRemovedLimits(podUID string) {
 // change (nil if it is not tracked). Records are shared between clones:
 // every change of a record goes through edit.
 func (m *Model) edit(id string) *Tracked {
-	t := m.Containers[id]
+	t := m.Containers.Get(id)
 	if t == nil {
 		return nil
 	}
 	own := *t
-	m.Containers[id] = &own
+	m.Containers.Set(id, &own)
 	return &own
 }
 
@@ -499,7 +583,7 @@ func (p *Policy) DesiredUpdates(m *Model, ids []string) (updates []Update, none 
 	var pool cpuset.CPUSet
 	var poolList string
 	for _, id := range ids {
-		t := m.Containers[id]
+		t := m.Containers.Get(id)
 		if t == nil || t.Stopped {
 			none = append(none, id)
 			continue
@@ -538,7 +622,7 @@ func (m *Model) KnowsPod(podUID string) bool {
 	if _, ok := m.State.PodResources(podUID); ok {
 		return true
 	}
-	for _, t := range m.Containers {
+	for _, t := range m.podContainers(podUID) {
 		if t.PodUID == podUID {
 			return true
 		}

@@ -75,7 +75,7 @@ func (m *Model) growthReusable(pod Pod, name string) cpumask.Mask {
 // name ran beside none.
 func (m *Model) startedAfter(podUID, init, name string) bool {
 	seen := false
-	for _, t := range m.Containers {
+	for _, t := range m.podContainers(podUID) {
 		if t.PodUID == podUID && t.Name == init {
 			if slices.Contains(t.RanBeside, name) {
 				return false
@@ -104,7 +104,7 @@ func (pod Pod) runsBeside(name, init string) bool {
 // ranBeside reports whether a container of the pod named name ran when
 // one named init was created.
 func (m *Model) ranBeside(podUID, init, name string) bool {
-	for _, t := range m.Containers {
+	for _, t := range m.podContainers(podUID) {
 		if t.PodUID == podUID && t.Name == init && slices.Contains(t.RanBeside, name) {
 			return true
 		}
@@ -116,7 +116,7 @@ func (m *Model) ranBeside(podUID, init, name string) bool {
 // except, sorted.
 func (m *Model) runningNames(podUID, except string) []string {
 	var names []string
-	for _, t := range m.Containers {
+	for _, t := range m.podContainers(podUID) {
 		if t.PodUID == podUID && t.Name != except && !t.Stopped && !slices.Contains(names, t.Name) {
 			names = append(names, t.Name)
 		}
@@ -185,7 +185,7 @@ func (m *Model) reuseOf(podUID, name string, lenders []string) cpumask.Mask {
 // role is not known, completed and none of its name runs.
 func (m *Model) completedUnknown(podUID, name string) bool {
 	completed := false
-	for _, t := range m.Containers {
+	for _, t := range m.podContainers(podUID) {
 		if t.PodUID != podUID || t.Name != name {
 			continue
 		}
@@ -200,7 +200,7 @@ func (m *Model) completedUnknown(podUID, name string) bool {
 // roleOf returns the role a pod's container name was created with
 // (RoleUnknown when no container of the name is tracked or none knew it).
 func (m *Model) roleOf(podUID, name string) Role {
-	for _, t := range m.Containers {
+	for _, t := range m.podContainers(podUID) {
 		if t.PodUID == podUID && t.Name == name && t.Role != RoleUnknown {
 			return t.Role
 		}
@@ -212,7 +212,7 @@ func (m *Model) roleOf(podUID, name string) Role {
 // named except, run on exclusively.
 func (m *Model) runningCPUs(podUID, except string) cpuset.CPUSet {
 	var cpus cpumask.Mask
-	for id, t := range m.Containers {
+	for id, t := range m.podContainers(podUID) {
 		if t.PodUID == podUID && t.Name != except && !t.Stopped {
 			if a, owns := m.ownAssignment(id); owns {
 				cpus.AddSet(a.Held())
@@ -226,7 +226,7 @@ func (m *Model) runningCPUs(podUID, except string) cpuset.CPUSet {
 // exclusively on some of cpus, sorted.
 func (m *Model) runningNamesOn(podUID string, cpus cpuset.CPUSet) []string {
 	var names []string
-	for id, t := range m.Containers {
+	for id, t := range m.podContainers(podUID) {
 		if t.PodUID != podUID || t.Stopped {
 			continue
 		}
@@ -301,7 +301,7 @@ func (m *Model) heldFor(podUID string) cpumask.Mask {
 	}
 	held := maskOf(h.CPUs)
 	for id, cpus := range m.Releasing {
-		if t := m.Containers[id]; t != nil && t.PodUID == podUID {
+		if t := m.Containers.Get(id); t != nil && t.PodUID == podUID {
 			held = held.AndNot(maskOf(cpus))
 		}
 	}
@@ -360,7 +360,7 @@ func (m *Model) podLimitMilli(podUID string) int64 {
 		running bool
 	}
 	members := map[string]member{}
-	for _, t := range m.Containers {
+	for _, t := range m.podContainers(podUID) {
 		if t.PodUID != podUID {
 			continue
 		}

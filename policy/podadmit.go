@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -72,8 +71,8 @@ func (p *Policy) UpdatePodSandboxWithSpec(m *Model, pod Pod, res PodResources, s
 		}
 		d.Others = p.syncShared(m, nm)
 	}
-	for _, id := range d.Model.sortedIDs() {
-		if t := d.Model.Containers[id]; t.PodUID == pod.UID && !t.Stopped {
+	for _, id := range d.Model.podContainerIDs(pod.UID) {
+		if t := d.Model.Containers.Get(id); t.PodUID == pod.UID && !t.Stopped {
 			d.PodCPUs = append(d.PodCPUs, ContainerCPUs{Name: t.Name, CPUs: d.Model.CPUsOf(id)})
 		}
 	}
@@ -373,8 +372,8 @@ func (p *Policy) resizeEntry(m *Model, pod Pod, e podMember, class Class) (*Mode
 		return nil, err
 	}
 	nm := m.Clone()
-	for _, id := range nm.sortedIDs() {
-		if t := nm.Containers[id]; t.PodUID == pod.UID && t.Name == e.name && t.Stopped {
+	for _, id := range nm.podContainerIDs(pod.UID) {
+		if t := nm.Containers.Get(id); t.PodUID == pod.UID && t.Name == e.name && t.Stopped {
 			nm.edit(id).CPULimitMilli = int64(n) * milliCPUPerCPU
 		}
 	}
@@ -497,8 +496,8 @@ func (m *Model) podMembers(podUID string) podMembers {
 	running := map[string]bool{}
 	stoppedShared := map[string]bool{}
 	stoppedLimit := map[string]int64{}
-	for _, id := range m.sortedIDs() {
-		t := m.Containers[id]
+	for _, id := range m.podContainerIDs(podUID) {
+		t := m.Containers.Get(id)
 		if t.PodUID != podUID {
 			continue
 		}
@@ -600,13 +599,12 @@ func (m *Model) settled() *Model {
 // limit; before is the model the decision started from, which is never
 // changed.
 func withCPULimit(before, after *Model, id string, limit int64) *Model {
-	t := after.Containers[id]
+	t := after.Containers.Get(id)
 	if t == nil || t.CPULimitMilli == limit {
 		return after
 	}
 	if after == before {
 		after = before.shallow()
-		after.Containers = maps.Clone(before.Containers)
 	}
 	after.edit(id).CPULimitMilli = limit
 	return after

@@ -534,7 +534,7 @@ func TestPodAdmissionIsNecessary(t *testing.T) {
 func idOf(t *testing.T, m *policy.Model, podUID, name string) string {
 	t.Helper()
 	for _, id := range m.SortedContainerIDs() {
-		if c := m.Containers[id]; c.PodUID == podUID && c.Name == name && !c.Stopped {
+		if c := m.Containers.Get(id); c.PodUID == podUID && c.Name == name && !c.Stopped {
 			return id
 		}
 	}

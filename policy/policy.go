@@ -289,7 +289,7 @@ func (p *Policy) syncShared(before, m *Model) []Update {
 	list := cpumask.Format(pool)
 	updates := make([]Update, 0, max(0, len(m.ids)-m.State.NumContainers()))
 	for _, id := range m.sortedIDs() {
-		t := m.Containers[id]
+		t := m.Containers.Get(id)
 		if _, owns := m.State.Container(id); t.Stopped || owns {
 			continue
 		}
@@ -489,7 +489,7 @@ func (p *Policy) devicesOf(m *Model, podUID, name string, own cpuallocator.NodeM
 	}
 	nodes := own
 	pod := p.opts.TopologyScope == cpuallocator.ScopePod
-	for _, t := range m.Containers {
+	for _, t := range m.podContainers(podUID) {
 		if t.PodUID == podUID && !t.Stopped && (pod || t.Name == name) {
 			nodes = nodes.Union(t.DeviceNodes)
 		}

@@ -171,12 +171,12 @@ func (p *Policy) decideResize(m *Model, c Container, update Resources) (Decision
 	op := operation(oldClass, newClass)
 
 	oldExclusive := oldClass.Exclusive
-	if t := m.Containers[c.ID]; t != nil {
+	if t := m.Containers.Get(c.ID); t != nil {
 		oldExclusive = t.Exclusive
 	}
 	a, hasEntry := m.State.Assignment(c.Pod.UID, c.Name)
 	if owner, owned := m.State.ContainerIDOf(state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}); hasEntry && owned && owner != c.ID {
-		if o := m.Containers[owner]; o != nil && !o.Stopped && (oldExclusive || newClass.Exclusive) {
+		if o := m.Containers.Get(owner); o != nil && !o.Stopped && (oldExclusive || newClass.Exclusive) {
 			// A twin: the CPUs of the name belong to the other container.
 			return Decision{}, refuse(Infeasible, ReasonInvalidContainerID,
 				"container %s (id %s) does not hold the exclusive CPUs %s of its pod and name: container %s, which runs too, does",
@@ -315,7 +315,7 @@ func (p *Policy) ReleaseDelayed(m *Model) Decision {
 		a.Delayed, a.ReleaseAt = cpuset.New(), time.Time{}
 		nm.State.SetAssignment(ref.PodUID, ref.Name, a)
 		id, owned := nm.State.ContainerIDOf(ref)
-		t := nm.Containers[id]
+		t := nm.Containers.Get(id)
 		if !owned || t == nil || t.Stopped {
 			p.giveBack(nm, ref.PodUID, delayed)
 			continue
@@ -440,7 +440,7 @@ func (p *Policy) placeGrowth(pl placement, free cpumask.Mask, poolLeft int) (cpu
 // track records that a container owns the assignment of its name (its
 // cpuset follows from it: Model.CPUsOf).
 func (p *Policy) track(m *Model, c Container, display string) {
-	if m.Containers[c.ID] == nil {
+	if m.Containers.Get(c.ID) == nil {
 		m.add(&Tracked{ID: c.ID, PodUID: c.Pod.UID, Name: c.Name, Display: display, Exclusive: true, DeviceNodes: c.DeviceNodes})
 	}
 	m.State.SetContainer(c.ID, state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name})

@@ -97,8 +97,8 @@ func TestDuplicateContainerIDs(t *testing.T) {
 	if a, ok := s.Model.State.Assignment(first.Pod.UID, "app"); !ok || !a.Baseline.Equals(d.Target.CPUs) || s.Model.State.NumAssignments() != 1 {
 		t.Errorf("after Synchronize: pods with assignments %v; want only gu's, on %s", s.Model.State.PodUIDs(), d.Target.CPUs)
 	}
-	if len(s.Model.Containers) != 1 || !strings.Contains(strings.Join(s.Notes, "\n"), "reports container id gu twice") {
-		t.Errorf("tracked %d containers, notes %q", len(s.Model.Containers), s.Notes)
+	if s.Model.Containers.Len() != 1 || !strings.Contains(strings.Join(s.Notes, "\n"), "reports container id gu twice") {
+		t.Errorf("tracked %d containers, notes %q", s.Model.Containers.Len(), s.Notes)
 	}
 }
 

@@ -43,7 +43,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		if pod.UID != "" && pod.SandboxID != "" {
 			// Not confirmed: the runtime may have restarted since the
 			// sandbox ran, and would then never report its removal.
-			nm.Sandboxes[pod.SandboxID] = Sandbox{PodUID: pod.UID}
+			nm.setSandbox(pod.SandboxID, Sandbox{PodUID: pod.UID})
 		}
 		if m.Ending[pod.UID] {
 			nm.Ending[pod.UID] = true
@@ -151,7 +151,7 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	// keeps where it is safe.)
 	var shrinking, moving, growing []Update
 	for _, id := range nm.sortedIDs() {
-		t := nm.Containers[id]
+		t := nm.Containers.Get(id)
 		want, list, mems := pool, poolList, cpuset.New()
 		if a, ok := nm.ownAssignment(id); ok {
 			want, list, mems = a.Held(), "", p.mems(a.Held())

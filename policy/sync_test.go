@@ -277,9 +277,9 @@ func TestRecreatedContainerKeepsItsCPUs(t *testing.T) {
 	if err := pol.CheckInvariants(d2.Model); err != nil {
 		t.Fatal(err)
 	}
-	if !d2.Target.CPUs.Equals(d.Target.CPUs) || !d2.Model.Owns("gu-again") || d2.Model.Owns(first.ID) || d2.Model.Containers[first.ID].Exclusive {
+	if !d2.Target.CPUs.Equals(d.Target.CPUs) || !d2.Model.Owns("gu-again") || d2.Model.Owns(first.ID) || d2.Model.Containers.Get(first.ID).Exclusive {
 		t.Errorf("re-created container: cpus %s (first had %s), owns %v, predecessor owns %v, predecessor exclusive %v",
-			d2.Target.CPUs, d.Target.CPUs, d2.Model.Owns("gu-again"), d2.Model.Owns(first.ID), d2.Model.Containers[first.ID].Exclusive)
+			d2.Target.CPUs, d.Target.CPUs, d2.Model.Owns("gu-again"), d2.Model.Owns(first.ID), d2.Model.Containers.Get(first.ID).Exclusive)
 	}
 	if len(d2.Others) != 1 || d2.Others[0].ContainerID != first.ID || !d2.Others[0].CPUs.Equals(d2.Model.SharedPool()) ||
 		!d2.Others[0].CPUs.Intersection(d2.Target.CPUs).IsEmpty() {

@@ -75,7 +75,7 @@ func (p *Policy) OffDeviceNodes(m *Model) int {
 		return 0
 	}
 	off := 0
-	for id, t := range m.Containers {
+	for id, t := range m.Containers.All() {
 		if t.Stopped || !t.Exclusive || t.DeviceNodes == 0 {
 			continue
 		}

@@ -67,7 +67,7 @@ func fingerprint(m *policy.Model) string {
 		fmt.Fprintf(&b, "pod %s %+v\n", uid, pods[uid])
 	}
 	for _, id := range m.SortedContainerIDs() {
-		t := m.Containers[id]
+		t := m.Containers.Get(id)
 		fmt.Fprintf(&b, "tracked %s %v %s %v %dm\n", id, t.Exclusive, m.CPUsOf(id), t.Stopped, t.CPULimitMilli)
 	}
 	for _, id := range slices.Sorted(maps.Keys(m.Releasing)) {
@@ -118,7 +118,7 @@ func (d *PolicyDriver) apply(dec policy.Decision) error {
 }
 
 func (d *PolicyDriver) applyOne(u policy.Update, next *policy.Model, exclusive func(string) bool) error {
-	if t := next.Containers[u.ContainerID]; t == nil || t.Stopped {
+	if t := next.Containers.Get(u.ContainerID); t == nil || t.Stopped {
 		// The runtime ignores updates of containers that are gone.
 		return nil
 	}

@@ -20,13 +20,15 @@ func New(defaultCPUSet cpuset.CPUSet) *State {
 	}
 }
 
-// Clone returns a deep copy: changing one never changes the other. The
-// cpusets are shared, as they are immutable values; an Assignment is
-// copied whole.
+// Clone returns a copy: changing one never changes the other. A pod's
+// map of assignments is never changed once stored (SetAssignment and
+// deleteEntry store a new one: copy on write), so the copies share them
+// and Clone copies the maps of pods and ids only, not a pod's record; the
+// cpusets are shared, as they are immutable values.
 func (s *State) Clone() *State {
 	c := &State{
 		defaultCPUSet: s.defaultCPUSet,
-		entries:       make(map[string]map[string]Assignment, len(s.entries)),
+		entries:       maps.Clone(s.entries),
 		containers:    maps.Clone(s.containers),
 		pods:          maps.Clone(s.pods),
 		holds:         maps.Clone(s.holds),
@@ -34,10 +36,8 @@ func (s *State) Clone() *State {
 	if s.config != nil {
 		c.config = &ConfigRecord{ReservedCPUs: s.config.ReservedCPUs, Keys: maps.Clone(s.config.Keys)}
 	}
-	for podUID, containers := range s.entries {
-		if len(containers) > 0 {
-			c.entries[podUID] = maps.Clone(containers)
-		}
+	if c.entries == nil {
+		c.entries = map[string]map[string]Assignment{}
 	}
 	if c.containers == nil {
 		c.containers = map[string]ContainerRef{}
@@ -143,12 +143,11 @@ func (s *State) SetAssignment(podUID, name string, a Assignment) {
 	if s.entries == nil {
 		s.entries = map[string]map[string]Assignment{}
 	}
-	containers := s.entries[podUID]
-	if containers == nil {
-		containers = map[string]Assignment{}
-		s.entries[podUID] = containers
-	}
+	// A new map for the pod: clones share the one stored (Clone).
+	containers := make(map[string]Assignment, len(s.entries[podUID])+1)
+	maps.Copy(containers, s.entries[podUID])
 	containers[name] = a
+	s.entries[podUID] = containers
 }
 
 // DeleteAssignment forgets a container's assignment (and the pod's entry map
@@ -164,8 +163,14 @@ func (s *State) DeleteAssignment(podUID, name string) {
 // becomes empty.
 func (s *State) deleteEntry(podUID, name string) {
 	containers := s.entries[podUID]
-	delete(containers, name)
-	if len(containers) == 0 {
+	_, ok := containers[name]
+	switch {
+	case ok && len(containers) > 1:
+		// A new map for the pod: clones share the one stored (Clone).
+		rest := maps.Clone(containers)
+		delete(rest, name)
+		s.entries[podUID] = rest
+	case ok || len(containers) == 0:
 		delete(s.entries, podUID)
 	}
 }

@@ -16,7 +16,9 @@ const module = "github.com/nri-cpumanager/nri-cpumanager/"
 // prefix listed.
 var layers = map[string]int{
 	"cpumask":                     0,
+	"pmap":                        0,
 	"hack/ocilayout":              0,
+	"hack/benchreport":            0,
 	"state":                       1,
 	"cpuallocator":                1,
 	"cpuallocator/internal/sysfs": 0,
