@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -28,6 +29,8 @@ import (
 // pods bound to one node, listed and watched, and the events the plugin
 // writes. It serves
 //
+//   - GET /api/v1/nodes/NODE: the Node, without labels, and its watch
+//     (fieldSelector=metadata.name=NODE), on which nothing changes;
 //   - GET /api/v1/pods?fieldSelector=spec.nodeName=NODE: the node's pods
 //     (a PodList, JSON; the client asks for protobuf first and takes JSON);
 //   - the same with watch=true: newline-delimited watch events from the
@@ -239,6 +242,12 @@ func (s *FakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && path == "/api/v1/pods":
 		s.listOrWatchPods(w, r)
 		return
+	case r.Method == http.MethodGet && path == "/api/v1/nodes/"+s.Node:
+		writeJSON(w, http.StatusOK, s.node())
+		return
+	case r.Method == http.MethodGet && path == "/api/v1/nodes" && r.URL.Query().Get("watch") != "" && r.URL.Query().Get("fieldSelector") == "metadata.name="+s.Node:
+		s.watchNode(w, r)
+		return
 	case len(parts) >= 6 && parts[0] == "apis" && parts[1] == "events.k8s.io" && parts[2] == "v1" && parts[3] == "namespaces" && parts[5] == "events":
 		switch {
 		case len(parts) == 6 && r.Method == http.MethodPost:
@@ -275,6 +284,30 @@ func (s *FakeAPIServer) listOrWatchPods(w http.ResponseWriter, r *http.Request) 
 	}
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, &list)
+}
+
+// node is the server's Node: its name, a UID and no labels (no
+// configuration group).
+func (s *FakeAPIServer) node() *corev1.Node {
+	return &corev1.Node{TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: s.Node, UID: types.UID(s.Node + "-uid"), ResourceVersion: "1"}}
+}
+
+// watchNode serves a watch of the Node, which never changes: nothing is
+// sent until timeoutSeconds or the client goes.
+func (s *FakeAPIServer) watchNode(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if secs, err := strconv.Atoi(r.URL.Query().Get("timeoutSeconds")); err == nil && secs > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(secs)*time.Second)
+		defer cancel()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if flusher, ok := w.(http.Flusher); ok {
+		flusher.Flush()
+	}
+	<-ctx.Done()
 }
 
 // nodeSelector reads the one field selector the plugin sends,

@@ -109,13 +109,20 @@ func TestFakeAPIServer(t *testing.T) {
 		t.Errorf("events: %+v", evs)
 	}
 
+	// The node, without labels.
+	var node corev1.Node
+	get(t, s.URL+"/api/v1/nodes/n1", http.StatusOK, &node)
+	if node.Name != "n1" || node.UID == "" || len(node.Labels) != 0 {
+		t.Errorf("node %+v", node.ObjectMeta)
+	}
+
 	// Anything else: 404, recorded.
 	var st metav1.Status
-	get(t, s.URL+"/api/v1/nodes/n1", http.StatusNotFound, &st)
+	get(t, s.URL+"/api/v1/nodes/n2", http.StatusNotFound, &st)
 	if st.Reason != metav1.StatusReasonNotFound {
 		t.Errorf("status %+v", st)
 	}
-	if un := s.Unserved(); len(un) != 1 || un[0] != "GET /api/v1/nodes/n1" {
+	if un := s.Unserved(); len(un) != 1 || un[0] != "GET /api/v1/nodes/n2" {
 		t.Errorf("unserved %v", un)
 	}
 }
