@@ -61,10 +61,7 @@ func ReadCPUs(ctx context.Context, c *harness.Container) (CPUsOf, *harness.Cgrou
 	if r.Effective, err = cg.EffectiveCPUs(); err != nil {
 		return r, cg, err
 	}
-	if r.NewProcess, err = c.CPUsAllowed(ctx); err != nil {
-		return r, cg, err
-	}
-	if r.Command, err = c.InitCPUsAllowed(ctx); err != nil {
+	if r.NewProcess, r.Command, err = c.ProcessesCPUsAllowed(ctx); err != nil {
 		return r, cg, err
 	}
 	return r, cg, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -96,23 +97,50 @@ func (k *Kube) Overlay(t testing.TB, deploy string, components []string, stateDi
 	return dir
 }
 
-// Pods lists pods (`kubectl get pods ARGS`).
-func (k *Kube) Pods(ctx context.Context, t testing.TB, args ...string) []harness.KubePod {
+// The suites read pods from the API server (Cluster.GetJSON), as
+// `kubectl get -o json` would print them, and change them with kubectl:
+// the waits read a pod once a second or more, and a kubectl process costs
+// seconds of the emulated guest's CPUs, taken from the components that do
+// what the test waits for.
+
+// Pods lists the pods of a namespace that match a label selector and a
+// field selector ("" for any).
+func (k *Kube) Pods(ctx context.Context, t testing.TB, namespace, labelSelector, fieldSelector string) []harness.KubePod {
 	t.Helper()
+	pods, err := k.listPods(ctx, namespace, labelSelector, fieldSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pods
+}
+
+// listPods is Pods returning its error.
+func (k *Kube) listPods(ctx context.Context, namespace, labelSelector, fieldSelector string) ([]harness.KubePod, error) {
+	query := url.Values{}
+	if labelSelector != "" {
+		query.Set("labelSelector", labelSelector)
+	}
+	if fieldSelector != "" {
+		query.Set("fieldSelector", fieldSelector)
+	}
+	path := "/api/v1/namespaces/" + url.PathEscape(namespace) + "/pods"
+	if len(query) > 0 {
+		path += "?" + query.Encode()
+	}
 	var list struct {
 		Items []harness.KubePod `json:"items"`
 	}
-	if err := k.Cluster.KubectlJSON(ctx, &list, append([]string{"get", "pods"}, args...)...); err != nil {
-		t.Fatal(err)
+	if err := k.Cluster.GetJSON(ctx, path, &list); err != nil {
+		return nil, err
 	}
-	return list.Items
+	return list.Items, nil
 }
 
 // Pod returns a pod of the default namespace.
 func (k *Kube) Pod(ctx context.Context, t testing.TB, name string) *harness.KubePod {
 	t.Helper()
 	var p harness.KubePod
-	if err := k.Cluster.KubectlJSON(ctx, &p, "get", "pod", name); err != nil {
+	if err := k.Cluster.GetJSON(ctx, "/api/v1/namespaces/default/pods/"+url.PathEscape(name), &p); err != nil {
 		t.Fatal(err)
 	}
 	return &p
@@ -130,18 +158,16 @@ func (k *Kube) WaitPluginReady(ctx context.Context, t testing.TB, notUID string)
 	var found *harness.KubePod
 	var last string
 	err := harness.Poll(ctx, func() (bool, error) {
-		var list struct {
-			Items []harness.KubePod `json:"items"`
-		}
-		if err := k.Cluster.KubectlJSON(ctx, &list, "get", "pods", "-n", PluginNamespace, "-l", PluginSelector); err != nil {
+		pods, err := k.listPods(ctx, PluginNamespace, PluginSelector, "")
+		if err != nil {
 			last = err.Error()
 			return false, nil
 		}
-		last = fmt.Sprintf("%d pods", len(list.Items))
-		if len(list.Items) != 1 || list.Items[0].Metadata.UID == notUID || !list.Items[0].Ready() {
+		last = fmt.Sprintf("%d pods", len(pods))
+		if len(pods) != 1 || pods[0].Metadata.UID == notUID || !pods[0].Ready() {
 			return false, nil
 		}
-		found = &list.Items[0]
+		found = &pods[0]
 		return true, nil
 	})
 	if err != nil {

@@ -64,6 +64,50 @@ func (c *Container) InitCPUsAllowed(ctx context.Context) (cpuset.CPUSet, error) 
 	return c.cpusAllowedOf(ctx, "/proc/1/status")
 }
 
+// ProcessesCPUsAllowed returns, from one exec (seconds each in an
+// emulated guest), what CPUsAllowed and InitCPUsAllowed return: the CPUs a
+// new process in the container (the grep that reads both) and the
+// container's own command may run on.
+func (c *Container) ProcessesCPUsAllowed(ctx context.Context) (newProcess, command cpuset.CPUSet, err error) {
+	out, err := c.Exec(ctx, "grep", "Cpus_allowed_list", selfStatus, initStatus)
+	if err != nil {
+		return cpuset.CPUSet{}, cpuset.CPUSet{}, err
+	}
+	newProcess, command, err = parseProcessesCPUsAllowed(out)
+	if err != nil {
+		return cpuset.CPUSet{}, cpuset.CPUSet{}, fmt.Errorf("in %s: %w", c, err)
+	}
+	return newProcess, command, nil
+}
+
+// The status files ProcessesCPUsAllowed reads: the grep's own and the
+// container's command's.
+const selfStatus, initStatus = "/proc/self/status", "/proc/1/status"
+
+// parseProcessesCPUsAllowed parses the output of a grep of
+// Cpus_allowed_list in selfStatus and initStatus ("FILE:Cpus_allowed_list:\tLIST"
+// lines).
+func parseProcessesCPUsAllowed(out string) (self, command cpuset.CPUSet, err error) {
+	found := map[string]cpuset.CPUSet{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		file, rest, ok := strings.Cut(line, ":")
+		if !ok || (file != selfStatus && file != initStatus) {
+			return cpuset.CPUSet{}, cpuset.CPUSet{}, fmt.Errorf("grep of Cpus_allowed_list: unexpected line %q", line)
+		}
+		set, err := parseCPUsAllowed(rest)
+		if err != nil {
+			return cpuset.CPUSet{}, cpuset.CPUSet{}, fmt.Errorf("%s: %w", file, err)
+		}
+		found[file] = set
+	}
+	self, okSelf := found[selfStatus]
+	command, okCommand := found[initStatus]
+	if !okSelf || !okCommand {
+		return cpuset.CPUSet{}, cpuset.CPUSet{}, fmt.Errorf("grep of Cpus_allowed_list: not both %s and %s in %q", selfStatus, initStatus, out)
+	}
+	return self, command, nil
+}
+
 func (c *Container) cpusAllowedOf(ctx context.Context, statusFile string) (cpuset.CPUSet, error) {
 	out, err := c.Exec(ctx, "grep", "Cpus_allowed_list", statusFile)
 	if err != nil {

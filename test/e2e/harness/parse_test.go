@@ -27,6 +27,23 @@ func TestParseCPUsAllowed(t *testing.T) {
 	}
 }
 
+func TestParseProcessesCPUsAllowed(t *testing.T) {
+	self, command, err := parseProcessesCPUsAllowed("/proc/self/status:Cpus_allowed_list:\t0-3\n/proc/1/status:Cpus_allowed_list:\t2,5\n")
+	if err != nil || !self.Equals(cpuset.New(0, 1, 2, 3)) || !command.Equals(cpuset.New(2, 5)) {
+		t.Errorf("parseProcessesCPUsAllowed = %s, %s, %v; want 0-3, 2,5", self, command, err)
+	}
+	for _, out := range []string{
+		"/proc/self/status:Cpus_allowed_list:\t0-3\n",                                       // one file
+		"Cpus_allowed_list:\t0-3\nCpus_allowed_list:\t0-3\n",                                // no file names
+		"/proc/self/status:Cpus_allowed_list:\t0-3\n/proc/1/status:Cpus_allowed_list:\tx\n", // not a list
+		"",
+	} {
+		if _, _, err := parseProcessesCPUsAllowed(out); err == nil {
+			t.Errorf("parseProcessesCPUsAllowed(%q) parsed", out)
+		}
+	}
+}
+
 func TestParseContainerInfo(t *testing.T) {
 	info := map[string]string{"info": `{"sandboxID":"abc","pid":4242,"runtimeSpec":{"ociVersion":"1.2.0","linux":{"cgroupsPath":"/kubepods/podu1/c1","resources":{}}}}`}
 	got, err := parseContainerInfo(info)

@@ -226,11 +226,15 @@ func (k *kube) waitAllocatable(ctx context.Context, resource, quantity string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	path := fmt.Sprintf(`jsonpath={.status.allocatable.%s}`, strings.ReplaceAll(resource, ".", `\.`))
 	var got string
 	err := everySecond(ctx, func() (bool, error) {
-		out, err := k.Cluster.Kubectl(ctx, "get", "node", k.Cluster.NodeName, "-o", path)
-		got = strings.TrimSpace(out)
+		var node struct {
+			Status struct {
+				Allocatable map[string]string `json:"allocatable"`
+			} `json:"status"`
+		}
+		err := k.Cluster.GetJSON(ctx, "/api/v1/nodes/"+k.Cluster.NodeName, &node)
+		got = node.Status.Allocatable[resource]
 		return err == nil && got == quantity, nil
 	})
 	if err != nil {

@@ -433,7 +433,7 @@ func (k *kube) waitJobPod(ctx context.Context, job string) *harness.KubePod {
 	defer cancel()
 	var items []harness.KubePod
 	err := everySecond(ctx, func() (bool, error) {
-		items = k.Pods(ctx, k.t, "-l", "batch.kubernetes.io/job-name="+job)
+		items = k.Pods(ctx, k.t, "default", "batch.kubernetes.io/job-name="+job, "")
 		return len(items) == 1 && items[0].Ready(), nil
 	})
 	if err != nil {

@@ -188,7 +188,7 @@ func (k *kube) moveOut(ctx context.Context, shared *harness.Container, stateDir 
 
 	k.Kubectl(ctx, t, "label", "node", k.Cluster.NodeName, e2etest.NodeLabel+"-")
 	err := everySecond(ctx, func() (bool, error) {
-		return len(k.Pods(ctx, t, "-n", e2etest.PluginNamespace, "-l", e2etest.PluginSelector)) == 0, nil
+		return len(k.Pods(ctx, t, e2etest.PluginNamespace, e2etest.PluginSelector, "")) == 0, nil
 	})
 	if err != nil {
 		t.Fatalf("the plugin's pod did not go when the node's label was removed: %v", err)
@@ -230,7 +230,7 @@ func (k *kube) moveOut(ctx context.Context, shared *harness.Container, stateDir 
 // their containers' restarts.
 func (k *kube) restartCounts(ctx context.Context) map[string]int {
 	counts := map[string]int{}
-	for _, p := range k.Pods(ctx, k.t, "--field-selector=status.phase=Running") {
+	for _, p := range k.Pods(ctx, k.t, "default", "", "status.phase=Running") {
 		n := 0
 		for _, c := range p.Status.ContainerStatuses {
 			n += c.RestartCount

@@ -114,6 +114,10 @@ func TestKubernetes(t *testing.T) {
 	shared := k.Attach(ctx, k.t, k.WaitReady(ctx, k.t, "shared"), "app")
 	pinnedPod := k.WaitReady(ctx, k.t, "pinned")
 	pinned := k.Attach(ctx, k.t, pinnedPod, "app")
+	// The plugin's pod as it is now: its container may have restarted
+	// since it was first Ready (seen once on an emulated guest loaded by
+	// other tests), and a container's ID is its instance's.
+	plugin = k.WaitPluginReady(ctx, k.t, "")
 	pluginCtr := k.Attach(ctx, k.t, plugin, "nri-cpumanager")
 
 	podCgroup, err := pinned.Pod.Cgroup()
