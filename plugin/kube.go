@@ -72,19 +72,21 @@ func (p *Plugin) podSpec(podUID string, totalMilli int64) policy.PodSpec {
 	return spec
 }
 
-// resizeSpec asks the API for a pod's spec for a decrease of one of its
+// resizeSpec asks the API for a pod's spec for a CPU change of one of its
 // containers (an UpdateContainer), outside the plugin's lock: a resize
 // whose pod total does not change sends no UpdatePodSandbox, and its
-// first request is a decrease, where the whole resize is decided (see
-// policy.UpdateContainerWithSpec). Nil without the API, for any other
-// request, or when the API does not answer.
+// first request is a decrease, where the whole resize is decided; and the
+// kubelet's order of a resize's parts is not the one the whole resize
+// was admitted in, so a part may need its siblings' parts first (see
+// policy.UpdateContainerWithSpec). Nil without the API, for a request
+// that does not change the CPU limit, or when the API does not answer.
 func (p *Plugin) resizeSpec(pod *api.PodSandbox, ctr *api.Container, requested policy.Resources) policy.PodSpec {
 	if p.opts.API == nil {
 		return nil
 	}
 	current := boundedResources(ctr.GetLinux().GetResources(), nil)
 	want := policy.CPULimitMilli(policy.MergeResources(current, requested))
-	if want == 0 || want >= policy.CPULimitMilli(current) {
+	if want == 0 || want == policy.CPULimitMilli(current) {
 		return nil
 	}
 	uid, name := bounded(pod.GetUid(), maxUIDLen), bounded(ctr.GetName(), maxNameLen)

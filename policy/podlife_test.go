@@ -760,3 +760,54 @@ func TestPodScopeShrinkAmongItsInitCPUs(t *testing.T) {
 		t.Errorf("shrunk to %s, want 2 of 1-3", got)
 	}
 }
+
+// TestSidecarGrowthAfterItsSiblingsGrowth: under topologyManagerScope:
+// pod the kubelet sends a sidecar's increase before the app container's,
+// but the pod's resize was admitted whole, in the members' order: the app
+// container's growth makes the pod's count one that only two NUMA nodes
+// hold, which restricted then admits, where the sidecar's growth alone
+// spreads a count one node holds over two. With the pod's spec the app
+// container's growth is applied first, in the same reply; without it the
+// sidecar's growth is refused.
+func TestSidecarGrowthAfterItsSiblingsGrowth(t *testing.T) {
+	pol := eightCoresWith(t, 2, policy.Options{TopologyPolicy: cpuallocator.TopologyRestricted, TopologyScope: cpuallocator.ScopePod})
+	for _, withSpec := range []bool{true, false} {
+		t.Run(fmt.Sprintf("spec known: %v", withSpec), func(t *testing.T) {
+			l := newLife(t, pol)
+			pod := l.sandbox(l.pod("gu", 3000, "side=sidecar"))
+			side := l.create(pod, "side", 2000)
+			app := l.create(pod, "app", 1000)
+			l.want("the pod on node 0", app, "3", "0,4-7")
+			l.podUpdate(pod, 6000)
+			asked := scenario.KubeletResources("guaranteed", 3000, 3000, 1<<30)
+			var spec policy.PodSpec
+			if withSpec {
+				spec = policy.PodSpec{"side": asked, "app": asked}
+			}
+			d, err := pol.UpdateContainerWithSpec(l.m, l.running[side], asked, spec)
+			if !withSpec {
+				if err == nil {
+					t.Fatalf("the sidecar's growth alone onto a second node was accepted under restricted")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("the sidecar's growth after the app container's: %v", err)
+			}
+			grewFirst := false
+			for _, u := range d.Others {
+				grewFirst = grewFirst || u.ContainerID == app && u.CPUs.Size() == 3
+			}
+			if !grewFirst {
+				t.Fatalf("updates before the sidecar's %+v, want the app container's growth to 3 CPUs", d.Others)
+			}
+			l.step("the sidecar grows after the app container", d)
+			if got := l.cpus(side); got.Size() != 3 || !cpuset.New(1, 2).IsSubsetOf(got) || got.Intersection(l.cpus(app)).Size() != 0 {
+				t.Errorf("the sidecar on %s, the app container on %s", got, l.cpus(app))
+			}
+			if err := l.resize(app, 3000); err != nil {
+				t.Errorf("the app container's own request, after its growth was applied: %v", err)
+			}
+		})
+	}
+}

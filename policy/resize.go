@@ -72,25 +72,31 @@ func (p *Policy) UpdateContainerWithSpec(m *Model, c Container, update Resources
 	}
 	d, err := p.UpdateContainer(m, c, update)
 	if err != nil {
-		if after, ok := p.afterSiblingDecreases(m, c, update, spec); ok {
+		if after, ok := p.afterSiblings(m, c, update, spec); ok {
 			return after, nil
 		}
 	}
 	return d, err
 }
 
-// afterSiblingDecreases decides c's part of a pod resize once the
-// decreases the same resize asks of c's running siblings are applied, and
-// reports false when that changes nothing or still fails. The kubelet
-// sends the decreases of a pod resize last container first
-// (kuberuntime_manager.go computePodResizeAction prepends each decrease),
-// and it orders by CPU limit: a container whose limit goes down while its
-// CPUs go up (it restarted on fewer CPUs than its limit after a refused
-// resize) is asked before the sibling whose decrease frees what it needs,
-// which the whole resize was admitted with (admitWithSiblings). The
-// siblings' decreases come first in the reply (Decision.Others, applied
-// before the target), and their own requests later find them done.
-func (p *Policy) afterSiblingDecreases(m *Model, c Container, update Resources, spec PodSpec) (Decision, bool) {
+// afterSiblings decides c's part of a pod resize once the parts of c's
+// running siblings that the whole resize's plan puts before it are
+// applied, and reports false when there are none or it still fails. The
+// whole resize was admitted (admitWithSiblings) in the plan's order —
+// the decreases first, then the increases, each in the members' name
+// order — but the kubelet sends the parts in its own: the decreases last
+// container first, by CPU limit (kuberuntime_manager.go
+// computePodResizeAction prepends each decrease), the sidecars' increases
+// before the app containers'. So a container whose limit goes down while
+// its CPUs go up (it restarted on fewer CPUs than its limit after a
+// refused resize) comes before the sibling's decrease that frees what it
+// needs, and under topologyManagerScope: pod a sidecar's growth comes
+// before the app container's that makes the pod's count one only two
+// NUMA nodes hold. The siblings' parts come first in the reply
+// (Decision.Others, applied before the target: the decreases, the shared
+// containers, the increases), and their own requests later find them
+// done.
+func (p *Policy) afterSiblings(m *Model, c Container, update Resources, spec PodSpec) (Decision, bool) {
 	if spec == nil {
 		return Decision{}, false
 	}
@@ -99,32 +105,56 @@ func (p *Policy) afterSiblingDecreases(m *Model, c Container, update Resources, 
 	if !ok {
 		return Decision{}, false
 	}
-	next := m
-	var shrunk []Update
-	var notes []string
+	qos := c.Pod.QoS()
+	var decreases, increases []int
 	for i, e := range pm.exclusive {
-		if e.id == c.ID || !e.running || e.unknownLimit || Classify(c.Pod.QoS(), asked[i]).CPUs >= e.a.Assigned().Size() {
-			continue
+		switch n := Classify(qos, asked[i]).CPUs; {
+		case e.id == c.ID:
+			if n < e.a.Assigned().Size() {
+				decreases = append(decreases, i)
+			} else {
+				increases = append(increases, i)
+			}
+		case !e.running || e.unknownLimit || n == e.a.Assigned().Size():
+		case n < e.a.Assigned().Size():
+			decreases = append(decreases, i)
+		default:
+			increases = append(increases, i)
+		}
+	}
+	next := m
+	var shrunk, grown []Update
+	var notes []string
+	for k, i := range append(decreases, increases...) {
+		e := pm.exclusive[i]
+		if e.id == c.ID {
+			break
 		}
 		current := Resources{CPUShares: sharesFromMilli(e.limit), CPUQuota: e.limit, CPUPeriod: milliCPUPerCPU, MemoryLimit: 1}
 		sd, err := p.UpdateContainer(next, Container{ID: e.id, Name: e.name, Pod: c.Pod, Resources: current}, asked[i])
 		if err != nil || sd.Target == nil {
 			return Decision{}, false
 		}
-		shrunk = append(shrunk, *sd.Target)
+		if k < len(decreases) {
+			shrunk = append(shrunk, *sd.Target)
+		} else {
+			grown = append(grown, *sd.Target)
+		}
 		notes = append(notes, sd.Notes...)
-		// (The runtime applies it before the target: its CPUs are free
-		// for the target's growth.)
+		// (The runtime applies it before the target: the CPUs a decrease
+		// gives up are free for the target.)
 		next = p.Confirm(sd.Model, e.id).Model
 	}
-	if len(shrunk) == 0 {
+	if len(shrunk)+len(grown) == 0 {
 		return Decision{}, false
 	}
 	d, err := p.UpdateContainer(next, c, update)
 	if err != nil {
 		return Decision{}, false
 	}
-	d.Others = append(shrunk, p.syncShared(m, d.Model)...)
+	// The decreases first, the shared containers then (off what the
+	// increases take, onto what the decreases gave), the increases last.
+	d.Others = append(append(shrunk, p.syncShared(m, d.Model)...), grown...)
 	d.Notes = append(notes, d.Notes...)
 	d.describeContainer(m, c.ID)
 	return d, true

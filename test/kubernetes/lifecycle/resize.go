@@ -285,7 +285,7 @@ func (o *Oracle) actuate(p *pod) error {
 				return failf("resize of %s/%s: it runs on %s, its entry is %s", p.spec.Name, ch.name, got, e.assigned)
 			}
 			if o.api() {
-				if err := o.absorbSiblingDecreases(p, steps[i+1:], entries); err != nil {
+				if err := o.absorbSiblingParts(p, steps[i+1:], entries); err != nil {
 					return err
 				}
 			}
@@ -317,11 +317,18 @@ func (o *Oracle) members(p *pod) []change {
 		}
 		cpus, _ := o.kubelet.Entry(p.uid, name)
 		from := int64(cpus.Size()) * 1000
-		if c := p.ctrs[name]; c != nil && c.current != nil {
+		c := p.ctrs[name]
+		if c != nil && c.current != nil {
 			from = c.current.limit
 		}
 		to := p.spec.milli(name)
 		if to == from {
+			continue
+		}
+		if c != nil && c.current != nil && !p.running(name) && !c.tracks() && !c.limitKept {
+			// The plugin restarted since it last saw it: it does not know
+			// the limit it ran with, and leaves it to its re-creation.
+			o.Counts.Add(RuleStoppedUnknown, 1)
 			continue
 		}
 		// (Counts against the entry decide which is a decrease.)
@@ -439,24 +446,25 @@ func (o *Oracle) simulate(p *pod, parts []change) []failure {
 	return failing
 }
 
-// absorbSiblingDecreases takes into the kubelet's state the decreases,
-// among the parts of a resize still to be sent (later), that the plugin
-// applied with an earlier part whose growth needed their CPUs (policy
-// afterSiblingDecreases; as the KEP-5554 kubelet allocates the whole
-// resize at its admission, decreases first). Each must be exactly the
-// count its part asks, and its own request later changes nothing.
-func (o *Oracle) absorbSiblingDecreases(p *pod, later []change, entries map[string]entry) error {
+// absorbSiblingParts takes into the kubelet's state the parts of a
+// resize still to be sent (later) that the plugin applied with an
+// earlier part that needed them first (policy afterSiblings: a decrease
+// whose CPUs it takes, an increase that makes the pod's count under the
+// pod scope; as the KEP-5554 kubelet allocates the whole resize at its
+// admission). Each must be exactly the count its part asks, and its own
+// request later changes nothing.
+func (o *Oracle) absorbSiblingParts(p *pod, later []change, entries map[string]entry) error {
 	for _, ch := range later {
 		have, pinned := o.kubelet.Entry(p.uid, ch.name)
 		n := p.spec.exclusiveCPUs(ch.to)
 		e, ok := entries[ch.name]
-		if !pinned || !ok || n >= have.Size() || e.assigned.Equals(have) {
+		if !pinned || !ok || n == have.Size() || e.assigned.Size() == have.Size() {
 			continue
 		}
 		if e.assigned.Size() != n {
-			return failf("resize of %s: %s's decrease to %d CPUs applied beforehand as %s", p.spec.Name, ch.name, n, e.assigned)
+			return failf("resize of %s: %s's part (%d CPUs) applied beforehand as %s", p.spec.Name, ch.name, n, e.assigned)
 		}
-		o.Counts.Add("resize: a later part's decrease applied with an earlier growth", 1)
+		o.Counts.Add("resize: a later part applied with an earlier one", 1)
 		if err := o.absorbResize(p, ch.name, n, e.assigned, true); err != nil {
 			return err
 		}
