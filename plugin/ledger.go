@@ -166,6 +166,13 @@ type desiredFunc func(ids []string) (updates []policy.Update, gone []string)
 // container appears once. They are recorded as handed to the runtime.
 func (l *ledger) reply(o outcome, desired desiredFunc) []policy.Update {
 	own := o.decision.Others
+	if o.container.ID != "" && slices.ContainsFunc(own, func(u policy.Update) bool { return u.ContainerID == o.container.ID }) {
+		// (A decision's shared-pool updates may name the event's own
+		// container: a pod admitted at a shared container's creation. The
+		// runtime refuses an update of the container it is creating; its
+		// own cpuset is the event's.)
+		own = slices.DeleteFunc(slices.Clone(own), func(u policy.Update) bool { return u.ContainerID == o.container.ID })
+	}
 	all := own
 	inFlight := l.inFlightIDs(o.container.ID)
 	if len(l.pending) > 0 || len(inFlight) > 0 {

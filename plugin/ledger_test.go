@@ -207,3 +207,22 @@ func TestLedgerReplyCarriesWhatAnUpdateInFlightShrinks(t *testing.T) {
 		t.Errorf("reply once the update returned: %+v, want none", got)
 	}
 }
+
+// TestLedgerReplyLeavesOutTheEventsOwnContainer: a pod admitted at a
+// shared container's creation shrinks the shared containers, the new one
+// among them in the decision's updates; the runtime refuses a reply that
+// updates the container it is creating ("asked update of ... during
+// creation"), so the reply names only the others.
+func TestLedgerReplyLeavesOutTheEventsOwnContainer(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	l := testLedger(&now)
+	others := []policy.Update{upd("shared", 0, 1), upd("new", 0, 1)}
+	o := outcome{container: policy.Container{ID: "new"}, decision: policy.Decision{Others: others}}
+	got := l.reply(o, func([]string) ([]policy.Update, []string) { return nil, nil })
+	if len(got) != 1 || got[0].ContainerID != "shared" {
+		t.Errorf("reply %+v, want the shared container's update only", got)
+	}
+	if len(o.decision.Others) != 2 || o.decision.Others[1].ContainerID != "new" {
+		t.Errorf("the decision's updates changed: %+v", o.decision.Others)
+	}
+}
