@@ -72,6 +72,11 @@ type ctr struct {
 	// plugin refused), which it tries at retryAt.
 	pending bool
 	retryAt time.Time
+	// limitKept: the plugin keeps the CPU limit of an instance it no
+	// longer tracks (policy Model.RemovedLimits: an instance the runtime
+	// removed, or a Synchronize left out, while the plugin process
+	// lived); its restart forgets it.
+	limitKept bool
 	// exits counts its exits in a row (the crash-loop back-off), lastExit
 	// is the time of the latest.
 	exits    int
@@ -196,4 +201,18 @@ func (p *pod) instances() []*instance {
 		}
 	}
 	return out
+}
+
+// tracks reports whether the plugin tracks an instance of the container
+// (the current one or a dead one).
+func (c *ctr) tracks() bool {
+	if c.current != nil && c.current.tracked {
+		return true
+	}
+	for _, in := range c.dead {
+		if in.tracked {
+			return true
+		}
+	}
+	return false
 }

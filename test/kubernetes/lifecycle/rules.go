@@ -32,6 +32,7 @@ const (
 	RuleReadmitAllocated = "readmit as allocated"
 	RuleRestartSMT       = "restart SMT check"
 	RuleRefusedWaits     = "refused pod waits"
+	RuleStoppedUnknown   = "stopped, limit unknown"
 )
 
 // Rules is the table of every allowance.
@@ -63,6 +64,9 @@ var Rules = []Rule{
 	{RuleRefusedWaits,
 		"a pod whose admission the plugin refused for another rule's reason (orphan, hold, no spec) takes nothing until a later creation of it fits, while the kubelet's state keeps the CPUs it admitted it on: the plugin may give those CPUs to other containers meanwhile, and refuse the pod again for that",
 		"kuberuntime_manager.go SyncPod (the kubelet retries a failed creation at the pod's next sync); pod_workers.go backOffPeriod"},
+	{RuleStoppedUnknown,
+		"with the API a pod's resize is decided over every member, a stopped one by its entry; a member that does not run and that the plugin has not seen since its own restart (it keeps no container of it, and the limit it last ran with is not in its checkpoint) is left to its re-creation, which decides its count by the resize rules",
+		"kuberuntime_manager.go computePodResizeAction (the kubelet sends a container that does not run nothing: its restart carries the new count); docs/design.md \"Admission\" (a member the plugin knows nothing of)"},
 	{RuleRestartSMT,
 		"a restarted kubelet under full-pcpus-only would reject a pod it runs whose CPUs outnumber the free whole cores (it checks them before it finds the containers already allocated); the oracle's kubelet keeps it, as the fixed kubelet does, and so does the plugin",
 		"policy_static.go Allocate (enforceSMTAlignment before \"container already present in state\"): kubernetes/kubernetes#129078, fixed by #129079 after v1.36"},

@@ -227,8 +227,9 @@ func (o *Oracle) remove(p *pod, in *instance) error {
 	if err := o.node.RT.RemoveContainer(in.c); err != nil {
 		return fmt.Errorf("remove %s/%s: %w", p.spec.Name, in.c.Name, err)
 	}
-	in.tracked = false
 	c := p.ctrs[in.c.Name]
+	c.limitKept = c.limitKept || in.tracked // (policy RemovedLimits)
+	in.tracked = false
 	c.dead = slices.DeleteFunc(c.dead, func(d *instance) bool { return d == in })
 	return nil
 }

@@ -35,6 +35,12 @@ func (o *Oracle) synchronized(restarted, pluginRestarted bool) error {
 			sb.known, sb.confirmed, sb.stopped = listed[sb.sb.Id], false, false
 			known = known || sb.known
 		}
+		for _, c := range p.ctrs {
+			// A tracked instance the Synchronize leaves out keeps its
+			// limit in the plugin, unless the plugin restarted.
+			kept := !pluginRestarted && (c.limitKept || c.tracks())
+			c.limitKept = kept
+		}
 		for _, in := range p.instances() {
 			in.tracked = in.running
 		}
