@@ -140,7 +140,7 @@ func (p *Policy) admitPodUpdate(m *Model, pod Pod, pm podMembers, curLimit, newL
 	if pm.others == 0 && len(pm.exclusive) == 1 {
 		// All of the change is the one container's: the container-level
 		// decision itself, for the pod's new limit as the container's.
-		asked := Resources{CPUShares: sharesFromMilli(newLimit), CPUQuota: int64(newLimit), CPUPeriod: milliCPUPerCPU}
+		asked := limitResources(int64(newLimit))
 		_, err := p.decideMember(view, pod, pm.exclusive[0], asked)
 		return err
 	}
@@ -300,7 +300,8 @@ func (p *Policy) tryPodSplit(m *Model, pod Pod, pm podMembers, split []int) erro
 	asked := make([]Resources, len(split))
 	for i, n := range split {
 		milli := int64(n) * milliCPUPerCPU
-		asked[i] = Resources{CPUShares: sharesFromMilli(milli), CPUQuota: milli, CPUPeriod: milliCPUPerCPU, MemoryLimit: 1}
+		asked[i] = limitResources(milli)
+		asked[i].MemoryLimit = 1
 	}
 	_, err := p.tryPodResize(m, pod, pm, asked)
 	return err
@@ -425,7 +426,7 @@ func (pm podMembers) asked(spec PodSpec) ([]Resources, bool) {
 		}
 		if cpuLimitMilli(r) == e.limit || e.unknownLimit {
 			milli := int64(e.a.Assigned().Size()) * milliCPUPerCPU
-			r = Resources{CPUShares: sharesFromMilli(milli), CPUQuota: milli, CPUPeriod: milliCPUPerCPU}
+			r = limitResources(milli)
 		}
 		if r.MemoryLimit == 0 {
 			r.MemoryLimit = 1 // a Guaranteed container has one; only CPUs are decided here
@@ -616,4 +617,10 @@ func podDisplay(pod Pod) string {
 		return pod.UID
 	}
 	return pod.Namespace + "/" + pod.Name
+}
+
+// limitResources is what the kubelet sends the runtime for a CPU limit
+// (and request) of milli milli-CPUs.
+func limitResources(milli int64) Resources {
+	return Resources{CPUShares: sharesFromMilli(milli), CPUQuota: milli, CPUPeriod: milliCPUPerCPU}
 }

@@ -130,7 +130,8 @@ func (p *Policy) afterSiblings(m *Model, c Container, update Resources, spec Pod
 		if e.id == c.ID {
 			break
 		}
-		current := Resources{CPUShares: sharesFromMilli(e.limit), CPUQuota: e.limit, CPUPeriod: milliCPUPerCPU, MemoryLimit: 1}
+		current := limitResources(e.limit)
+		current.MemoryLimit = 1
 		sd, err := p.UpdateContainer(next, Container{ID: e.id, Name: e.name, Pod: c.Pod, Resources: current}, asked[i])
 		if err != nil || sd.Target == nil {
 			return Decision{}, false
