@@ -575,12 +575,7 @@ func TestDoctorHidesEachFile(t *testing.T) {
 			n.healthyContainerd("/etc/containerd/config.toml")
 			n.host("/var/lib/kubelet/config.yaml", kubeletNone)
 			n.host("/etc/kubernetes/kubelet.conf.d/10-x.conf", kubeletNoneDropIn)
-			var mounts []string
-			for _, m := range defaultMounts {
-				if m != tc.hide {
-					mounts = append(mounts, m)
-				}
-			}
+			mounts := slices.DeleteFunc(slices.Clone(defaultMounts), func(m string) bool { return m == tc.hide })
 			cfg := config.Default()
 			cfg.SysfsRoot, cfg.CgroupfsRoot, cfg.NRISocket = n.sys, n.cgroups, n.ns
 			var out bytes.Buffer
@@ -825,12 +820,7 @@ func TestDoctorHidesEachRancherFile(t *testing.T) {
 				n.host(r.config+".d/10-extra.yaml", "node-label+:\n- pool=a\n")
 				n.host(data+"/agent/etc/kubelet.conf.d/00-defaults.conf", kubeletNone)
 				n.host(data+"/agent/etc/containerd/config.toml", "version = 3\n[plugins.'io.containerd.nri.v1.nri']\n  disable = true\n  socket_path = '"+n.ns+"'\n"+systemdRunc)
-				var visible []string
-				for _, m := range mounts {
-					if m != tc.hide {
-						visible = append(visible, m)
-					}
-				}
+				visible := slices.DeleteFunc(slices.Clone(mounts), func(m string) bool { return m == tc.hide })
 				cfg := config.Default()
 				cfg.SysfsRoot, cfg.CgroupfsRoot, cfg.NRISocket = n.sys, n.cgroups, n.ns
 				var out bytes.Buffer
