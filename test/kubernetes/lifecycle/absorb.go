@@ -316,7 +316,7 @@ func (o *Oracle) relocateFloating(taken cpuset.CPUSet) error {
 			err := fmt.Errorf("%s is not in the pod's spec", cname)
 			for _, vc := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
 				if vc.Name == cname {
-					err = o.kubelet.hints.policy.Allocate(logr.Discard(), o.kubelet.state, pod, &vc)
+					err = o.kubelet.hints.Policy.Allocate(logr.Discard(), o.kubelet.state, pod, &vc)
 				}
 			}
 			if got, ok := o.kubelet.Entry(p.uid, cname); err == nil && ok && o.placementError(got, got.Size(), cpuset.New(), 0) != "" {

@@ -16,6 +16,8 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager/bitmask"
 	kubelifecycle "k8s.io/kubernetes/pkg/kubelet/lifecycle"
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/test/kubernetes/placement"
 )
 
 // Kubelet is the kubelet v1.36.3's CPU management as it drives a pod's
@@ -39,7 +41,7 @@ type Kubelet struct {
 	topo    *topology.CPUTopology
 	info    *cadvisorapi.MachineInfo
 	manager topologymanager.Manager
-	hints   *hintProvider
+	hints   *placement.CPUProvider
 	state   state.State
 	// active are the pods the kubelet runs, as it admitted them (their
 	// containers' CPUs as allocated), in the order it admitted them.
@@ -69,7 +71,7 @@ func (k *Kubelet) start() error {
 		return err
 	}
 	k.manager = tm
-	k.hints = &hintProvider{policy: p, state: k.state}
+	k.hints = &placement.CPUProvider{Policy: p, State: k.state}
 	tm.AddHintProvider(logr.Discard(), k.hints)
 	return nil
 }
@@ -184,7 +186,7 @@ func (k *Kubelet) Rebuild() error {
 			}
 		}
 	}
-	k.hints.policy = p
+	k.hints.Policy = p
 	return nil
 }
 
@@ -207,7 +209,7 @@ func (k *Kubelet) Reconcile() {
 			if pod != nil && inSpec(pod, name) {
 				continue
 			}
-			_ = k.hints.policy.RemoveContainer(logr.Discard(), k.state, uid, name)
+			_ = k.hints.Policy.RemoveContainer(logr.Discard(), k.state, uid, name)
 		}
 	}
 	// (RemoveContainer gives back the CPUs no sibling holds; entries the
@@ -290,29 +292,6 @@ func (k *Kubelet) Snapshot() (cpuset.CPUSet, map[string]map[string]cpuset.CPUSet
 		entries[uid] = maps.Clone(cs)
 	}
 	return k.Pool(), entries
-}
-
-// hintProvider is the CPU manager as the topology manager sees it: the
-// static policy on the kubelet's state.
-type hintProvider struct {
-	policy cpumanager.Policy
-	state  state.State
-}
-
-func (p *hintProvider) GetTopologyHints(pod *v1.Pod, c *v1.Container) map[string][]topologymanager.TopologyHint {
-	return p.policy.GetTopologyHints(logr.Discard(), p.state, pod, c)
-}
-
-func (p *hintProvider) GetPodTopologyHints(pod *v1.Pod) map[string][]topologymanager.TopologyHint {
-	return p.policy.GetPodTopologyHints(logr.Discard(), p.state, pod)
-}
-
-func (p *hintProvider) Allocate(pod *v1.Pod, c *v1.Container) error {
-	return p.policy.Allocate(logr.Discard(), p.state, pod, c)
-}
-
-func (p *hintProvider) AllocatePod(pod *v1.Pod) error {
-	return p.policy.AllocatePod(logr.Discard(), p.state, pod)
 }
 
 // restore puts back a state Snapshot returned.

@@ -66,7 +66,7 @@ func (a Admission) String() string {
 // (policy None) gives no hint and is left out.
 type DeviceKubelet struct {
 	manager  topologymanager.Manager
-	cpus     *cpuProvider
+	cpus     *CPUProvider
 	devices  *deviceProvider
 	reserved cpuset.CPUSet
 	pods     map[int]*v1.Pod
@@ -88,7 +88,7 @@ func NewDeviceKubelet(m *Machine, tmPolicy string, reserved cpuset.CPUSet) (*Dev
 	if err := p.Start(logr.Discard(), s); err != nil {
 		return nil, fmt.Errorf("starting the kubelet static policy: %w", err)
 	}
-	k := &DeviceKubelet{manager: tm, cpus: &cpuProvider{policy: p, state: s}, devices: &deviceProvider{},
+	k := &DeviceKubelet{manager: tm, cpus: &CPUProvider{Policy: p, State: s}, devices: &deviceProvider{},
 		reserved: reserved, pods: map[int]*v1.Pod{}}
 	// The kubelet's order: the CPU manager, (the memory manager,) the
 	// device manager.
@@ -106,18 +106,18 @@ func (k *DeviceKubelet) Admit(free cpuset.CPUSet, n int, devices cpuallocator.No
 		return Admission{}, err
 	}
 	k.devices.hint = topologymanager.TopologyHint{NUMANodeAffinity: mask, Preferred: true}
-	k.cpus.state.SetDefaultCPUSet(free.Union(k.reserved))
+	k.cpus.State.SetDefaultCPUSet(free.Union(k.reserved))
 	pod := k.pod(n)
 	uid, name := string(pod.UID), pod.Spec.Containers[0].Name
 	res := k.manager.Admit(&lifecycle.PodAdmitAttributes{Pod: pod})
 	if !res.Admit {
 		return Admission{Why: res.Reason}, nil
 	}
-	cpus, ok := k.cpus.state.GetCPUSet(uid, name)
+	cpus, ok := k.cpus.State.GetCPUSet(uid, name)
 	if !ok {
 		return Admission{}, fmt.Errorf("kubelet admitted %d CPUs and allocated none", n)
 	}
-	k.cpus.state.Delete(uid, name)
+	k.cpus.State.Delete(uid, name)
 	return Admission{Admitted: true, CPUs: cpus, Affinity: k.manager.GetAffinity(uid, name).NUMANodeAffinity}, nil
 }
 
@@ -141,27 +141,31 @@ func (k *DeviceKubelet) pod(n int) *v1.Pod {
 	return p
 }
 
-// cpuProvider is the kubelet's CPU manager as the topology manager sees
+// CPUProvider is the kubelet's CPU manager as the topology manager sees
 // it: the static policy on its state.
-type cpuProvider struct {
-	policy cpumanager.Policy
-	state  state.State
+type CPUProvider struct {
+	Policy cpumanager.Policy
+	State  state.State
 }
 
-func (p *cpuProvider) GetTopologyHints(pod *v1.Pod, c *v1.Container) map[string][]topologymanager.TopologyHint {
-	return p.policy.GetTopologyHints(logr.Discard(), p.state, pod, c)
+// GetTopologyHints is the static policy's, on State.
+func (p *CPUProvider) GetTopologyHints(pod *v1.Pod, c *v1.Container) map[string][]topologymanager.TopologyHint {
+	return p.Policy.GetTopologyHints(logr.Discard(), p.State, pod, c)
 }
 
-func (p *cpuProvider) GetPodTopologyHints(pod *v1.Pod) map[string][]topologymanager.TopologyHint {
-	return p.policy.GetPodTopologyHints(logr.Discard(), p.state, pod)
+// GetPodTopologyHints is the static policy's, on State.
+func (p *CPUProvider) GetPodTopologyHints(pod *v1.Pod) map[string][]topologymanager.TopologyHint {
+	return p.Policy.GetPodTopologyHints(logr.Discard(), p.State, pod)
 }
 
-func (p *cpuProvider) Allocate(pod *v1.Pod, c *v1.Container) error {
-	return p.policy.Allocate(logr.Discard(), p.state, pod, c)
+// Allocate is the static policy's, on State.
+func (p *CPUProvider) Allocate(pod *v1.Pod, c *v1.Container) error {
+	return p.Policy.Allocate(logr.Discard(), p.State, pod, c)
 }
 
-func (p *cpuProvider) AllocatePod(pod *v1.Pod) error {
-	return p.policy.AllocatePod(logr.Discard(), p.state, pod)
+// AllocatePod is the static policy's, on State.
+func (p *CPUProvider) AllocatePod(pod *v1.Pod) error {
+	return p.Policy.AllocatePod(logr.Discard(), p.State, pod)
 }
 
 // deviceProvider is a device plugin's resource whose devices the pod holds
