@@ -301,13 +301,14 @@ func (k *Kube) WaitResizeError(ctx context.Context, t testing.TB, name string, w
 	return last
 }
 
-// DeletePod deletes a pod of the default namespace and waits (up to Wait)
-// until it is gone.
-func (k *Kube) DeletePod(t testing.TB, name string) {
+// DeletePod deletes pods of the default namespace and waits (up to Wait)
+// until they are gone: one kubectl call, the pods terminating together.
+func (k *Kube) DeletePod(t testing.TB, names ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), k.Wait)
 	defer cancel()
-	if _, err := k.Cluster.Kubectl(ctx, "delete", "pod", name, "--ignore-not-found", "--wait=true"); err != nil {
+	args := append(append([]string{"delete", "pod"}, names...), "--ignore-not-found", "--wait=true")
+	if _, err := k.Cluster.Kubectl(ctx, args...); err != nil {
 		t.Error(err)
 	}
 }

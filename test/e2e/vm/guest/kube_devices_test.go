@@ -138,9 +138,7 @@ func (k *kube) devicesOnTheirNode(ctx context.Context, shared *harness.Container
 	// pods go: "pinned" (on node 0) and the shared pod stay, node 1 is
 	// free. The rest of the suite (the move out) runs under the policy.
 	applied := k.setTopologyPolicy(ctx, "none", "single-numa-node")
-	for _, name := range []string{"multi", "init-reuse", "sidecar"} {
-		k.DeletePod(t, name)
-	}
+	k.DeletePod(t, "multi", "init-reuse", "sidecar")
 	k.startDevicePlugin(ctx, disk)
 	k.waitAllocatable(ctx, diskResource, "1")
 	applied()
