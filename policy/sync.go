@@ -472,14 +472,20 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 	var cpus cpuset.CPUSet
 	var err error
 	if n < assigned.Size() {
-		// Keep what it runs on when that is enough (a growth the runtime
+		// A shrink chosen as a resize's is (shrinkTo: inside the NUMA
+		// affinity the topology manager policy admits, or refused, and
+		// then it keeps its CPUs, as the kubelet keeps its entry). Keep
+		// what it runs on when that is enough (a growth the runtime
 		// never applied, say): moving it would need more ordering than
 		// one update per container gives.
-		from := assigned
-		if on := assigned.Intersection(c.CPUs); on.Size() >= n && a.Baseline.IsSubsetOf(on) {
-			from = on
+		if on := assigned.Intersection(c.CPUs); on.Size() >= n && a.Baseline.IsSubsetOf(on) && !on.Equals(assigned) {
+			narrowed := a
+			narrowed.Resized = on
+			cpus, err = p.shrinkTo(m, c.Pod.UID, c.Name, display, narrowed, n)
 		}
-		cpus, err = p.alloc.Shrink(from, a.Baseline, n)
+		if cpus.IsEmpty() {
+			cpus, err = p.shrinkTo(m, c.Pod.UID, c.Name, display, a, n)
+		}
 	} else {
 		free, poolLeft := p.availability(m)
 		// Take the free CPUs it already runs on first (a shrink the

@@ -218,6 +218,44 @@ func TestSynchronizeCatchesUpMissedResizes(t *testing.T) {
 	}
 }
 
+// TestSynchronizeKeepsAShrinkTheTopologyPolicyRefuses: a container that
+// asks, at a Synchronize, for fewer CPUs than it holds is shrunk as a
+// resize would be: under single-numa-node, to CPUs of one NUMA node, and
+// when no choice of its CPUs fits one, not at all (it keeps its CPUs, as
+// the kubelet keeps its entry after such a refusal), with the refusal
+// noted.
+func TestSynchronizeKeepsAShrinkTheTopologyPolicyRefuses(t *testing.T) {
+	tests := []struct {
+		name       string
+		held       cpuset.CPUSet
+		running    string
+		milli      int64
+		want, note string
+	}{
+		{"fits one node", cpuset.New(2, 3, 4, 5), "2-5", 2000, "2-3", "now runs on 2-3"},
+		{"fits no node", cpuset.New(1, 2, 3, 4, 5, 6), "1-6", 5000, "1-6",
+			"Infeasible: resizeAllocateCPUsError: cannot shrink container default/wide/app from 1-6 to 5 CPUs keeping 2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := eightCoresWith(t, 2, policy.Options{TopologyPolicy: cpuallocator.TopologySingleNUMANode})
+			st := pol.NewState()
+			st.SetAssignment("wide-uid", "app", state.Assignment{Baseline: cpuset.New(2), Resized: tc.held})
+			st.SetDefaultCPUSet(cpuset.New(0, 1, 2, 3, 4, 5, 6, 7).Difference(tc.held))
+			d := pol.Synchronize(policy.NewModel(st), nil, []policy.Container{running(t, "wide", "guaranteed", tc.milli, tc.running)})
+			if err := pol.CheckInvariants(d.Model); err != nil {
+				t.Fatal(err)
+			}
+			if a, _ := d.Model.State.Assignment("wide-uid", "app"); a.Assigned().String() != tc.want {
+				t.Errorf("assigned %s, want %s", a.Assigned(), tc.want)
+			}
+			if noted := strings.Join(d.Notes, "\n"); !strings.Contains(noted, tc.note) {
+				t.Errorf("notes:\n%s\nwant one with %q", noted, tc.note)
+			}
+		})
+	}
+}
+
 // TestAlignMemory: with alignMemory an exclusive container's memory nodes
 // follow its CPUs' NUMA nodes, across a growth that widens them; shared
 // containers' memory nodes are left alone; without it nothing is set.
