@@ -115,15 +115,25 @@ func (p *Plugin) apply(event string, d policy.Decision) {
 func (p *Plugin) forgetGone() {
 	p.ledger.forgetNotIn(p.tracked)
 	maps.DeleteFunc(p.warned, func(id string, _ bool) bool { return !p.tracked(id) })
+	maps.DeleteFunc(p.resized, func(id string, _ resizedWith) bool { return !p.tracked(id) })
 }
 
 // tracked reports whether the model tracks container id.
 func (p *Plugin) tracked(id string) bool { return p.model.Containers.Get(id) != nil }
 
-// confirm releases the CPUs of a confirmed shrink to the shared pool; the
-// sender grows the shared containers.
+// resizedWith is the pod and spec a container's update was decided with.
+type resizedWith struct {
+	pod  policy.Pod
+	spec policy.PodSpec
+}
+
+// confirm releases the CPUs of a confirmed shrink to the shared pool (or
+// to its pod's members that do not run, when the update was decided with
+// the pod's spec); the sender grows the shared containers.
 func (p *Plugin) confirm(id string) {
-	if d := p.policy.Confirm(p.model, id); d.Model != p.model {
+	with := p.resized[id]
+	delete(p.resized, id)
+	if d := p.policy.ConfirmWithSpec(p.model, id, with.pod, with.spec); d.Model != p.model {
 		p.apply("PostUpdateContainer", d)
 	}
 }

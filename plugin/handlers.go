@@ -266,6 +266,9 @@ func (p *Plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 		o = p.decideAndCommit(o, func(m *policy.Model) (policy.Decision, error) {
 			return p.policy.UpdateContainerWithSpec(m, c, requested, spec)
 		})
+		if o.err == nil && spec != nil {
+			p.resized[c.ID] = resizedWith{pod: c.Pod, spec: spec}
+		}
 		if o.err != nil || !p.handing() {
 			return o
 		}

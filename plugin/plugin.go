@@ -199,6 +199,10 @@ type Plugin struct {
 	reporter *reporter
 	// warned are the containers the plugin warned it cannot pin.
 	warned map[string]bool
+	// resized are the containers whose update was decided with their
+	// pod's spec, until the runtime confirms it (PostUpdateContainer):
+	// the pod and spec its confirmation decides with.
+	resized map[string]resizedWith
 	// importKubelet is set until the first Synchronize when the plugin
 	// started without a checkpoint and should import the kubelet's.
 	importKubelet bool
@@ -240,6 +244,7 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		pods:        map[string]policy.Pod{},
 		ledger:      newLedger(),
 		warned:      map[string]bool{},
+		resized:     map[string]resizedWith{},
 		link:        newLinkState(nil),
 		writes:      newWriteClock(),
 		writeErrors: newOnceAMinute(time.Now),

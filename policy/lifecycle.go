@@ -29,6 +29,34 @@ func (p *Policy) Confirm(m *Model, id string) Decision {
 	return Decision{Model: nm, Others: p.syncShared(m, nm)}
 }
 
+// ConfirmWithSpec is Confirm when the pod's spec is known (the resize the
+// confirmed update was part of was decided with it): once the decrease's
+// release is confirmed, the members of the pod that do not run take the
+// counts the spec asks that the free CPUs could not hold before it
+// (resizeStopped; UpdatePodSandboxWithSpec left them to their
+// re-creation), as the KEP-5554 kubelet allocates a whole resize when it
+// admits it. A member that still cannot be placed is left to its
+// re-creation.
+func (p *Policy) ConfirmWithSpec(m *Model, id string, pod Pod, spec PodSpec) Decision {
+	d := p.Confirm(m, id)
+	if spec == nil || pod.UID == "" {
+		return d
+	}
+	pm := d.Model.podMembers(pod.UID)
+	asked, ok := pm.asked(spec)
+	if !ok {
+		return d
+	}
+	next, notes := p.resizeStopped(d.Model, pod, pm, asked)
+	if next == d.Model {
+		return d
+	}
+	if note := p.settleHold(next, pod); note != "" {
+		notes = append(notes, note)
+	}
+	return Decision{Model: next, Others: p.syncShared(m, next), Notes: notes}
+}
+
 // RunPodSandbox records a pod's new sandbox. The kubelet runs one sandbox
 // of a pod at a time: a new one (the pause container died, or the node
 // rebooted) replaces the pod's others, whose removal later, relayed by

@@ -811,3 +811,61 @@ func TestSidecarGrowthAfterItsSiblingsGrowth(t *testing.T) {
 		})
 	}
 }
+
+// TestStoppedMemberGrowsWhenItsSiblingsDecreaseIsConfirmed: a pod resize
+// shrinks a running container and grows one that does not run (it
+// crashed) into the CPU the shrink releases. At UpdatePodSandbox the free
+// CPUs cannot hold the growth, which waits; when the runtime confirms the
+// decrease the stopped member takes the released CPU, as the KEP-5554
+// kubelet allocates the whole resize when it admits it, and the pod's hold
+// ends. Confirm without the spec leaves the growth to its re-creation.
+func TestStoppedMemberGrowsWhenItsSiblingsDecreaseIsConfirmed(t *testing.T) {
+	res := func(milli int64) policy.Resources {
+		return scenario.KubeletResources("guaranteed", milli, milli, 1<<30)
+	}
+	for _, withSpec := range []bool{true, false} {
+		t.Run(fmt.Sprintf("spec known: %v", withSpec), func(t *testing.T) {
+			l := newLife(t, eightCPUs(t))
+			pod := l.sandbox(l.pod("gu", 4000))
+			app0 := l.create(pod, "app0", 1000)
+			app1 := l.create(pod, "app1", 3000)
+			l.create(l.sandbox(l.pod("other", 1000)), "app", 1000)
+			l.podUpdate(pod, 5000)
+			if err := l.resize(app0, 2000); err != nil {
+				t.Fatal(err)
+			}
+			// app0 on 1 and one CPU more, app1 on 3, other on 1: one free.
+			l.want("app0 grown", app1, "2-4", "0,7")
+			released := l.cpus(app0).Difference(cpuset.New(1))
+			l.exit(app1, 1)
+			spec := policy.PodSpec{"app0": res(1000), "app1": res(5000)}
+			d, err := l.pol.UpdatePodSandboxWithSpec(l.m, pod, policy.PodResources{Resources: scenario.KubeletResources("guaranteed", 6000, 6000, 2<<30)}, spec)
+			if err != nil {
+				t.Fatalf("pod growth: %v", err)
+			}
+			l.step("pod update", d)
+			c := l.running[app0]
+			d, err = l.pol.UpdateContainerWithSpec(l.m, c, res(1000), spec)
+			if err != nil {
+				t.Fatalf("app0's decrease: %v", err)
+			}
+			l.step("app0's decrease", d)
+			if withSpec {
+				d = l.pol.ConfirmWithSpec(l.m, app0, pod, spec)
+			} else {
+				d = l.pol.Confirm(l.m, app0)
+			}
+			l.step("app0's decrease confirmed", d)
+			want := cpuset.New(2, 3, 4, 7).Union(released).String()
+			if !withSpec {
+				want = "2-4"
+			}
+			if a, _ := l.m.State.Assignment(pod.UID, "app1"); a.Assigned().String() != want {
+				t.Errorf("app1 (not running) holds %s, want %s", a.Assigned(), want)
+			}
+			if h, held := l.m.State.Hold(pod.UID); held == withSpec {
+				t.Errorf("the pod's hold: %v (%s), want one only when app1 could not grow", held, h.CPUs)
+			}
+		})
+	}
+}
