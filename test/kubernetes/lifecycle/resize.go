@@ -239,7 +239,7 @@ func (o *Oracle) actuate(p *pod) error {
 			return failf("pod %s's resize %v accepted at UpdatePodSandbox; on the kubelet's state KEP-5554 refuses %v", p.spec.Name, parts, failing)
 		}
 		o.podUpdated(p, kubeapi.PodCPULimitMilli(p.v1))
-		if err := o.absorbStopped(p, parts); err != nil {
+		if err := o.absorbStopped(p, parts, false); err != nil {
 			return err
 		}
 	}
@@ -269,7 +269,7 @@ func (o *Oracle) actuate(p *pod) error {
 			return failf("pod %s's resize %v: %s's part accepted; on the kubelet's state KEP-5554 refuses %v", p.spec.Name, parts, ch.name, failing)
 		}
 		if i == 0 && !grows {
-			if err := o.absorbStopped(p, parts); err != nil {
+			if err := o.absorbStopped(p, parts, false); err != nil {
 				return err
 			}
 		}
@@ -294,6 +294,9 @@ func (o *Oracle) actuate(p *pod) error {
 			}
 		}
 		o.settleHold(p)
+	}
+	if err := o.absorbStopped(p, parts, true); err != nil {
+		return err
 	}
 	if shrinks {
 		if err := o.node.RT.UpdatePod(sb.sb, podUpdate); err != nil {
@@ -342,9 +345,14 @@ func (o *Oracle) members(p *pod) []change {
 }
 
 // absorbStopped absorbs, with the API, the parts of a resize the plugin
-// decided at its first request for containers that do not run: their
-// entries take the spec's count for their re-creation.
-func (o *Oracle) absorbStopped(p *pod, parts []change) error {
+// decided for containers that do not run: their entries take the spec's
+// count for their re-creation. The decreases (growths false) are taken at
+// the resize's first request, before the running containers' growths that
+// may take their CPUs; the growths (growths true) once every running
+// container's part is applied, since one may need the CPUs a running
+// container's decrease releases (policy ConfirmWithSpec: the plugin grows
+// it when the runtime confirms that decrease).
+func (o *Oracle) absorbStopped(p *pod, parts []change, growths bool) error {
 	if !o.api() {
 		return nil
 	}
@@ -355,6 +363,9 @@ func (o *Oracle) absorbStopped(p *pod, parts []change) error {
 			continue
 		}
 		n := p.spec.exclusiveCPUs(ch.to)
+		if have, _ := o.kubelet.Entry(p.uid, ch.name); (n > have.Size()) != growths {
+			continue
+		}
 		e := pluginEntries(snap, p.uid)[ch.name]
 		if e.assigned.Size() != n {
 			return failf("pod %s's resize accepted: %s (not running) has %s, not the %d CPUs of its spec", p.spec.Name, ch.name, e.assigned, n)
@@ -413,14 +424,25 @@ func (o *Oracle) podLevel(what string) bool { return what == "the pod's growth (
 
 // simulate decides a whole resize (parts in order) on a copy of the
 // kubelet's state: each part by resizeVerdict, an accepted decrease
-// releasing its CPUs outside the baseline (those off the baseline's NUMA
-// nodes first) for the parts after it, an accepted growth taking free
-// CPUs, a refused part left as it was. It returns the parts refused.
+// releasing CPUs outside the baseline for the parts after it, an accepted
+// growth taking free CPUs, a refused part left as it was. It returns the
+// parts refused. KEP-5554 keeps a shrinking container's baseline and says
+// nothing of which of its other CPUs go (the kubelet v1.36 has no such
+// code): a decrease is tried with each choice of the CPUs it keeps
+// (shrinkChoices), and the resize is refused only when no choice lets
+// every later part fit; the first choice's refusals are the ones named.
+// absorbResize then checks the choice the plugin made.
 func (o *Oracle) simulate(p *pod, parts []change) []failure {
 	pool, entries := o.kubelet.Snapshot()
 	defer o.kubelet.restore(pool, entries)
+	return o.simulateFrom(p, parts)
+}
+
+// simulateFrom is simulate's walk over parts on the kubelet's state as it
+// is, which it changes.
+func (o *Oracle) simulateFrom(p *pod, parts []change) []failure {
 	var failing []failure
-	for _, ch := range parts {
+	for i, ch := range parts {
 		if _, pinned := o.kubelet.Entry(p.uid, ch.name); !pinned {
 			continue
 		}
@@ -432,10 +454,28 @@ func (o *Oracle) simulate(p *pod, parts []change) []failure {
 		a, _ := o.kubelet.Entry(p.uid, ch.name)
 		b := o.baselines[ref{p.uid, ch.name}]
 		if n < a.Size() {
-			near := a.Difference(b).Intersection(o.cpusIn(o.nodesOf(b)))
-			far := a.Difference(b).Difference(near)
-			keep := append(near.List(), far.List()...)[:n-b.Size()]
-			o.kubelet.SetEntry(p.uid, ch.name, b.Union(cpuset.New(keep...)))
+			choices := o.shrinkChoices(a, b, n)
+			if len(choices) == 1 || len(failing) > 0 {
+				o.kubelet.SetEntry(p.uid, ch.name, choices[0])
+				continue
+			}
+			var first []failure
+			for j, kept := range choices {
+				pool, entries := o.kubelet.Snapshot()
+				o.kubelet.SetEntry(p.uid, ch.name, kept)
+				rest := o.simulateFrom(p, parts[i+1:])
+				o.kubelet.restore(pool, entries)
+				if len(rest) == 0 {
+					if j > 0 {
+						o.Counts.Add("resize: a decrease's other choice of CPUs lets the rest fit", 1)
+					}
+					return nil
+				}
+				if j == 0 {
+					first = rest
+				}
+			}
+			return first
 		} else if n > a.Size() {
 			others, podTotal := o.podAround(p, ch.name, a, n)
 			if grown, ok := o.placement(a, o.growthFree(p, ch.name), n, others, podTotal); ok {
@@ -444,6 +484,88 @@ func (o *Oracle) simulate(p *pod, parts []change) []failure {
 		}
 	}
 	return failing
+}
+
+// maxShrinkChoices bounds the choices simulate tries for one decrease;
+// beyond it, the two that matter to the parts after it: the CPUs on the
+// baseline's NUMA nodes kept first, and the CPUs other entries also hold
+// (an init container's, reused) kept first, so that what the decrease
+// releases is free.
+const maxShrinkChoices = 64
+
+// shrinkChoices returns the CPU sets a decrease of entry a (baseline b) to
+// n CPUs may keep: b and n-|b| of the rest. The first keeps the rest's
+// CPUs on the baseline's NUMA nodes first, in CPU order.
+func (o *Oracle) shrinkChoices(a, b cpuset.CPUSet, n int) []cpuset.CPUSet {
+	rest := a.Difference(b)
+	k := n - b.Size()
+	near := rest.Intersection(o.cpusIn(o.nodesOf(b)))
+	far := rest.Difference(near)
+	first := b.Union(cpuset.New(append(near.List(), far.List()...)[:k]...))
+	choices := []cpuset.CPUSet{first}
+	add := func(c cpuset.CPUSet) {
+		if !slices.ContainsFunc(choices, c.Equals) {
+			choices = append(choices, c)
+		}
+	}
+	if binomial(rest.Size(), k) <= maxShrinkChoices {
+		combinations(rest.List(), k, func(kept []int) { add(b.Union(cpuset.New(kept...))) })
+		return choices
+	}
+	shared := rest.Intersection(o.heldByOthers(a))
+	add(b.Union(cpuset.New(append(shared.List(), rest.Difference(shared).List()...)[:k]...)))
+	return choices
+}
+
+// heldByOthers returns the CPUs of a that another entry of the kubelet's
+// state holds too (an init container's CPUs its app reuses).
+func (o *Oracle) heldByOthers(a cpuset.CPUSet) cpuset.CPUSet {
+	_, entries := o.kubelet.Snapshot()
+	count := map[int]int{}
+	for _, cs := range entries {
+		for _, cpus := range cs {
+			for _, c := range cpus.Intersection(a).UnsortedList() {
+				count[c]++
+			}
+		}
+	}
+	held := cpuset.New()
+	for c, k := range count {
+		if k > 1 {
+			held = held.Union(cpuset.New(c))
+		}
+	}
+	return held
+}
+
+// binomial returns n choose k.
+func binomial(n, k int) int {
+	if k < 0 || k > n {
+		return 0
+	}
+	r := 1
+	for i := 1; i <= k; i++ {
+		r = r * (n - k + i) / i
+	}
+	return r
+}
+
+// combinations calls f with each k-element subset of list, in order.
+func combinations(list []int, k int, f func([]int)) {
+	picked := make([]int, 0, k)
+	var walk func(from int)
+	walk = func(from int) {
+		if len(picked) == k {
+			f(slices.Clone(picked))
+			return
+		}
+		for i := from; i <= len(list)-(k-len(picked)); i++ {
+			picked = append(picked, list[i])
+			walk(i + 1)
+			picked = picked[:len(picked)-1]
+		}
+	}
+	walk(0)
 }
 
 // absorbSiblingParts takes into the kubelet's state the parts of a
