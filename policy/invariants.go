@@ -105,6 +105,15 @@ func (p *Policy) CheckInvariants(m *Model) error {
 	if !slices.Equal(m.ids, ids) {
 		errs = append(errs, fmt.Errorf("the model's sorted container ids %q are not those of its containers %q", m.ids, ids))
 	}
+	if len(m.recs) != len(m.ids) {
+		errs = append(errs, fmt.Errorf("the model has %d records in order for %d container ids", len(m.recs), len(m.ids)))
+	} else {
+		for i, id := range m.ids {
+			if t := m.Containers.Get(id); m.recs[i] != t {
+				errs = append(errs, fmt.Errorf("the model's record in order of container %s is not its record", id))
+			}
+		}
+	}
 	return errors.Join(append(errs, m.checkPodIndex())...)
 }
 

@@ -224,10 +224,13 @@ type Model struct {
 	// container's. Shared between clones like Sandboxes; in memory only.
 	RemovedLimits map[PodContainer]int64
 
-	// ids are the keys of Containers, sorted. The slice is shared between
-	// clones and never changed in place: adding or removing a container
-	// (add, remove) makes a new one.
-	ids []string
+	// ids are the keys of Containers, sorted, and recs their records in
+	// the same order (what walks every container, syncShared above all,
+	// reads them without a lookup each). The slices are shared between
+	// clones and never changed in place: adding, replacing or removing a
+	// container (add, edit, remove) makes new ones.
+	ids  []string
+	recs []*Tracked
 	// byPod indexes Containers and Sandboxes by pod UID (podIDs), so that
 	// what a decision asks of one pod costs that pod's containers, not the
 	// node's. Kept by add, remove, setSandbox and deleteSandbox; shared
@@ -338,6 +341,7 @@ func (m *Model) Clone() *Model {
 		Idle:          m.Idle,
 		RemovedLimits: m.RemovedLimits,
 		ids:           m.ids,
+		recs:          m.recs,
 	}
 }
 
@@ -363,9 +367,12 @@ func (m *Model) add(t *Tracked) {
 		delete(m.RemovedLimits, PodContainer{t.PodUID, t.Name})
 	}
 	old, known := m.Containers.Lookup(t.ID)
+	i, _ := slices.BinarySearch(m.ids, t.ID)
 	if !known {
-		i, _ := slices.BinarySearch(m.ids, t.ID)
 		m.ids = slices.Insert(slices.Clip(m.ids), i, t.ID)
+		m.recs = slices.Insert(slices.Clip(m.recs), i, t)
+	} else {
+		m.setRec(i, t)
 	}
 	if known && old.PodUID != t.PodUID {
 		m.indexPod(old.PodUID, func(p *podIDs) { p.containers = withoutID(p.containers, t.ID) })
@@ -387,7 +394,16 @@ func (m *Model) remove(id string) {
 	m.keepRemovedLimit(t)
 	if i, found := slices.BinarySearch(m.ids, id); found {
 		m.ids = slices.Delete(slices.Clone(m.ids), i, i+1)
+		m.recs = slices.Delete(slices.Clone(m.recs), i, i+1)
 	}
+}
+
+// setRec replaces the record at index i of recs (a new slice: clones
+// share the old one).
+func (m *Model) setRec(i int, t *Tracked) {
+	recs := slices.Clone(m.recs)
+	recs[i] = t
+	m.recs = recs
 }
 
 // keepRemovedLimit records the CPU limit of removed container t when its
@@ -475,6 +491,8 @@ func (m *Model) edit(id string) *Tracked {
 	}
 	own := *t
 	m.Containers.Set(id, &own)
+	i, _ := slices.BinarySearch(m.ids, id)
+	m.setRec(i, &own)
 	return &own
 }
 

@@ -288,12 +288,11 @@ func (p *Policy) syncShared(before, m *Model) []Update {
 	}
 	list := cpumask.Format(pool)
 	updates := make([]Update, 0, max(0, len(m.ids)-m.State.NumContainers()))
-	for _, id := range m.sortedIDs() {
-		t := m.Containers.Get(id)
-		if _, owns := m.State.Container(id); t.Stopped || owns {
+	for _, t := range m.recs {
+		if _, owns := m.State.Container(t.ID); t.Stopped || owns {
 			continue
 		}
-		updates = append(updates, Update{ContainerID: id, Display: t.Display, CPUs: pool, CPUList: list})
+		updates = append(updates, Update{ContainerID: t.ID, Display: t.Display, CPUs: pool, CPUList: list})
 	}
 	return updates
 }
