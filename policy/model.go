@@ -218,7 +218,8 @@ type Model struct {
 	// when it became so (ExpireOrphans).
 	Idle map[string]time.Time
 	// RemovedLimits keeps the CPU limit of a pod's container the runtime
-	// removed while its name holds an entry and no other container of
+	// removed (or, stopped, a Synchronize no longer lists: containerd
+	// restarted) while its name holds an entry and no other container of
 	// the name is known: the limit the kubelet last gave it, which a pod
 	// resize compares with the spec (podMembers) as it would the tracked
 	// container's. Shared between clones like Sandboxes; in memory only.
@@ -444,18 +445,29 @@ func (m *Model) ranBesideOf(id string) []string {
 	return nil
 }
 
-// keepRemovedLimitsOf carries over the limits m kept for removed
-// containers whose names still hold an entry and are not tracked (a
-// Synchronize of the same plugin's life).
+// keepRemovedLimitsOf carries over, for names that still hold an entry
+// and are not tracked in m (a Synchronize of the same plugin's life), the
+// limits prev kept for removed containers and those of prev's stopped
+// containers, which a Synchronize does not list (the latest instance's,
+// as podMembers reads a stopped name's). m is a model of its own (its
+// RemovedLimits not shared).
 func (m *Model) keepRemovedLimitsOf(prev *Model) {
-	for key, limit := range prev.RemovedLimits {
+	keep := func(key PodContainer, limit int64) {
 		if _, entry := m.State.Assignment(key.PodUID, key.Name); !entry || m.tracksName(key) {
-			continue
+			return
 		}
 		if m.RemovedLimits == nil {
 			m.RemovedLimits = map[PodContainer]int64{}
 		}
 		m.RemovedLimits[key] = limit
+	}
+	for key, limit := range prev.RemovedLimits {
+		keep(key, limit)
+	}
+	for _, t := range prev.recs {
+		if t.Stopped {
+			keep(PodContainer{t.PodUID, t.Name}, t.CPULimitMilli)
+		}
 	}
 }
 

@@ -869,3 +869,26 @@ func TestStoppedMemberGrowsWhenItsSiblingsDecreaseIsConfirmed(t *testing.T) {
 		})
 	}
 }
+
+// TestSynchronizeKeepsAStoppedMembersLimit: containerd restarts while a
+// pod's member is stopped (in crash back-off); the Synchronize does not
+// list it, and the plugin keeps the limit the kubelet last started it
+// with, so a pod resize whose spec asks it for fewer CPUs than its
+// baseline is refused as a whole, as the kubelet's admission refuses it,
+// not taken for a member the plugin knows nothing of.
+func TestSynchronizeKeepsAStoppedMembersLimit(t *testing.T) {
+	res := func(milli int64) policy.Resources {
+		return scenario.KubeletResources("guaranteed", milli, milli, 1<<30)
+	}
+	l := newLife(t, eightCPUs(t))
+	pod := l.sandbox(l.pod("gu", 4000))
+	app0 := l.create(pod, "app0", 1000)
+	app1 := l.create(pod, "app1", 3000)
+	l.exit(app1, 137)
+	l.step("containerd restarted", l.pol.Synchronize(l.m, []policy.Pod{pod}, []policy.Container{l.running[app0]}))
+	spec := policy.PodSpec{"app0": res(3000), "app1": res(1000)}
+	_, err := l.pol.UpdatePodSandboxWithSpec(l.m, pod, policy.PodResources{Resources: scenario.KubeletResources("guaranteed", 4000, 4000, 2<<30)}, spec)
+	if err == nil || !strings.Contains(err.Error(), "prohibitedCPUAllocationError") || !strings.Contains(err.Error(), "container app1") {
+		t.Errorf("the pod resize that shrinks the stopped app1 below its baseline: %v, want it refused prohibitedCPUAllocationError for app1", err)
+	}
+}
