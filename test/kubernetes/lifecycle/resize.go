@@ -104,7 +104,8 @@ func (o *Oracle) podAround(p *pod, name string, a cpuset.CPUSet, n int) (cpuset.
 
 // reusable returns the CPUs of p's ordinary init containers' entries that
 // container name may take: none of its pod's other containers holds
-// them, nor runs on them, and, for a sidecar, not those of the init
+// them, nor runs on them (as far as the kubelet's state says: a running
+// container's decrease simulated before this part gives its CPUs up), and, for a sidecar, not those of the init
 // containers after it, which run beside it (the kubelet never gives a
 // sidecar an init container's CPUs: updateCPUsToReuse reuses an init
 // container's CPUs for the containers after it only). Without the API
@@ -134,13 +135,19 @@ func (o *Oracle) reusable(p *pod, name string) cpuset.CPUSet {
 			// lends nothing either: the kubelet's would not.
 			isInit = isInit && (entries[other].init || o.completedUnknown(p, other))
 		}
+		// Its entry in the kubelet's state: what the plugin had when it
+		// was absorbed, or where a simulated resize (simulate) moved it.
+		cpus := c.synced
+		if e, ok := o.kubelet.Entry(p.uid, other); ok {
+			cpus = e
+		}
 		if isInit {
-			lent = lent.Union(c.synced)
+			lent = lent.Union(cpus)
 		} else {
-			kept = kept.Union(c.synced)
+			kept = kept.Union(cpus)
 		}
 		if p.running(other) {
-			kept = kept.Union(c.synced)
+			kept = kept.Union(cpus)
 		}
 	}
 	return lent.Difference(kept)
