@@ -101,15 +101,11 @@ func (p *Policy) CheckInvariants(m *Model) error {
 	if r := m.Lending.Intersection(exclusive); !r.IsEmpty() {
 		errs = append(errs, fmt.Errorf("CPUs %s are lent to shared containers and exclusive", r))
 	}
-	ids := slices.Sorted(m.Containers.Keys())
-	if !slices.Equal(m.ids, ids) {
-		errs = append(errs, fmt.Errorf("the model's sorted container ids %q are not those of its containers %q", m.ids, ids))
-	}
-	if len(m.recs) != len(m.ids) {
-		errs = append(errs, fmt.Errorf("the model has %d records in order for %d container ids", len(m.recs), len(m.ids)))
+	if ids, sorted := slices.Sorted(m.Containers.Keys()), m.SortedContainerIDs(); !slices.Equal(sorted, ids) {
+		errs = append(errs, fmt.Errorf("the model's records by id %q are not those of its containers %q", sorted, ids))
 	} else {
-		for i, id := range m.ids {
-			if t := m.Containers.Get(id); m.recs[i] != t {
+		for i, id := range ids {
+			if m.recs[i] != m.Containers.Get(id) {
 				errs = append(errs, fmt.Errorf("the model's record in order of container %s is not its record", id))
 			}
 		}
@@ -127,9 +123,9 @@ func (m *Model) checkPodIndex() error {
 		}
 		return want[uid]
 	}
-	for _, id := range m.ids {
-		p := entry(m.Containers.Get(id).PodUID)
-		p.containers = append(p.containers, id)
+	for _, t := range m.recs {
+		p := entry(t.PodUID)
+		p.containers = append(p.containers, t.ID)
 	}
 	for _, id := range slices.Sorted(m.Sandboxes.Keys()) {
 		p := entry(m.Sandboxes.Get(id).PodUID)

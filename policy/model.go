@@ -4,6 +4,7 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
@@ -225,12 +226,11 @@ type Model struct {
 	// container's. Shared between clones like Sandboxes; in memory only.
 	RemovedLimits map[PodContainer]int64
 
-	// ids are the keys of Containers, sorted, and recs their records in
-	// the same order (what walks every container, syncShared above all,
-	// reads them without a lookup each). The slices are shared between
-	// clones and never changed in place: adding, replacing or removing a
-	// container (add, edit, remove) makes new ones.
-	ids  []string
+	// recs are the records of Containers sorted by id (what walks every
+	// container, syncShared above all, reads them in order without a
+	// lookup each). The slice is shared between clones and never changed
+	// in place: adding, replacing or removing a container (add, edit,
+	// remove) makes a new one.
 	recs []*Tracked
 	// byPod indexes Containers and Sandboxes by pod UID (podIDs), so that
 	// what a decision asks of one pod costs that pod's containers, not the
@@ -341,7 +341,6 @@ func (m *Model) Clone() *Model {
 		Ending:        m.Ending,
 		Idle:          m.Idle,
 		RemovedLimits: m.RemovedLimits,
-		ids:           m.ids,
 		recs:          m.recs,
 	}
 }
@@ -368,9 +367,8 @@ func (m *Model) add(t *Tracked) {
 		delete(m.RemovedLimits, PodContainer{t.PodUID, t.Name})
 	}
 	old, known := m.Containers.Lookup(t.ID)
-	i, _ := slices.BinarySearch(m.ids, t.ID)
+	i, _ := m.recIndex(t.ID)
 	if !known {
-		m.ids = slices.Insert(slices.Clip(m.ids), i, t.ID)
 		m.recs = slices.Insert(slices.Clip(m.recs), i, t)
 	} else {
 		m.setRec(i, t)
@@ -393,10 +391,14 @@ func (m *Model) remove(id string) {
 	m.Containers.Delete(id)
 	m.indexPod(t.PodUID, func(p *podIDs) { p.containers = withoutID(p.containers, id) })
 	m.keepRemovedLimit(t)
-	if i, found := slices.BinarySearch(m.ids, id); found {
-		m.ids = slices.Delete(slices.Clone(m.ids), i, i+1)
+	if i, found := m.recIndex(id); found {
 		m.recs = slices.Delete(slices.Clone(m.recs), i, i+1)
 	}
+}
+
+// recIndex returns where container id's record is, or would be, in recs.
+func (m *Model) recIndex(id string) (int, bool) {
+	return slices.BinarySearchFunc(m.recs, id, func(t *Tracked, id string) int { return strings.Compare(t.ID, id) })
 }
 
 // setRec replaces the record at index i of recs (a new slice: clones
@@ -503,7 +505,7 @@ func (m *Model) edit(id string) *Tracked {
 	}
 	own := *t
 	m.Containers.Set(id, &own)
-	i, _ := slices.BinarySearch(m.ids, id)
+	i, _ := m.recIndex(id)
 	m.setRec(i, &own)
 	return &own
 }
@@ -582,11 +584,6 @@ func (m *Model) SharedPoolSize() int {
 	return n
 }
 
-// sortedIDs returns the container ids in a deterministic order.
-func (m *Model) sortedIDs() []string {
-	return m.ids
-}
-
 // ownAssignment returns the assignment container id owns, if any.
 func (m *Model) ownAssignment(id string) (state.Assignment, bool) {
 	ref, ok := m.State.Container(id)
@@ -637,7 +634,13 @@ func (p *Policy) DesiredUpdates(m *Model, ids []string) (updates []Update, none 
 }
 
 // SortedContainerIDs returns the ids of the tracked containers, sorted.
-func (m *Model) SortedContainerIDs() []string { return slices.Clone(m.ids) }
+func (m *Model) SortedContainerIDs() []string {
+	ids := make([]string, len(m.recs))
+	for i, t := range m.recs {
+		ids[i] = t.ID
+	}
+	return ids
+}
 
 // KnowsPod reports whether any container of pod podUID is tracked, or the
 // pod holds exclusive CPUs or recorded resources: a pod update for any

@@ -287,7 +287,7 @@ func (p *Policy) syncShared(before, m *Model) []Update {
 		return nil
 	}
 	list := cpumask.Format(pool)
-	updates := make([]Update, 0, max(0, len(m.ids)-m.State.NumContainers()))
+	updates := make([]Update, 0, max(0, len(m.recs)-m.State.NumContainers()))
 	for _, t := range m.recs {
 		if _, owns := m.State.Container(t.ID); t.Stopped || owns {
 			continue

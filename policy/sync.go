@@ -150,8 +150,8 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	// (shrinking, then moving, then growing: a first order that orderUpdates
 	// keeps where it is safe.)
 	var shrinking, moving, growing []Update
-	for _, id := range nm.sortedIDs() {
-		t := nm.Containers.Get(id)
+	for _, t := range nm.recs {
+		id := t.ID
 		want, list, mems := pool, poolList, cpuset.New()
 		if a, ok := nm.ownAssignment(id); ok {
 			want, list, mems = a.Held(), "", p.mems(a.Held())
