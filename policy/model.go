@@ -169,6 +169,10 @@ type Tracked struct {
 	// an init container's CPUs are not for them to reuse (a sidecar
 	// started before it runs beside it again when the pod runs again).
 	RanBeside []string
+	// Seq is the order the model began to track it in: of two instances
+	// of a name, the later one has the higher Seq (the runtime's ids say
+	// nothing of their order). Set by Model.add.
+	Seq uint64
 }
 
 // Sandbox is the policy's record of a pod sandbox the runtime has.
@@ -232,6 +236,8 @@ type Model struct {
 	// in place: adding, replacing or removing a container (add, edit,
 	// remove) makes a new one.
 	recs []*Tracked
+	// seq is the last Tracked.Seq given.
+	seq uint64
 	// byPod indexes Containers and Sandboxes by pod UID (podIDs), so that
 	// what a decision asks of one pod costs that pod's containers, not the
 	// node's. Kept by add, remove, setSandbox and deleteSandbox; shared
@@ -342,6 +348,7 @@ func (m *Model) Clone() *Model {
 		Idle:          m.Idle,
 		RemovedLimits: m.RemovedLimits,
 		recs:          m.recs,
+		seq:           m.seq,
 	}
 }
 
@@ -367,6 +374,12 @@ func (m *Model) add(t *Tracked) {
 		delete(m.RemovedLimits, PodContainer{t.PodUID, t.Name})
 	}
 	old, known := m.Containers.Lookup(t.ID)
+	if known {
+		t.Seq = old.Seq
+	} else {
+		m.seq++
+		t.Seq = m.seq
+	}
 	i, _ := m.recIndex(t.ID)
 	if !known {
 		m.recs = slices.Insert(slices.Clip(m.recs), i, t)
@@ -450,8 +463,8 @@ func (m *Model) ranBesideOf(id string) []string {
 // keepRemovedLimitsOf carries over, for names that still hold an entry
 // and are not tracked in m (a Synchronize of the same plugin's life), the
 // limits prev kept for removed containers and those of prev's stopped
-// containers, which a Synchronize does not list (the latest instance's,
-// as podMembers reads a stopped name's). m is a model of its own (its
+// containers, which a Synchronize does not list (a name's latest
+// instance's, as podMembers reads a stopped name's). m is a model of its own (its
 // RemovedLimits not shared).
 func (m *Model) keepRemovedLimitsOf(prev *Model) {
 	keep := func(key PodContainer, limit int64) {
@@ -466,10 +479,15 @@ func (m *Model) keepRemovedLimitsOf(prev *Model) {
 	for key, limit := range prev.RemovedLimits {
 		keep(key, limit)
 	}
+	latest := map[PodContainer]*Tracked{}
 	for _, t := range prev.recs {
-		if t.Stopped {
-			keep(PodContainer{t.PodUID, t.Name}, t.CPULimitMilli)
+		key := PodContainer{t.PodUID, t.Name}
+		if l := latest[key]; t.Stopped && (l == nil || t.Seq > l.Seq) {
+			latest[key] = t
 		}
+	}
+	for key, t := range latest {
+		keep(key, t.CPULimitMilli)
 	}
 }
 

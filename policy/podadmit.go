@@ -497,13 +497,18 @@ func (m *Model) podMembers(podUID string) podMembers {
 	running := map[string]bool{}
 	stoppedShared := map[string]bool{}
 	stoppedLimit := map[string]int64{}
+	stoppedSeq := map[string]uint64{}
 	for _, id := range m.podContainerIDs(podUID) {
 		t := m.Containers.Get(id)
 		if t.PodUID != podUID {
 			continue
 		}
 		if t.Stopped {
-			stoppedLimit[t.Name] = t.CPULimitMilli
+			// (A name's latest instance: the one the kubelet last
+			// started.)
+			if seq, seen := stoppedSeq[t.Name]; !seen || t.Seq > seq {
+				stoppedLimit[t.Name], stoppedSeq[t.Name] = t.CPULimitMilli, t.Seq
+			}
 			if !t.Exclusive {
 				stoppedShared[t.Name] = true
 			}

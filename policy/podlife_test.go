@@ -892,3 +892,39 @@ func TestSynchronizeKeepsAStoppedMembersLimit(t *testing.T) {
 		t.Errorf("the pod resize that shrinks the stopped app1 below its baseline: %v, want it refused prohibitedCPUAllocationError for app1", err)
 	}
 }
+
+// TestStoppedMemberLimitIsItsLatestInstances: of a stopped member's two
+// dead instances, a pod resize reads the limit of the one the kubelet
+// started last (the runtime's ids, sorted, put it first here), before
+// and after a containerd restart: app1 restarted with 2 CPUs on its 3
+// (a shrink below its baseline was refused), so a spec that asks it 2
+// changes nothing of it and the app's growth is admitted.
+func TestStoppedMemberLimitIsItsLatestInstances(t *testing.T) {
+	res := func(milli int64) policy.Resources {
+		return scenario.KubeletResources("guaranteed", milli, milli, 1<<30)
+	}
+	for _, restart := range []bool{false, true} {
+		t.Run(fmt.Sprintf("containerd restarted: %v", restart), func(t *testing.T) {
+			l := newLife(t, eightCPUs(t))
+			pod := l.sandbox(l.pod("gu", 4000))
+			app0 := l.create(pod, "app0", 1000)
+			l.next = 8 // app1's instances: gu-app1-9, then gu-app1-10
+			first := l.create(pod, "app1", 3000)
+			l.exit(first, 1)
+			second := l.create(pod, "app1", 2000) // restarts on its 3 CPUs
+			l.exit(second, 1)
+			if first != "gu-app1-9" || second != "gu-app1-10" {
+				t.Fatalf("instances %s, %s: the case needs the later one sorted first", first, second)
+			}
+			if restart {
+				l.step("containerd restarted", l.pol.Synchronize(l.m, []policy.Pod{pod}, []policy.Container{l.running[app0]}))
+			}
+			spec := policy.PodSpec{"app0": res(2000), "app1": res(2000)}
+			d, err := l.pol.UpdatePodSandboxWithSpec(l.m, pod, policy.PodResources{Resources: scenario.KubeletResources("guaranteed", 4000, 4000, 2<<30)}, spec)
+			if err != nil {
+				t.Fatalf("the app's growth, app1 asked the 2 CPUs it last started with: %v", err)
+			}
+			l.step("pod update", d)
+		})
+	}
+}
