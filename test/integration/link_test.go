@@ -196,6 +196,9 @@ func TestLateSynchronizeKeepsTheConnection(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// NRI relays events to the plugin once its Synchronize has returned
+	// and it is registered: Syncs counts the Synchronize before that.
+	rt.BlockPluginSync().Unblock()
 	if lines := pp.logLines("did not configure the connection"); len(lines) > 0 {
 		t.Errorf("the watchdog dropped a connection the runtime had configured: %q", lines)
 	}
