@@ -171,6 +171,11 @@ func (t *Topology) CPUsInNUMANodes(mask NodeMask) cpuset.CPUSet {
 	return cpuset.New().Union(sets...)
 }
 
+// MaskInNUMANodes returns the CPUs of the NUMA nodes in mask as a bitmap:
+// CPUsInNUMANodes without building a set (the nodes' bitmaps are made
+// once, with the topology).
+func (t *Topology) MaskInNUMANodes(mask NodeMask) cpumask.Mask { return t.bitsInNodes(mask) }
+
 // NUMANodesOf returns the NUMA nodes that the given CPUs belong to.
 func (t *Topology) NUMANodesOf(cpus cpuset.CPUSet) NodeMask {
 	var m NodeMask

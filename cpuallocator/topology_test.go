@@ -94,3 +94,20 @@ func TestTopologyString(t *testing.T) {
 		}
 	}
 }
+
+// TestMaskInNUMANodes: the bitmap of a set of NUMA nodes holds exactly the
+// CPUs CPUsInNUMANodes lists, for every set of nodes (none included, and
+// node 2, which has no CPU).
+func TestMaskInNUMANodes(t *testing.T) {
+	topo, err := cpuallocator.NewTopology([]cpuallocator.CPUInfo{
+		{ID: 0, Core: 0}, {ID: 4, Core: 0}, {ID: 1, Core: 1, NUMANode: 1}, {ID: 70, Core: 2, NUMANode: 3},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for mask := cpuallocator.NodeMask(0); mask < 1<<4; mask++ {
+		if got, want := topo.MaskInNUMANodes(mask).CPUSet(), topo.CPUsInNUMANodes(mask); !got.Equals(want) {
+			t.Errorf("nodes %s: the mask has %s, want %s", mask, got, want)
+		}
+	}
+}

@@ -357,7 +357,7 @@ func (p *Policy) place(pl placement, free cpumask.Mask, poolLeft int) (cpuset.CP
 // cores, the affinity) it is placed over every CPU available.
 func (p *Policy) placeBorrowedFirst(pl placement, avail cpumask.Mask, affinity cpuallocator.NodeMask) (cpuset.CPUSet, error) {
 	borrowed := pl.borrowed
-	inAffinity := maskOf(p.topo.CPUsInNUMANodes(affinityOr(affinity, p.topo)))
+	inAffinity := p.topo.MaskInNUMANodes(affinityOr(affinity, p.topo))
 	if affinity != 0 {
 		borrowed = borrowed.And(inAffinity)
 	}
@@ -465,7 +465,7 @@ func (p *Policy) withDevices(avail cpumask.Mask, keep cpuset.CPUSet, n int, what
 		// such a pod whatever its CPUs).
 		return 0, fmt.Errorf("%w single-numa-node: the container's devices are on NUMA nodes %s, not one", errTopologyPolicy, devices)
 	}
-	inDevices := avail.And(maskOf(p.topo.CPUsInNUMANodes(devices)))
+	inDevices := avail.And(p.topo.MaskInNUMANodes(devices))
 	for _, h := range p.alloc.NUMAHintsCovering(inDevices, keep, n, cover) {
 		if h.Nodes == devices && h.Preferred {
 			return devices, nil
