@@ -812,6 +812,18 @@ func TestSidecarGrowthAfterItsSiblingsGrowth(t *testing.T) {
 	}
 }
 
+// guaranteedCPU is a Guaranteed container's resources of milli milli-CPUs
+// (and 1 GiB), as the kubelet sends them.
+func guaranteedCPU(milli int64) policy.Resources {
+	return scenario.KubeletResources("guaranteed", milli, milli, 1<<30)
+}
+
+// podTotal is a Guaranteed pod's resources of milli milli-CPUs in all, as
+// UpdatePodSandbox sends them.
+func podTotal(milli int64) policy.PodResources {
+	return policy.PodResources{Resources: scenario.KubeletResources("guaranteed", milli, milli, 2<<30)}
+}
+
 // TestStoppedMemberGrowsWhenItsSiblingsDecreaseIsConfirmed: a pod resize
 // shrinks a running container and grows one that does not run (it
 // crashed) into the CPU the shrink releases. At UpdatePodSandbox the free
@@ -820,9 +832,6 @@ func TestSidecarGrowthAfterItsSiblingsGrowth(t *testing.T) {
 // kubelet allocates the whole resize when it admits it, and the pod's hold
 // ends. Confirm without the spec leaves the growth to its re-creation.
 func TestStoppedMemberGrowsWhenItsSiblingsDecreaseIsConfirmed(t *testing.T) {
-	res := func(milli int64) policy.Resources {
-		return scenario.KubeletResources("guaranteed", milli, milli, 1<<30)
-	}
 	for _, withSpec := range []bool{true, false} {
 		t.Run(fmt.Sprintf("spec known: %v", withSpec), func(t *testing.T) {
 			l := newLife(t, eightCPUs(t))
@@ -838,14 +847,14 @@ func TestStoppedMemberGrowsWhenItsSiblingsDecreaseIsConfirmed(t *testing.T) {
 			l.want("app0 grown", app1, "2-4", "0,7")
 			released := l.cpus(app0).Difference(cpuset.New(1))
 			l.exit(app1, 1)
-			spec := policy.PodSpec{"app0": res(1000), "app1": res(5000)}
-			d, err := l.pol.UpdatePodSandboxWithSpec(l.m, pod, policy.PodResources{Resources: scenario.KubeletResources("guaranteed", 6000, 6000, 2<<30)}, spec)
+			spec := policy.PodSpec{"app0": guaranteedCPU(1000), "app1": guaranteedCPU(5000)}
+			d, err := l.pol.UpdatePodSandboxWithSpec(l.m, pod, podTotal(6000), spec)
 			if err != nil {
 				t.Fatalf("pod growth: %v", err)
 			}
 			l.step("pod update", d)
 			c := l.running[app0]
-			d, err = l.pol.UpdateContainerWithSpec(l.m, c, res(1000), spec)
+			d, err = l.pol.UpdateContainerWithSpec(l.m, c, guaranteedCPU(1000), spec)
 			if err != nil {
 				t.Fatalf("app0's decrease: %v", err)
 			}
@@ -877,17 +886,14 @@ func TestStoppedMemberGrowsWhenItsSiblingsDecreaseIsConfirmed(t *testing.T) {
 // baseline is refused as a whole, as the kubelet's admission refuses it,
 // not taken for a member the plugin knows nothing of.
 func TestSynchronizeKeepsAStoppedMembersLimit(t *testing.T) {
-	res := func(milli int64) policy.Resources {
-		return scenario.KubeletResources("guaranteed", milli, milli, 1<<30)
-	}
 	l := newLife(t, eightCPUs(t))
 	pod := l.sandbox(l.pod("gu", 4000))
 	app0 := l.create(pod, "app0", 1000)
 	app1 := l.create(pod, "app1", 3000)
 	l.exit(app1, 137)
 	l.step("containerd restarted", l.pol.Synchronize(l.m, []policy.Pod{pod}, []policy.Container{l.running[app0]}))
-	spec := policy.PodSpec{"app0": res(3000), "app1": res(1000)}
-	_, err := l.pol.UpdatePodSandboxWithSpec(l.m, pod, policy.PodResources{Resources: scenario.KubeletResources("guaranteed", 4000, 4000, 2<<30)}, spec)
+	spec := policy.PodSpec{"app0": guaranteedCPU(3000), "app1": guaranteedCPU(1000)}
+	_, err := l.pol.UpdatePodSandboxWithSpec(l.m, pod, podTotal(4000), spec)
 	if err == nil || !strings.Contains(err.Error(), "prohibitedCPUAllocationError") || !strings.Contains(err.Error(), "container app1") {
 		t.Errorf("the pod resize that shrinks the stopped app1 below its baseline: %v, want it refused prohibitedCPUAllocationError for app1", err)
 	}
@@ -900,9 +906,6 @@ func TestSynchronizeKeepsAStoppedMembersLimit(t *testing.T) {
 // (a shrink below its baseline was refused), so a spec that asks it 2
 // changes nothing of it and the app's growth is admitted.
 func TestStoppedMemberLimitIsItsLatestInstances(t *testing.T) {
-	res := func(milli int64) policy.Resources {
-		return scenario.KubeletResources("guaranteed", milli, milli, 1<<30)
-	}
 	for _, restart := range []bool{false, true} {
 		t.Run(fmt.Sprintf("containerd restarted: %v", restart), func(t *testing.T) {
 			l := newLife(t, eightCPUs(t))
@@ -919,8 +922,8 @@ func TestStoppedMemberLimitIsItsLatestInstances(t *testing.T) {
 			if restart {
 				l.step("containerd restarted", l.pol.Synchronize(l.m, []policy.Pod{pod}, []policy.Container{l.running[app0]}))
 			}
-			spec := policy.PodSpec{"app0": res(2000), "app1": res(2000)}
-			d, err := l.pol.UpdatePodSandboxWithSpec(l.m, pod, policy.PodResources{Resources: scenario.KubeletResources("guaranteed", 4000, 4000, 2<<30)}, spec)
+			spec := policy.PodSpec{"app0": guaranteedCPU(2000), "app1": guaranteedCPU(2000)}
+			d, err := l.pol.UpdatePodSandboxWithSpec(l.m, pod, podTotal(4000), spec)
 			if err != nil {
 				t.Fatalf("the app's growth, app1 asked the 2 CPUs it last started with: %v", err)
 			}
