@@ -464,8 +464,8 @@ func (m *Model) ranBesideOf(id string) []string {
 // and are not tracked in m (a Synchronize of the same plugin's life), the
 // limits prev kept for removed containers and those of prev's stopped
 // containers, which a Synchronize does not list (a name's latest
-// instance's, as podMembers reads a stopped name's). m is a model of its own (its
-// RemovedLimits not shared).
+// instance's, as podMembers reads a stopped name's). m is a model of its
+// own (its RemovedLimits not shared).
 func (m *Model) keepRemovedLimitsOf(prev *Model) {
 	keep := func(key PodContainer, limit int64) {
 		if _, entry := m.State.Assignment(key.PodUID, key.Name); !entry || m.tracksName(key) {
@@ -479,15 +479,26 @@ func (m *Model) keepRemovedLimitsOf(prev *Model) {
 	for key, limit := range prev.RemovedLimits {
 		keep(key, limit)
 	}
-	latest := map[PodContainer]*Tracked{}
+	stopped := latestInstances{}
 	for _, t := range prev.recs {
-		key := PodContainer{t.PodUID, t.Name}
-		if l := latest[key]; t.Stopped && (l == nil || t.Seq > l.Seq) {
-			latest[key] = t
+		if t.Stopped {
+			stopped.add(t)
 		}
 	}
-	for key, t := range latest {
+	for key, t := range stopped {
 		keep(key, t.CPULimitMilli)
+	}
+}
+
+// latestInstances maps a pod's container name to its latest instance
+// among those added: the one the kubelet started last (the highest Seq).
+type latestInstances map[PodContainer]*Tracked
+
+// add counts t among the instances of its name.
+func (l latestInstances) add(t *Tracked) {
+	key := PodContainer{t.PodUID, t.Name}
+	if cur := l[key]; cur == nil || t.Seq > cur.Seq {
+		l[key] = t
 	}
 }
 

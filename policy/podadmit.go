@@ -496,19 +496,14 @@ func (m *Model) podMembers(podUID string) podMembers {
 	pm := podMembers{held: cpuset.New(), baseline: cpuset.New(), limitSum: m.podLimitMilli(podUID)}
 	running := map[string]bool{}
 	stoppedShared := map[string]bool{}
-	stoppedLimit := map[string]int64{}
-	stoppedSeq := map[string]uint64{}
+	stopped := latestInstances{}
 	for _, id := range m.podContainerIDs(podUID) {
 		t := m.Containers.Get(id)
 		if t.PodUID != podUID {
 			continue
 		}
 		if t.Stopped {
-			// (A name's latest instance: the one the kubelet last
-			// started.)
-			if seq, seen := stoppedSeq[t.Name]; !seen || t.Seq > seq {
-				stoppedLimit[t.Name], stoppedSeq[t.Name] = t.CPULimitMilli, t.Seq
-			}
+			stopped.add(t)
 			if !t.Exclusive {
 				stoppedShared[t.Name] = true
 			}
@@ -527,8 +522,11 @@ func (m *Model) podMembers(podUID string) podMembers {
 		if running[name] || a.Init {
 			continue
 		}
-		limit, known := stoppedLimit[name]
-		if !known {
+		var limit int64
+		t, known := stopped[PodContainer{podUID, name}]
+		if known {
+			limit = t.CPULimitMilli
+		} else {
 			limit, known = m.RemovedLimits[PodContainer{podUID, name}]
 		}
 		if !known {
