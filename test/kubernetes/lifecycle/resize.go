@@ -105,7 +105,8 @@ func (o *Oracle) podAround(p *pod, name string, a cpuset.CPUSet, n int) (cpuset.
 // reusable returns the CPUs of p's ordinary init containers' entries that
 // container name may take: none of its pod's other containers holds
 // them, nor runs on them (as far as the kubelet's state says: a running
-// container's decrease simulated before this part gives its CPUs up), and, for a sidecar, not those of the init
+// container's decrease simulated before this part gives its CPUs up),
+// and, for a sidecar, not those of the init
 // containers after it, which run beside it (the kubelet never gives a
 // sidecar an init container's CPUs: updateCPUsToReuse reuses an init
 // container's CPUs for the containers after it only). Without the API
@@ -474,7 +475,7 @@ func (o *Oracle) simulateFrom(p *pod, parts []change) []failure {
 				o.kubelet.restore(pool, entries)
 				if len(rest) == 0 {
 					if j > 0 {
-						o.Counts.Add("resize: a decrease's other choice of CPUs lets the rest fit", 1)
+						o.Counts.Add(RuleResize+": a decrease's other choice of CPUs lets the rest fit", 1)
 					}
 					return nil
 				}
