@@ -380,6 +380,14 @@ func (o *Oracle) absorbStopped(p *pod, parts []change, growths bool) error {
 		}
 		if !e.assigned.Equals(c.synced) {
 			o.Counts.Add("resize: applied to a container that does not run", 1)
+			// The plugin records the new limit on the stopped instances
+			// (policy resizeEntry), as the kubelet restarts them with it:
+			// whether the pod's resize is still in flight counts it.
+			for _, in := range append(slices.Clone(c.dead), c.current) {
+				if in != nil && in.tracked && !in.running {
+					in.limit = ch.to
+				}
+			}
 			if err := o.absorbResize(p, ch.name, n, e.assigned, true); err != nil {
 				return err
 			}
