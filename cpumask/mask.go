@@ -1,8 +1,10 @@
 // Package cpumask is a set of CPU ids as a bitmap, for the hot paths where
 // k8s.io/utils/cpuset.CPUSet (a map, rebuilt by every set operation) costs
 // too much on machines with hundreds of CPUs: the policy's free CPUs, the
-// allocator's placement, the checkpoint's consistency checks and CPU lists.
-// Values cross package APIs as cpuset.CPUSet; masks stay inside.
+// allocator's placement, the checkpoint's consistency checks and CPU lists,
+// and the shared pool, which a decision changes on every creation. Values
+// cross package APIs as cpuset.CPUSet, except the shared pool: the state
+// keeps it as a mask and hands it out as one (State.SharedMask).
 package cpumask
 
 import (

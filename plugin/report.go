@@ -49,6 +49,14 @@ func cpusText(cpus cpuset.CPUSet) string {
 	return cpumask.Format(cpus)
 }
 
+// maskText is cpusText for a bitmap.
+func maskText(cpus cpumask.Mask) string {
+	if cpus.IsEmpty() {
+		return "none"
+	}
+	return cpus.String()
+}
+
 // formatMilli formats milli-CPU as Kubernetes does: "2", "1500m"; "none"
 // for 0.
 func formatMilli(milli int64) string {
@@ -244,9 +252,9 @@ func (r *reporter) creation(o outcome) {
 	fields := requestFields(o.container.Resources)
 	fields["cpuset"] = cpusText(d.After)
 	fields["exclusive"] = d.Exclusive
-	fields["shared"] = cpusText(d.SharedAfter)
-	if !identical(d.SharedBefore, d.SharedAfter) {
-		fields["shared"] = change(cpusText(d.SharedBefore), cpusText(d.SharedAfter))
+	fields["shared"] = maskText(d.SharedAfter)
+	if !d.SharedBefore.Equal(d.SharedAfter) {
+		fields["shared"] = change(maskText(d.SharedBefore), maskText(d.SharedAfter))
 	}
 	fields["others"] = o.others
 	withNotes(o.log.WithFields(fields), d.Notes).Info("container created")

@@ -73,7 +73,7 @@ type Decision struct {
 	// and the shared pool before and after.
 	Before, After             cpuset.CPUSet
 	Exclusive                 bool
-	SharedBefore, SharedAfter cpuset.CPUSet
+	SharedBefore, SharedAfter cpumask.Mask
 	// What the plugin logs of a pod-level update (UpdatePodSandbox): the
 	// pod's resources before, and its running containers' cpusets by name.
 	PodBefore Resources
@@ -89,10 +89,10 @@ type ContainerCPUs struct {
 // describeContainer fills in what the plugin logs of a decision about
 // container id, which started from model m.
 func (d *Decision) describeContainer(m *Model, id string) {
-	d.Before, d.SharedBefore = m.CPUsOf(id), m.SharedPool()
+	d.Before, d.SharedBefore = m.CPUsOf(id), m.sharedMask()
 	if d.Model == nil {
 		return
 	}
-	d.After, d.SharedAfter = d.Model.CPUsOf(id), d.Model.SharedPool()
+	d.After, d.SharedAfter = d.Model.CPUsOf(id), d.Model.sharedMask()
 	d.Exclusive = d.Model.Owns(id)
 }

@@ -591,27 +591,24 @@ func (m *Model) releasing() cpuset.CPUSet {
 
 // SharedPool returns the cpuset shared containers run on now: the
 // checkpoint's shared pool minus CPUs whose release is not confirmed.
-func (m *Model) SharedPool() cpuset.CPUSet {
+// It builds the set: a decision compares sharedMask first.
+func (m *Model) SharedPool() cpuset.CPUSet { return m.sharedMask().CPUSet() }
+
+// sharedMask is SharedPool as a bitmap, which the caller must not change.
+func (m *Model) sharedMask() cpumask.Mask {
+	pool := m.State.SharedMask()
 	if len(m.Releasing) == 0 {
-		return m.State.DefaultCPUSet()
+		return pool
 	}
-	return m.State.DefaultCPUSet().Difference(m.releasing())
+	var releasing cpumask.Mask
+	for _, cpus := range m.Releasing {
+		releasing.AddSet(cpus) // (a negative id is no CPU of the pool)
+	}
+	return pool.AndNot(releasing)
 }
 
-// SharedPoolSize returns SharedPool().Size() without building the pool
-// (only the small set of CPUs whose release is unconfirmed).
-func (m *Model) SharedPoolSize() int {
-	n := m.State.DefaultCPUSet().Size()
-	if len(m.Releasing) == 0 {
-		return n
-	}
-	for _, cpu := range m.releasing().UnsortedList() {
-		if m.State.DefaultCPUSet().Contains(cpu) {
-			n--
-		}
-	}
-	return n
-}
+// SharedPoolSize returns SharedPool().Size() without building the pool.
+func (m *Model) SharedPoolSize() int { return m.sharedMask().Count() }
 
 // ownAssignment returns the assignment container id owns, if any.
 func (m *Model) ownAssignment(id string) (state.Assignment, bool) {
@@ -638,6 +635,7 @@ func (p *Policy) Desired(m *Model, id string) (Update, bool) {
 func (p *Policy) DesiredUpdates(m *Model, ids []string) (updates []Update, none []string) {
 	var pool cpuset.CPUSet
 	var poolList string
+	built := false
 	for _, id := range ids {
 		t := m.Containers.Get(id)
 		if t == nil || t.Stopped {
@@ -649,9 +647,9 @@ func (p *Policy) DesiredUpdates(m *Model, ids []string) (updates []Update, none 
 			updates = append(updates, Update{ContainerID: id, Display: t.Display, CPUs: cpus, Mems: p.mems(cpus)})
 			continue
 		}
-		if poolList == "" {
-			pool = m.SharedPool()
-			poolList = cpumask.Format(pool)
+		if !built {
+			mask := m.sharedMask()
+			pool, poolList, built = mask.CPUSet(), mask.String(), true
 		}
 		if pool.IsEmpty() {
 			none = append(none, id)

@@ -408,7 +408,7 @@ func (p *Policy) hold(m *Model, pod Pod, released cpuset.CPUSet) bool {
 	}
 	h.CPUs = h.CPUs.Union(released)
 	m.State.SetHold(pod.UID, h)
-	m.State.SetDefaultCPUSet(m.State.DefaultCPUSet().Difference(released))
+	m.State.TakeShared(released)
 	return true
 }
 

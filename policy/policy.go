@@ -176,14 +176,14 @@ func (p *Policy) poolWithout(exclusive cpuset.CPUSet) cpuset.CPUSet {
 // Released CPUs outside the pool base (isolated ones under isolatedCPUs:
 // exclusive) do not join the pool.
 func (p *Policy) takeFromPool(m *Model, cpus cpuset.CPUSet) {
-	m.State.SetDefaultCPUSet(m.State.DefaultCPUSet().Difference(cpus))
+	m.State.TakeShared(cpus)
 }
 
 func (p *Policy) returnToPool(m *Model, cpus cpuset.CPUSet) {
 	if p.beyondPool {
 		cpus = cpus.Intersection(p.poolBase)
 	}
-	m.State.SetDefaultCPUSet(m.State.DefaultCPUSet().Union(cpus))
+	m.State.ReturnShared(cpus)
 }
 
 // recomputePool sets the checkpointed shared pool from all the
@@ -211,8 +211,7 @@ func (p *Policy) availability(m *Model) (free cpumask.Mask, poolLeft int) {
 // when some allocatable CPUs are never in the pool (isolatedCPUs:
 // exclusive) are the assignments read too.
 func (p *Policy) taken(m *Model) (taken cpumask.Mask, poolLeft int) {
-	pool, _ := cpumask.Of(m.State.DefaultCPUSet()) // a negative id is no CPU: nothing to take
-	taken = p.poolBaseMask.AndNot(pool)
+	taken = p.poolBaseMask.AndNot(m.State.SharedMask())
 	if p.beyondPool {
 		for _, a := range m.State.Assignments() {
 			taken.AddSet(a.Held()) // (a resized set holds the baseline one)
@@ -282,11 +281,11 @@ func (p *Policy) mems(cpus cpuset.CPUSet) cpuset.CPUSet {
 // assignment when State.Containers names it: a state whose ids name a
 // missing assignment is never saved.)
 func (p *Policy) syncShared(before, m *Model) []Update {
-	pool := m.SharedPool()
-	if cpumask.Equal(before.SharedPool(), pool) {
+	mask := m.sharedMask()
+	if before.sharedMask().Equal(mask) {
 		return nil
 	}
-	list := cpumask.Format(pool)
+	pool, list := mask.CPUSet(), mask.String()
 	updates := make([]Update, 0, max(0, len(m.recs)-m.State.NumContainers()))
 	for _, t := range m.recs {
 		if _, owns := m.State.Container(t.ID); t.Stopped || owns {

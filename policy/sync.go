@@ -145,8 +145,8 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	for _, c := range live {
 		current[c.ID] = c.CPUs
 	}
-	pool := nm.SharedPool()
-	poolList := cpumask.Format(pool)
+	mask := nm.sharedMask()
+	pool, poolList := mask.CPUSet(), mask.String()
 	// (shrinking, then moving, then growing: a first order that orderUpdates
 	// keeps where it is safe.)
 	var shrinking, moving, growing []Update

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"k8s.io/utils/cpuset"
+
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // PolicyName is the only policy name this plugin writes and accepts.
@@ -125,8 +127,16 @@ type Hold struct {
 // configuration they were made under. Create one with New (the zero value
 // works too); it changes only through its methods.
 type State struct {
-	// defaultCPUSet is the shared pool (checkpoint key "defaultCpuSet").
-	defaultCPUSet cpuset.CPUSet
+	// shared is the shared pool (checkpoint key "defaultCpuSet") as a
+	// bitmap: a decision takes CPUs from it and gives them back in a few
+	// word operations where a set's map would be rebuilt whole. It is
+	// copy on write (TakeShared and ReturnShared store a new one), so
+	// clones share it. sharedOutside holds what was set into the pool
+	// that no bitmap of a checkpoint can (a negative id or one above
+	// cpumask.MaxID): empty unless a caller set an impossible pool, which
+	// validation then names.
+	shared        cpumask.Mask
+	sharedOutside cpuset.CPUSet
 	// entries maps pod UID → container name → assignment.
 	entries map[string]map[string]Assignment
 	// containers maps a runtime container id to the entry it owns.

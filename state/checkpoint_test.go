@@ -49,7 +49,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 			name: "gu-pod-1 created with 2 CPUs",
 			apply: func(s *State) {
 				s.SetAssignment(pod1, c1, Assignment{Baseline: cpus(t, "1-2")})
-				s.defaultCPUSet = cpus(t, "0,3-15")
+				s.SetDefaultCPUSet(cpus(t, "0,3-15"))
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,3-15",
 				"entries":{"gu-pod-1-uid":{"gu-container-1":{"baseline":"1-2","resized":""}}}}`,
@@ -58,7 +58,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 			name: "gu-pod-1 grown by 2 CPUs",
 			apply: func(s *State) {
 				s.SetAssignment(pod1, c1, Assignment{Baseline: cpus(t, "1-2"), Resized: cpus(t, "1-4")})
-				s.defaultCPUSet = cpus(t, "0,5-15")
+				s.SetDefaultCPUSet(cpus(t, "0,5-15"))
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,5-15",
 				"entries":{"gu-pod-1-uid":{"gu-container-1":{"baseline":"1-2","resized":"1-4"}}}}`,
@@ -67,7 +67,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 			name: "gu-pod-1 shrunk by 2 CPUs",
 			apply: func(s *State) {
 				s.SetAssignment(pod1, c1, Assignment{Baseline: cpus(t, "1-2"), Resized: cpus(t, "1-2")})
-				s.defaultCPUSet = cpus(t, "0,3-15")
+				s.SetDefaultCPUSet(cpus(t, "0,3-15"))
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,3-15",
 				"entries":{"gu-pod-1-uid":{"gu-container-1":{"baseline":"1-2","resized":"1-2"}}}}`,
@@ -77,7 +77,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 			apply: func(s *State) {
 				s.SetAssignment(pod2, c1, Assignment{Baseline: cpus(t, "3-4")})
 				s.SetAssignment(pod2, c2, Assignment{Baseline: cpus(t, "5-6")})
-				s.defaultCPUSet = cpus(t, "0,7-15")
+				s.SetDefaultCPUSet(cpus(t, "0,7-15"))
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,7-15","entries":{
 				"gu-pod-1-uid":{"gu-container-1":{"baseline":"1-2","resized":"1-2"}},
@@ -90,7 +90,7 @@ func TestKEP5554WalkThrough(t *testing.T) {
 				s.DeleteAssignment(pod1, c1)
 				s.SetAssignment(pod2, c1, Assignment{Baseline: cpus(t, "3-4"), Resized: cpus(t, "1,3-4,7")})
 				s.SetAssignment(pod2, c2, Assignment{Baseline: cpus(t, "5-6"), Resized: cpus(t, "5-6")})
-				s.defaultCPUSet = cpus(t, "0,2,8-15")
+				s.SetDefaultCPUSet(cpus(t, "0,2,8-15"))
 			},
 			kepDoc: `{"policyName":"static","defaultCpuSet":"0,2,8-15","entries":{
 				"gu-pod-2-uid":{"gu-container-1":{"baseline":"3-4","resized":"1,3-4,7"},
@@ -353,7 +353,9 @@ func TestMarshalRefusesInconsistentState(t *testing.T) {
 		reason string
 	}{
 		{"overlap", func(s *State) { s.SetAssignment("pod-c", "x", Assignment{Baseline: cpus(t, "7")}) }, "overlap on CPUs"},
-		{"shared", func(s *State) { s.defaultCPUSet = cpus(t, "0,5") }, "overlaps defaultCpuSet"},
+		{"shared", func(s *State) { s.SetDefaultCPUSet(cpus(t, "0,5")) }, "overlaps defaultCpuSet"},
+		{"a shared CPU no checkpoint can hold", func(s *State) { s.ReturnShared(cpuset.New(-3, 70000)) },
+			"defaultCpuSet names CPUs [-3 70000], outside the CPU ids 0-65535 a checkpoint can hold"},
 		{"shrunk below baseline", func(s *State) {
 			s.SetAssignment("pod-a", "app", Assignment{Baseline: cpus(t, "1-2"), Resized: cpus(t, "2-3")})
 		}, "does not contain baseline"},

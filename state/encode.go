@@ -34,7 +34,13 @@ func (e *encoder) canonical(s *State) []byte {
 	e.buf = append(e.buf, `,"formatVersion":`...)
 	e.buf = strconv.AppendInt(e.buf, FormatVersion, 10)
 	e.buf = append(e.buf, `,"defaultCpuSet":`...)
-	e.cpuList(s.defaultCPUSet)
+	if s.sharedOutside.IsEmpty() {
+		e.buf = append(e.buf, '"')
+		e.buf = s.shared.AppendList(e.buf)
+		e.buf = append(e.buf, '"')
+	} else {
+		e.cpuList(s.DefaultCPUSet()) // (never after validate)
+	}
 
 	pods := make([]string, 0, len(s.entries))
 	for podUID, containers := range s.entries {

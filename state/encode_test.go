@@ -24,7 +24,7 @@ func encodeDisk(s *State) diskCheckpoint {
 	cp := diskCheckpoint{
 		PolicyName:    PolicyName,
 		FormatVersion: FormatVersion,
-		DefaultCPUSet: cpumask.Format(s.defaultCPUSet),
+		DefaultCPUSet: cpumask.Format(s.DefaultCPUSet()),
 		Entries:       make(map[string]map[string]diskEntry, len(s.entries)),
 		Containers:    make(map[string]diskContainerRef, len(s.containers)),
 		Pods:          make(map[string]diskPod, len(s.pods)),

@@ -185,7 +185,7 @@ func TestImportKubelet(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ImportKubelet: %v", err)
 			}
-			if got := s.defaultCPUSet.String(); got != tc.defaults {
+			if got := s.DefaultCPUSet().String(); got != tc.defaults {
 				t.Errorf("defaultCpuSet %q, want %q", got, tc.defaults)
 			}
 			got := map[ContainerRef]string{}

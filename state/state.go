@@ -12,12 +12,13 @@ import (
 
 // New returns an empty state whose shared pool is defaultCPUSet.
 func New(defaultCPUSet cpuset.CPUSet) *State {
-	return &State{
-		defaultCPUSet: defaultCPUSet,
-		entries:       map[string]map[string]Assignment{},
-		containers:    map[string]ContainerRef{},
-		pods:          map[string]PodRecord{},
+	s := &State{
+		entries:    map[string]map[string]Assignment{},
+		containers: map[string]ContainerRef{},
+		pods:       map[string]PodRecord{},
 	}
+	s.SetDefaultCPUSet(defaultCPUSet)
+	return s
 }
 
 // Clone returns a copy: changing one never changes the other. A pod's
@@ -27,7 +28,8 @@ func New(defaultCPUSet cpuset.CPUSet) *State {
 // cpusets are shared, as they are immutable values.
 func (s *State) Clone() *State {
 	c := &State{
-		defaultCPUSet: s.defaultCPUSet,
+		shared:        s.shared,
+		sharedOutside: s.sharedOutside,
 		entries:       maps.Clone(s.entries),
 		containers:    maps.Clone(s.containers),
 		pods:          maps.Clone(s.pods),
@@ -55,7 +57,7 @@ func (s *State) Equal(o *State) bool {
 	if s == nil || o == nil {
 		return s == o
 	}
-	if !cpumask.Equal(s.defaultCPUSet, o.defaultCPUSet) {
+	if !s.shared.Equal(o.shared) || !cpumask.Equal(s.sharedOutside, o.sharedOutside) {
 		return false
 	}
 	if !maps.Equal(s.containers, o.containers) || !maps.Equal(s.pods, o.pods) {
@@ -92,10 +94,68 @@ func (a Assignment) equal(b Assignment) bool {
 }
 
 // DefaultCPUSet returns the shared pool (checkpoint key "defaultCpuSet").
-func (s *State) DefaultCPUSet() cpuset.CPUSet { return s.defaultCPUSet }
+// It builds the set from the pool's bitmap: a decision reads SharedMask.
+func (s *State) DefaultCPUSet() cpuset.CPUSet {
+	if s.sharedOutside.IsEmpty() {
+		return s.shared.CPUSet()
+	}
+	return s.shared.CPUSet().Union(s.sharedOutside)
+}
+
+// SharedMask returns the shared pool as a bitmap. The state keeps using
+// it: the caller must not change it.
+func (s *State) SharedMask() cpumask.Mask { return s.shared }
 
 // SetDefaultCPUSet records the shared pool.
-func (s *State) SetDefaultCPUSet(cpus cpuset.CPUSet) { s.defaultCPUSet = cpus }
+func (s *State) SetDefaultCPUSet(cpus cpuset.CPUSet) {
+	s.shared, s.sharedOutside = nil, cpuset.New()
+	s.shared, s.sharedOutside = addShared(s.shared, s.sharedOutside, cpus)
+}
+
+// TakeShared removes cpus from the shared pool.
+func (s *State) TakeShared(cpus cpuset.CPUSet) {
+	if cpus.IsEmpty() {
+		return
+	}
+	m, outside := splitMask(cpus)
+	s.shared = s.shared.AndNot(m)
+	if !outside.IsEmpty() && !s.sharedOutside.IsEmpty() {
+		s.sharedOutside = s.sharedOutside.Difference(outside)
+	}
+}
+
+// ReturnShared adds cpus to the shared pool.
+func (s *State) ReturnShared(cpus cpuset.CPUSet) {
+	if cpus.IsEmpty() {
+		return
+	}
+	s.shared, s.sharedOutside = addShared(s.shared, s.sharedOutside, cpus)
+}
+
+// addShared returns the pool (shared, outside) with cpus added, in new
+// values: the old ones may be a clone's.
+func addShared(shared cpumask.Mask, outside, cpus cpuset.CPUSet) (cpumask.Mask, cpuset.CPUSet) {
+	m, out := splitMask(cpus)
+	if !out.IsEmpty() {
+		outside = outside.Union(out)
+	}
+	return shared.Or(m), outside
+}
+
+// splitMask returns the CPUs of cpus a checkpoint's bitmap can hold, and
+// the others.
+func splitMask(cpus cpuset.CPUSet) (cpumask.Mask, cpuset.CPUSet) {
+	var m cpumask.Mask
+	var outside []int
+	for _, id := range cpus.UnsortedList() {
+		if id < 0 || id > cpumask.MaxID {
+			outside = append(outside, id)
+			continue
+		}
+		m.Add(id)
+	}
+	return m, cpuset.New(outside...)
+}
 
 // Assignments yields every assignment, in no particular order (ForEach
 // sorts).

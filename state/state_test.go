@@ -234,7 +234,7 @@ func TestCloneIsIndependent(t *testing.T) {
 	c.SetAssignment("pod-c", "new", Assignment{Baseline: cpus(t, "8")})
 	c.DeleteContainer("c-db")
 	c.SetPodResources("pod-a", PodRecord{})
-	c.defaultCPUSet = cpus(t, "0")
+	c.SetDefaultCPUSet(cpus(t, "0"))
 
 	if a, _ := s.Assignment("pod-a", "app"); a.Assigned().String() != "1-4" {
 		t.Errorf("changing the clone changed the original's assignment to %v", a.Assigned())
@@ -248,8 +248,40 @@ func TestCloneIsIndependent(t *testing.T) {
 	if r, _ := s.PodResources("pod-a"); r.Resources.CPUQuota != 500000 {
 		t.Error("changing the clone's pod resources changed the original")
 	}
-	if s.defaultCPUSet.String() != "0,8-15" {
+	if s.DefaultCPUSet().String() != "0,8-15" {
 		t.Error("changing the clone's default set changed the original")
+	}
+}
+
+// TestSharedPoolTakesAndReturns checks TakeShared and ReturnShared on the
+// pool's bitmap: the CPUs they move, and that a clone sharing the bitmap
+// keeps its own pool (copy on write).
+func TestSharedPoolTakesAndReturns(t *testing.T) {
+	tests := []struct {
+		name, take, give, want string
+	}{
+		{"take some", "8-9", "", "0,10-15"},
+		{"take none of the pool", "1-2", "", "0,8-15"},
+		{"take and give back", "8-15", "8", "0,8"},
+		{"give beyond the first word", "", "64,127", "0,8-15,64,127"},
+		{"take all", "0,8-15", "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := sampleState(t)
+			c := s.Clone()
+			c.TakeShared(cpus(t, tc.take))
+			c.ReturnShared(cpus(t, tc.give))
+			if got := c.DefaultCPUSet().String(); got != tc.want {
+				t.Errorf("pool %q, want %q", got, tc.want)
+			}
+			if got := c.SharedMask().String(); got != tc.want {
+				t.Errorf("pool's bitmap %q, want %q", got, tc.want)
+			}
+			if got := s.DefaultCPUSet().String(); got != "0,8-15" {
+				t.Errorf("the original's pool became %q", got)
+			}
+		})
 	}
 }
 
@@ -282,7 +314,7 @@ func TestEqual(t *testing.T) {
 		{"unchanged", func(*State) {}, true},
 		{"empty pod map is no pod", func(s *State) { s.entries["ghost"] = map[string]Assignment{} }, true},
 		{"nil maps are empty maps", nil, true},
-		{"default set", func(s *State) { s.defaultCPUSet = cpus(t, "0,8-14") }, false},
+		{"default set", func(s *State) { s.SetDefaultCPUSet(cpus(t, "0,8-14")) }, false},
 		{"baseline", func(s *State) { s.SetAssignment("pod-b", "db", Assignment{Baseline: cpus(t, "6")}) }, false},
 		{"resized", func(s *State) {
 			s.SetAssignment("pod-a", "app", Assignment{Baseline: cpus(t, "1-2"), Resized: cpus(t, "1-3")})

@@ -60,9 +60,9 @@ func (s *State) check(online *cpuset.CPUSet, sorted bool) error {
 	if err := s.validateText(sorted); err != nil {
 		return err
 	}
-	shared, ok := maskWithin(s.defaultCPUSet, onlineMask, online != nil)
-	if !ok {
-		return setError("defaultCpuSet", s.defaultCPUSet, online)
+	shared := s.shared
+	if !s.sharedOutside.IsEmpty() || online != nil && !shared.AndNot(onlineMask).IsEmpty() {
+		return setError("defaultCpuSet", s.DefaultCPUSet(), online)
 	}
 	claimed, err := s.validateEntries(shared, onlineMask, online, sorted)
 	if err != nil {
@@ -287,8 +287,8 @@ func (s *State) validateHolds(shared, claimed, onlineMask cpumask.Mask, online *
 // pod whose UID sorts first.
 func (s *State) holdOverlapError(podUID string) error {
 	h := s.holds[podUID]
-	if common := h.CPUs.Intersection(s.defaultCPUSet); !common.IsEmpty() {
-		return fmt.Errorf("hold of pod %q (CPUs %q) overlaps defaultCpuSet %q on CPUs %q", podUID, h.CPUs, s.defaultCPUSet, common)
+	if common := h.CPUs.Intersection(s.DefaultCPUSet()); !common.IsEmpty() {
+		return fmt.Errorf("hold of pod %q (CPUs %q) overlaps defaultCpuSet %q on CPUs %q", podUID, h.CPUs, s.DefaultCPUSet(), common)
 	}
 	var found error
 	s.ForEach(func(ref ContainerRef, a Assignment) {
@@ -313,8 +313,8 @@ func (s *State) holdOverlapError(podUID string) error {
 func (s *State) overlapError(ref ContainerRef) error {
 	a := s.entries[ref.PodUID][ref.Name]
 	held := a.Held()
-	if common := held.Intersection(s.defaultCPUSet); !common.IsEmpty() {
-		return fmt.Errorf("%s (CPUs %q) overlaps defaultCpuSet %q on CPUs %q", ref, held, s.defaultCPUSet, common)
+	if common := held.Intersection(s.DefaultCPUSet()); !common.IsEmpty() {
+		return fmt.Errorf("%s (CPUs %q) overlaps defaultCpuSet %q on CPUs %q", ref, held, s.DefaultCPUSet(), common)
 	}
 	var found error
 	s.ForEach(func(other ContainerRef, b Assignment) {
