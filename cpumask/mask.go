@@ -129,6 +129,20 @@ func (m Mask) Intersects(o Mask) bool {
 	return false
 }
 
+// IsSubsetOf reports whether every CPU of m is in o.
+func (m Mask) IsSubsetOf(o Mask) bool {
+	for i, w := range m {
+		var in uint64
+		if i < len(o) {
+			in = o[i]
+		}
+		if w&^in != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Equal reports whether m and o hold the same CPUs.
 func (m Mask) Equal(o Mask) bool {
 	long, short := m, o

@@ -89,6 +89,9 @@ func TestAgreesWithCPUSet(t *testing.T) {
 		if ma.Equal(mb) != a.Equals(b) {
 			t.Fatalf("Equal(%s, %s) is wrong", a, b)
 		}
+		if ma.IsSubsetOf(mb) != a.IsSubsetOf(b) || !ma.And(mb).IsSubsetOf(ma) {
+			t.Fatalf("IsSubsetOf(%s, %s) is wrong", a, b)
+		}
 		long := append(ma.Clone(), 0, 0)
 		if !long.Equal(ma) || !ma.Equal(long) {
 			t.Fatalf("a mask with trailing empty words differs from itself: %s", a)

@@ -1,10 +1,7 @@
 package plugin
 
 import (
-	"reflect"
 	"slices"
-
-	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
@@ -16,18 +13,20 @@ import (
 // it delivers the next event, a resize's target and a new container's
 // cpuset outside its NRI lock) and an unsolicited update whenever it gets
 // its lock, so a cgroup read in between shows an older cpuset: that is no
-// drift.
+// drift. The cpusets are bitmaps, compared word by word (a shared pool of
+// thousands of CPUs is a few dozen words), never changed once handed: the
+// shared containers' updates share the pool's.
 type runtimeView struct {
 	// cgroupPath is the container's cgroups path, for verification.
 	cgroupPath string
 	// applied is the cpuset last handed to the runtime (when known is
 	// set): what the container runs on once everything sent has landed.
-	applied cpuset.CPUSet
+	applied cpumask.Mask
 	known   bool
 	// transit are the cpusets the runtime may still show until applied is
 	// confirmed: what the container ran on before, and what an unsolicited
 	// update that raced with a reply carried. Empty once confirmed.
-	transit []cpuset.CPUSet
+	transit []cpumask.Mask
 	// bySeq says that applied came with the reply of event sentSeq and is
 	// applied once the runtime delivers a later event (it applies a
 	// reply's updates of other containers before it takes the next event).
@@ -63,7 +62,7 @@ type runtimeView struct {
 	// PostStartContainer sends it again.
 	started           bool
 	handedBeforeStart bool
-	spec              cpuset.CPUSet
+	spec              cpumask.Mask
 }
 
 // maxTransit bounds runtimeView.transit.
@@ -85,15 +84,11 @@ const (
 
 // hand records that cpus were handed to the runtime for the container.
 // What it ran on before stays possible until confirmed.
-func (v *runtimeView) hand(cpus cpuset.CPUSet, kind handKind, seq uint64) {
+func (v *runtimeView) hand(cpus cpumask.Mask, kind handKind, seq uint64) {
 	if v.bySeq && seq > v.sentSeq {
 		v.confirm() // the runtime applied it before this event came
 	}
-	// (Identity, not content: a reply hands hundreds of containers a
-	// shared pool of thousands of CPUs, and comparing contents would cost
-	// more than the decision. A copy of an equal set kept in transit is
-	// harmless: a read that matches applied is judged first.)
-	if v.known && !identical(v.applied, cpus) {
+	if v.known && !v.applied.Equal(cpus) {
 		v.addTransit(v.applied)
 	}
 	if kind == handedInSpec {
@@ -110,23 +105,23 @@ func (v *runtimeView) hand(cpus cpuset.CPUSet, kind handKind, seq uint64) {
 
 // unhand records that an unsolicited update was not applied: the
 // container runs on what it ran on before.
-func (v *runtimeView) unhand(before cpuset.CPUSet, known bool) {
+func (v *runtimeView) unhand(before cpumask.Mask, known bool) {
 	v.applied, v.known = before, known
 	v.generation++
 }
 
 // synchronized records the runtime's view of the container at Synchronize:
 // whether it started, and else the cpuset its spec holds.
-func (v *runtimeView) synchronized(started bool, spec cpuset.CPUSet) {
-	v.started, v.handedBeforeStart, v.spec = started, false, cpuset.CPUSet{}
+func (v *runtimeView) synchronized(started bool, spec cpumask.Mask) {
+	v.started, v.handedBeforeStart, v.spec = started, false, nil
 	if !started {
 		v.spec = spec
 	}
 }
 
 // addTransit records that the runtime may still show cpus.
-func (v *runtimeView) addTransit(cpus cpuset.CPUSet) {
-	if slices.ContainsFunc(v.transit, func(t cpuset.CPUSet) bool { return identical(t, cpus) }) {
+func (v *runtimeView) addTransit(cpus cpumask.Mask) {
+	if slices.ContainsFunc(v.transit, cpus.Equal) {
 		return
 	}
 	if len(v.transit) == maxTransit {
@@ -143,7 +138,7 @@ func (v *runtimeView) addTransit(cpus cpuset.CPUSet) {
 // a read may show until the new send is confirmed).
 func (v *runtimeView) start() (resend bool) {
 	spec := v.spec
-	v.started, v.spec = true, cpuset.CPUSet{}
+	v.started, v.spec = true, nil
 	if !v.handedBeforeStart {
 		return false
 	}
@@ -151,7 +146,7 @@ func (v *runtimeView) start() (resend bool) {
 	if !v.known {
 		return false
 	}
-	if !spec.IsEmpty() && !identical(spec, v.applied) {
+	if !spec.IsEmpty() && !spec.Equal(v.applied) {
 		v.addTransit(spec)
 	}
 	v.bySeq = false // an event no longer confirms it: the re-send will
@@ -160,7 +155,7 @@ func (v *runtimeView) start() (resend bool) {
 
 // set records what the container runs on, known for sure (the runtime's
 // own view at Synchronize, a cgroup read).
-func (v *runtimeView) set(cpus cpuset.CPUSet) {
+func (v *runtimeView) set(cpus cpumask.Mask) {
 	v.applied, v.known = cpus, true
 	v.settle()
 	v.generation++
@@ -185,8 +180,8 @@ func (v *runtimeView) settle() {
 }
 
 // inTransit tells whether the runtime may still show cpus.
-func (v *runtimeView) inTransit(cpus cpuset.CPUSet, eq setEqual) bool {
-	return slices.ContainsFunc(v.transit, func(t cpuset.CPUSet) bool { return eq.equal(t, cpus) })
+func (v *runtimeView) inTransit(cpus cpumask.Mask) bool {
+	return slices.ContainsFunc(v.transit, cpus.Equal)
 }
 
 // readVerdict is what a cgroup read tells of a container.
@@ -207,15 +202,15 @@ const (
 // events delivered when the read started, periodic tells the periodic pass
 // (whose reads are far enough apart that a second stale one means a lost
 // update).
-func (v *runtimeView) judge(cpus cpuset.CPUSet, seq uint64, periodic bool, eq setEqual) readVerdict {
+func (v *runtimeView) judge(cpus cpumask.Mask, seq uint64, periodic bool) readVerdict {
 	if v.bySeq && seq > v.sentSeq {
 		v.settle()
 	}
 	switch {
-	case v.known && eq.equal(cpus, v.applied):
+	case v.known && cpus.Equal(v.applied):
 		v.settle()
 		return readMatches
-	case v.inTransit(cpus, eq):
+	case v.inTransit(cpus):
 		if periodic {
 			v.staleReads++
 			if v.staleReads >= 2 {
@@ -226,40 +221,3 @@ func (v *runtimeView) judge(cpus cpuset.CPUSet, seq uint64, periodic bool, eq se
 	}
 	return readDrift
 }
-
-// identical tells whether two cpusets are the same value (one map), or
-// both empty, without reading their contents.
-func identical(a, b cpuset.CPUSet) bool {
-	if a.IsEmpty() || b.IsEmpty() {
-		return a.IsEmpty() && b.IsEmpty()
-	}
-	return mapOf(a) == mapOf(b)
-}
-
-// setEqual compares cpusets by content, remembering the answer for each
-// pair of values: a verification pass compares hundreds of shared
-// containers' reads (one parsed set) with their beliefs (mostly one pool),
-// each of thousands of CPUs, while it holds the plugin's lock. The zero
-// value compares without remembering.
-type setEqual map[[2]uintptr]bool
-
-func (e setEqual) equal(a, b cpuset.CPUSet) bool {
-	switch {
-	case identical(a, b):
-		return true
-	case a.Size() != b.Size():
-		return false
-	case e == nil:
-		return cpumask.Equal(a, b)
-	}
-	key := [2]uintptr{mapOf(a), mapOf(b)}
-	same, ok := e[key]
-	if !ok {
-		same = cpumask.Equal(a, b)
-		e[key] = same
-	}
-	return same
-}
-
-// mapOf identifies a non-empty cpuset's value.
-func mapOf(s cpuset.CPUSet) uintptr { return reflect.ValueOf(s).Field(0).Pointer() }

@@ -3,7 +3,7 @@ package plugin
 import (
 	"testing"
 
-	"k8s.io/utils/cpuset"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 )
 
 // TestJudgeReads plays cgroup reads against what the plugin handed the
@@ -12,9 +12,9 @@ import (
 // PostUpdateContainer for a resize's target, two periodic reads), one the
 // plugin never handed is drift at once.
 func TestJudgeReads(t *testing.T) {
-	old, next, other := cpuset.New(0, 1, 2, 3), cpuset.New(0, 3), cpuset.New(0, 1)
+	old, next, other := mask(0, 1, 2, 3), mask(0, 3), mask(0, 1)
 	type read struct {
-		cpus     cpuset.CPUSet
+		cpus     cpumask.Mask
 		seq      uint64
 		periodic bool
 		want     readVerdict
@@ -43,7 +43,7 @@ func TestJudgeReads(t *testing.T) {
 				v.confirm()
 			}
 			for i, r := range tc.reads {
-				if got := v.judge(r.cpus, r.seq, r.periodic, setEqual{}); got != r.want {
+				if got := v.judge(r.cpus, r.seq, r.periodic); got != r.want {
 					t.Fatalf("read %d of %s (seq %d, periodic %v): verdict %d, want %d", i, r.cpus, r.seq, r.periodic, got, r.want)
 				}
 			}
@@ -56,16 +56,16 @@ func TestJudgeReads(t *testing.T) {
 // land before or after that update, so a later event does not make the
 // update's cpuset drift.
 func TestReplyDuringAnUnsolicitedUpdateIsNotConfirmedByEvents(t *testing.T) {
-	before, sent, replied := cpuset.New(0, 1), cpuset.New(0, 1, 2, 3), cpuset.New(0, 1, 3)
+	before, sent, replied := mask(0, 1), mask(0, 1, 2, 3), mask(0, 1, 3)
 	v := &runtimeView{}
 	v.set(before)
 	v.hand(sent, handedUnsolicited, 1) // in flight until it returns
 	v.hand(replied, handedInReply, 2)
 	v.inFlight = false // the update returned
-	if got := v.judge(sent, 10, false, nil); got != readStale {
+	if got := v.judge(sent, 10, false); got != readStale {
 		t.Errorf("the unsolicited update's cpuset after later events: verdict %d, want stale", got)
 	}
-	if got := v.judge(replied, 10, false, nil); got != readMatches {
+	if got := v.judge(replied, 10, false); got != readMatches {
 		t.Errorf("the reply's cpuset: verdict %d, want a match", got)
 	}
 }
@@ -76,34 +76,26 @@ func TestReplyDuringAnUnsolicitedUpdateIsNotConfirmedByEvents(t *testing.T) {
 // later event comes, and the list is bounded anyway.
 func TestTransitStaysShort(t *testing.T) {
 	v := &runtimeView{}
-	v.set(cpuset.New(0))
+	v.set(mask(0))
 	for i := 1; i <= 100; i++ {
-		v.hand(cpuset.New(0, i), handedInReply, uint64(i))
+		v.hand(mask(0, i), handedInReply, uint64(i))
 	}
 	if len(v.transit) != 1 {
 		t.Errorf("after 100 replies, %d cpusets in transit, want 1", len(v.transit))
 	}
 	for i := 1; i <= 100; i++ {
-		v.hand(cpuset.New(1, i), handedAsTarget, 100)
+		v.hand(mask(1, i), handedAsTarget, 100)
 	}
 	if len(v.transit) > maxTransit {
 		t.Errorf("after 100 targets, %d cpusets in transit, want at most %d", len(v.transit), maxTransit)
 	}
 }
 
-// TestSetEqual compares by content, whatever the values.
-func TestSetEqual(t *testing.T) {
-	a, b, c := cpuset.New(1, 2, 3), cpuset.New(1, 2, 3), cpuset.New(1, 2, 4)
-	for _, eq := range []setEqual{nil, {}} {
-		for _, tc := range []struct {
-			x, y cpuset.CPUSet
-			want bool
-		}{{a, a, true}, {a, b, true}, {a, c, false}, {cpuset.New(), cpuset.CPUSet{}, true}, {a, cpuset.New(), false}} {
-			for i := 0; i < 2; i++ { // the second time from memory
-				if got := eq.equal(tc.x, tc.y); got != tc.want {
-					t.Errorf("equal(%s, %s) = %v", tc.x, tc.y, got)
-				}
-			}
-		}
+// mask is the bitmap of the given CPUs.
+func mask(ids ...int) cpumask.Mask {
+	var m cpumask.Mask
+	for _, id := range ids {
+		m.Add(id)
 	}
+	return m
 }

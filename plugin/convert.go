@@ -179,11 +179,11 @@ func updatesToNRI(us []policy.Update) []*api.ContainerUpdate {
 // distinct payloads. Updates are told apart by their cpuset's list text, which
 // the policy formats once for the many shared-pool updates: no set
 // comparison per update.
-func convertUpdates(us []policy.Update) ([]*api.ContainerUpdate, []cpuset.CPUSet) {
+func convertUpdates(us []policy.Update) ([]*api.ContainerUpdate, []cpumask.Mask) {
 	out := make([]*api.ContainerUpdate, 0, len(us))
 	type key struct{ cpus, mems string }
 	payloads := map[key]*api.LinuxContainerUpdate{}
-	var distinct []cpuset.CPUSet
+	var distinct []cpumask.Mask
 	for _, u := range us {
 		k := key{cpus: u.List()}
 		if !u.Mems.IsEmpty() {
@@ -235,4 +235,11 @@ func (l nriLogger) Infof(_ context.Context, format string, args ...any) { l.e.De
 func (l nriLogger) Warnf(_ context.Context, format string, args ...any) { l.e.Warnf(format, args...) }
 func (l nriLogger) Errorf(_ context.Context, format string, args ...any) {
 	l.e.Errorf(format, args...)
+}
+
+// maskOf returns a cpuset as a bitmap; a negative id, which no CPU has,
+// is left out.
+func maskOf(cpus cpuset.CPUSet) cpumask.Mask {
+	m, _ := cpumask.Of(cpus)
+	return m
 }

@@ -64,11 +64,11 @@ func TestConvertValues(t *testing.T) {
 	if got := podFromNRI(pod); got.QoS() != policy.QoSGuaranteed || got.UID != "u" {
 		t.Errorf("podFromNRI = %+v", got)
 	}
-	u := updateToNRI(policy.Update{ContainerID: "c", CPUs: cpuset.New(1, 2, 5), Mems: cpuset.New(0)})
+	u := updateToNRI(policy.Update{ContainerID: "c", CPUs: mask(1, 2, 5), Mems: cpuset.New(0)})
 	if u.GetContainerId() != "c" || u.GetLinux().GetResources().GetCpu().GetCpus() != "1-2,5" || u.GetLinux().GetResources().GetCpu().GetMems() != "0" {
 		t.Errorf("updateToNRI = %v", u)
 	}
-	if u := updateToNRI(policy.Update{ContainerID: "c", CPUs: cpuset.New(3)}); u.GetLinux().GetResources().GetCpu().GetMems() != "" {
+	if u := updateToNRI(policy.Update{ContainerID: "c", CPUs: mask(3)}); u.GetLinux().GetResources().GetCpu().GetMems() != "" {
 		t.Errorf("updateToNRI sets mems without alignment: %v", u)
 	}
 }

@@ -59,7 +59,7 @@ func FuzzPayload(f *testing.F) {
 		f.Fatal(err)
 	}
 	base := d.Model
-	pinned.CPUs = d.Target.CPUs
+	pinned.CPUs = d.Target.CPUSet()
 
 	check := func(t *testing.T, what string, m *policy.Model) {
 		t.Helper()

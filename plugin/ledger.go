@@ -5,8 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/utils/cpuset"
-
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
@@ -239,8 +237,7 @@ func (l *ledger) pendingUpdates(desired desiredFunc) []policy.Update {
 func (l *ledger) shrinksFirst(updates []policy.Update) []policy.Update {
 	var shrinking, other []policy.Update
 	for _, u := range updates {
-		// (Sizes first: most pending updates grow, and the sets are maps.)
-		if v := l.views[u.ContainerID]; v != nil && v.known && u.CPUs.Size() <= v.applied.Size() && u.CPUs.IsSubsetOf(v.applied) {
+		if v := l.views[u.ContainerID]; v != nil && v.known && u.CPUs.IsSubsetOf(v.applied) {
 			shrinking = append(shrinking, u)
 		} else {
 			other = append(other, u)
@@ -254,7 +251,7 @@ func (l *ledger) shrinksFirst(updates []policy.Update) []policy.Update {
 type sent struct {
 	u          policy.Update
 	generation uint64
-	before     cpuset.CPUSet
+	before     cpumask.Mask
 	known      bool
 }
 
@@ -297,7 +294,7 @@ func (l *ledger) finishSend(batch []sent, failed map[string]bool, err error, tra
 			again = append(again, id)
 		case v.generation == s.generation:
 			v.confirm()
-		case !cpumask.Equal(v.applied, s.u.CPUs):
+		case !v.applied.Equal(s.u.CPUs):
 			// A reply changed the container while the update was in
 			// flight, and which landed last is unknown: send what the
 			// model wants once more. (Both are safe: the lent CPUs were
@@ -323,7 +320,7 @@ func (l *ledger) resync() {
 // its cgroups path, whether it started (one created but not started yet
 // gets the cpuset of its spec unless an update is sent again once it
 // started) and, unless it exited, the cpuset it runs on.
-func (l *ledger) synced(id, cgroupPath string, started, exited bool, cpus cpuset.CPUSet) {
+func (l *ledger) synced(id, cgroupPath string, started, exited bool, cpus cpumask.Mask) {
 	v := l.view(id)
 	v.cgroupPath = cgroupPath
 	v.synchronized(started, cpus)
@@ -348,11 +345,11 @@ func (l *ledger) forgetNotIn(tracked func(id string) bool) {
 
 // appliedTo returns what the ledger believes container id runs on (empty
 // when unknown).
-func (l *ledger) appliedTo(id string) cpuset.CPUSet {
+func (l *ledger) appliedTo(id string) cpumask.Mask {
 	if v := l.views[id]; v != nil && v.known {
 		return v.applied
 	}
-	return cpuset.New()
+	return nil
 }
 
 // probe is a container whose cgroup a verification reads, with what the
@@ -403,7 +400,7 @@ const (
 // judgeRead judges a read of probe pr's cgroup (see runtimeView.judge):
 // seq is the number of events delivered when the reads began, periodic
 // tells the periodic pass.
-func (l *ledger) judgeRead(pr probe, cpus cpuset.CPUSet, seq uint64, periodic bool, eq setEqual) readOutcome {
+func (l *ledger) judgeRead(pr probe, cpus cpumask.Mask, seq uint64, periodic bool) readOutcome {
 	v := l.views[pr.id]
 	if v == nil || v.generation != pr.generation {
 		return readIgnored
@@ -424,7 +421,7 @@ func (l *ledger) judgeRead(pr probe, cpus cpuset.CPUSet, seq uint64, periodic bo
 		v.due = true
 		return readAgain
 	}
-	switch v.judge(cpus, seq, periodic, eq) {
+	switch v.judge(cpus, seq, periodic) {
 	case readStale:
 		v.due = true
 		return readAgain

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/utils/cpuset"
-
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
@@ -19,7 +17,7 @@ func testLedger(now *time.Time) *ledger {
 }
 
 func upd(id string, cpus ...int) policy.Update {
-	return policy.Update{ContainerID: id, CPUs: cpuset.New(cpus...)}
+	return policy.Update{ContainerID: id, CPUs: mask(cpus...)}
 }
 
 // TestLedgerSendDue: pending updates go out SendDelay after the last event,
@@ -103,10 +101,10 @@ func TestLedgerUnsolicitedSend(t *testing.T) {
 	default:
 		t.Error("sendDone not closed")
 	}
-	if got := l.appliedTo("failed"); !got.Equals(cpuset.New(1)) {
+	if got := l.appliedTo("failed"); !got.Equal(mask(1)) {
 		t.Errorf("failed runs on %s in the ledger, want its earlier 1", got)
 	}
-	if v := l.views["ok"]; !v.known || !v.applied.Equals(cpuset.New(2)) || len(v.transit) != 0 {
+	if v := l.views["ok"]; !v.known || !v.applied.Equal(mask(2)) || len(v.transit) != 0 {
 		t.Errorf("ok: %+v, want 2 confirmed", v)
 	}
 	// A failure of the whole call: everything is due again.
@@ -125,7 +123,7 @@ func TestLedgerProbesAndReads(t *testing.T) {
 	now := time.Now()
 	l := testLedger(&now)
 	for _, id := range []string{"a", "b", "c"} {
-		l.synced(id, "/"+id, true, false, cpuset.New(1))
+		l.synced(id, "/"+id, true, false, mask(1))
 	}
 	ids := []string{"a", "b", "c", "nocgroup"}
 	l.view("nocgroup")
@@ -142,7 +140,7 @@ func TestLedgerProbesAndReads(t *testing.T) {
 	}
 	probes, seq := l.probes(ids, true, func(string) bool { return false })
 	for _, pr := range probes {
-		if got := l.judgeRead(pr, cpuset.New(1), seq, true, setEqual{}); got != readConsistent {
+		if got := l.judgeRead(pr, mask(1), seq, true); got != readConsistent {
 			t.Errorf("%s read as handed: %v, want consistent", pr.id, got)
 		}
 	}
@@ -155,11 +153,11 @@ func TestLedgerProbesAndReads(t *testing.T) {
 		t.Errorf("after a reply to a and c named, reads %v, want a c", got)
 	}
 	probes, seq = l.probes([]string{"a"}, false, func(string) bool { return false })
-	if got := l.judgeRead(probes[0], cpuset.New(1), seq, false, setEqual{}); got != readAgain {
+	if got := l.judgeRead(probes[0], mask(1), seq, false); got != readAgain {
 		t.Errorf("a read on its earlier cpuset before the reply is known applied: %v, want read again", got)
 	}
 	probes, seq = l.probes([]string{"b"}, true, func(string) bool { return false })
-	if got := l.judgeRead(probes[0], cpuset.New(3), seq, true, setEqual{}); got != readDrifted || !l.appliedTo("b").Equals(cpuset.New(3)) {
+	if got := l.judgeRead(probes[0], mask(3), seq, true); got != readDrifted || !l.appliedTo("b").Equal(mask(3)) {
 		t.Errorf("b read on a cpuset never handed: %v, ledger %s; want drifted, 3", got, l.appliedTo("b"))
 	}
 }
@@ -197,7 +195,7 @@ func TestLedgerReplyCarriesWhatAnUpdateInFlightShrinks(t *testing.T) {
 		}
 		return out, nil
 	}
-	o := outcome{container: policy.Container{ID: "new"}, decision: policy.Decision{Target: &policy.Update{ContainerID: "new", CPUs: cpuset.New(2, 3)}}}
+	o := outcome{container: policy.Container{ID: "new"}, decision: policy.Decision{Target: &policy.Update{ContainerID: "new", CPUs: mask(2, 3)}}}
 	got := l.reply(o, desired)
 	if len(got) != 1 || got[0].ContainerID != "shared" || got[0].CPUs.String() != "0-1" {
 		t.Errorf("reply while the update is in flight: %+v, want the shared container on 0-1", got)

@@ -77,7 +77,7 @@ func (p *Plugin) recordContainers(ctrs []*api.Container) []policy.Container {
 		containers = append(containers, c)
 		if c.ID != "" {
 			p.ledger.synced(c.ID, bounded(ctr.GetLinux().GetCgroupsPath(), maxPathLen),
-				ctr.GetState() != api.ContainerState_CONTAINER_CREATED, c.Exited, c.CPUs)
+				ctr.GetState() != api.ContainerState_CONTAINER_CREATED, c.Exited, maskOf(c.CPUs))
 		}
 	}
 	return containers

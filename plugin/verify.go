@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 )
 
@@ -146,9 +146,9 @@ func (p *Plugin) probes(all bool) ([]probe, uint64) {
 // readCgroups reads the probes' cpusets, without the plugin's lock. The
 // shared containers' files all hold the shared pool: each distinct text is
 // parsed once (a pool of thousands of CPUs is a big set).
-func (p *Plugin) readCgroups(probes []probe) map[string]cpuset.CPUSet {
-	actual := make(map[string]cpuset.CPUSet, len(probes))
-	parsed := map[string]cpuset.CPUSet{}
+func (p *Plugin) readCgroups(probes []probe) map[string]cpumask.Mask {
+	actual := make(map[string]cpumask.Mask, len(probes))
+	parsed := map[string]cpumask.Mask{}
 	hierarchy := p.cgroups.cpusetRoot()
 	for _, pr := range probes {
 		text, file, err := readCPUsText(hierarchy, pr.path)
@@ -162,10 +162,12 @@ func (p *Plugin) readCgroups(probes []probe) map[string]cpuset.CPUSet {
 		}
 		cpus, ok := parsed[text]
 		if !ok {
-			if cpus, err = parseCgroupCPUs(text, file, p.limits.maxCPU); err != nil {
+			set, err := parseCgroupCPUs(text, file, p.limits.maxCPU)
+			if err != nil {
 				p.log.WithError(err).WithField("id", pr.id).Warn("cannot parse the container's cgroup cpuset")
 				continue
 			}
+			cpus = maskOf(set)
 			parsed[text] = cpus
 		}
 		actual[pr.id] = cpus
@@ -177,21 +179,20 @@ func (p *Plugin) readCgroups(probes []probe) map[string]cpuset.CPUSet {
 // of events delivered when the reads began, periodic tells the periodic
 // pass. A container seen on the smaller cpuset of an unconfirmed shrink
 // confirms it; one that drifted is sent its cpuset again.
-func (p *Plugin) judgeReads(probes []probe, actual map[string]cpuset.CPUSet, seq uint64, periodic bool) {
+func (p *Plugin) judgeReads(probes []probe, actual map[string]cpumask.Mask, seq uint64, periodic bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	eq := setEqual{}
 	for _, pr := range probes {
 		cpus, ok := actual[pr.id]
 		if t := p.model.Containers.Get(pr.id); !ok || t == nil || t.Stopped {
 			continue
 		}
 		believed := p.ledger.appliedTo(pr.id)
-		outcome := p.ledger.judgeRead(pr, cpus, seq, periodic, eq)
+		outcome := p.ledger.judgeRead(pr, cpus, seq, periodic)
 		if outcome == readIgnored {
 			continue
 		}
-		if _, releasing := p.model.Releasing[pr.id]; releasing && eq.equal(cpus, p.model.CPUsOf(pr.id)) {
+		if _, releasing := p.model.Releasing[pr.id]; releasing && cpus.Equal(maskOf(p.model.CPUsOf(pr.id))) {
 			p.confirm(pr.id)
 		}
 		if outcome == readDrifted {

@@ -87,7 +87,7 @@ func TestAdmitPodAsTheKubelet(t *testing.T) {
 			if got := l.pool(); got != tc.pool {
 				t.Errorf("shared pool %q, want %q", got, tc.pool)
 			}
-			if len(d.Others) != 1 || d.Others[0].ContainerID != shared || d.Others[0].CPUs.String() != tc.pool {
+			if len(d.Others) != 1 || d.Others[0].ContainerID != shared || d.Others[0].CPUSet().String() != tc.pool {
 				t.Errorf("updates %+v, want the shared container on %s", d.Others, tc.pool)
 			}
 			again, err := l.pol.AdmitPod(l.m, pod)
@@ -231,7 +231,7 @@ func TestAdmissionAtTheFirstCreation(t *testing.T) {
 	if got := entries(l.m, pod.UID); got != "app=1 init=1-2 other=2-3" {
 		t.Errorf("entries %q, want the whole pod admitted", got)
 	}
-	if len(d.Others) != 1 || d.Others[0].ContainerID != shared || !d.Others[0].CPUs.Equals(cpuset.New(0, 4, 5, 6, 7)) {
+	if len(d.Others) != 1 || d.Others[0].ContainerID != shared || !d.Others[0].CPUSet().Equals(cpuset.New(0, 4, 5, 6, 7)) {
 		t.Errorf("updates %+v, want %s on 0,4-7", d.Others, shared)
 	}
 }
@@ -253,7 +253,7 @@ func TestRecreationReportsWhatItCouldNotApply(t *testing.T) {
 	if d.Unapplied == nil || !strings.HasPrefix(d.Unapplied.Error(), "Infeasible: resizeAllocateCPUsError: container default/gu/app was re-created with 4 CPUs and restarts on its CPUs 1-2") {
 		t.Errorf("unapplied: %v", d.Unapplied)
 	}
-	if got := d.Target.CPUs.String(); got != "1-2" {
+	if got := d.Target.CPUSet().String(); got != "1-2" {
 		t.Errorf("re-created on %s, want its CPUs 1-2", got)
 	}
 }

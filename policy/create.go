@@ -104,7 +104,7 @@ func (p *Policy) createIn(m *Model, c Container, display string) (Decision, erro
 	nm.clearEnding(c.Pod.UID)
 	return Decision{
 		Model:  nm,
-		Target: &Update{ContainerID: c.ID, Display: display, CPUs: cpus, Mems: p.mems(cpus)},
+		Target: p.targetUpdate(c.ID, display, cpus),
 		Others: p.syncShared(m, nm),
 		Notes:  notes,
 	}, nil
@@ -116,7 +116,7 @@ func (p *Policy) createShared(m *Model, t *Tracked, notes []string) (Decision, e
 	t.Exclusive = false
 	nm.add(t)
 	nm.clearEnding(t.PodUID)
-	return Decision{Model: nm, Target: &Update{ContainerID: t.ID, Display: t.Display, CPUs: nm.SharedPool()}, Notes: notes}, nil
+	return Decision{Model: nm, Target: &Update{ContainerID: t.ID, Display: t.Display, CPUs: nm.sharedMask()}, Notes: notes}, nil
 }
 
 // recreate handles a container created under a pod and name that hold an
@@ -226,7 +226,7 @@ func (p *Policy) recreate(m *Model, c Container, t *Tracked, class Class, a stat
 	nm.clearEnding(c.Pod.UID)
 	return Decision{
 		Model:     nm,
-		Target:    &Update{ContainerID: c.ID, Display: display, CPUs: cpus, Mems: p.mems(cpus)},
+		Target:    p.targetUpdate(c.ID, display, cpus),
 		Others:    withTwins(nm, demoted, p.syncShared(m, nm)),
 		Notes:     notes,
 		Warnings:  warnings,
@@ -362,7 +362,7 @@ func withTwins(nm *Model, ids []string, updates []Update) []Update {
 		if slices.ContainsFunc(updates, func(u Update) bool { return u.ContainerID == id }) {
 			continue
 		}
-		twins = append(twins, Update{ContainerID: id, Display: nm.Containers.Get(id).Display, CPUs: nm.SharedPool()})
+		twins = append(twins, Update{ContainerID: id, Display: nm.Containers.Get(id).Display, CPUs: nm.sharedMask()})
 	}
 	slices.SortFunc(twins, func(a, b Update) int { return strings.Compare(a.ContainerID, b.ContainerID) })
 	return append(twins, updates...)

@@ -11,7 +11,9 @@ type Update struct {
 	ContainerID string
 	// Display names the container for logs.
 	Display string
-	CPUs    cpuset.CPUSet
+	// CPUs is the cpuset, as a bitmap: the updates of the shared
+	// containers share the pool's, so no receiver may change it.
+	CPUs cpumask.Mask
 	// CPUList is CPUs in the Linux list format, when the policy formatted
 	// it already (it does so once for the many updates that share the
 	// shared pool); empty otherwise.
@@ -26,8 +28,11 @@ func (u Update) List() string {
 	if u.CPUList != "" {
 		return u.CPUList
 	}
-	return cpumask.Format(u.CPUs)
+	return u.CPUs.String()
 }
+
+// CPUSet returns CPUs as a cpuset.
+func (u Update) CPUSet() cpuset.CPUSet { return u.CPUs.CPUSet() }
 
 // Operation classifies a resize for metrics and logs.
 type Operation string

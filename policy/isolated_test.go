@@ -103,7 +103,7 @@ func TestIsolatedCPUsExclusive(t *testing.T) {
 	a := running(t, "a", "guaranteed", 2000, "")
 	d, err = pol.CreateContainer(m, a)
 	step("create a", d, err)
-	if got := d.Target.CPUs.String(); got != "4-5" {
+	if got := d.Target.CPUSet().String(); got != "4-5" {
 		t.Errorf("a got %s, want the isolated CPUs 4-5", got)
 	}
 	if d.Others != nil {
@@ -112,7 +112,7 @@ func TestIsolatedCPUsExclusive(t *testing.T) {
 	// 4 more: the 2 isolated CPUs left, then 2 of the others.
 	d, err = pol.UpdateContainer(m, a, withCPUs(6))
 	step("grow a", d, err)
-	if got := d.Target.CPUs.String(); got != "1-2,4-7" {
+	if got := d.Target.CPUSet().String(); got != "1-2,4-7" {
 		t.Errorf("a grew to %s, want 1-2,4-7", got)
 	}
 	if got := m.SharedPool().String(); got != "0,3" {
@@ -122,7 +122,7 @@ func TestIsolatedCPUsExclusive(t *testing.T) {
 	b := running(t, "b", "guaranteed", 1000, "")
 	d, err = pol.CreateContainer(m, b)
 	step("create b", d, err)
-	if got := d.Target.CPUs.String(); got != "3" {
+	if got := d.Target.CPUSet().String(); got != "3" {
 		t.Errorf("b got %s, want 3", got)
 	}
 	c := running(t, "c", "guaranteed", 1000, "")
@@ -134,7 +134,7 @@ func TestIsolatedCPUsExclusive(t *testing.T) {
 	a.Resources = withCPUs(6)
 	d, err = pol.UpdateContainer(m, a, withCPUs(4))
 	step("shrink a", d, err)
-	if got := d.Target.CPUs.String(); got != "4-7" {
+	if got := d.Target.CPUSet().String(); got != "4-7" {
 		t.Errorf("a shrank to %s, want its isolated CPUs 4-7", got)
 	}
 	step("confirm", pol.Confirm(m, a.ID), nil)

@@ -633,7 +633,7 @@ func (p *Policy) Desired(m *Model, id string) (Update, bool) {
 // the order of ids, and the ids that have none (not tracked, stopped, or
 // on an empty pool). The shared pool's text is formatted once for all.
 func (p *Policy) DesiredUpdates(m *Model, ids []string) (updates []Update, none []string) {
-	var pool cpuset.CPUSet
+	var pool cpumask.Mask
 	var poolList string
 	built := false
 	for _, id := range ids {
@@ -644,12 +644,12 @@ func (p *Policy) DesiredUpdates(m *Model, ids []string) (updates []Update, none 
 		}
 		if a, owns := m.ownAssignment(id); owns {
 			cpus := a.Held()
-			updates = append(updates, Update{ContainerID: id, Display: t.Display, CPUs: cpus, Mems: p.mems(cpus)})
+			updates = append(updates, Update{ContainerID: id, Display: t.Display, CPUs: maskOf(cpus), Mems: p.mems(cpus)})
 			continue
 		}
 		if !built {
-			mask := m.sharedMask()
-			pool, poolList, built = mask.CPUSet(), mask.String(), true
+			pool = m.sharedMask()
+			poolList, built = pool.String(), true
 		}
 		if pool.IsEmpty() {
 			none = append(none, id)

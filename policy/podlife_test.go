@@ -490,7 +490,7 @@ func TestScaleDownDelay(t *testing.T) {
 	}
 	now = now.Add(10 * time.Second)
 	d := pol.ReleaseDelayed(l.m)
-	if len(d.Others) != 1 || d.Others[0].ContainerID != app || d.Others[0].CPUs.String() != "1-3" {
+	if len(d.Others) != 1 || d.Others[0].ContainerID != app || d.Others[0].CPUSet().String() != "1-3" {
 		t.Fatalf("updates %+v once the delay is over, want %s to 1-3", d.Others, app)
 	}
 	l.step("delay over", d)
@@ -729,7 +729,7 @@ func TestHoldEndsWithALimitOnlyResize(t *testing.T) {
 	}
 	grown := false
 	for _, u := range d.Others {
-		grown = grown || u.ContainerID == shared && h.CPUs.IsSubsetOf(u.CPUs)
+		grown = grown || u.ContainerID == shared && h.CPUs.IsSubsetOf(u.CPUSet())
 	}
 	if !grown {
 		t.Errorf("updates %+v: the shared container does not grow into the CPUs %s the pod held", d.Others, h.CPUs)
@@ -796,7 +796,7 @@ func TestSidecarGrowthAfterItsSiblingsGrowth(t *testing.T) {
 			}
 			grewFirst := false
 			for _, u := range d.Others {
-				grewFirst = grewFirst || u.ContainerID == app && u.CPUs.Size() == 3
+				grewFirst = grewFirst || u.ContainerID == app && u.CPUSet().Size() == 3
 			}
 			if !grewFirst {
 				t.Fatalf("updates before the sidecar's %+v, want the app container's growth to 3 CPUs", d.Others)

@@ -255,11 +255,11 @@ func (p *Policy) Free(m *Model) cpuset.CPUSet {
 // FreeAmong returns the CPUs of the given sets that may be handed out
 // exclusively in m: those an unsolicited update carrying the sets must
 // borrow (Model.Lend). It builds no set but the one it returns.
-func (p *Policy) FreeAmong(m *Model, sets ...cpuset.CPUSet) cpuset.CPUSet {
+func (p *Policy) FreeAmong(m *Model, sets ...cpumask.Mask) cpuset.CPUSet {
 	taken, _ := p.taken(m)
 	var among cpumask.Mask
 	for _, s := range sets {
-		among.AddSet(s)
+		among = among.Or(s)
 	}
 	return among.And(p.allocatableMask).AndNot(taken).CPUSet()
 }
@@ -285,13 +285,13 @@ func (p *Policy) syncShared(before, m *Model) []Update {
 	if before.sharedMask().Equal(mask) {
 		return nil
 	}
-	pool, list := mask.CPUSet(), mask.String()
+	list := mask.String()
 	updates := make([]Update, 0, max(0, len(m.recs)-m.State.NumContainers()))
 	for _, t := range m.recs {
 		if _, owns := m.State.Container(t.ID); t.Stopped || owns {
 			continue
 		}
-		updates = append(updates, Update{ContainerID: t.ID, Display: t.Display, CPUs: pool, CPUList: list})
+		updates = append(updates, Update{ContainerID: t.ID, Display: t.Display, CPUs: mask, CPUList: list})
 	}
 	return updates
 }

@@ -478,7 +478,7 @@ func (p *Policy) track(m *Model, c Container, display string) {
 }
 
 func (p *Policy) targetUpdate(id, display string, cpus cpuset.CPUSet) *Update {
-	return &Update{ContainerID: id, Display: display, CPUs: cpus, Mems: p.mems(cpus)}
+	return &Update{ContainerID: id, Display: display, CPUs: maskOf(cpus), Mems: p.mems(cpus)}
 }
 
 // RequestedOperation classifies the CPU change a resize request asks for

@@ -43,8 +43,8 @@ func TestUntrackableContainersRunShared(t *testing.T) {
 			t.Fatalf("create %s: %v", c.ID, err)
 		}
 		saves(t, pol, "create "+c.ID, d.Model)
-		if d.Model.Owns(c.ID) || !d.Target.CPUs.Equals(cpuset.New(0, 1, 2, 3, 4, 5, 6, 7)) {
-			t.Errorf("%s: owns %v, runs on %s; want the shared pool", c.ID, d.Model.Owns(c.ID), d.Target.CPUs)
+		if d.Model.Owns(c.ID) || !d.Target.CPUSet().Equals(cpuset.New(0, 1, 2, 3, 4, 5, 6, 7)) {
+			t.Errorf("%s: owns %v, runs on %s; want the shared pool", c.ID, d.Model.Owns(c.ID), d.Target.CPUSet())
 		}
 		grow := scenario.KubeletResources("guaranteed", 4000, 4000, 1<<30)
 		if u, err := pol.UpdateContainer(d.Model, c, grow); err != nil || u.Target != nil || len(u.Others) != 0 || u.Model.Owns(c.ID) {
@@ -90,12 +90,12 @@ func TestDuplicateContainerIDs(t *testing.T) {
 		t.Errorf("creation without an id: %v", err)
 	}
 
-	first.CPUs = d.Target.CPUs
+	first.CPUs = d.Target.CPUSet()
 	other.CPUs = cpuset.New(5)
 	s := pol.Synchronize(d.Model, nil, []policy.Container{first, other, noID})
 	saves(t, pol, "Synchronize", s.Model)
-	if a, ok := s.Model.State.Assignment(first.Pod.UID, "app"); !ok || !a.Baseline.Equals(d.Target.CPUs) || s.Model.State.NumAssignments() != 1 {
-		t.Errorf("after Synchronize: pods with assignments %v; want only gu's, on %s", s.Model.State.PodUIDs(), d.Target.CPUs)
+	if a, ok := s.Model.State.Assignment(first.Pod.UID, "app"); !ok || !a.Baseline.Equals(d.Target.CPUSet()) || s.Model.State.NumAssignments() != 1 {
+		t.Errorf("after Synchronize: pods with assignments %v; want only gu's, on %s", s.Model.State.PodUIDs(), d.Target.CPUSet())
 	}
 	if s.Model.Containers.Len() != 1 || !strings.Contains(strings.Join(s.Notes, "\n"), "reports container id gu twice") {
 		t.Errorf("tracked %d containers, notes %q", s.Model.Containers.Len(), s.Notes)
@@ -206,9 +206,9 @@ func appliedOneByOne(t *testing.T, pol *policy.Policy, d policy.Decision, contai
 		applied[c.ID] = c.CPUs
 	}
 	for i, u := range d.Others {
-		applied[u.ContainerID] = u.CPUs
+		applied[u.ContainerID] = u.CPUSet()
 		if err := policy.CheckApplied(applied, d.Model.Owns); err != nil {
-			t.Fatalf("after update %d of %d (%s → %s): %v", i+1, len(d.Others), u.ContainerID, u.CPUs, err)
+			t.Fatalf("after update %d of %d (%s → %s): %v", i+1, len(d.Others), u.ContainerID, u.CPUSet(), err)
 		}
 	}
 }

@@ -145,8 +145,8 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 	for _, c := range live {
 		current[c.ID] = c.CPUs
 	}
-	mask := nm.sharedMask()
-	pool, poolList := mask.CPUSet(), mask.String()
+	pool := nm.sharedMask()
+	poolList := pool.String()
 	// (shrinking, then moving, then growing: a first order that orderUpdates
 	// keeps where it is safe.)
 	var shrinking, moving, growing []Update
@@ -154,16 +154,17 @@ func (p *Policy) Synchronize(m *Model, pods []Pod, containers []Container) Decis
 		id := t.ID
 		want, list, mems := pool, poolList, cpuset.New()
 		if a, ok := nm.ownAssignment(id); ok {
-			want, list, mems = a.Held(), "", p.mems(a.Held())
+			want, list, mems = maskOf(a.Held()), "", p.mems(a.Held())
 		}
-		if cpumask.Equal(current[id], want) {
+		have := maskOf(current[id])
+		if have.Equal(want) {
 			continue
 		}
 		u := Update{ContainerID: id, Display: t.Display, CPUs: want, CPUList: list, Mems: mems}
 		switch {
-		case want.IsSubsetOf(current[id]):
+		case want.AndNot(have).IsEmpty():
 			shrinking = append(shrinking, u)
-		case current[id].IsSubsetOf(want):
+		case have.AndNot(want).IsEmpty():
 			growing = append(growing, u)
 		default:
 			moving = append(moving, u)
@@ -202,7 +203,7 @@ func orderUpdates(updates []Update, current map[string]cpuset.CPUSet, exclusive 
 	}
 	pending := make([]step, 0, len(updates))
 	for _, u := range updates {
-		want, _ := cpumask.Of(u.CPUs)
+		want := u.CPUs
 		pending = append(pending, step{u: u, want: want, gains: want.AndNot(masks[u.ContainerID]), exclusive: exclusive(u.ContainerID)})
 	}
 	for len(pending) > 0 {
@@ -248,7 +249,7 @@ func orderUpdates(updates []Update, current map[string]cpuset.CPUSet, exclusive 
 			held.add(masks[s.u.ContainerID].AndNot(keep), s.exclusive, -1)
 			masks[s.u.ContainerID] = keep
 			step := s.u
-			step.CPUs, step.CPUList = keep.CPUSet(), ""
+			step.CPUs, step.CPUList = keep, ""
 			ordered = append(ordered, step)
 			continue
 		}

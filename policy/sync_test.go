@@ -7,6 +7,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
+	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
 	"github.com/nri-cpumanager/nri-cpumanager/scenario"
 	"github.com/nri-cpumanager/nri-cpumanager/state"
@@ -71,7 +72,7 @@ func running(t *testing.T, name, qos string, milli int64, cpus string) policy.Co
 func updatesOf(d policy.Decision) map[string]string {
 	out := map[string]string{}
 	for _, u := range d.Others {
-		out[u.ContainerID] = u.CPUs.String()
+		out[u.ContainerID] = u.CPUSet().String()
 	}
 	return out
 }
@@ -179,7 +180,7 @@ func TestLentCPUsAreNotHandedOut(t *testing.T) {
 		t.Fatalf("create with CPUs lent: %v", err)
 	}
 	dec, err := pol.CreateContainer(m.Unlend(cpuset.New(1, 2, 3, 4, 5, 6)), c)
-	if err != nil || dec.Target.CPUs.String() != "1-2" {
+	if err != nil || dec.Target.CPUSet().String() != "1-2" {
 		t.Errorf("create after the loan: %v %v", dec.Target, err)
 	}
 }
@@ -268,8 +269,8 @@ func TestAlignMemory(t *testing.T) {
 			if !align {
 				mems = ""
 			}
-			if u.CPUs.String() != cpus || u.Mems.String() != mems {
-				t.Errorf("alignMemory=%v, %s: cpus %q mems %q, want %q and %q", align, what, u.CPUs, u.Mems, cpus, mems)
+			if u.CPUSet().String() != cpus || u.Mems.String() != mems {
+				t.Errorf("alignMemory=%v, %s: cpus %q mems %q, want %q and %q", align, what, u.CPUSet(), u.Mems, cpus, mems)
 			}
 		}
 		gu := running(t, "gu", "guaranteed", 2000, "")
@@ -278,7 +279,7 @@ func TestAlignMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		want("creation", d.Target, "1-2", "0")
-		gu.CPUs = d.Target.CPUs
+		gu.CPUs = d.Target.CPUSet()
 		d, err = pol.UpdateContainer(d.Model, gu, scenario.KubeletResources("guaranteed", 5000, 5000, 1<<30))
 		if err != nil {
 			t.Fatal(err)
@@ -315,12 +316,12 @@ func TestRecreatedContainerKeepsItsCPUs(t *testing.T) {
 	if err := pol.CheckInvariants(d2.Model); err != nil {
 		t.Fatal(err)
 	}
-	if !d2.Target.CPUs.Equals(d.Target.CPUs) || !d2.Model.Owns("gu-again") || d2.Model.Owns(first.ID) || d2.Model.Containers.Get(first.ID).Exclusive {
+	if !d2.Target.CPUSet().Equals(d.Target.CPUSet()) || !d2.Model.Owns("gu-again") || d2.Model.Owns(first.ID) || d2.Model.Containers.Get(first.ID).Exclusive {
 		t.Errorf("re-created container: cpus %s (first had %s), owns %v, predecessor owns %v, predecessor exclusive %v",
-			d2.Target.CPUs, d.Target.CPUs, d2.Model.Owns("gu-again"), d2.Model.Owns(first.ID), d2.Model.Containers.Get(first.ID).Exclusive)
+			d2.Target.CPUSet(), d.Target.CPUSet(), d2.Model.Owns("gu-again"), d2.Model.Owns(first.ID), d2.Model.Containers.Get(first.ID).Exclusive)
 	}
-	if len(d2.Others) != 1 || d2.Others[0].ContainerID != first.ID || !d2.Others[0].CPUs.Equals(d2.Model.SharedPool()) ||
-		!d2.Others[0].CPUs.Intersection(d2.Target.CPUs).IsEmpty() {
+	if len(d2.Others) != 1 || d2.Others[0].ContainerID != first.ID || !d2.Others[0].CPUSet().Equals(d2.Model.SharedPool()) ||
+		!d2.Others[0].CPUSet().Intersection(d2.Target.CPUSet()).IsEmpty() {
 		t.Errorf("updates before the re-created container starts: %+v; want the predecessor on the shared pool %s", d2.Others, d2.Model.SharedPool())
 	}
 	bigger := running(t, "gu", "guaranteed", 3000, "")
@@ -329,8 +330,8 @@ func TestRecreatedContainerKeepsItsCPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a, _ := d3.Model.State.Assignment("gu-uid", "app"); !a.Baseline.Equals(d.Target.CPUs) || a.Resized.Size() != 3 || !d3.Target.CPUs.Equals(a.Resized) {
-		t.Errorf("re-created with 3 CPUs: %+v, target %s; want the baseline %s kept and grown to 3", a, d3.Target.CPUs, d.Target.CPUs)
+	if a, _ := d3.Model.State.Assignment("gu-uid", "app"); !a.Baseline.Equals(d.Target.CPUSet()) || a.Resized.Size() != 3 || !d3.Target.CPUSet().Equals(a.Resized) {
+		t.Errorf("re-created with 3 CPUs: %+v, target %s; want the baseline %s kept and grown to 3", a, d3.Target.CPUSet(), d.Target.CPUSet())
 	}
 	if err := pol.CheckInvariants(d3.Model); err != nil {
 		t.Error(err)
@@ -374,7 +375,12 @@ func TestFreeAmong(t *testing.T) {
 		{[]cpuset.CPUSet{cpuset.New(2, 3, 5, 7)}, ""},
 		{nil, ""},
 	} {
-		if got := pol.FreeAmong(m, tc.carried...); got.String() != tc.want || !got.Equals(pol.Free(m).Intersection(cpuset.New().Union(tc.carried...))) {
+		var carried []cpumask.Mask
+		for _, set := range tc.carried {
+			mask, _ := cpumask.Of(set)
+			carried = append(carried, mask)
+		}
+		if got := pol.FreeAmong(m, carried...); got.String() != tc.want || !got.Equals(pol.Free(m).Intersection(cpuset.New().Union(tc.carried...))) {
 			t.Errorf("FreeAmong(%v) = %q, want %q (Free ∩ carried)", tc.carried, got, tc.want)
 		}
 	}

@@ -125,7 +125,7 @@ func (d *PolicyDriver) applyOne(u policy.Update, next *policy.Model, exclusive f
 	if err := checkText(u); err != nil {
 		return err
 	}
-	d.Applied[u.ContainerID] = u.CPUs
+	d.Applied[u.ContainerID] = u.CPUSet()
 	if err := policy.CheckApplied(d.Applied, exclusive); err != nil {
 		return fmt.Errorf("after applying %s to %s: %w", u.CPUs, u.Display, err)
 	}
@@ -135,7 +135,7 @@ func (d *PolicyDriver) applyOne(u policy.Update, next *policy.Model, exclusive f
 // checkText checks that an update's text, which the runtime applies, says
 // the update's cpuset.
 func checkText(u policy.Update) error {
-	if sent, err := cpuset.Parse(u.List()); err != nil || !sent.Equals(u.CPUs) {
+	if sent, err := cpuset.Parse(u.List()); err != nil || !sent.Equals(u.CPUSet()) {
 		return fmt.Errorf("the update of %s sends %q, not its cpuset %s", u.Display, u.List(), u.CPUs)
 	}
 	return nil
