@@ -250,7 +250,7 @@ func (r *reporter) creation(o outcome) {
 	r.refusals.accepted(o.pod.UID, o.container.Name)
 	d := o.decision
 	fields := requestFields(o.container.Resources)
-	fields["cpuset"] = cpusText(d.After)
+	fields["cpuset"] = maskText(d.After)
 	fields["exclusive"] = d.Exclusive
 	fields["shared"] = maskText(d.SharedAfter)
 	if !d.SharedBefore.Equal(d.SharedAfter) {
@@ -287,10 +287,10 @@ func (r *reporter) resize(o outcome) {
 	r.refusals.accepted(o.pod.UID, o.container.Name)
 	fields := requestFields(policy.MergeResources(o.container.Resources, o.requested.Resources))
 	fields["operation"] = d.Operation
-	fields["cpuset"] = change(cpusText(d.Before), cpusText(d.After))
+	fields["cpuset"] = change(maskText(d.Before), maskText(d.After))
 	withNotes(o.log.WithFields(fields), d.Notes).Info("container resized")
-	if r.api != nil && !d.Before.Equals(d.After) {
-		r.api.Resized(o.pod, o.container.Name, d.Before, d.After)
+	if r.api != nil && !d.Before.Equal(d.After) {
+		r.api.Resized(o.pod, o.container.Name, d.Before.CPUSet(), d.After.CPUSet())
 	}
 }
 

@@ -76,7 +76,7 @@ type Decision struct {
 	// UpdateContainer): the container's cpuset in the model the decision
 	// started from and in the new one, whether it runs on exclusive CPUs,
 	// and the shared pool before and after.
-	Before, After             cpuset.CPUSet
+	Before, After             cpumask.Mask
 	Exclusive                 bool
 	SharedBefore, SharedAfter cpumask.Mask
 	// What the plugin logs of a pod-level update (UpdatePodSandbox): the
@@ -94,10 +94,10 @@ type ContainerCPUs struct {
 // describeContainer fills in what the plugin logs of a decision about
 // container id, which started from model m.
 func (d *Decision) describeContainer(m *Model, id string) {
-	d.Before, d.SharedBefore = m.CPUsOf(id), m.sharedMask()
+	d.Before, d.SharedBefore = m.maskOfContainer(id), m.sharedMask()
 	if d.Model == nil {
 		return
 	}
-	d.After, d.SharedAfter = d.Model.CPUsOf(id), d.Model.sharedMask()
+	d.After, d.SharedAfter = d.Model.maskOfContainer(id), d.Model.sharedMask()
 	d.Exclusive = d.Model.Owns(id)
 }

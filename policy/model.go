@@ -367,6 +367,19 @@ func (m *Model) CPUsOf(id string) cpuset.CPUSet {
 	return m.SharedPool()
 }
 
+// maskOfContainer is CPUsOf as a bitmap, which the caller must not
+// change (a shared container's is the pool's).
+func (m *Model) maskOfContainer(id string) cpumask.Mask {
+	t := m.Containers.Get(id)
+	if t == nil || t.Stopped {
+		return nil
+	}
+	if a, owns := m.ownAssignment(id); owns {
+		return maskOf(a.Held())
+	}
+	return m.sharedMask()
+}
+
 // add starts tracking a container, or replaces its record.
 func (m *Model) add(t *Tracked) {
 	if _, kept := m.RemovedLimits[PodContainer{t.PodUID, t.Name}]; kept {
