@@ -317,6 +317,23 @@ func (m *Model) heldCPUs() cpuset.CPUSet {
 	return all.CPUSet()
 }
 
+// reusedBy records that container name of a pod took cpus: the pod's other
+// entries it took some of lent them as init containers (without the pod's
+// spec, a completed container is taken for one; the kubelet's reuse never
+// takes a sidecar's or an app container's CPUs) and are init containers'
+// from now on, as after a creation that reused them: a CPU is in two of a
+// pod's entries only when one is an init container's, and the lender's
+// restart moves it (relocate).
+func reusedBy(m *Model, podUID, name string, cpus cpuset.CPUSet) {
+	for _, other := range m.State.ContainersOfPod(podUID) {
+		a, _ := m.State.Assignment(podUID, other)
+		if other != name && !a.Init && !a.Held().Intersection(cpus).IsEmpty() {
+			a.Init = true
+			m.State.SetAssignment(podUID, other, a)
+		}
+	}
+}
+
 // takeHeld records that cpus were taken by a container of a pod: they are
 // no longer held for it.
 func (p *Policy) takeHeld(m *Model, podUID string, cpus cpuset.CPUSet) {

@@ -404,6 +404,7 @@ func (p *Policy) resizeEntry(m *Model, pod Pod, e podMember, class Class) (*Mode
 		nm.State.SetAssignment(pod.UID, e.name, resized)
 		p.takeFromPool(nm, cpus.Difference(assigned))
 		p.takeHeld(nm, pod.UID, cpus)
+		reusedBy(nm, pod.UID, e.name, cpus.Difference(assigned))
 	}
 	return nm, nil
 }

@@ -931,3 +931,46 @@ func TestStoppedMemberLimitIsItsLatestInstances(t *testing.T) {
 		})
 	}
 }
+
+// TestGrowthOntoACompletedSiblingMarksItInit: without the pod's spec, a
+// completed container is taken for an init container, whose CPUs its pod's
+// later containers may reuse — by a growth as by a creation. The entry the
+// growth takes CPUs from becomes an init container's, so that the state
+// stays one the checkpoint accepts (two of a pod's entries share CPUs only
+// when one is an init container's; TestSidecarKeepsItsCPUs shows where
+// such a container restarts).
+func TestGrowthOntoACompletedSiblingMarksItInit(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		resize func(l *life, pod policy.Pod, id string) error
+	}{
+		{"UpdateContainer", func(l *life, _ policy.Pod, id string) error { return l.resize(id, 3000) }},
+		{"re-creation with the larger count", func(l *life, pod policy.Pod, id string) error {
+			l.exit(id, 1)
+			_, err := l.tryCreate(pod, "app1", 3000)
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLife(t, eightCPUs(t)) // CPUs 1-7 allocatable
+			pod := l.sandbox(l.pod("gu", 3000))
+			app0 := l.create(pod, "app0", 1000)
+			app1 := l.create(pod, "app1", 2000)
+			other := l.sandbox(l.pod("other", 3000))
+			l.create(other, "app", 3000) // one CPU left, the shared pool's
+			l.exit(app0, 0)
+			lent, _ := l.m.State.Assignment(pod.UID, "app0")
+			taken := lent.Held()
+			if err := tc.resize(l, pod, app1); err != nil {
+				t.Fatalf("growth of app1 onto its completed sibling's CPUs: %v", err)
+			}
+			grown, _ := l.m.State.Assignment(pod.UID, "app1")
+			if grown.Held().Size() != 3 || !taken.IsSubsetOf(grown.Held()) {
+				t.Fatalf("app1 holds %s, want 3 CPUs with app0's %s", grown.Held(), taken)
+			}
+			if a, _ := l.m.State.Assignment(pod.UID, "app0"); !a.Init {
+				t.Errorf("app0's entry %+v is not an init container's after its CPUs were reused", a)
+			}
+		})
+	}
+}

@@ -438,6 +438,7 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 	nm.State.SetAssignment(c.Pod.UID, c.Name, grown)
 	p.takeFromPool(nm, cpus.Difference(assigned))
 	p.takeHeld(nm, c.Pod.UID, cpus)
+	reusedBy(nm, c.Pod.UID, c.Name, cpus.Difference(assigned))
 	p.track(nm, c, display)
 	return Decision{
 		Model:     nm,

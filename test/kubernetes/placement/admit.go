@@ -230,8 +230,9 @@ func (o *DevicePlugin) Admit(free cpuset.CPUSet, n int, devices cpuallocator.Nod
 	if err != nil {
 		return Admission{}, err
 	}
-	if !d.Exclusive || d.After.Size() != n || !d.After.IsSubsetOf(free) {
-		return Admission{}, errors.New("the plugin placed " + d.After.String() + " out of free " + free.String())
+	placed := d.After.CPUSet()
+	if !d.Exclusive || placed.Size() != n || !placed.IsSubsetOf(free) {
+		return Admission{}, errors.New("the plugin placed " + placed.String() + " out of free " + free.String())
 	}
-	return Admission{Admitted: true, CPUs: d.After}, nil
+	return Admission{Admitted: true, CPUs: placed}, nil
 }
