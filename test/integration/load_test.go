@@ -71,6 +71,8 @@ type loadResult struct {
 	plugin map[string]float64
 	peak   int64
 	idle   int64 // resident set size after the setup, before the load
+	// status is the plugin's /proc/<pid>/status sizes at the end.
+	status map[string]int64
 }
 
 // runLoad starts the plugin's command against a fake runtime, creates the
@@ -180,6 +182,9 @@ func runLoad(t testing.TB, lc loadCase, ops, workers int) loadResult {
 	waitForState(t, rt, pp.stateDir, online)
 	t.Logf("%s: load took %v", lc.name, time.Since(loadStart))
 	if res.peak, _, err = pp.memory(); err != nil {
+		t.Fatal(err)
+	}
+	if res.status, err = pp.status(); err != nil {
 		t.Fatal(err)
 	}
 	if res.plugin, err = pp.scrape(); err != nil {
@@ -302,6 +307,13 @@ func (r loadResult) report(t testing.TB, name string) {
 	fmt.Fprintf(&b, "%s: %d events, %d refused, %d updates of other containers (%.2f per event), %d unsolicited (%.3f per event), %d drift warnings, peak RSS %.1f MiB (after setup %.1f MiB)\n",
 		name, r.events, len(r.refusals), r.updates, float64(r.updates)/float64(max(r.events, 1)), r.unsolicit,
 		float64(r.unsolicit)/float64(max(r.events, 1)), r.drift, float64(r.peak)/(1<<20), float64(r.idle)/(1<<20))
+	// Where the resident memory is at the end: the Go heap in use and the
+	// goroutines' stacks (the plugin's Go collector), the rest being the
+	// runtime's other structures and the binary's pages.
+	mib := func(name string) float64 { return r.plugin[name+"{}"] / (1 << 20) }
+	fmt.Fprintf(&b, "  memory at the end: resident %.1f MiB (anonymous %.1f, the binary's and other files' pages %.1f); heap in use %.1f MiB (of %.1f MiB obtained from the OS, %.1f MiB returned), stacks %.1f MiB, all the runtime's %.1f MiB\n",
+		float64(r.status["VmRSS"])/(1<<20), float64(r.status["RssAnon"])/(1<<20), float64(r.status["RssFile"])/(1<<20),
+		mib("go_memstats_heap_inuse_bytes"), mib("go_memstats_heap_sys_bytes"), mib("go_memstats_heap_released_bytes"), mib("go_memstats_stack_inuse_bytes"), mib("go_memstats_sys_bytes"))
 	events := slices.Collect(maps.Keys(r.latency))
 	sort.Strings(events)
 	for _, e := range events {

@@ -22,8 +22,10 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/test/fakeruntime"
 )
 
-// The plugin's command, built once per test binary by pluginBinary (without
-// the race detector: what runs on a node) and removed by TestMain.
+// The plugin's command, built once per test binary by pluginBinary as the
+// image builds it (static, without the race detector or a symbol table:
+// what runs on a node, whose memory the load test measures) and removed by
+// TestMain.
 var (
 	buildOnce sync.Once
 	binDir    string
@@ -31,8 +33,8 @@ var (
 	buildErr  error
 )
 
-// pluginBinary builds ./cmd/nri-cpumanager with `go build` and returns
-// its path.
+// pluginBinary builds ./cmd/nri-cpumanager with `go build` as the
+// Dockerfile does and returns its path.
 func pluginBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -41,7 +43,8 @@ func pluginBinary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "nri-cpumanager")
-		cmd := exec.Command("go", "build", "-o", binPath, "../../cmd/nri-cpumanager")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", binPath, "../../cmd/nri-cpumanager")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/nri-cpumanager: %v\n%s", err, out)
@@ -246,29 +249,36 @@ func (pp *pluginProcess) Kill() {
 // memory returns the process's peak and current resident set size
 // (VmHWM and VmRSS of /proc/<pid>/status), in bytes.
 func (pp *pluginProcess) memory() (peak, current int64, err error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pp.cmd.Process.Pid))
+	status, err := pp.status()
 	if err != nil {
 		return 0, 0, err
 	}
+	if status["VmHWM"] == 0 {
+		return 0, 0, errors.New("no VmHWM in /proc/<pid>/status")
+	}
+	return status["VmHWM"], status["VmRSS"], nil
+}
+
+// status returns the sizes of the plugin process's /proc/<pid>/status
+// (VmHWM, VmRSS, RssAnon, RssFile...), in bytes.
+func (pp *pluginProcess) status() (map[string]int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pp.cmd.Process.Pid))
+	if err != nil {
+		return nil, err
+	}
+	sizes := map[string]int64{}
 	for _, line := range strings.Split(string(data), "\n") {
 		key, value, ok := strings.Cut(line, ":")
-		if !ok || (key != "VmHWM" && key != "VmRSS") {
+		if !ok || !strings.HasSuffix(value, " kB") {
 			continue
 		}
 		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %q: %w", key, value, err)
+			return nil, fmt.Errorf("%s: %q: %w", key, value, err)
 		}
-		if key == "VmHWM" {
-			peak = kb << 10
-		} else {
-			current = kb << 10
-		}
+		sizes[key] = kb << 10
 	}
-	if peak == 0 {
-		return 0, 0, errors.New("no VmHWM in /proc/<pid>/status")
-	}
-	return peak, current, nil
+	return sizes, nil
 }
 
 // metricSample is one sample line of the Prometheus text format.
