@@ -593,15 +593,6 @@ func (m *Model) lentNote() string {
 	return "; lent to shared containers by an update in flight: " + cpumask.Format(m.Lending)
 }
 
-// releasing returns every CPU of an unconfirmed shrink.
-func (m *Model) releasing() cpuset.CPUSet {
-	all := cpuset.New()
-	for _, cpus := range m.Releasing {
-		all = all.Union(cpus)
-	}
-	return all
-}
-
 // SharedPool returns the cpuset shared containers run on now: the
 // checkpoint's shared pool minus CPUs whose release is not confirmed.
 // It builds the set: a decision compares sharedMask first.
