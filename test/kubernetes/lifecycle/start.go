@@ -627,6 +627,16 @@ func (o *Oracle) restartKubelet() error {
 			o.Counts.Add("no spec: pods the restarted kubelet would refuse on the plugin's decisions", 1)
 			return true
 		}
+		// Rule refused pod waits: a pod the plugin refused to admit, and
+		// has not admitted since, holds nothing in the plugin; the
+		// kubelet's state, brought along with the plugin's, no longer
+		// holds what it admitted the pod on, so its topology manager
+		// refuses it again, as the plugin does. It keeps waiting.
+		if p := o.podByUID(uid); p != nil && p.refused && len(pluginEntries(o.node.Plugin().Snapshot(), p.uid)) == 0 {
+			o.Counts.Add(RuleRefusedWaits, 1)
+			o.Counts.Add("refused pod waits: the restarted kubelet refuses it too, on the plugin's state", 1)
+			return true
+		}
 		return false
 	})
 	if err != nil {

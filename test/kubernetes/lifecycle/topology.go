@@ -83,8 +83,8 @@ func (o *Oracle) placement(keep, free cpuset.CPUSet, n int, podCPUs cpuset.CPUSe
 			return
 		}
 		usable := o.usable(free.Intersection(o.cpusIn(m)))
-		own := usable.Intersection(podCPUs).List()
-		pick := append(own, usable.Difference(podCPUs).List()...)
+		own := o.byCore(usable.Intersection(podCPUs))
+		pick := append(own, o.byCore(usable.Difference(podCPUs))...)
 		if len(pick) < need {
 			return
 		}
@@ -101,6 +101,22 @@ func (o *Oracle) placement(keep, free cpuset.CPUSet, n int, podCPUs cpuset.CPUSe
 		}
 	})
 	return found, ok
+}
+
+// byCore lists cpus in the order a placement takes them: under
+// full-pcpus-only core by core, the cores in order, so that the first k
+// are whole cores (cpus are, usable; k is a multiple of the threads per
+// core, resizeVerdict); else in CPU order.
+func (o *Oracle) byCore(cpus cpuset.CPUSet) []int {
+	if !o.cfg.FullPCPUsOnly() {
+		return cpus.List()
+	}
+	var out []int
+	details := o.kubelet.topo.CPUDetails.KeepOnly(cpus)
+	for _, core := range details.Cores().List() {
+		out = append(out, details.CPUsInCores(core).List()...)
+	}
+	return out
 }
 
 // usable returns the CPUs of free a placement may add: under
