@@ -93,18 +93,7 @@ func (p *Policy) resizeStopped(m *Model, pod Pod, pm podMembers, asked []Resourc
 	var notes []string
 	for i, e := range pm.exclusive {
 		class := Classify(pod.QoS(), asked[i])
-		if e.running {
-			continue
-		}
-		if class.CPUs == e.a.Assigned().Size() {
-			// Its CPUs do not change, its limit may (one re-created with
-			// a count the plugin could not give restarted on its CPUs
-			// with the larger limit): the kubelet restarts it with the
-			// spec's, which the pod's total counts.
-			if limit := int64(class.CPUs) * milliCPUPerCPU; m.stoppedLimitDiffers(pod.UID, e.name, limit) {
-				m = m.Clone()
-				m.setStoppedLimit(pod.UID, e.name, limit)
-			}
+		if e.running || class.CPUs == e.a.Assigned().Size() {
 			continue
 		}
 		next, err := p.resizeEntry(m, pod, e, class)
@@ -117,28 +106,6 @@ func (p *Policy) resizeStopped(m *Model, pod Pod, pm podMembers, asked []Resourc
 		m = next
 	}
 	return m, notes
-}
-
-// stoppedLimitDiffers reports whether a stopped container of a pod's name
-// records another CPU limit (milli-CPU) than limit.
-func (m *Model) stoppedLimitDiffers(podUID, name string, limit int64) bool {
-	for _, id := range m.podContainerIDs(podUID) {
-		if t := m.Containers.Get(id); t.PodUID == podUID && t.Name == name && t.Stopped && t.CPULimitMilli != limit {
-			return true
-		}
-	}
-	return false
-}
-
-// setStoppedLimit records limit (milli-CPU) on the stopped containers of a
-// pod's name, in a model the caller owns (a clone): the limit the kubelet
-// restarts them with.
-func (m *Model) setStoppedLimit(podUID, name string, limit int64) {
-	for _, id := range m.podContainerIDs(podUID) {
-		if t := m.Containers.Get(id); t.PodUID == podUID && t.Name == name && t.Stopped {
-			m.edit(id).CPULimitMilli = limit
-		}
-	}
 }
 
 // PodResources returns the pod-level resources a pod has as far as the
@@ -406,7 +373,11 @@ func (p *Policy) resizeEntry(m *Model, pod Pod, e podMember, class Class) (*Mode
 		return nil, err
 	}
 	nm := m.Clone()
-	nm.setStoppedLimit(pod.UID, e.name, int64(n)*milliCPUPerCPU)
+	for _, id := range nm.podContainerIDs(pod.UID) {
+		if t := nm.Containers.Get(id); t.PodUID == pod.UID && t.Name == e.name && t.Stopped {
+			nm.edit(id).CPULimitMilli = int64(n) * milliCPUPerCPU
+		}
+	}
 	resized := e.a
 	if n < assigned.Size() {
 		kept, err := p.shrinkTo(nm, pod.UID, e.name, display, e.a, n)
