@@ -157,7 +157,7 @@ func (p *Plugin) Snapshot() Snapshot {
 		s.Exclusive[ref.PodUID][ref.Name] = v
 	}
 	for id, t := range p.model.Containers.All() {
-		s.Containers[id] = ContainerView{Name: t.Display, Exclusive: t.Exclusive, CPUs: p.model.CPUsOf(id).String(),
+		s.Containers[id] = ContainerView{Name: t.Display, Exclusive: t.Exclusive, CPUs: p.model.CPUMaskOf(id).String(),
 			Applied: p.ledger.appliedTo(id).String(), Stopped: t.Stopped}
 		if t.DeviceNodes != 0 {
 			v := s.Containers[id]

@@ -94,10 +94,10 @@ type ContainerCPUs struct {
 // describeContainer fills in what the plugin logs of a decision about
 // container id, which started from model m.
 func (d *Decision) describeContainer(m *Model, id string) {
-	d.Before, d.SharedBefore = m.maskOfContainer(id), m.sharedMask()
+	d.Before, d.SharedBefore = m.CPUMaskOf(id), m.sharedMask()
 	if d.Model == nil {
 		return
 	}
-	d.After, d.SharedAfter = d.Model.maskOfContainer(id), d.Model.sharedMask()
+	d.After, d.SharedAfter = d.Model.CPUMaskOf(id), d.Model.sharedMask()
 	d.Exclusive = d.Model.Owns(id)
 }

@@ -367,9 +367,9 @@ func (m *Model) CPUsOf(id string) cpuset.CPUSet {
 	return m.SharedPool()
 }
 
-// maskOfContainer is CPUsOf as a bitmap, which the caller must not
-// change (a shared container's is the pool's).
-func (m *Model) maskOfContainer(id string) cpumask.Mask {
+// CPUMaskOf is CPUsOf as a bitmap, which the caller must not change (a
+// shared container's is the pool's): no set of the pool is built.
+func (m *Model) CPUMaskOf(id string) cpumask.Mask {
 	t := m.Containers.Get(id)
 	if t == nil || t.Stopped {
 		return nil

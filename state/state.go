@@ -108,8 +108,7 @@ func (s *State) SharedMask() cpumask.Mask { return s.shared }
 
 // SetDefaultCPUSet records the shared pool.
 func (s *State) SetDefaultCPUSet(cpus cpuset.CPUSet) {
-	s.shared, s.sharedOutside = nil, cpuset.New()
-	s.shared, s.sharedOutside = addShared(s.shared, s.sharedOutside, cpus)
+	s.shared, s.sharedOutside = splitMask(cpus)
 }
 
 // TakeShared removes cpus from the shared pool.
