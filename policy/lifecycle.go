@@ -47,7 +47,7 @@ func (p *Policy) ConfirmWithSpec(m *Model, id string, pod Pod, spec PodSpec) Dec
 	if !ok {
 		return d
 	}
-	next, notes := p.resizeStopped(d.Model, pod, pm, asked)
+	next, notes := p.resizeStopped(d.Model, pod, pm, asked, spec)
 	if next == d.Model {
 		return d
 	}

@@ -366,7 +366,9 @@ func (m *Model) resizeInFlight(pod Pod) bool {
 // containers' limits, or an init container's (with the sidecars') when
 // that is more. Each name counts once, stopped or running — a container
 // that exited keeps its place in the pod, and the kubelet restarts it with
-// the same limit — by its running container, else a stopped one. A name
+// the same limit — by its running container, else its latest stopped one
+// (the kubelet's last start of it: an older dead instance may have had
+// another limit, and the runtime's ids do not say which is older). A name
 // whose role is not known counts as an app container's, but one whose
 // CPUs its pod reused (taken for an init container), as an init
 // container's.
@@ -375,13 +377,14 @@ func (m *Model) podLimitMilli(podUID string) int64 {
 		limit   int64
 		role    Role
 		running bool
+		seq     uint64
 	}
 	members := map[string]member{}
 	for _, t := range m.podContainers(podUID) {
 		if t.PodUID != podUID {
 			continue
 		}
-		if have, ok := members[t.Name]; ok && (have.running || t.Stopped) {
+		if have, ok := members[t.Name]; ok && (have.running || t.Stopped && t.Seq < have.seq) {
 			continue
 		}
 		role := t.Role
@@ -391,7 +394,7 @@ func (m *Model) podLimitMilli(podUID string) int64 {
 				role = RoleInit // taken for one when its pod reused its CPUs
 			}
 		}
-		members[t.Name] = member{limit: t.CPULimitMilli, role: role, running: !t.Stopped}
+		members[t.Name] = member{limit: t.CPULimitMilli, role: role, running: !t.Stopped, seq: t.Seq}
 	}
 	var long, sidecars, init int64
 	for _, mb := range members {

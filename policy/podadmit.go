@@ -47,7 +47,7 @@ func (p *Policy) UpdatePodSandboxWithSpec(m *Model, pod Pod, res PodResources, s
 		if err := p.admitPodSpec(m.settled(), pod, members, asked); err != nil {
 			return Decision{}, err
 		}
-		after, notes = p.resizeStopped(m, pod, members, asked)
+		after, notes = p.resizeStopped(m, pod, members, asked, spec)
 	} else if err := p.admitPodUpdate(m, pod, members, curLimit, cpuLimitMilli(res.Resources)); err != nil {
 		return Decision{}, err
 	}
@@ -87,13 +87,26 @@ func (p *Policy) UpdatePodSandboxWithSpec(m *Model, pod Pod, res PodResources, s
 // kubelet's KEP-5554 CPU manager allocates a resize when it admits it. A
 // growth the free CPUs cannot hold before the pod's running containers'
 // decreases have released theirs is left to the container's re-creation
-// (the whole resize was admitted with them). It returns the model and
-// what it did.
-func (p *Policy) resizeStopped(m *Model, pod Pod, pm podMembers, asked []Resources) (*Model, []string) {
+// (the whole resize was admitted with them). A member whose CPUs do not
+// change records the limit spec gives it, the one the kubelet restarts it
+// with. It returns the model and what it did.
+func (p *Policy) resizeStopped(m *Model, pod Pod, pm podMembers, asked []Resources, spec PodSpec) (*Model, []string) {
 	var notes []string
 	for i, e := range pm.exclusive {
 		class := Classify(pod.QoS(), asked[i])
-		if e.running || class.CPUs == e.a.Assigned().Size() {
+		if e.running {
+			continue
+		}
+		if class.CPUs == e.a.Assigned().Size() {
+			// Its CPUs do not change, its limit may (one re-created with
+			// a count the plugin could not give restarted on its CPUs
+			// with the larger limit): the kubelet restarts it with the
+			// spec's, which the pod's total counts. (asked says its CPUs'
+			// count when the spec's limit is the one it has.)
+			if limit := cpuLimitMilli(spec[e.name]); limit > 0 && !e.unknownLimit && m.stoppedLimitDiffers(pod.UID, e.name, limit) {
+				m = m.Clone()
+				m.setStoppedLimit(pod.UID, e.name, limit)
+			}
 			continue
 		}
 		next, err := p.resizeEntry(m, pod, e, class)
@@ -106,6 +119,28 @@ func (p *Policy) resizeStopped(m *Model, pod Pod, pm podMembers, asked []Resourc
 		m = next
 	}
 	return m, notes
+}
+
+// stoppedLimitDiffers reports whether a stopped container of a pod's name
+// records another CPU limit (milli-CPU) than limit.
+func (m *Model) stoppedLimitDiffers(podUID, name string, limit int64) bool {
+	for _, id := range m.podContainerIDs(podUID) {
+		if t := m.Containers.Get(id); t.PodUID == podUID && t.Name == name && t.Stopped && t.CPULimitMilli != limit {
+			return true
+		}
+	}
+	return false
+}
+
+// setStoppedLimit records limit (milli-CPU) on the stopped containers of a
+// pod's name, in a model the caller owns (a clone): the limit the kubelet
+// restarts them with.
+func (m *Model) setStoppedLimit(podUID, name string, limit int64) {
+	for _, id := range m.podContainerIDs(podUID) {
+		if t := m.Containers.Get(id); t.PodUID == podUID && t.Name == name && t.Stopped {
+			m.edit(id).CPULimitMilli = limit
+		}
+	}
 }
 
 // PodResources returns the pod-level resources a pod has as far as the
@@ -373,11 +408,7 @@ func (p *Policy) resizeEntry(m *Model, pod Pod, e podMember, class Class) (*Mode
 		return nil, err
 	}
 	nm := m.Clone()
-	for _, id := range nm.podContainerIDs(pod.UID) {
-		if t := nm.Containers.Get(id); t.PodUID == pod.UID && t.Name == e.name && t.Stopped {
-			nm.edit(id).CPULimitMilli = int64(n) * milliCPUPerCPU
-		}
-	}
+	nm.setStoppedLimit(pod.UID, e.name, int64(n)*milliCPUPerCPU)
 	resized := e.a
 	if n < assigned.Size() {
 		kept, err := p.shrinkTo(nm, pod.UID, e.name, display, e.a, n)

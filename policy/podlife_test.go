@@ -974,3 +974,97 @@ func TestGrowthOntoACompletedSiblingMarksItInit(t *testing.T) {
 		})
 	}
 }
+
+// TestPutBackResizeOfABackOffMemberEndsTheHold: the kubelet re-created a
+// member in crash back-off with a count that did not fit, and it restarted
+// on its CPUs with the larger limit; its running sibling grew. The resize
+// put back shrinks the sibling first: the pod does not add up (the
+// member's latest instance has the larger limit, whatever the order of
+// the runtime's ids), so the CPU the decrease released is held for the
+// pod. UpdatePodSandbox then asks the stopped member its count again: its
+// CPUs do not change, its limit does (the kubelet restarts it with the
+// spec's), the pod adds up, and the held CPU goes back to the shared pool
+// instead of waiting for the member's next restart (make e2e-vm-kube's
+// back-off case).
+func TestPutBackResizeOfABackOffMemberEndsTheHold(t *testing.T) {
+	l := newLife(t, eightCPUs(t)) // CPUs 1-7 allocatable
+	pod := l.sandbox(l.pod("gu", 3000))
+	steady := l.create(pod, "steady", 1000)
+	l.next = 9 // crash's instances: gu-crash-10 (2 CPUs), then gu-crash-11 (asking 5)
+	crash := l.create(pod, "crash", 2000)
+	l.create(l.sandbox(l.pod("other", 2000)), "app", 2000) // two free CPUs left, one the pool's
+	l.exit(crash, 1)
+	if err := l.resize(steady, 2000); err != nil {
+		t.Fatalf("steady's growth: %v", err)
+	}
+	l.next = 10
+	again := l.create(pod, "crash", 5000) // restarts on its 2 CPUs
+	if len(l.warnings) == 0 {
+		t.Fatalf("crash re-created with 5 CPUs: no warning; it should restart on its 2")
+	}
+	l.exit(again, 1)
+	if crash != "gu-crash-10" || again != "gu-crash-11" {
+		t.Fatalf("instances %s, %s: the case needs the earlier one sorted first", crash, again)
+	}
+	grown := l.cpus(steady)
+
+	spec := policy.PodSpec{"steady": guaranteedCPU(1000), "crash": guaranteedCPU(2000)}
+	d, err := l.pol.UpdateContainer(l.m, l.running[steady], guaranteedCPU(1000))
+	if err != nil {
+		t.Fatalf("steady's decrease: %v", err)
+	}
+	l.step("steady's decrease", d)
+	l.step("steady's decrease confirmed", l.pol.Confirm(l.m, steady))
+	released := grown.Difference(l.cpus(steady))
+	if h, held := l.m.State.Hold(pod.UID); !held || !h.CPUs.Equals(released) {
+		t.Fatalf("after steady's decrease %s → %s: held %v %s, want %s held (crash's latest limit is 5 CPUs: the pod does not add up)", grown, l.cpus(steady), held, h.CPUs, released)
+	}
+	d, err = l.pol.UpdatePodSandboxWithSpec(l.m, pod, podTotal(3000), spec)
+	if err != nil {
+		t.Fatalf("the pod's resize put back: %v", err)
+	}
+	l.step("pod update", d)
+	if h, held := l.m.State.Hold(pod.UID); held {
+		t.Errorf("CPUs %s held for the pod after its resize was put back, want none", h.CPUs)
+	}
+	if !released.IsSubsetOf(l.m.SharedPool()) {
+		t.Errorf("the shared pool %s should have the CPU %s steady released", l.m.SharedPool(), released)
+	}
+}
+
+// TestStoppedMemberKeepsTheSpecLimitItRestartedWith: a member whose
+// shrink below its baseline was refused is re-created with the spec's
+// smaller count and restarts on its CPUs; stopped, it keeps that limit
+// through the pod's later resizes, which ask it the same: each growth of
+// its sibling is accepted (the member is not asked to shrink again), as
+// the kubelet, whose spec already says that limit, resizes only the
+// sibling (lifecycle seed 7, life 10).
+func TestStoppedMemberKeepsTheSpecLimitItRestartedWith(t *testing.T) {
+	l := newLife(t, eightCPUs(t)) // CPUs 1-7 allocatable
+	pod := l.sandbox(l.pod("gu", 3000))
+	side := l.create(pod, "side", 2000)
+	app := l.create(pod, "app", 1000)
+	if err := l.resize(side, 1000); err == nil {
+		t.Fatalf("side's shrink below its baseline accepted")
+	}
+	l.exit(side, 1)
+	again := l.create(pod, "side", 1000) // restarts on its 2 CPUs
+	if l.cpus(again).Size() != 2 {
+		t.Fatalf("side re-created with 1 CPU runs on %s, want its 2 baseline CPUs", l.cpus(again))
+	}
+	l.exit(again, 1)
+	for _, appMilli := range []int64{2000, 3000} {
+		spec := policy.PodSpec{"side": guaranteedCPU(1000), "app": guaranteedCPU(appMilli)}
+		d, err := l.pol.UpdatePodSandboxWithSpec(l.m, pod, podTotal(1000+appMilli), spec)
+		if err != nil {
+			t.Fatalf("pod resize growing app to %dm, side stopped at the spec's 1000m: %v", appMilli, err)
+		}
+		l.step("pod update", d)
+		if err := l.resize(app, appMilli); err != nil {
+			t.Fatalf("app's growth to %dm: %v", appMilli, err)
+		}
+		if got := l.cpus(app).Size(); got != int(appMilli/1000) {
+			t.Errorf("app grown to %dm runs on %d CPUs", appMilli, got)
+		}
+	}
+}
