@@ -669,7 +669,7 @@ func (o *Oracle) settleHold(p *pod) {
 // inFlight reports whether p's resize is in flight: what its containers'
 // CPU limits add up to is not its total (the last UpdatePodSandbox's, or
 // the current sandbox's). Its containers are those the plugin knows, each
-// name once (by its running instance, else a stopped one), totalled as
+// name once (by its running instance, else its latest stopped one), totalled as
 // the kubelet totals a pod (the sidecars' and app containers' sum, or an
 // init container's need with the sidecars' when larger); without the API
 // a container counts as an app container unless the plugin took it for
@@ -689,15 +689,15 @@ func (o *Oracle) inFlight(p *pod) bool {
 		if c == nil {
 			continue
 		}
+		// The running instance, else the latest the plugin tracks (the
+		// dead are in the order they died, the current one last).
 		var limit int64
-		found := false
+		found, running := false, false
 		for _, in := range append(slices.Clone(c.dead), c.current) {
-			if in == nil || !in.tracked {
+			if in == nil || !in.tracked || running {
 				continue
 			}
-			if !found || in.running {
-				limit, found = in.limit, true
-			}
+			limit, found, running = in.limit, true, in.running
 		}
 		if !found {
 			continue
