@@ -247,7 +247,7 @@ func (o *Oracle) actuate(p *pod) error {
 			return failf("pod %s's resize %v accepted at UpdatePodSandbox; on the kubelet's state KEP-5554 refuses %v", p.spec.Name, parts, failing)
 		}
 		o.podUpdated(p, kubeapi.PodCPULimitMilli(p.v1))
-		if err := o.absorbStopped(p, parts, false); err != nil {
+		if err := o.absorbStopped(p, parts, false, true); err != nil {
 			return err
 		}
 	}
@@ -277,7 +277,7 @@ func (o *Oracle) actuate(p *pod) error {
 			return failf("pod %s's resize %v: %s's part accepted; on the kubelet's state KEP-5554 refuses %v", p.spec.Name, parts, ch.name, failing)
 		}
 		if i == 0 && !grows {
-			if err := o.absorbStopped(p, parts, false); err != nil {
+			if err := o.absorbStopped(p, parts, false, false); err != nil {
 				return err
 			}
 		}
@@ -303,7 +303,7 @@ func (o *Oracle) actuate(p *pod) error {
 		}
 		o.settleHold(p)
 	}
-	if err := o.absorbStopped(p, parts, true); err != nil {
+	if err := o.absorbStopped(p, parts, true, false); err != nil {
 		return err
 	}
 	if shrinks {
@@ -354,13 +354,17 @@ func (o *Oracle) members(p *pod) []change {
 
 // absorbStopped absorbs, with the API, the parts of a resize the plugin
 // decided for containers that do not run: their entries take the spec's
-// count for their re-creation. The decreases (growths false) are taken at
-// the resize's first request, before the running containers' growths that
-// may take their CPUs; the growths (growths true) once every running
-// container's part is applied, since one may need the CPUs a running
-// container's decrease releases (policy ConfirmWithSpec: the plugin grows
-// it when the runtime confirms that decrease).
-func (o *Oracle) absorbStopped(p *pod, parts []change, growths bool) error {
+// count for their re-creation. At the resize's first request (growths
+// false) the decreases are taken, before the running containers' growths
+// that may take their CPUs, and with applied (the first request was the
+// pod's growth, UpdatePodSandbox, before any running container's part)
+// so are the growths the plugin applied then, which the running
+// containers' growths are placed around (under the pod scope the pod's
+// count decides its NUMA nodes); the other growths (growths true) once
+// every running container's part is applied, since one may need the CPUs
+// a running container's decrease releases (policy ConfirmWithSpec: the
+// plugin grows it when the runtime confirms that decrease).
+func (o *Oracle) absorbStopped(p *pod, parts []change, growths, applied bool) error {
 	if !o.api() {
 		return nil
 	}
@@ -371,10 +375,10 @@ func (o *Oracle) absorbStopped(p *pod, parts []change, growths bool) error {
 			continue
 		}
 		n := p.spec.exclusiveCPUs(ch.to)
-		if have, _ := o.kubelet.Entry(p.uid, ch.name); (n > have.Size()) != growths {
-			continue
-		}
 		e := pluginEntries(snap, p.uid)[ch.name]
+		if have, _ := o.kubelet.Entry(p.uid, ch.name); n > have.Size() && !growths && !(applied && e.assigned.Size() == n) {
+			continue // a growth the plugin applies once a decrease is confirmed
+		}
 		if e.assigned.Size() != n {
 			return failf("pod %s's resize accepted: %s (not running) has %s, not the %d CPUs of its spec", p.spec.Name, ch.name, e.assigned, n)
 		}
