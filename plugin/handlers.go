@@ -154,6 +154,11 @@ func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhe
 		if o.err == nil {
 			p.markPodDue(pp.UID) // read again at PostUpdatePodSandbox
 			p.markPending(o.decision.Others)
+			if p.opts.API != nil && spec == nil {
+				p.specLagged[pp.UID] = true
+			} else {
+				delete(p.specLagged, pp.UID)
+			}
 		}
 		return o
 	}).err

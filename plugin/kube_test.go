@@ -10,7 +10,9 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
+	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
+	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // fakeAPI is the Kubernetes API as the plugin sees it.
@@ -112,5 +114,121 @@ func guaranteedResources(n int64) *api.LinuxResources {
 	return &api.LinuxResources{
 		Cpu:    &api.LinuxCPU{Shares: api.UInt64(uint64(n * 1024)), Quota: api.Int64(n * 100000), Period: api.UInt64(100000)},
 		Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)},
+	}
+}
+
+// TestHoldSettledWithTheSpecOnceTheAPIHasIt: a pod resize put back while
+// the API's view lagged (UpdatePodSandbox without the pod's spec) leaves
+// a stopped member the smaller limit it was re-created with, so the CPU
+// its sibling's decrease released stays held for the pod; once the API
+// has the spec, the maintenance loop's pass records the member's limit
+// and returns the CPU to the shared pool, in the checkpoint on disk too
+// (make e2e-vm-kube's back-off case failed so on a loaded machine).
+func TestHoldSettledWithTheSpecOnceTheAPIHasIt(t *testing.T) {
+	kube := &fakeAPI{}
+	var cpus []cpuallocator.CPUInfo
+	for i := range 8 {
+		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i})
+	}
+	topo, err := cpuallocator.NewTopology(cpus, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc, err := cpuallocator.NewAllocator(topo, cpuallocator.StaticPolicyOptions{}, cpuallocator.TopologyOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.New(alloc, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := state.NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	p, err := New(pol, store, Options{Log: quietLog().Logger, API: kube})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	podTotal := func(n int64) *api.LinuxResources {
+		return &api.LinuxResources{Cpu: &api.LinuxCPU{Quota: api.Int64(n * 100000), Period: api.UInt64(100000)}}
+	}
+	pod, steady := guaranteedCtr("gu", 1)
+	steady.Name = "steady"
+	pod.Linux.PodResources = podTotal(3)
+	crash := &api.Container{Id: "gu-crash-1", PodSandboxId: pod.Id, Name: "crash", Linux: &api.LinuxContainer{Resources: guaranteedResources(2)}}
+	for _, c := range []*api.Container{steady, crash} {
+		if _, _, err := p.CreateContainer(ctx, pod, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if otherPod, other := guaranteedCtr("other", 3); true { // one free CPU left
+		if _, _, err := p.CreateContainer(ctx, otherPod, other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := func(c *api.Container) {
+		t.Helper()
+		c.ExitCode, c.FinishedAt = 1, 1
+		if _, err := p.StopContainer(ctx, pod, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop(crash)
+	// The pod grows (steady to 2 CPUs); crash, re-created with 4 CPUs
+	// that do not fit, restarts on its 2.
+	if err := p.UpdatePodSandbox(ctx, pod, nil, podTotal(4)); err != nil {
+		t.Fatalf("the pod's growth: %v", err)
+	}
+	again := &api.Container{Id: "gu-crash-2", PodSandboxId: pod.Id, Name: "crash", Linux: &api.LinuxContainer{Resources: guaranteedResources(4)}}
+	if _, _, err := p.CreateContainer(ctx, pod, again); err != nil {
+		t.Fatal(err)
+	}
+	stop(again)
+	if _, err := p.UpdateContainer(ctx, pod, steady, guaranteedResources(2)); err != nil {
+		t.Fatalf("steady's growth: %v", err)
+	}
+	if err := p.PostUpdateContainer(ctx, pod, steady); err != nil {
+		t.Fatal(err)
+	}
+	// Put back, the API's view lagging: steady's decrease, then the
+	// pod's totals alone.
+	before := p.model.CPUsOf(steady.Id)
+	if _, err := p.UpdateContainer(ctx, pod, steady, guaranteedResources(1)); err != nil {
+		t.Fatalf("steady's decrease: %v", err)
+	}
+	if err := p.PostUpdateContainer(ctx, pod, steady); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.UpdatePodSandbox(ctx, pod, nil, podTotal(3)); err != nil {
+		t.Fatalf("UpdatePodSandbox without the spec: %v", err)
+	}
+	released := before.Difference(p.model.CPUsOf(steady.Id))
+	if h, held := p.model.State.Hold(pod.Uid); released.Size() != 1 || !held || !h.CPUs.Equals(released) {
+		t.Fatalf("steady %s → %s: held %v %s, want the released CPU held (crash's limit is 4 CPUs: the pod does not add up)", before, p.model.CPUsOf(steady.Id), held, h.CPUs)
+	}
+
+	p.settleHoldsWithSpec() // the API has no spec yet: nothing changes
+	if _, held := p.model.State.Hold(pod.Uid); !held {
+		t.Fatalf("the hold ended without the spec")
+	}
+	kube.mu.Lock()
+	kube.spec = policy.PodSpec{"steady": boundedResources(guaranteedResources(1), nil), "crash": boundedResources(guaranteedResources(2), nil)}
+	kube.mu.Unlock()
+	p.settleHoldsWithSpec()
+	if h, held := p.model.State.Hold(pod.Uid); held {
+		t.Errorf("CPUs %s still held once the API has the spec", h.CPUs)
+	}
+	if !released.IsSubsetOf(p.model.SharedPool()) {
+		t.Errorf("the shared pool %s should have the CPU %s steady released", p.model.SharedPool(), released)
+	}
+	saved, err := store.Load(cpuset.New(0, 1, 2, 3, 4, 5, 6, 7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, held := saved.Hold(pod.Uid); held {
+		t.Errorf("the checkpoint on disk still holds %s for the pod", h.CPUs)
 	}
 }

@@ -203,6 +203,11 @@ type Plugin struct {
 	// pod's spec, until the runtime confirms it (PostUpdateContainer):
 	// the pod and spec its confirmation decides with.
 	resized map[string]resizedWith
+	// specLagged are the pods whose last UpdatePodSandbox was decided on
+	// the totals alone, the API's view lagging behind the runtime: the
+	// maintenance loop settles their holds with the spec once the API has
+	// it (settleHoldsWithSpec).
+	specLagged map[string]bool
 	// importKubelet is set until the first Synchronize when the plugin
 	// started without a checkpoint and should import the kubelet's.
 	importKubelet bool
@@ -245,6 +250,7 @@ func New(pol *policy.Policy, store *state.Store, opts Options) (*Plugin, error) 
 		ledger:      newLedger(),
 		warned:      map[string]bool{},
 		resized:     map[string]resizedWith{},
+		specLagged:  map[string]bool{},
 		link:        newLinkState(nil),
 		writes:      newWriteClock(),
 		writeErrors: newOnceAMinute(time.Now),

@@ -47,6 +47,7 @@ func (p *Plugin) maintainLoop(ctx context.Context) {
 		case <-tick:
 			p.verify(true)
 		case <-holds.C:
+			p.settleHoldsWithSpec()
 			p.expireHolds()
 			p.expireOrphans()
 			p.applyPending()
@@ -85,6 +86,53 @@ func (p *Plugin) expireOrphans() {
 // to the shared pool, and sends the shared containers their growth.
 func (p *Plugin) expireHolds() {
 	p.maintain("holdTimeout", logrus.WarnLevel, p.policy.ExpireHolds)
+}
+
+// settleHoldsWithSpec catches up, with a pod's spec from the Kubernetes
+// API's cache at the pod's recorded total, the resize of a pod that holds
+// CPUs for it (policy.SettleWithSpec) when its last UpdatePodSandbox was
+// decided on the totals alone, the API's view lagging behind the
+// runtime. One pod per pass.
+func (p *Plugin) settleHoldsWithSpec() {
+	if p.opts.API == nil {
+		return
+	}
+	p.maintain("holdSettled", logrus.InfoLevel, func(m *policy.Model) policy.Decision {
+		for uid := range p.specLagged {
+			if _, held := m.State.Hold(uid); !held {
+				delete(p.specLagged, uid) // settled, expired or gone
+				continue
+			}
+			pod, ok := p.podOfUID(uid)
+			if !ok {
+				continue
+			}
+			res, known := m.PodResources(pod)
+			if !known {
+				continue
+			}
+			spec, ok := p.opts.API.PodSpec(uid, policy.CPULimitMilli(res), 0)
+			if !ok {
+				continue
+			}
+			delete(p.specLagged, uid) // the spec is there: once
+			if d := p.policy.SettleWithSpec(m, pod, spec); d.Model != m {
+				return d
+			}
+		}
+		return policy.Decision{Model: m}
+	})
+}
+
+// podOfUID returns the pod of a UID as its sandbox's events named it.
+// mu must be held.
+func (p *Plugin) podOfUID(uid string) (policy.Pod, bool) {
+	for _, pod := range p.pods {
+		if pod.UID == uid {
+			return pod, true
+		}
+	}
+	return policy.Pod{}, false
 }
 
 // maintain runs a decision of the maintenance loop under the plugin's

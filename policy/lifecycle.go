@@ -57,6 +57,40 @@ func (p *Policy) ConfirmWithSpec(m *Model, id string, pod Pod, spec PodSpec) Dec
 	return Decision{Model: next, Others: p.syncShared(m, next), Notes: notes}
 }
 
+// SettleWithSpec is the maintenance loop's catch-up for a pod that holds
+// CPUs for its resize when the pod's spec (the Kubernetes API's, at the
+// pod's recorded total) is known: its members that do not run take what
+// the spec asks (resizeStopped, as UpdatePodSandboxWithSpec would have
+// done), and the held CPUs return to the shared pool once the pod adds
+// up. It catches up a resize decided while the API's view lagged behind
+// the runtime (UpdatePodSandbox decided on the totals alone), which the
+// kubelet's reconcile would finish: without it a stopped member keeps the
+// larger limit it was re-created with, and the CPUs stay held until its
+// next restart or the hold timeout. Nothing changes for a pod that holds
+// nothing.
+func (p *Policy) SettleWithSpec(m *Model, pod Pod, spec PodSpec) Decision {
+	if _, held := m.State.Hold(pod.UID); !held || spec == nil || pod.UID == "" {
+		return Decision{Model: m}
+	}
+	pm := m.podMembers(pod.UID)
+	asked, ok := pm.asked(spec)
+	if !ok {
+		return Decision{Model: m}
+	}
+	next, notes := p.resizeStopped(m, pod, pm, asked, spec)
+	if next == m {
+		if !m.resizeInFlight(pod) {
+			next = m.Clone() // the pod adds up already: settle below
+		} else {
+			return Decision{Model: m}
+		}
+	}
+	if note := p.settleHold(next, pod); note != "" {
+		notes = append(notes, note)
+	}
+	return Decision{Model: next, Others: p.syncShared(m, next), Notes: notes}
+}
+
 // RunPodSandbox records a pod's new sandbox. The kubelet runs one sandbox
 // of a pod at a time: a new one (the pause container died, or the node
 // rebooted) replaces the pod's others, whose removal later, relayed by

@@ -1068,3 +1068,53 @@ func TestStoppedMemberKeepsTheSpecLimitItRestartedWith(t *testing.T) {
 		}
 	}
 }
+
+// TestSettleWithSpecEndsAHoldTheTotalsAloneKept: the resize of
+// TestPutBackResizeOfABackOffMemberEndsTheHold put back while the API's
+// view lagged: UpdatePodSandbox came without the pod's spec, so the
+// stopped member kept the larger limit it was re-created with and the CPU
+// the sibling's decrease released stayed held. The maintenance loop's
+// catch-up with the spec, once the API has it, records the member's
+// limit and returns the CPU to the shared pool; it changes nothing of a
+// pod that holds nothing (make e2e-vm-kube's back-off case, which failed
+// twice at that check on a loaded machine).
+func TestSettleWithSpecEndsAHoldTheTotalsAloneKept(t *testing.T) {
+	l := newLife(t, eightCPUs(t)) // CPUs 1-7 allocatable
+	pod := l.sandbox(l.pod("gu", 3000))
+	steady := l.create(pod, "steady", 1000)
+	crash := l.create(pod, "crash", 2000)
+	other := l.sandbox(l.pod("other", 2000))
+	l.create(other, "app", 2000)                      // two free CPUs left, one the pool's
+	l.create(l.sandbox(l.pod("frac", 500)), "c", 500) // on the shared pool
+	l.exit(crash, 1)
+	if err := l.resize(steady, 2000); err != nil {
+		t.Fatalf("steady's growth: %v", err)
+	}
+	again := l.create(pod, "crash", 5000) // restarts on its 2 CPUs
+	l.exit(again, 1)
+	grown := l.cpus(steady)
+	spec := policy.PodSpec{"steady": guaranteedCPU(1000), "crash": guaranteedCPU(2000)}
+
+	if d := l.pol.SettleWithSpec(l.m, other, policy.PodSpec{"app": guaranteedCPU(2000)}); d.Model != l.m {
+		t.Errorf("SettleWithSpec of a pod that holds nothing changed the model")
+	}
+	if err := l.resize(steady, 1000); err != nil {
+		t.Fatalf("steady's decrease: %v", err)
+	}
+	l.podUpdate(pod, 3000) // the totals alone: the API's view lags
+	released := grown.Difference(l.cpus(steady))
+	if h, held := l.m.State.Hold(pod.UID); !held || !h.CPUs.Equals(released) {
+		t.Fatalf("after the put-back on the totals alone: held %v %s, want %s held (crash's latest limit is 5 CPUs)", held, h.CPUs, released)
+	}
+	d := l.pol.SettleWithSpec(l.m, pod, spec)
+	l.step("settle with the spec", d)
+	if h, held := l.m.State.Hold(pod.UID); held {
+		t.Errorf("CPUs %s still held after the catch-up with the spec", h.CPUs)
+	}
+	if !released.IsSubsetOf(l.m.SharedPool()) {
+		t.Errorf("the shared pool %s should have the CPU %s steady released", l.m.SharedPool(), released)
+	}
+	if len(d.Others) == 0 {
+		t.Errorf("the catch-up sent the shared containers nothing: they must grow into %s", released)
+	}
+}
