@@ -119,7 +119,7 @@ func guaranteedResources(n int64) *api.LinuxResources {
 
 // TestHoldSettledWithTheSpecOnceTheAPIHasIt: a pod resize put back while
 // the API's view lagged (UpdatePodSandbox without the pod's spec) leaves
-// a stopped member the smaller limit it was re-created with, so the CPU
+// a stopped member the larger limit it was re-created with, so the CPU
 // its sibling's decrease released stays held for the pod; once the API
 // has the spec, the maintenance loop's pass records the member's limit
 // and returns the CPU to the shared pool, in the checkpoint on disk too
@@ -164,10 +164,9 @@ func TestHoldSettledWithTheSpecOnceTheAPIHasIt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if otherPod, other := guaranteedCtr("other", 3); true { // one free CPU left
-		if _, _, err := p.CreateContainer(ctx, otherPod, other); err != nil {
-			t.Fatal(err)
-		}
+	otherPod, other := guaranteedCtr("other", 3)
+	if _, _, err := p.CreateContainer(ctx, otherPod, other); err != nil { // one free CPU left
+		t.Fatal(err)
 	}
 	stop := func(c *api.Container) {
 		t.Helper()
