@@ -34,8 +34,15 @@ func newTestPlugin(t *testing.T) (*Plugin, *state.Store) {
 // testPolicy is the policy of a 4-CPU machine with CPU 0 reserved.
 func testPolicy(t testing.TB) *policy.Policy {
 	t.Helper()
+	return testPolicyOf(t, 4)
+}
+
+// testPolicyOf is the policy of an n-CPU machine (one CPU per core) with
+// CPU 0 reserved.
+func testPolicyOf(t testing.TB, n int) *policy.Policy {
+	t.Helper()
 	var cpus []cpuallocator.CPUInfo
-	for i := 0; i < 4; i++ {
+	for i := 0; i < n; i++ {
 		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i})
 	}
 	topo, err := cpuallocator.NewTopology(cpus, nil)
@@ -56,7 +63,12 @@ func testPolicy(t testing.TB) *policy.Policy {
 // newTestPluginWith is newTestPlugin with options set by configure.
 func newTestPluginWith(t *testing.T, configure func(*Options)) (*Plugin, *state.Store) {
 	t.Helper()
-	pol := testPolicy(t)
+	return newTestPluginOn(t, testPolicy(t), configure)
+}
+
+// newTestPluginOn is newTestPluginWith on the policy pol.
+func newTestPluginOn(t *testing.T, pol *policy.Policy, configure func(*Options)) (*Plugin, *state.Store) {
+	t.Helper()
 	store, err := state.NewStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -10,9 +10,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"k8s.io/utils/cpuset"
 
-	"github.com/nri-cpumanager/nri-cpumanager/cpuallocator"
 	"github.com/nri-cpumanager/nri-cpumanager/policy"
-	"github.com/nri-cpumanager/nri-cpumanager/state"
 )
 
 // fakeAPI is the Kubernetes API as the plugin sees it.
@@ -126,31 +124,7 @@ func guaranteedResources(n int64) *api.LinuxResources {
 // (make e2e-vm-kube's back-off case failed so on a loaded machine).
 func TestHoldSettledWithTheSpecOnceTheAPIHasIt(t *testing.T) {
 	kube := &fakeAPI{}
-	var cpus []cpuallocator.CPUInfo
-	for i := range 8 {
-		cpus = append(cpus, cpuallocator.CPUInfo{ID: i, Core: i})
-	}
-	topo, err := cpuallocator.NewTopology(cpus, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	alloc, err := cpuallocator.NewAllocator(topo, cpuallocator.StaticPolicyOptions{}, cpuallocator.TopologyOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.New(alloc, policy.Options{Reserved: cpuset.New(0), InPlaceResize: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := state.NewStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	p, err := New(pol, store, Options{Log: quietLog().Logger, API: kube})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, store := newTestPluginOn(t, testPolicyOf(t, 8), func(o *Options) { o.API = kube })
 	ctx := context.Background()
 	podTotal := func(n int64) *api.LinuxResources {
 		return &api.LinuxResources{Cpu: &api.LinuxCPU{Quota: api.Int64(n * 100000), Period: api.UInt64(100000)}}
