@@ -76,18 +76,21 @@ func (p *Plugin) commit(m *policy.Model) error {
 // runtime has already acted): on a write failure the model still becomes
 // current, and the next commit writes the checkpoint again. A model whose
 // state fails validation (a bug) never becomes current: every later commit
-// would fail with it, refusing every request of the node.
-func (p *Plugin) commitOrKeep(m *policy.Model) {
+// would fail with it, refusing every request of the node. It reports
+// whether m became current.
+func (p *Plugin) commitOrKeep(m *policy.Model) bool {
 	err := p.commit(m)
 	var inconsistent *state.InconsistentError
 	switch {
 	case err == nil:
 	case errors.As(err, &inconsistent):
 		p.log.WithError(err).Error("a decision made an inconsistent state; keeping the previous one")
+		return false
 	default:
 		p.dirty = true
 		p.setModel(m)
 	}
+	return true
 }
 
 // setModel makes m current, and the model the CPU gauges describe.

@@ -33,8 +33,9 @@ func (p *Plugin) synchronize(epoch uint64, pods []*api.PodSandbox, ctrs []*api.C
 		d.Model.State.SetConfigRecord(p.record) // (Synchronize's state is its own)
 	}
 	p.reporter.notes("Synchronize", d.Notes)
-	p.commitOrKeep(d.Model)
-	if !p.handing() {
+	if !p.commitOrKeep(d.Model) || !p.handing() {
+		// (The reply hands nothing that a model which was not kept
+		// decided: the containers stay where they run.)
 		d.Others = nil
 	}
 	for _, u := range d.Others {

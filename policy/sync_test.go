@@ -3,6 +3,7 @@ package policy_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/utils/cpuset"
 
@@ -216,6 +217,31 @@ func TestSynchronizeCatchesUpMissedResizes(t *testing.T) {
 	noted := strings.Join(d.Notes, "\n")
 	if !strings.Contains(noted, "default/below/app: was resized to 1 CPUs while the plugin was away: Infeasible: prohibitedCPUAllocationError: container default/below/app cannot shrink to 1 CPUs: its baseline exclusive CPUs 6-7 (2 CPUs) must be kept; it keeps 6-7") {
 		t.Errorf("notes:\n%s", noted)
+	}
+}
+
+// TestSynchronizeCatchUpTakesThePodsHeldCPUs: a container that restarted
+// with a larger count while the plugin was away grows, at the Synchronize,
+// into the CPUs held for its pod's resize first, and those CPUs are then
+// its own and no longer held (a CPU both held and assigned is a state no
+// checkpoint accepts: the whole Synchronize would be lost).
+func TestSynchronizeCatchUpTakesThePodsHeldCPUs(t *testing.T) {
+	pol := eightCPUs(t)
+	st := pol.NewState()
+	st.SetAssignment("grown-uid", "app", state.Assignment{Baseline: cpuset.New(1, 2)})
+	st.SetHold("grown-uid", state.Hold{CPUs: cpuset.New(3, 4), Since: time.Unix(1, 0)})
+	st.SetDefaultCPUSet(cpuset.New(0, 5, 6, 7))
+	d := pol.Synchronize(policy.NewModel(st), nil, []policy.Container{running(t, "grown", "guaranteed", 3000, "1-2")})
+	if err := pol.CheckInvariants(d.Model); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Model.State.Validate(cpuset.New(0, 1, 2, 3, 4, 5, 6, 7)); err != nil {
+		t.Fatalf("the Synchronize's state cannot be checkpointed: %v", err)
+	}
+	a, _ := d.Model.State.Assignment("grown-uid", "app")
+	h, held := d.Model.State.Hold("grown-uid")
+	if a.Assigned().String() != "1-3" || !held || h.CPUs.String() != "4" {
+		t.Errorf("assigned %s, held %s (%v); want 1-3 and 4 still held for the pod", a.Assigned(), h.CPUs, held)
 	}
 }
 
