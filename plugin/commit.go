@@ -109,7 +109,7 @@ func (p *Plugin) apply(event string, d policy.Decision) {
 	p.reporter.notes(event, d.Notes)
 	p.commitOrKeep(d.Model)
 	p.forgetGone()
-	p.markPending(d.Others)
+	p.markPending(d.Updates())
 	p.applyPendingLocked() // CPUs may have been freed
 }
 

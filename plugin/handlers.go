@@ -117,7 +117,7 @@ func (p *Plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
 		}
 		o = p.decideAndCommit(o, func(m *policy.Model) (policy.Decision, error) { return p.policy.AdmitPod(m, pp) })
 		if o.err == nil && p.handing() {
-			p.markPending(o.decision.Others)
+			p.markPending(o.decision.Updates())
 		}
 		return o
 	})
@@ -153,7 +153,7 @@ func (p *Plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhe
 		})
 		if o.err == nil {
 			p.markPodDue(pp.UID) // read again at PostUpdatePodSandbox
-			p.markPending(o.decision.Others)
+			p.markPending(o.decision.Updates())
 			if p.opts.API != nil && spec == nil {
 				p.specLagged[pp.UID] = true
 			} else {

@@ -163,7 +163,7 @@ type desiredFunc func(ids []string) (updates []policy.Update, gone []string)
 // except o's container, which the runtime handles separately. Each
 // container appears once. They are recorded as handed to the runtime.
 func (l *ledger) reply(o outcome, desired desiredFunc) []policy.Update {
-	own := o.decision.Others
+	own := o.decision.Updates()
 	if o.container.ID != "" && slices.ContainsFunc(own, func(u policy.Update) bool { return u.ContainerID == o.container.ID }) {
 		// (A decision's shared-pool updates may name the event's own
 		// container: a pod admitted at a shared container's creation. The

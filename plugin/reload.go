@@ -85,7 +85,7 @@ func (p *Plugin) switchPolicy(pol *policy.Policy, record state.ConfigRecord) err
 	}
 	p.policy, p.record = pol, record
 	p.metrics.setPolicy(pol)
-	p.markPending(d.Others)
+	p.markPending(d.Updates())
 	return nil
 }
 

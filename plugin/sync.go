@@ -33,20 +33,21 @@ func (p *Plugin) synchronize(epoch uint64, pods []*api.PodSandbox, ctrs []*api.C
 		d.Model.State.SetConfigRecord(p.record) // (Synchronize's state is its own)
 	}
 	p.reporter.notes("Synchronize", d.Notes)
+	updates := d.Updates()
 	if !p.commitOrKeep(d.Model) || !p.handing() {
 		// (The reply hands nothing that a model which was not kept
 		// decided: the containers stay where they run.)
-		d.Others = nil
+		updates = nil
 	}
-	for _, u := range d.Others {
+	for _, u := range updates {
 		p.ledger.handed(u, handedInReply)
 	}
 	p.forgetGone()
 	p.link.up(epoch)
 	p.checkInvariants("Synchronize")
-	p.log.WithFields(logrus.Fields{"pods": len(pods), "containers": len(ctrs), "updates": len(d.Others),
+	p.log.WithFields(logrus.Fields{"pods": len(pods), "containers": len(ctrs), "updates": len(updates),
 		"exclusive": p.model.State.ExclusiveCPUs().String(), "shared": p.model.SharedPool().String()}).Info("synchronized")
-	return updatesToNRI(d.Others)
+	return updatesToNRI(updates)
 }
 
 // rememberPods replaces the pods the plugin knows with the runtime's,

@@ -151,7 +151,7 @@ func (p *Plugin) maintain(what string, level logrus.Level, decide func(*policy.M
 		p.log.WithField("event", what).Log(level, n)
 	}
 	p.commitOrKeep(d.Model)
-	p.markPending(d.Others)
+	p.markPending(d.Updates())
 	return true
 }
 

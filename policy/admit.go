@@ -39,7 +39,7 @@ func (p *Policy) AdmitPod(m *Model, pod Pod) (Decision, error) {
 	if nm == m {
 		return Decision{Model: m}, nil
 	}
-	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}, nil
+	return Decision{Model: nm, PoolChanged: poolChanged(m, nm), Notes: notes}, nil
 }
 
 // Admitted reports whether a pod's spec is known and every container of
@@ -100,25 +100,6 @@ func notAdmitted(pod Pod, sc SpecContainer, err error) error {
 	}
 	return refuse(r.Verdict, r.Reason, "pod %s is not admitted, as the kubelet's admission would not admit it, and none of its containers starts until it fits: its %s %s: %s",
 		podDisplay(pod), sc.Role, sc.Name, r.Message)
-}
-
-// mergeUpdates returns first, then the updates of rest that name a
-// container first does not, in rest's order.
-func mergeUpdates(first, rest []Update) []Update {
-	if len(rest) == 0 {
-		return first
-	}
-	named := make(map[string]bool, len(first))
-	for _, u := range first {
-		named[u.ContainerID] = true
-	}
-	out := first
-	for _, u := range rest {
-		if !named[u.ContainerID] {
-			out = append(out, u)
-		}
-	}
-	return out
 }
 
 // neverCreated reports whether no container of a pod's name is tracked,

@@ -87,12 +87,12 @@ func TestAdmitPodAsTheKubelet(t *testing.T) {
 			if got := l.pool(); got != tc.pool {
 				t.Errorf("shared pool %q, want %q", got, tc.pool)
 			}
-			if len(d.Others) != 1 || d.Others[0].ContainerID != shared || d.Others[0].CPUSet().String() != tc.pool {
-				t.Errorf("updates %+v, want the shared container on %s", d.Others, tc.pool)
+			if len(d.Updates()) != 1 || d.Updates()[0].ContainerID != shared || d.Updates()[0].CPUSet().String() != tc.pool {
+				t.Errorf("updates %+v, want the shared container on %s", d.Updates(), tc.pool)
 			}
 			again, err := l.pol.AdmitPod(l.m, pod)
-			if err != nil || again.Model != l.m || len(again.Others) > 0 {
-				t.Errorf("admitted again: %v, model changed %v, updates %v", err, again.Model != l.m, again.Others)
+			if err != nil || again.Model != l.m || len(again.Updates()) > 0 {
+				t.Errorf("admitted again: %v, model changed %v, updates %v", err, again.Model != l.m, again.Updates())
 			}
 		})
 	}
@@ -231,8 +231,8 @@ func TestAdmissionAtTheFirstCreation(t *testing.T) {
 	if got := entries(l.m, pod.UID); got != "app=1 init=1-2 other=2-3" {
 		t.Errorf("entries %q, want the whole pod admitted", got)
 	}
-	if len(d.Others) != 1 || d.Others[0].ContainerID != shared || !d.Others[0].CPUSet().Equals(cpuset.New(0, 4, 5, 6, 7)) {
-		t.Errorf("updates %+v, want %s on 0,4-7", d.Others, shared)
+	if len(d.Updates()) != 1 || d.Updates()[0].ContainerID != shared || !d.Updates()[0].CPUSet().Equals(cpuset.New(0, 4, 5, 6, 7)) {
+		t.Errorf("updates %+v, want %s on 0,4-7", d.Updates(), shared)
 	}
 }
 

@@ -53,7 +53,7 @@ func (p *Policy) createContainer(m *Model, c Container) (Decision, error) {
 	}
 	// The pod was admitted with this creation: the shared containers
 	// shrink from where they ran before it.
-	d.Others = mergeUpdates(d.Others, p.syncShared(m, d.Model))
+	d.PoolChanged = d.PoolChanged || poolChanged(m, d.Model)
 	d.Notes = append(admission, d.Notes...)
 	return d, nil
 }
@@ -103,10 +103,10 @@ func (p *Policy) createIn(m *Model, c Container, display string) (Decision, erro
 	nm.add(t)
 	nm.clearEnding(c.Pod.UID)
 	return Decision{
-		Model:  nm,
-		Target: p.targetUpdate(c.ID, display, cpus),
-		Others: p.syncShared(m, nm),
-		Notes:  notes,
+		Model:       nm,
+		Target:      p.targetUpdate(c.ID, display, cpus),
+		PoolChanged: poolChanged(m, nm),
+		Notes:       notes,
 	}, nil
 }
 
@@ -226,12 +226,13 @@ func (p *Policy) recreate(m *Model, c Container, t *Tracked, class Class, a stat
 	nm.add(t)
 	nm.clearEnding(c.Pod.UID)
 	return Decision{
-		Model:     nm,
-		Target:    p.targetUpdate(c.ID, display, cpus),
-		Others:    withTwins(nm, demoted, p.syncShared(m, nm)),
-		Notes:     notes,
-		Warnings:  warnings,
-		Unapplied: unapplied,
+		Model:       nm,
+		Target:      p.targetUpdate(c.ID, display, cpus),
+		Others:      twinUpdates(nm, demoted),
+		PoolChanged: poolChanged(m, nm),
+		Notes:       notes,
+		Warnings:    warnings,
+		Unapplied:   unapplied,
 	}, nil
 }
 
@@ -353,26 +354,23 @@ func beyondPodLimit(m *Model, c Container, n int, reuse cpumask.Mask) string {
 		display, n, held, limit)
 }
 
-// withTwins adds to updates (those of syncShared, in id order) the
-// shared-pool update of each container reuseEntry turned shared (ids),
-// unless updates already name it. Their update shrinks them off the CPUs
-// they leave, so it comes first.
-func withTwins(nm *Model, ids []string, updates []Update) []Update {
+// twinUpdates returns, in id order, the shared-pool update of each
+// container reuseEntry turned shared (ids). Their update shrinks them off
+// the CPUs they leave, so it comes first (Decision.Others: the other
+// shared containers' follow when the pool changed).
+func twinUpdates(nm *Model, ids []string) []Update {
 	var twins []Update
 	for _, id := range ids {
-		if slices.ContainsFunc(updates, func(u Update) bool { return u.ContainerID == id }) {
-			continue
-		}
 		twins = append(twins, Update{ContainerID: id, Display: nm.Containers.Get(id).Display, CPUs: nm.sharedMask()})
 	}
 	slices.SortFunc(twins, func(a, b Update) int { return strings.Compare(a.ContainerID, b.ContainerID) })
-	return append(twins, updates...)
+	return twins
 }
 
 // takeOver makes container c the owner of its pod and name's assignment:
 // the ids that owned it lose their claim. A predecessor that is not known
 // stopped may still run: it runs on the shared pool (the caller sends it
-// there before the new container starts, see withTwins: demoted names
+// there before the new container starts, see twinUpdates: demoted names
 // those that were exclusive), so no CPU is ever in both.
 func (p *Policy) takeOver(m *Model, c Container) (demoted, notes []string) {
 	ref := state.ContainerRef{PodUID: c.Pod.UID, Name: c.Name}

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"slices"
+
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
@@ -54,8 +56,20 @@ type Decision struct {
 	Target *Update
 	// Others are updates of other containers that may be applied at once,
 	// before the target's (the runtime applies them first). Each container
-	// appears at most once.
+	// appears at most once. They are the decision's own; Updates adds the
+	// shared containers' when the decision changed the shared pool.
 	Others []Update
+	// PoolChanged says that the decision changed the shared pool: every
+	// running container that owns no assignment in Model (the shared
+	// containers) moves to Model's pool, after Others and before Last.
+	// The decision does not list them (one update per shared container
+	// would make its cost grow with the node's pods): Updates does, for
+	// the reply.
+	PoolChanged bool
+	// Last are updates the runtime applies after the shared containers'
+	// (a pod resize's increases, which may take CPUs the shared
+	// containers leave).
+	Last []Update
 	// Operation is the kind of resize (OpNone for other requests).
 	Operation Operation
 	// Notes are human-readable remarks for the log (adoptions, missed
@@ -83,6 +97,46 @@ type Decision struct {
 	// pod's resources before, and its running containers' cpusets by name.
 	PodBefore Resources
 	PodCPUs   []ContainerCPUs
+}
+
+// Updates returns every update of other containers the decision makes,
+// in the order the runtime must apply them: Others, then — when the
+// shared pool changed — one for each running shared container of Model in
+// container id order (those Others or Last name excepted), then Last.
+// Each container appears once. It costs the node's containers: call it
+// once, when the reply is built.
+func (d Decision) Updates() []Update {
+	if !d.PoolChanged {
+		if len(d.Last) == 0 {
+			return d.Others
+		}
+		return slices.Concat(d.Others, d.Last)
+	}
+	named := make(map[string]bool, len(d.Others)+len(d.Last))
+	for _, u := range d.Others {
+		named[u.ContainerID] = true
+	}
+	for _, u := range d.Last {
+		named[u.ContainerID] = true
+	}
+	m := d.Model
+	pool := m.sharedMask()
+	list := pool.String()
+	out := make([]Update, 0, len(d.Others)+max(0, len(m.recs)-m.State.NumContainers())+len(d.Last))
+	out = append(out, d.Others...)
+	for _, t := range m.recs {
+		if _, owns := m.State.Container(t.ID); t.Stopped || owns || named[t.ID] {
+			continue
+		}
+		out = append(out, Update{ContainerID: t.ID, Display: t.Display, CPUs: pool, CPUList: list})
+	}
+	return append(out, d.Last...)
+}
+
+// poolChanged tells whether a decision that turned model before into
+// after changed the shared pool (Decision.PoolChanged).
+func poolChanged(before, after *Model) bool {
+	return !before.sharedMask().Equal(after.sharedMask())
 }
 
 // ContainerCPUs is the cpuset of a container, by name.

@@ -106,7 +106,7 @@ func TestIsolatedCPUsExclusive(t *testing.T) {
 	if got := d.Target.CPUSet().String(); got != "4-5" {
 		t.Errorf("a got %s, want the isolated CPUs 4-5", got)
 	}
-	if d.Others != nil {
+	if d.Updates() != nil {
 		t.Errorf("taking isolated CPUs updates %v, want no shared container touched", updatesOf(d))
 	}
 	// 4 more: the 2 isolated CPUs left, then 2 of the others.

@@ -26,7 +26,7 @@ func (p *Policy) Confirm(m *Model, id string) Decision {
 	}
 	nm := m.Clone()
 	delete(nm.Releasing, id)
-	return Decision{Model: nm, Others: p.syncShared(m, nm)}
+	return Decision{Model: nm, PoolChanged: poolChanged(m, nm)}
 }
 
 // ConfirmWithSpec is Confirm when the pod's spec is known (the resize the
@@ -54,7 +54,7 @@ func (p *Policy) ConfirmWithSpec(m *Model, id string, pod Pod, spec PodSpec) Dec
 	if note := p.settleHold(next, pod); note != "" {
 		notes = append(notes, note)
 	}
-	return Decision{Model: next, Others: p.syncShared(m, next), Notes: notes}
+	return Decision{Model: next, PoolChanged: poolChanged(m, next), Notes: notes}
 }
 
 // SettleWithSpec is the maintenance loop's catch-up for a pod that holds
@@ -88,7 +88,7 @@ func (p *Policy) SettleWithSpec(m *Model, pod Pod, spec PodSpec) Decision {
 	if note := p.settleHold(next, pod); note != "" {
 		notes = append(notes, note)
 	}
-	return Decision{Model: next, Others: p.syncShared(m, next), Notes: notes}
+	return Decision{Model: next, PoolChanged: poolChanged(m, next), Notes: notes}
 }
 
 // RunPodSandbox records a pod's new sandbox. The kubelet runs one sandbox
@@ -171,7 +171,7 @@ func (p *Policy) StopContainer(m *Model, c Container) Decision {
 		notes = append(notes, p.endPod(nm, t.PodUID, "the Kubernetes API reports it ended and its last container stopped")...)
 	}
 	p.markIdle(nm, t.PodUID)
-	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
+	return Decision{Model: nm, PoolChanged: poolChanged(m, nm), Notes: notes}
 }
 
 // RemoveContainer forgets a container (c as the event names it: see
@@ -195,7 +195,7 @@ func (p *Policy) RemoveContainer(m *Model, c Container) Decision {
 	nm.State.DeleteContainer(id)
 	nm.remove(id)
 	p.markIdle(nm, podUID)
-	return Decision{Model: nm, Others: p.syncShared(m, nm)}
+	return Decision{Model: nm, PoolChanged: poolChanged(m, nm)}
 }
 
 // markIdle records when a pod that holds CPUs became idle: none of its
@@ -257,7 +257,7 @@ func (p *Policy) ExpireOrphans(m *Model, active func(podUID string) bool) Decisi
 		}
 		notes = append(notes, p.endPod(nm, uid, why)...)
 	}
-	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
+	return Decision{Model: nm, PoolChanged: poolChanged(m, nm), Notes: notes}
 }
 
 // RemovePodSandbox forgets a removed sandbox and its containers. The pod
@@ -282,11 +282,11 @@ func (p *Policy) RemovePodSandbox(m *Model, pod Pod) Decision {
 				}
 			}
 			p.markIdle(nm, pod.UID)
-			return Decision{Model: nm, Others: p.syncShared(m, nm)}
+			return Decision{Model: nm, PoolChanged: poolChanged(m, nm)}
 		}
 	}
 	notes := p.endPod(nm, pod.UID, "its last sandbox is removed")
-	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
+	return Decision{Model: nm, PoolChanged: poolChanged(m, nm), Notes: notes}
 }
 
 // EndPod is called when the Kubernetes API reports a pod terminal
@@ -316,7 +316,7 @@ func (p *Policy) EndPod(m *Model, podUID string) Decision {
 	}
 	nm := m.Clone()
 	notes := p.endPod(nm, podUID, "the Kubernetes API reports it terminal or deleted")
-	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
+	return Decision{Model: nm, PoolChanged: poolChanged(m, nm), Notes: notes}
 }
 
 // endPod gives back everything a pod holds — its assignments, the CPUs
@@ -396,5 +396,5 @@ func (m *Model) hasHoldOrResources(podUID string) bool {
 func (p *Policy) Rebase(m *Model) Decision {
 	nm := m.Clone()
 	p.recomputePool(nm)
-	return Decision{Model: nm, Others: p.syncShared(m, nm)}
+	return Decision{Model: nm, PoolChanged: poolChanged(m, nm)}
 }

@@ -231,7 +231,7 @@ type Model struct {
 	RemovedLimits map[PodContainer]int64
 
 	// recs are the records of Containers sorted by id (what walks every
-	// container, syncShared above all, reads them in order without a
+	// container, Decision.Updates above all, reads them in order without a
 	// lookup each). The slice is shared between clones and never changed
 	// in place: adding, replacing or removing a container (add, edit,
 	// remove) makes a new one.

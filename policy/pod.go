@@ -470,7 +470,7 @@ func (p *Policy) ExpireHolds(m *Model) Decision {
 		notes = append(notes, fmt.Sprintf("pod %s: the CPUs %s held for its resize since %s return to the shared pool: the resize did not complete within %s",
 			uid, h.CPUs, h.Since.UTC().Format(time.RFC3339), p.opts.HoldTimeout))
 	}
-	return Decision{Model: nm, Others: p.syncShared(m, nm), Notes: notes}
+	return Decision{Model: nm, PoolChanged: poolChanged(m, nm), Notes: notes}
 }
 
 // podHeld returns the CPUs a pod's entries hold (their Held sets), but

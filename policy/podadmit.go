@@ -57,7 +57,7 @@ func (p *Policy) UpdatePodSandboxWithSpec(m *Model, pod Pod, res PodResources, s
 	}
 	d := Decision{Model: after, Operation: op, PodBefore: before, Notes: notes}
 	if after != m {
-		d.Others = p.syncShared(m, after)
+		d.PoolChanged = poolChanged(m, after)
 	}
 	if old, ok := after.recordedPod(pod.UID); (!ok || old != res) && after.KnowsPod(pod.UID) {
 		// (A pod none of whose containers is known is not recorded: it
@@ -69,7 +69,7 @@ func (p *Policy) UpdatePodSandboxWithSpec(m *Model, pod Pod, res PodResources, s
 		if note := p.settleHold(nm, pod); note != "" {
 			d.Notes = append(d.Notes, note)
 		}
-		d.Others = p.syncShared(m, nm)
+		d.PoolChanged = poolChanged(m, nm)
 	}
 	for _, id := range d.Model.podContainerIDs(pod.UID) {
 		if t := d.Model.Containers.Get(id); t.PodUID == pod.UID && !t.Stopped {

@@ -490,8 +490,8 @@ func TestScaleDownDelay(t *testing.T) {
 	}
 	now = now.Add(10 * time.Second)
 	d := pol.ReleaseDelayed(l.m)
-	if len(d.Others) != 1 || d.Others[0].ContainerID != app || d.Others[0].CPUSet().String() != "1-3" {
-		t.Fatalf("updates %+v once the delay is over, want %s to 1-3", d.Others, app)
+	if len(d.Updates()) != 1 || d.Updates()[0].ContainerID != app || d.Updates()[0].CPUSet().String() != "1-3" {
+		t.Fatalf("updates %+v once the delay is over, want %s to 1-3", d.Updates(), app)
 	}
 	l.step("delay over", d)
 	if got := l.pool(); got != "0,6-7" {
@@ -670,8 +670,8 @@ func TestGrowthAfterItsSiblingsDecrease(t *testing.T) {
 			if err != nil {
 				t.Fatalf("c2's growth with its sibling's decrease in the spec: %v", err)
 			}
-			if len(d.Others) == 0 || d.Others[0].ContainerID != c1 {
-				t.Fatalf("updates before c2's %+v, want c1's decrease first", d.Others)
+			if len(d.Updates()) == 0 || d.Updates()[0].ContainerID != c1 {
+				t.Fatalf("updates before c2's %+v, want c1's decrease first", d.Updates())
 			}
 			l.step("c2 grows after c1's decrease", d)
 			if got := l.cpus(c1).Size(); got != 1 {
@@ -728,11 +728,11 @@ func TestHoldEndsWithALimitOnlyResize(t *testing.T) {
 		t.Errorf("CPUs %s still held once the pod adds up", h.CPUs)
 	}
 	grown := false
-	for _, u := range d.Others {
+	for _, u := range d.Updates() {
 		grown = grown || u.ContainerID == shared && h.CPUs.IsSubsetOf(u.CPUSet())
 	}
 	if !grown {
-		t.Errorf("updates %+v: the shared container does not grow into the CPUs %s the pod held", d.Others, h.CPUs)
+		t.Errorf("updates %+v: the shared container does not grow into the CPUs %s the pod held", d.Updates(), h.CPUs)
 	}
 	l.step("c2 resized", d)
 }
@@ -795,11 +795,11 @@ func TestSidecarGrowthAfterItsSiblingsGrowth(t *testing.T) {
 				t.Fatalf("the sidecar's growth after the app container's: %v", err)
 			}
 			grewFirst := false
-			for _, u := range d.Others {
+			for _, u := range d.Updates() {
 				grewFirst = grewFirst || u.ContainerID == app && u.CPUSet().Size() == 3
 			}
 			if !grewFirst {
-				t.Fatalf("updates before the sidecar's %+v, want the app container's growth to 3 CPUs", d.Others)
+				t.Fatalf("updates before the sidecar's %+v, want the app container's growth to 3 CPUs", d.Updates())
 			}
 			l.step("the sidecar grows after the app container", d)
 			if got := l.cpus(side); got.Size() != 3 || !cpuset.New(1, 2).IsSubsetOf(got) || got.Intersection(l.cpus(app)).Size() != 0 {
@@ -1114,7 +1114,7 @@ func TestSettleWithSpecEndsAHoldTheTotalsAloneKept(t *testing.T) {
 	if !released.IsSubsetOf(l.m.SharedPool()) {
 		t.Errorf("the shared pool %s should have the CPU %s steady released", l.m.SharedPool(), released)
 	}
-	if len(d.Others) == 0 {
+	if len(d.Updates()) == 0 {
 		t.Errorf("the catch-up sent the shared containers nothing: they must grow into %s", released)
 	}
 }

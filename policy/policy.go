@@ -273,29 +273,6 @@ func (p *Policy) mems(cpus cpuset.CPUSet) cpuset.CPUSet {
 	return cpuset.New(p.topo.NUMANodesOf(cpus).Nodes()...)
 }
 
-// syncShared returns the updates, in container id order, that point every
-// running container owning no assignment (the shared containers, and
-// exclusive ones whose CPUs are unknown) at the shared pool of m, when it
-// differs from before's: such containers run on the shared pool of the
-// model before the decision (Model.CPUsOf). (A container owns an
-// assignment when State.Containers names it: a state whose ids name a
-// missing assignment is never saved.)
-func (p *Policy) syncShared(before, m *Model) []Update {
-	mask := m.sharedMask()
-	if before.sharedMask().Equal(mask) {
-		return nil
-	}
-	list := mask.String()
-	updates := make([]Update, 0, max(0, len(m.recs)-m.State.NumContainers()))
-	for _, t := range m.recs {
-		if _, owns := m.State.Container(t.ID); t.Stopped || owns {
-			continue
-		}
-		updates = append(updates, Update{ContainerID: t.ID, Display: t.Display, CPUs: mask, CPUList: list})
-	}
-	return updates
-}
-
 // placement is a request for n exclusive CPUs that keeps the CPUs in keep.
 type placement struct {
 	keep cpuset.CPUSet

@@ -53,7 +53,7 @@ func (p *Policy) settleResize(m *Model, d *Decision, c Container) {
 	}
 	if note := p.settleHold(d.Model, c.Pod); note != "" {
 		d.Notes = append(d.Notes, note)
-		d.Others = p.syncShared(m, d.Model)
+		d.PoolChanged = poolChanged(m, d.Model)
 	}
 }
 
@@ -155,7 +155,7 @@ func (p *Policy) afterSiblings(m *Model, c Container, update Resources, spec Pod
 	}
 	// The decreases first, the shared containers then (off what the
 	// increases take, onto what the decreases gave), the increases last.
-	d.Others = append(append(shrunk, p.syncShared(m, d.Model)...), grown...)
+	d.Others, d.PoolChanged, d.Last = shrunk, poolChanged(m, d.Model), grown
 	d.Notes = append(notes, d.Notes...)
 	d.describeContainer(m, c.ID)
 	return d, true
@@ -441,11 +441,11 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 	reusedBy(nm, c.Pod.UID, c.Name, cpus.Difference(assigned))
 	p.track(nm, c, display)
 	return Decision{
-		Model:     nm,
-		Target:    p.targetUpdate(c.ID, display, grown.Held()),
-		Others:    p.syncShared(m, nm),
-		Operation: OpIncrease,
-		Notes:     []string{fmt.Sprintf("%s: grows %s → %s", display, assigned, cpus)},
+		Model:       nm,
+		Target:      p.targetUpdate(c.ID, display, grown.Held()),
+		PoolChanged: poolChanged(m, nm),
+		Operation:   OpIncrease,
+		Notes:       []string{fmt.Sprintf("%s: grows %s → %s", display, assigned, cpus)},
 	}, nil
 }
 

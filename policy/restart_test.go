@@ -113,8 +113,8 @@ func TestStopAndRemoveOfAnotherPodsContainer(t *testing.T) {
 		{"stop", pol.StopContainer(m, impostor)},
 		{"remove", pol.RemoveContainer(m, impostor)},
 	} {
-		if step.d.Model != m || len(step.d.Others) != 0 {
-			t.Errorf("%s of %s under another pod changed the model or sent %v", step.name, gu.ID, step.d.Others)
+		if step.d.Model != m || len(step.d.Updates()) != 0 {
+			t.Errorf("%s of %s under another pod changed the model or sent %v", step.name, gu.ID, step.d.Updates())
 		}
 	}
 	if !m.CPUsOf(gu.ID).Equals(cpuset.New(1, 2)) {

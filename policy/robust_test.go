@@ -47,7 +47,7 @@ func TestUntrackableContainersRunShared(t *testing.T) {
 			t.Errorf("%s: owns %v, runs on %s; want the shared pool", c.ID, d.Model.Owns(c.ID), d.Target.CPUSet())
 		}
 		grow := scenario.KubeletResources("guaranteed", 4000, 4000, 1<<30)
-		if u, err := pol.UpdateContainer(d.Model, c, grow); err != nil || u.Target != nil || len(u.Others) != 0 || u.Model.Owns(c.ID) {
+		if u, err := pol.UpdateContainer(d.Model, c, grow); err != nil || u.Target != nil || len(u.Updates()) != 0 || u.Model.Owns(c.ID) {
 			t.Errorf("%s: resize %+v %v; want it passed through", c.ID, u, err)
 		}
 	}
@@ -137,7 +137,7 @@ func TestTwinsNeverShareCPUs(t *testing.T) {
 	first.CPUs, twin.CPUs = d2.Model.CPUsOf(first.ID), d2.Model.CPUsOf(twin.ID)
 	s := pol.Synchronize(d2.Model, nil, []policy.Container{first, twin})
 	saves(t, pol, "Synchronize", s.Model)
-	if !s.Model.Owns(twin.ID) || s.Model.Owns(first.ID) || len(s.Others) != 0 {
+	if !s.Model.Owns(twin.ID) || s.Model.Owns(first.ID) || len(s.Updates()) != 0 {
 		t.Errorf("after Synchronize: twin owns %v, first owns %v, updates %v", s.Model.Owns(twin.ID), s.Model.Owns(first.ID), updatesOf(s))
 	}
 }
@@ -205,10 +205,10 @@ func appliedOneByOne(t *testing.T, pol *policy.Policy, d policy.Decision, contai
 	for _, c := range containers {
 		applied[c.ID] = c.CPUs
 	}
-	for i, u := range d.Others {
+	for i, u := range d.Updates() {
 		applied[u.ContainerID] = u.CPUSet()
 		if err := policy.CheckApplied(applied, d.Model.Owns); err != nil {
-			t.Fatalf("after update %d of %d (%s → %s): %v", i+1, len(d.Others), u.ContainerID, u.CPUSet(), err)
+			t.Fatalf("after update %d of %d (%s → %s): %v", i+1, len(d.Updates()), u.ContainerID, u.CPUSet(), err)
 		}
 	}
 }

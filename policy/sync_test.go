@@ -72,7 +72,7 @@ func running(t *testing.T, name, qos string, milli int64, cpus string) policy.Co
 
 func updatesOf(d policy.Decision) map[string]string {
 	out := map[string]string{}
-	for _, u := range d.Others {
+	for _, u := range d.Updates() {
 		out[u.ContainerID] = u.CPUSet().String()
 	}
 	return out
@@ -113,7 +113,7 @@ func TestSynchronizeRebuildsFromTheRuntime(t *testing.T) {
 	if got["web"] != st.DefaultCPUSet().String() || got["adopt"] != "" {
 		t.Errorf("updates %v; want web on the pool %s and nothing for the adopted container", got, st.DefaultCPUSet())
 	}
-	if first := d.Others[0]; first.ContainerID != "never-pinned" && first.ContainerID != "web" {
+	if first := d.Updates()[0]; first.ContainerID != "never-pinned" && first.ContainerID != "web" {
 		t.Errorf("first update %s: the containers that only lose CPUs come first", first.ContainerID)
 	}
 }
@@ -211,8 +211,8 @@ func TestSynchronizeCatchesUpMissedResizes(t *testing.T) {
 			t.Errorf("%s: assigned %s, want %s", name, a.Assigned(), cpus)
 		}
 	}
-	if d.Others[0].ContainerID != "shrunk" {
-		t.Errorf("first update is %s: the shrink must come before the growth into its CPUs", d.Others[0].ContainerID)
+	if d.Updates()[0].ContainerID != "shrunk" {
+		t.Errorf("first update is %s: the shrink must come before the growth into its CPUs", d.Updates()[0].ContainerID)
 	}
 	noted := strings.Join(d.Notes, "\n")
 	if !strings.Contains(noted, "default/below/app: was resized to 1 CPUs while the plugin was away: Infeasible: prohibitedCPUAllocationError: container default/below/app cannot shrink to 1 CPUs: its baseline exclusive CPUs 6-7 (2 CPUs) must be kept; it keeps 6-7") {
@@ -346,9 +346,9 @@ func TestRecreatedContainerKeepsItsCPUs(t *testing.T) {
 		t.Errorf("re-created container: cpus %s (first had %s), owns %v, predecessor owns %v, predecessor exclusive %v",
 			d2.Target.CPUSet(), d.Target.CPUSet(), d2.Model.Owns("gu-again"), d2.Model.Owns(first.ID), d2.Model.Containers.Get(first.ID).Exclusive)
 	}
-	if len(d2.Others) != 1 || d2.Others[0].ContainerID != first.ID || !d2.Others[0].CPUSet().Equals(d2.Model.SharedPool()) ||
-		!d2.Others[0].CPUSet().Intersection(d2.Target.CPUSet()).IsEmpty() {
-		t.Errorf("updates before the re-created container starts: %+v; want the predecessor on the shared pool %s", d2.Others, d2.Model.SharedPool())
+	if len(d2.Updates()) != 1 || d2.Updates()[0].ContainerID != first.ID || !d2.Updates()[0].CPUSet().Equals(d2.Model.SharedPool()) ||
+		!d2.Updates()[0].CPUSet().Intersection(d2.Target.CPUSet()).IsEmpty() {
+		t.Errorf("updates before the re-created container starts: %+v; want the predecessor on the shared pool %s", d2.Updates(), d2.Model.SharedPool())
 	}
 	bigger := running(t, "gu", "guaranteed", 3000, "")
 	bigger.ID = "gu-bigger"

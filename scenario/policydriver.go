@@ -92,7 +92,7 @@ func (d *PolicyDriver) decide(call func(m *policy.Model) (policy.Decision, error
 func (d *PolicyDriver) apply(dec policy.Decision) error {
 	old := d.Model
 	exclusive := func(id string) bool { return old.Owns(id) || dec.Model.Owns(id) }
-	for _, u := range dec.Others {
+	for _, u := range dec.Updates() {
 		if err := d.applyOne(u, dec.Model, exclusive); err != nil {
 			return err
 		}
