@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -647,6 +648,60 @@ func (c *Cluster) kubectl(ctx context.Context, kubeconfig, stdin string, args ..
 		return stdout.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil
+}
+
+// WatchPod watches a pod of the default namespace: it reads the pod
+// (GetJSON), then watches it from that version on, and sends the version
+// read and each later one, until ctx ends, the pod is deleted or the API
+// server ends the watch; the channel is closed then. A watch sees every
+// status the kubelet writes, a state that lasts less than a poll's
+// interval included; nothing written after WatchPod returns is missed.
+func (c *Cluster) WatchPod(ctx context.Context, name string) (<-chan KubePod, error) {
+	var first KubePod
+	if err := c.GetJSON(ctx, "/api/v1/namespaces/default/pods/"+url.PathEscape(name), &first); err != nil {
+		return nil, fmt.Errorf("watch pod %s: %w", name, err)
+	}
+	query := url.Values{"watch": {"1"}, "fieldSelector": {"metadata.name=" + name}, "resourceVersion": {first.Metadata.ResourceVersion}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.server+"/api/v1/namespaces/default/pods?"+query.Encode(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("watch pod %s: %w", name, err)
+	}
+	resp, err := c.admin.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("watch pod %s: %w", name, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return nil, fmt.Errorf("watch pod %s: %s: %s", name, resp.Status, strings.TrimSpace(string(body)))
+	}
+	versions := make(chan KubePod)
+	go func() {
+		defer close(versions)
+		defer resp.Body.Close()
+		send := func(p KubePod) bool {
+			select {
+			case versions <- p:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		if !send(first) {
+			return
+		}
+		dec := json.NewDecoder(resp.Body)
+		for {
+			var ev struct {
+				Type   string  `json:"type"`
+				Object KubePod `json:"object"`
+			}
+			if err := dec.Decode(&ev); err != nil || (ev.Type != "ADDED" && ev.Type != "MODIFIED") || !send(ev.Object) {
+				return
+			}
+		}
+	}()
+	return versions, nil
 }
 
 // KubectlWithToken runs kubectl as the bearer of token (a service

@@ -13,10 +13,11 @@ import (
 
 // The parts of Kubernetes objects the suites read from `kubectl -o json`.
 type (
-	// KubeMeta is an object's name and UID.
+	// KubeMeta is an object's name, UID and resource version.
 	KubeMeta struct {
-		Name string `json:"name"`
-		UID  string `json:"uid"`
+		Name            string `json:"name"`
+		UID             string `json:"uid"`
+		ResourceVersion string `json:"resourceVersion"`
 	}
 	// KubeResources is a container's resources as its status reports them.
 	KubeResources struct {
@@ -41,17 +42,25 @@ type (
 			Running    *struct{}            `json:"running"`
 			Terminated *KubeTerminatedState `json:"terminated"`
 		} `json:"state"`
+		// LastState is how the container's previous instance ended, once
+		// the kubelet has re-created it (or is waiting to: a crash loop's
+		// back-off).
+		LastState struct {
+			Terminated *KubeTerminatedState `json:"terminated"`
+		} `json:"lastState"`
 		// RestartCount counts the kubelet's re-creations of the container
 		// (in one sandbox and across sandboxes).
 		RestartCount int            `json:"restartCount"`
 		Resources    *KubeResources `json:"resources"`
 	}
-	// KubeTerminatedState is how a container ended: its exit code and
-	// its termination message (what it wrote to /dev/termination-log).
+	// KubeTerminatedState is how a container ended: its exit code, its
+	// termination message (what it wrote to /dev/termination-log) and
+	// when.
 	KubeTerminatedState struct {
-		ExitCode int    `json:"exitCode"`
-		Reason   string `json:"reason"`
-		Message  string `json:"message"`
+		ExitCode   int       `json:"exitCode"`
+		Reason     string    `json:"reason"`
+		Message    string    `json:"message"`
+		FinishedAt time.Time `json:"finishedAt"`
 	}
 	// KubePod is a pod's name, UID, phase, conditions and container
 	// statuses (its init containers', sidecars included, apart).

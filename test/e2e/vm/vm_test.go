@@ -124,7 +124,9 @@ func skipReason(output, name string) string {
 // of deploy/ (guest test TestKubernetes: resizes, then a pod's life:
 // init containers, sidecars, re-created containers and sandboxes,
 // restarts, a Job; then a test device plugin's device on NUMA node 1
-// under the kubelet's and the plugin's single-numa-node).
+// under the kubelet's and the plugin's single-numa-node, and on that
+// policy a pod admitted whole at its sandbox and resizes of a pod whose
+// container is in crash back-off).
 func TestVMKubernetes(t *testing.T) {
 	ctx := harness.Context(t, 110*time.Minute)
 	a, accel, bins := prepare(t, ctx)
@@ -135,5 +137,5 @@ func TestVMKubernetes(t *testing.T) {
 	}
 	t.Logf("Kubernetes binaries and the plugin's image ready in %v", time.Since(start).Round(time.Second))
 	execute(t, ctx, a, accel, bins, Run{Name: "kubernetes", Init: SystemdInit, Files: files,
-		Tests: "^(TestTopology|TestKubernetes)$", Timeout: 40 * time.Minute})
+		Tests: "^(TestTopology|TestKubernetes)$", Timeout: 60 * time.Minute})
 }

@@ -19,20 +19,30 @@ import (
 	"github.com/nri-cpumanager/nri-cpumanager/test/e2e/harness"
 )
 
-// reportCPUs is the command of a container that only says where it ran:
+// reportScript writes where a container runs to its termination message,
+// which the kubelet puts in the container's status when it has exited:
 // Cpus_allowed_list of a process inside it and its cgroup's cpuset (its
-// cgroup namespace's root), written to its termination message, which
-// the kubelet puts in the container's status when it has exited.
-var reportCPUs = []string{"sh", "-c", "{ grep Cpus_allowed_list /proc/self/status; " +
+// cgroup namespace's root).
+const reportScript = "{ grep Cpus_allowed_list /proc/self/status; " +
 	"echo cpuset.cpus: $(cat /sys/fs/cgroup/cpuset.cpus); " +
-	"echo cpuset.cpus.effective: $(cat /sys/fs/cgroup/cpuset.cpus.effective); } > /dev/termination-log"}
+	"echo cpuset.cpus.effective: $(cat /sys/fs/cgroup/cpuset.cpus.effective); } > /dev/termination-log"
+
+// reportCPUs is the command of a container that only says where it ran.
+var reportCPUs = []string{"sh", "-c", reportScript}
 
 // jobDone is the file a Job's container waits for before it exits 0 (at
 // the latest after 10 minutes): the test creates it once it has checked
 // the container's CPUs.
 const jobDone = "/dev/shm/done"
 
-var waitForJobDone = []string{"sh", "-c", "i=0; while [ ! -e " + jobDone + " ] && [ $i -lt 600 ]; do sleep 1; i=$((i+1)); done"}
+var waitForJobDone = waitForFile(jobDone)
+
+// waitForFile is the command of a container that runs until the test
+// creates the file in it (exec), at the latest for 10 minutes, and then
+// exits 0.
+func waitForFile(path string) []string {
+	return []string{"sh", "-c", "i=0; while [ ! -e " + path + " ] && [ $i -lt 600 ]; do sleep 1; i=$((i+1)); done"}
+}
 
 // lives follows a pod's life on the real kubelet, as the plugin's model
 // now does the kubelet CPU manager's: init containers whose CPUs the app
@@ -365,18 +375,26 @@ func (k *kube) reportedCPUs(p *harness.KubePod, name string, n int) cpuset.CPUSe
 	if s == nil || s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
 		k.t.Fatalf("%s/%s: status %+v, want it exited 0", p.Metadata.Name, name, s)
 	}
-	msg := s.State.Terminated.Message
+	return k.cpusInReport(p.Metadata.Name+"/"+name, s.State.Terminated.Message, n)
+}
+
+// cpusInReport returns the CPUs a container of reportCPUs (who) says in
+// its termination message msg that it ran on: Cpus_allowed_list inside
+// it and its cgroup's cpuset.cpus and cpuset.cpus.effective, which must
+// agree and hold n CPUs.
+func (k *kube) cpusInReport(who, msg string, n int) cpuset.CPUSet {
+	k.t.Helper()
 	got := map[string]cpuset.CPUSet{}
 	for _, m := range reportLine.FindAllStringSubmatch(msg, -1) {
 		set, err := cpuset.Parse(m[2])
 		if err != nil {
-			k.t.Fatalf("%s/%s: %s %q in its termination message %q: %v", p.Metadata.Name, name, m[1], m[2], msg, err)
+			k.t.Fatalf("%s: %s %q in its termination message %q: %v", who, m[1], m[2], msg, err)
 		}
 		got[m[1]] = set
 	}
 	cpus := got["Cpus_allowed_list"]
 	if len(got) != 3 || cpus.Size() != n || !got["cpuset.cpus"].Equals(cpus) || !got["cpuset.cpus.effective"].Equals(cpus) {
-		k.t.Fatalf("%s/%s ran on %v (its termination message %q), want %d CPUs everywhere", p.Metadata.Name, name, got, msg, n)
+		k.t.Fatalf("%s ran on %v (its termination message %q), want %d CPUs everywhere", who, got, msg, n)
 	}
 	return cpus
 }

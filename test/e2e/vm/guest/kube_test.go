@@ -43,7 +43,14 @@ const (
 // the kubelet restarted, a completed Job's CPU back in the shared pool.
 // Then a pod given a device on NUMA node 1 by a device plugin, with the
 // kubelet's and the plugin's topology policies single-numa-node, pinned
-// and grown on node 1 (devicesOnTheirNode). The node moves in from the
+// and grown on node 1 (devicesOnTheirNode); on that policy, a pod
+// admitted whole at its sandbox, so that a pod created while its init
+// container runs cannot take its app container's NUMA node and waits
+// until it fits (podAdmittedWhole), and resizes of a pod whose container
+// is in crash back-off (resizeInBackOff): a growth beyond what fits
+// refused, with a running sibling's change, in the pod's
+// PodResizeInProgress condition, and alone, when the kubelet re-creates
+// the container, in a ResizeRefused event. The node moves in from the
 // kubelet's static policy at the start, a pod the kubelet pinned keeping
 // its CPUs (moveIn), and back to it at the end, the pinned pods keeping
 // theirs (moveOut).
@@ -54,7 +61,7 @@ func TestKubernetes(t *testing.T) {
 	if driver != harness.SystemdDriver {
 		t.Fatalf("the Kubernetes boot runs the systemd driver, as kubeadm nodes do; this boot's is %s", driver)
 	}
-	ctx := harness.Context(t, 40*time.Minute)
+	ctx := harness.Context(t, 60*time.Minute)
 	start := time.Now()
 	env := newEnvWith(t, harness.ContainerdOptions{NRIValidator: &harness.NRIValidator{
 		RequiredPlugins: []string{"cpumanager"}, TolerateMissingAnnotation: tolerateMissingPlugins}})
@@ -163,7 +170,11 @@ func TestKubernetes(t *testing.T) {
 
 	k.multiContainerResize(ctx, pluginCtr)
 	k.podLives(ctx, shared)
-	k.step("DevicesOnTheirNUMANode", func(k *kube) { k.devicesOnTheirNode(ctx, shared) })
+	if k.step("DevicesOnTheirNUMANode", func(k *kube) { k.devicesOnTheirNode(ctx, shared) }) {
+		// On the single-numa-node policy the device case leaves.
+		k.step("PodAdmittedWhole", func(k *kube) { k.podAdmittedWhole(ctx, shared, stateDir) })
+		k.step("ResizeInCrashBackOff", func(k *kube) { k.resizeInBackOff(ctx, shared, stateDir) })
+	}
 
 	// The DaemonSet's plugin verified every cpuset on cgroup v2.
 	log := cluster.ContainerLogTails(e2etest.PluginNamespace, 100000)
