@@ -88,6 +88,12 @@ func (k *kube) step(name string, f func(k *kube)) bool {
 		sub := *k
 		sub.t = t
 		start := time.Now()
+		defer func() {
+			if t.Failed() {
+				// What the plugin decided, which the guest keeps.
+				t.Logf("%s failed; the plugin's log:\n%s", name, k.Cluster.ContainerLogTails(e2etest.PluginNamespace, 300))
+			}
+		}()
 		f(&sub)
 		t.Logf("%s took %v", name, time.Since(start).Round(time.Second))
 	})
