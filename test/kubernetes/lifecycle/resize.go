@@ -382,16 +382,17 @@ func (o *Oracle) absorbStopped(p *pod, parts []change, growths, applied bool) er
 		if e.assigned.Size() != n {
 			return failf("pod %s's resize accepted: %s (not running) has %s, not the %d CPUs of its spec", p.spec.Name, ch.name, e.assigned, n)
 		}
+		// The plugin records the spec's limit on the stopped instances,
+		// whether or not their CPUs change (policy resizeEntry,
+		// resizeStopped), as the kubelet restarts them with it: whether
+		// the pod's resize is still in flight counts it.
+		for _, in := range append(slices.Clone(c.dead), c.current) {
+			if in != nil && in.tracked && !in.running {
+				in.limit = ch.to
+			}
+		}
 		if !e.assigned.Equals(c.synced) {
 			o.Counts.Add("resize: applied to a container that does not run", 1)
-			// The plugin records the new limit on the stopped instances
-			// (policy resizeEntry), as the kubelet restarts them with it:
-			// whether the pod's resize is still in flight counts it.
-			for _, in := range append(slices.Clone(c.dead), c.current) {
-				if in != nil && in.tracked && !in.running {
-					in.limit = ch.to
-				}
-			}
 			if err := o.absorbResize(p, ch.name, n, e.assigned, true); err != nil {
 				return err
 			}
