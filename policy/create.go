@@ -204,9 +204,7 @@ func (p *Policy) recreate(m *Model, c Container, t *Tracked, class Class, a stat
 		}
 		cpus = grown
 		nm.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus, Init: a.Init, DeviceNodes: a.DeviceNodes})
-		p.takeFromPool(nm, grown.Difference(assigned))
-		p.takeHeld(nm, c.Pod.UID, grown)
-		reusedBy(nm, c.Pod.UID, c.Name, grown.Difference(assigned))
+		p.tookGrowth(nm, c.Pod.UID, c.Name, assigned, grown)
 	}
 	switch {
 	case first && !cpus.Equals(assigned):

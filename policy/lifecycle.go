@@ -79,11 +79,10 @@ func (p *Policy) SettleWithSpec(m *Model, pod Pod, spec PodSpec) Decision {
 	}
 	next, notes := p.resizeStopped(m, pod, pm, asked, spec)
 	if next == m {
-		if !m.resizeInFlight(pod) {
-			next = m.Clone() // the pod adds up already: settle below
-		} else {
+		if m.resizeInFlight(pod) {
 			return Decision{Model: m}
 		}
+		next = m.Clone() // the pod adds up already: settle below
 	}
 	if note := p.settleHold(next, pod); note != "" {
 		notes = append(notes, note)

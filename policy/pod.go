@@ -334,6 +334,18 @@ func reusedBy(m *Model, podUID, name string, cpus cpuset.CPUSet) {
 	}
 }
 
+// tookGrowth records that container name of a pod grew from assigned to
+// cpus: what it gained leaves the shared pool and its pod's hold (a growth
+// borrows the held CPUs first), and the pod's entries it took CPUs from
+// lend them as init containers (reusedBy). Every growth of an entry goes
+// through it, so none leaves a CPU both held and assigned.
+func (p *Policy) tookGrowth(m *Model, podUID, name string, assigned, cpus cpuset.CPUSet) {
+	gained := cpus.Difference(assigned)
+	p.takeFromPool(m, gained)
+	p.takeHeld(m, podUID, gained)
+	reusedBy(m, podUID, name, gained)
+}
+
 // takeHeld records that cpus were taken by a container of a pod: they are
 // no longer held for it.
 func (p *Policy) takeHeld(m *Model, podUID string, cpus cpuset.CPUSet) {

@@ -433,9 +433,7 @@ func (p *Policy) resizeEntry(m *Model, pod Pod, e podMember, class Class) (*Mode
 		}
 		resized.Resized = cpus
 		nm.State.SetAssignment(pod.UID, e.name, resized)
-		p.takeFromPool(nm, cpus.Difference(assigned))
-		p.takeHeld(nm, pod.UID, cpus)
-		reusedBy(nm, pod.UID, e.name, cpus.Difference(assigned))
+		p.tookGrowth(nm, pod.UID, e.name, assigned, cpus)
 	}
 	return nm, nil
 }

@@ -436,9 +436,7 @@ func (p *Policy) grow(m *Model, c Container, display string, a state.Assignment,
 		grown.ReleaseAt = time.Time{}
 	}
 	nm.State.SetAssignment(c.Pod.UID, c.Name, grown)
-	p.takeFromPool(nm, cpus.Difference(assigned))
-	p.takeHeld(nm, c.Pod.UID, cpus)
-	reusedBy(nm, c.Pod.UID, c.Name, cpus.Difference(assigned))
+	p.tookGrowth(nm, c.Pod.UID, c.Name, assigned, cpus)
 	p.track(nm, c, display)
 	return Decision{
 		Model:       nm,

@@ -508,8 +508,6 @@ func (p *Policy) resizeMissed(m *Model, c *Container) string {
 	}
 	m.State.SetAssignment(c.Pod.UID, c.Name, state.Assignment{Baseline: a.Baseline, Resized: cpus, DeviceNodes: a.DeviceNodes})
 	p.returnToPool(m, assigned.Difference(cpus))
-	p.takeFromPool(m, cpus.Difference(assigned))
-	p.takeHeld(m, c.Pod.UID, cpus) // (a growth borrows its pod's held CPUs first)
-	reusedBy(m, c.Pod.UID, c.Name, cpus.Difference(assigned))
+	p.tookGrowth(m, c.Pod.UID, c.Name, assigned, cpus)
 	return fmt.Sprintf("%s: was resized to %d CPUs while the plugin was away; now runs on %s", display, n, cpus)
 }
