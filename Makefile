@@ -28,8 +28,9 @@ export NRI_CPUMANAGER_CACHE
 # comparisons, its go vet and the Kubernetes binaries of the e2e suites only
 # with the same flags: static, as the binaries are built (test/e2e/harness).
 KUBE_GO ?= CGO_ENABLED=0 $(GO)
-# promtool without Prometheus's service discoveries (cloud SDKs it does not need
-# to test rules): minutes less to build; test/deploy/promtool_test.go runs it so.
+# promtool, where hack/debian-promtool finds no Debian package to unpack, built
+# without Prometheus's service discoveries (cloud SDKs it does not need to test
+# rules): minutes less to build; test/deploy/promtool_test.go runs it so.
 PROMTOOL_FLAGS := GOFLAGS=-tags=remove_all_sd
 # The image's archive (make image) and where make push-image pushes it.
 IMAGE_ARCHIVE ?= $(OUTPUT)/image/nri-cpumanager.tar
@@ -175,8 +176,10 @@ e2e-kube:
 ## (through promtool) and dashboard (a module of its own, so the plugin's
 ## module does not depend on Helm)
 deploy-test:
-	$(PROMTOOL_FLAGS) $(call tool,promtool) --version >/dev/null   # built (minutes, once) outside the tests' timeout
-	cd test/deploy && $(GO) test -count=1 -timeout 20m ./...
+	@promtool=$$(hack/debian-promtool) && \
+	if [ -z "$$promtool" ]; then $(PROMTOOL_FLAGS) $(call tool,promtool) --version >/dev/null || exit 1; fi && \
+	echo "promtool: $${promtool:-hack/tools/promtool, built from source}" && \
+	cd test/deploy && PROMTOOL="$$promtool" $(GO) test -count=1 -timeout 20m ./...
 
 ## chart-readme: regenerate deploy/helm/nri-cpumanager/README.md from the
 ## comments of its values.yaml (deploy-test fails while it is stale)

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,8 +11,9 @@ import (
 )
 
 // TestAlertsWithPromtool runs the alerts of components/prometheus through
-// Prometheus's own rule tester, promtool test rules (a tool of this
-// module of hack/tools, pinned there): testdata/alerts.test.yaml feeds each alert
+// Prometheus's own rule tester, promtool test rules ($PROMTOOL, which make
+// deploy-test sets to Debian's, hack/debian-promtool; else the one pinned in
+// hack/tools/promtool): testdata/alerts.test.yaml feeds each alert
 // the series of its failure, of a plugin restarted in a new pod, and of a
 // healthy node, and says when it fires and with what text. The chart's
 // rules are the same (TestChartMonitoringMatchesKustomize).
@@ -31,6 +33,9 @@ func TestAlertsWithPromtool(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if version, err := tool(t, "promtool", "--version"); err == nil {
+		t.Logf("%s", bytes.SplitN(version, []byte("\n"), 2)[0])
+	}
 	out, err := tool(t, "promtool", "test", "rules", filepath.Join(dir, "alerts.test.yaml"))
 	t.Logf("promtool test rules:\n%s", out)
 	if err != nil {
@@ -39,9 +44,13 @@ func TestAlertsWithPromtool(t *testing.T) {
 }
 
 // tool runs a tool pinned in hack/tools/NAME/go.mod (built from the Go module
-// proxy the first time, then cached) and returns its output.
+// proxy the first time, then cached), or for promtool the binary $PROMTOOL
+// names when it is set, and returns its output.
 func tool(t *testing.T, name string, args ...string) ([]byte, error) {
 	t.Helper()
+	if path := os.Getenv("PROMTOOL"); name == "promtool" && path != "" {
+		return exec.Command(path, args...).CombinedOutput()
+	}
 	modfile, err := filepath.Abs(filepath.Join("..", "..", "hack", "tools", name, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
