@@ -182,6 +182,9 @@ func TestRedialsAContainerdThatDropsConnectionsWhileStarting(t *testing.T) {
 // plugin waits for it (12 s here, past the configure watchdog's 10 s)
 // instead of dropping the connection and dialing again.
 func TestLateSynchronizeKeepsTheConnection(t *testing.T) {
+	// Twelve seconds of waiting, beside TestLoad (which is why both run in
+	// parallel, after the package's other tests).
+	t.Parallel()
 	spec := fakesysfs.Spec{Sockets: 1, CoresPerNUMA: 4}
 	rt := fakeruntime.New(t, cpusOf(t, spec))
 	pp := startProcess(t, rt, processConfig{sysfsRoot: sysfsTree(t, spec), stateDir: t.TempDir()})
