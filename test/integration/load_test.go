@@ -357,9 +357,9 @@ const loadOps = 300
 // the runtime ends as the checkpoint says; the plugin's peak RSS stays
 // within the case's bound.
 func TestLoad(t *testing.T) {
-	// In parallel with the other long test that mostly waits
-	// (TestLateSynchronizeKeepsTheConnection): a third of unit's time on
-	// this package otherwise. Peak RSS is the plugin process's own.
+	// In parallel with TestLateSynchronizeKeepsTheConnection, which mostly
+	// waits: in turn, the two took half this package's time under the race
+	// detector. The peak RSS measured is the plugin process's own.
 	t.Parallel()
 	for _, lc := range loadCases {
 		t.Run(lc.name, func(t *testing.T) {
