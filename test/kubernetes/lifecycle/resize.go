@@ -102,6 +102,25 @@ func (o *Oracle) podAround(p *pod, name string, a cpuset.CPUSet, n int) (cpuset.
 	return others, others.Union(a).Size() + n - a.Size()
 }
 
+// podAsDecided returns the CPUs of p's other containers (those absorbed)
+// as the plugin's entries have them now. A decrease is judged with them
+// under the pod scope: the plugin decides a resize's parts over every
+// member and applies a stopped member's decrease once a running one's is
+// confirmed (policy ConfirmWithSpec), so it places the decrease around
+// the pod as it leaves it, while the kubelet's state takes the parts one
+// by one (absorbStopped before the running ones) and still has the
+// others' CPUs of before; each of them is judged at its own absorption.
+func (o *Oracle) podAsDecided(p *pod, name string) cpuset.CPUSet {
+	entries := pluginEntries(o.node.Plugin().Snapshot(), p.uid)
+	others := cpuset.New()
+	for other, c := range p.ctrs {
+		if other != name && c.absorbed {
+			others = others.Union(entries[other].assigned)
+		}
+	}
+	return others
+}
+
 // reusable returns the CPUs of p's ordinary init containers' entries that
 // container name may take: none of its pod's other containers holds
 // them, nor runs on them (as far as the kubelet's state says: a running
@@ -632,6 +651,9 @@ func (o *Oracle) absorbResize(p *pod, name string, n int, cpus cpuset.CPUSet, up
 		return failf("resize of %s to %d CPUs: %s does not keep its baseline %s", what, n, cpus, b)
 	}
 	others, _ := o.podAround(p, name, old, n)
+	if n < old.Size() {
+		others = o.podAsDecided(p, name)
+	}
 	if why := o.placementError(cpus, n, others, others.Union(cpus).Size()); why != "" {
 		return failf("resize of %s to %d CPUs: %s: %s", what, n, cpus, why)
 	}
