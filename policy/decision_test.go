@@ -14,14 +14,7 @@ import (
 // updates and before its last ones, and none twice.
 func TestDecisionUpdatesListTheSharedContainersOnce(t *testing.T) {
 	pol := eightCPUs(t)
-	m := policy.NewModel(pol.NewState())
-	for _, name := range []string{"web-b", "web-a", "web-c"} {
-		d, err := pol.CreateContainer(m, running(t, name, "burstable", 500, "0-7"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m = d.Model
-	}
+	m := createdRunning(t, pol, policy.NewModel(pol.NewState()), "burstable", 500, "0-7", "web-b", "web-a", "web-c")
 	m = pol.StopContainer(m, running(t, "web-c", "burstable", 500, "0-7")).Model // (stopped: no update)
 	d, err := pol.CreateContainer(m, running(t, "pinned", "guaranteed", 2000, "0-7"))
 	if err != nil {

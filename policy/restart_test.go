@@ -22,14 +22,7 @@ import (
 func TestSynchronizeKeepsStoppedContainersCPUs(t *testing.T) {
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	pol := eightCoresWith(t, 1, policy.Options{Now: func() time.Time { return now }})
-	m := policy.NewModel(pol.NewState())
-	for _, name := range []string{"crashed", "gone", "sandboxonly"} {
-		d, err := pol.CreateContainer(m, running(t, name, "guaranteed", 2000, ""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m = d.Model
-	}
+	m := createdRunning(t, pol, policy.NewModel(pol.NewState()), "guaranteed", 2000, "", "crashed", "gone", "sandboxonly")
 	crashed := running(t, "crashed", "guaranteed", 2000, "")
 	crashed.Exited = true
 	sandboxOnly := running(t, "sandboxonly", "guaranteed", 2000, "")

@@ -70,6 +70,20 @@ func running(t *testing.T, name, qos string, milli int64, cpus string) policy.Co
 	return policy.Container{ID: name, Name: "app", Pod: pod, Resources: scenario.KubeletResources(qos, milli, milli, 1<<30), CPUs: set}
 }
 
+// createdRunning creates a running container of each name (running's, of
+// qos, milli and cpus) in turn from m and returns the model after them.
+func createdRunning(t *testing.T, pol *policy.Policy, m *policy.Model, qos string, milli int64, cpus string, names ...string) *policy.Model {
+	t.Helper()
+	for _, name := range names {
+		d, err := pol.CreateContainer(m, running(t, name, qos, milli, cpus))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m = d.Model
+	}
+	return m
+}
+
 func updatesOf(d policy.Decision) map[string]string {
 	out := map[string]string{}
 	for _, u := range d.Updates() {
