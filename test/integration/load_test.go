@@ -416,3 +416,44 @@ func BenchmarkLoad(b *testing.B) {
 		})
 	}
 }
+
+// roundTripCases are the nodes of BenchmarkRoundTrip (issue 41, step 3):
+// 256 and 512 CPUs, 100 pinned and 100 shared containers.
+var roundTripCases = []loadCase{
+	{
+		name:   "256cpus-200ctrs",
+		spec:   fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 32, ThreadsPerCore: 2, L3PerNUMA: 2},
+		config: "reservedCPUCount: 4",
+		pinned: 100, shared: 100, base: 1, most: 2,
+	},
+	{
+		name:   "512cpus-200ctrs",
+		spec:   fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 64, ThreadsPerCore: 2, L3PerNUMA: 2},
+		config: "reservedCPUCount: 4",
+		pinned: 100, shared: 100, base: 1, most: 4,
+	},
+}
+
+// BenchmarkRoundTrip measures the NRI round trip of creations and resizes
+// as the runtime sees it on a quiet node (issue 41, step 3): one request
+// at a time, so that none waits for another, against the plugin's command
+// running as its own process with its durable checkpoint; 2 000 requests,
+// one in ten a pod replaced (a removal and a creation), the others
+// resizes. It reports each event's p50 and p99; the run's log adds the
+// plugin's mean handler and checkpoint write.
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, lc := range roundTripCases {
+		b.Run(lc.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				r := runLoad(b, lc, 2000, 1)
+				r.report(b, lc.name)
+				for _, e := range []string{"CreateContainer", "UpdateContainer"} {
+					d := r.latency[e]
+					b.ReportMetric(float64(percentile(d, 50).Nanoseconds()), e+"-p50-ns")
+					b.ReportMetric(float64(percentile(d, 99).Nanoseconds()), e+"-p99-ns")
+				}
+				b.ReportMetric(float64(len(r.refusals)), "refusals")
+			}
+		})
+	}
+}
