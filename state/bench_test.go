@@ -10,8 +10,9 @@ import (
 
 // BenchmarkSaveParts times the parts of a Save (BenchmarkCommit times the
 // whole) on the nodes of BenchmarkCommit: the consistency check, the
-// encoding, the durable write of encoded bytes, and the same write and
-// rename without any fsync, which tells the disk's share.
+// encoding, the durable write of encoded bytes both ways (a new temp file,
+// a store's first Save; the spare rewritten and exchanged, the others),
+// and the first way without any fsync, which tells the disk's share.
 func BenchmarkSaveParts(b *testing.B) {
 	for _, node := range commitNodes {
 		s := node.state()
@@ -38,6 +39,19 @@ func BenchmarkSaveParts(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
 				if err := writeFileAtomic(osFS{}, dir, path, data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(node.String()+"/WriteSpareExchange", func(b *testing.B) {
+			dir := b.TempDir()
+			path, spare := filepath.Join(dir, CheckpointFile), filepath.Join(dir, SpareFile)
+			if err := writeFileAtomic(osFS{}, dir, path, data); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if err := writeSpareAndExchange(osFS{}, dir, path, spare, data); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -148,7 +148,7 @@ func TestSaveSurvivesSIGKILL(t *testing.T) {
 }
 
 // checkOnlyStateFiles fails the test if dir holds anything but the
-// checkpoint file, the lock file and at most one temp file.
+// checkpoint file, its spare, the lock file and at most one temp file.
 func checkOnlyStateFiles(t *testing.T, dir string) {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -156,7 +156,7 @@ func checkOnlyStateFiles(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	for _, e := range entries {
-		if e.Name() != CheckpointFile && e.Name() != lockFile && !strings.HasPrefix(e.Name(), tempPrefix) {
+		if e.Name() != CheckpointFile && e.Name() != SpareFile && e.Name() != lockFile && !strings.HasPrefix(e.Name(), tempPrefix) {
 			t.Errorf("unexpected file %s in the state directory", e.Name())
 		}
 	}

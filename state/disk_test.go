@@ -47,6 +47,44 @@ func (f *faultFS) Rename(oldpath, newpath string) error {
 	return f.osFS.Rename(oldpath, newpath)
 }
 
+func (f *faultFS) OpenSpare(path string) (spareFile, error) {
+	if err := f.fail("openspare"); err != nil {
+		return nil, err
+	}
+	spare, err := f.osFS.OpenSpare(path)
+	if err != nil {
+		return nil, err
+	}
+	return &faultSpare{spareFile: spare, fs: f}, nil
+}
+
+func (f *faultFS) Exchange(path1, path2 string) error {
+	if err := f.fail("exchange"); err != nil {
+		return err
+	}
+	return f.osFS.Exchange(path1, path2)
+}
+
+// faultSpare is a spare file of a faultFS.
+type faultSpare struct {
+	spareFile
+	fs *faultFS
+}
+
+func (f *faultSpare) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.fs.fail("writespare"); err != nil {
+		return 0, err
+	}
+	return f.spareFile.WriteAt(p, off)
+}
+
+func (f *faultSpare) Datasync() error {
+	if err := f.fs.fail("datasync"); err != nil {
+		return err
+	}
+	return f.spareFile.Datasync()
+}
+
 func (f *faultFS) SyncDir(dir string) error {
 	if err := f.fail("syncdir"); err != nil {
 		return err
@@ -82,11 +120,19 @@ func TestSaveFailsWithTheDisksReasonAndRecovers(t *testing.T) {
 	tests := []struct {
 		op, reason string
 		err        error
+		// spare: the failing Save is one that rewrites the spare file (a
+		// store's Save after one that succeeded); otherwise the first
+		// Save of a store, which writes a new temp file.
+		spare bool
 	}{
-		{"create", "create temp file: create (injected): read-only file system", syscall.EROFS},
-		{"write", "write temp file: write (injected): no space left on device", syscall.ENOSPC},
-		{"sync", "fsync temp file: sync (injected): no space left on device", syscall.ENOSPC},
-		{"rename", "rename temp file: rename (injected): input/output error", syscall.EIO},
+		{"create", "create temp file: create (injected): read-only file system", syscall.EROFS, false},
+		{"write", "write temp file: write (injected): no space left on device", syscall.ENOSPC, false},
+		{"sync", "fsync temp file: sync (injected): no space left on device", syscall.ENOSPC, false},
+		{"rename", "rename temp file: rename (injected): input/output error", syscall.EIO, false},
+		{"openspare", "open spare file: openspare (injected): read-only file system", syscall.EROFS, true},
+		{"writespare", "write spare file: writespare (injected): no space left on device", syscall.ENOSPC, true},
+		{"datasync", "fdatasync spare file: datasync (injected): input/output error", syscall.EIO, true},
+		{"exchange", "exchange (injected): input/output error", syscall.EIO, true},
 	}
 	before, after := sampleState(t), sampleStateFull(t)
 	for _, tc := range tests {
@@ -96,6 +142,9 @@ func TestSaveFailsWithTheDisksReasonAndRecovers(t *testing.T) {
 			st := quietStore(newStore(dir, fsys))
 			if err := st.Save(before); err != nil {
 				t.Fatal(err)
+			}
+			if !tc.spare { // a restarted plugin's first Save
+				st = quietStore(newStore(dir, fsys))
 			}
 			fsys.err = tc.err
 			err := st.Save(after)
@@ -117,6 +166,93 @@ func TestSaveFailsWithTheDisksReasonAndRecovers(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSaveAfterAFailedSaveWritesANewFile: once a Save failed, the names
+// on disk may be behind the running system's (a directory sync that
+// failed after the exchange), so the spare may be what the disk calls the
+// checkpoint: the next Save must not rewrite it, and writes a new temp
+// file; the one after that uses the spare again.
+func TestSaveAfterAFailedSaveWritesANewFile(t *testing.T) {
+	dir := t.TempDir()
+	fsys := &countingFS{faultFS: faultFS{op: "syncdir"}}
+	st := quietStore(newStore(dir, fsys))
+	states := []*State{sampleState(t), sampleStateFull(t)}
+	for i, want := range []struct {
+		fail             bool
+		temps, exchanges int
+	}{
+		{false, 1, 0}, // a store's first Save: a new file
+		{false, 0, 1}, // then the spare
+		{true, 0, 1},  // the spare, exchanged, but the directory sync fails
+		{false, 1, 0}, // so a new file
+		{false, 0, 1}, // and the spare again
+	} {
+		fsys.temps, fsys.exchanges = 0, 0
+		fsys.err = nil
+		if want.fail {
+			fsys.err = syscall.EIO
+		}
+		err := st.Save(states[i%2])
+		if (err != nil) != want.fail || fsys.temps != want.temps || fsys.exchanges != want.exchanges {
+			t.Fatalf("Save %d: error %v, %d temp files and %d exchanges; want failure %v, %d and %d",
+				i, err, fsys.temps, fsys.exchanges, want.fail, want.temps, want.exchanges)
+		}
+	}
+	if got := inspectDir(t, dir); !got.Equal(states[0]) {
+		t.Error("the last Save is not on disk")
+	}
+}
+
+// TestSaveWithoutExchange: on a file system that cannot exchange two
+// names, Save writes a new temp file every time, and says so once.
+func TestSaveWithoutExchange(t *testing.T) {
+	dir := t.TempDir()
+	fsys := &countingFS{faultFS: faultFS{op: "exchange", err: errNoExchange}}
+	log, hook := test.NewNullLogger()
+	st := newStore(dir, fsys)
+	st.SetLogger(log)
+	states := []*State{sampleState(t), sampleStateFull(t)}
+	for i := range 4 {
+		if err := st.Save(states[i%2]); err != nil {
+			t.Fatalf("Save %d: %v", i, err)
+		}
+		if got := inspectDir(t, dir); !got.Equal(states[i%2]) {
+			t.Fatalf("Save %d is not on disk", i)
+		}
+	}
+	if fsys.temps != 4 {
+		t.Errorf("%d temp files for 4 Saves, want 4", fsys.temps)
+	}
+	var warnings int
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel && strings.Contains(e.Message, "cannot exchange two names") {
+			warnings++
+		}
+	}
+	if warnings != 1 {
+		t.Errorf("%d warnings that the file system cannot exchange names, want 1", warnings)
+	}
+}
+
+// countingFS is a faultFS that counts the temp files created and the
+// exchanges made.
+type countingFS struct {
+	faultFS
+	temps, exchanges int
+}
+
+func (f *countingFS) CreateTemp(dir, prefix string) (file, error) {
+	f.temps++
+	return f.faultFS.CreateTemp(dir, prefix)
+}
+
+func (f *countingFS) Exchange(path1, path2 string) error {
+	err := f.faultFS.Exchange(path1, path2)
+	if err == nil {
+		f.exchanges++
+	}
+	return err
 }
 
 // mountTmpfs mounts a tmpfs of size bytes on a new directory, unmounted

@@ -14,6 +14,11 @@ const (
 	journalPrefix = CheckpointFile + ".journal."
 	// tempPrefix starts the name of a checkpoint being written.
 	tempPrefix = CheckpointFile + ".tmp-"
+	// SpareFile is the name of the checkpoint's spare: the file the next
+	// Save rewrites in place and exchanges with the checkpoint file. At
+	// rest it holds the state saved before the current one (or part of a
+	// write that never finished); it is never read.
+	SpareFile = CheckpointFile + ".spare"
 	// corruptSuffix, followed by a UTC timestamp, ends the name of a file
 	// moved aside because it is not trusted.
 	corruptSuffix = ".corrupt-"
@@ -52,6 +57,41 @@ func writeFileAtomic(fsys fileSystem, dir, path string, data []byte) (err error)
 	}
 	if err := fsys.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("rename temp file: %w", err)
+	}
+	return fsys.SyncDir(dir)
+}
+
+// writeSpareAndExchange makes data the content of path (in dir) with one
+// data sync and one directory sync: it rewrites the spare file in place,
+// fdatasyncs it, exchanges it with path in one atomic step and fsyncs the
+// directory. A crash at any moment leaves path naming either the old or
+// the new content, never a part of one: the spare is written only while
+// no name of the durable directory but the spare's own points at it,
+// which the caller guarantees (Store.spareIdle), and it is named path only
+// once its content is durable. When the file system cannot exchange two
+// names the error wraps errNoExchange and path is unchanged.
+func writeSpareAndExchange(fsys fileSystem, dir, path, spare string, data []byte) error {
+	f, err := fsys.OpenSpare(spare)
+	if err != nil {
+		return fmt.Errorf("open spare file: %w", err)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write spare file: %w", err)
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("truncate spare file: %w", err)
+	}
+	if err := f.Datasync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("fdatasync spare file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close spare file: %w", err)
+	}
+	if err := fsys.Exchange(spare, path); err != nil {
+		return err
 	}
 	return fsys.SyncDir(dir)
 }

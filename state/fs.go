@@ -1,8 +1,11 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // fileSystem is what a Store does with the files of its directory. The
@@ -23,6 +26,29 @@ type fileSystem interface {
 	Remove(path string) error
 	// SyncDir makes the creations, renames and removals in dir durable.
 	SyncDir(dir string) error
+	// OpenSpare opens the file at path for writing in place, creating it
+	// (mode 0600) if it does not exist.
+	OpenSpare(path string) (spareFile, error)
+	// Exchange swaps the names of two files of one directory in one
+	// atomic step; an error wrapping errNoExchange says the file system
+	// cannot.
+	Exchange(path1, path2 string) error
+}
+
+// errNoExchange says that a file system cannot swap two names atomically
+// (renameat2's RENAME_EXCHANGE: Linux 3.15 and later on ext4, XFS, Btrfs,
+// tmpfs and most others).
+var errNoExchange = errors.New("the file system cannot exchange two names atomically")
+
+// spareFile is the spare checkpoint file, rewritten in place.
+type spareFile interface {
+	// WriteAt writes p at offset off.
+	WriteAt(p []byte, off int64) (int, error)
+	// Truncate sets the file's size.
+	Truncate(size int64) error
+	// Datasync makes the content and the size durable (fdatasync).
+	Datasync() error
+	Close() error
 }
 
 // file is a file being written.
@@ -58,6 +84,35 @@ func (osFS) ReadDir(dir string) ([]string, error) {
 func (osFS) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
 
 func (osFS) Remove(path string) error { return os.Remove(path) }
+
+func (osFS) OpenSpare(path string) (spareFile, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return osSpare{f}, nil
+}
+
+func (osFS) Exchange(path1, path2 string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, path1, unix.AT_FDCWD, path2, unix.RENAME_EXCHANGE)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EOPNOTSUPP):
+		return fmt.Errorf("exchange %s and %s: %w (%w)", path1, path2, errNoExchange, err)
+	}
+	return &os.LinkError{Op: "exchange", Old: path1, New: path2, Err: err}
+}
+
+// osSpare is the spare file on the operating system's file system.
+type osSpare struct{ *os.File }
+
+func (f osSpare) Datasync() error {
+	if err := unix.Fdatasync(int(f.Fd())); err != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+	}
+	return nil
+}
 
 func (osFS) SyncDir(dir string) error {
 	d, err := os.Open(dir)

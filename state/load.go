@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -96,21 +97,63 @@ func (st *Store) moveAsideLocked(c *corruption) error {
 // *CorruptError whose MovedTo is empty, a file of a newer version as a
 // *NewerFormatError. It returns ErrNoCheckpoint when dir holds no saved
 // state.
+//
+// A running plugin may rewrite the very file Inspect is reading: the file
+// it had just opened can become the spare of the next Save (Store.Save).
+// What such a read gives fails its checksum, so a file that fails is read
+// again, and reported untrusted only when the second read gives the same
+// bytes (a file at rest); after maxInspectReads reads that all differ,
+// Inspect says the file kept changing.
 func Inspect(dir string, online cpuset.CPUSet) (*State, error) {
-	s, err := readStateDir(osFS{}, dir, online)
-	var c *corruption
-	var newer *NewerFormatError
-	switch {
-	case errors.As(err, &newer):
-		return nil, newer
-	case errors.As(err, &c):
-		return nil, &CorruptError{Path: c.path, Reason: c.reason}
-	case errors.Is(err, ErrNoCheckpoint):
-		return nil, fmt.Errorf("inspect %s: %w", filepath.Join(dir, CheckpointFile), ErrNoCheckpoint)
-	case err != nil:
-		return nil, fmt.Errorf("inspect state directory %s: %w", dir, err)
+	return inspect(osFS{}, dir, online)
+}
+
+// inspect is Inspect on fsys.
+func inspect(fsys fileSystem, dir string, online cpuset.CPUSet) (*State, error) {
+	path := filepath.Join(dir, CheckpointFile)
+	rec := &recordingFS{fileSystem: fsys}
+	for read := 1; ; read++ {
+		s, err := readStateDir(rec, dir, online)
+		var c *corruption
+		var newer *NewerFormatError
+		switch {
+		case errors.As(err, &newer):
+			return nil, newer
+		case errors.As(err, &c) && c.path == path && read < maxInspectReads:
+			failed := rec.last
+			if again, rerr := fsys.ReadFile(path); rerr == nil && !bytes.Equal(again, failed) {
+				continue // rewritten while it was read: read it whole again
+			}
+			return nil, &CorruptError{Path: c.path, Reason: c.reason}
+		case errors.As(err, &c) && c.path == path:
+			return nil, fmt.Errorf("inspect %s: the file changed during each of %d reads (%s)", path, read, c.reason)
+		case errors.As(err, &c):
+			return nil, &CorruptError{Path: c.path, Reason: c.reason}
+		case errors.Is(err, ErrNoCheckpoint):
+			return nil, fmt.Errorf("inspect %s: %w", path, ErrNoCheckpoint)
+		case err != nil:
+			return nil, fmt.Errorf("inspect state directory %s: %w", dir, err)
+		}
+		return s, nil
 	}
-	return s, nil
+}
+
+// maxInspectReads bounds the reads of a file that a running plugin keeps
+// rewriting under Inspect (each Save takes a fraction of a millisecond, a
+// read of the largest checkpoint less).
+const maxInspectReads = 10
+
+// recordingFS is a file system that remembers the content of the last
+// file it read.
+type recordingFS struct {
+	fileSystem
+	last []byte
+}
+
+func (f *recordingFS) ReadFile(path string) ([]byte, error) {
+	data, err := f.fileSystem.ReadFile(path)
+	f.last = data
+	return data, err
 }
 
 // corruption says which file of a state directory is not trusted and why.

@@ -150,6 +150,91 @@ func (m *memFS) SyncDir(dir string) error {
 	return nil
 }
 
+func (m *memFS) OpenSpare(path string) (spareFile, error) {
+	if err := m.step(); err != nil {
+		return nil, err
+	}
+	name, err := m.name("open", path)
+	if err != nil {
+		return nil, err
+	}
+	ino, ok := m.files[name]
+	if !ok {
+		ino = &inode{}
+		m.files[name] = ino
+	}
+	return &memSpare{fs: m, ino: ino}, nil
+}
+
+func (m *memFS) Exchange(path1, path2 string) error {
+	if err := m.step(); err != nil {
+		return err
+	}
+	a, err := m.name("exchange", path1)
+	if err != nil {
+		return err
+	}
+	b, err := m.name("exchange", path2)
+	if err != nil {
+		return err
+	}
+	ia, oka := m.files[a]
+	ib, okb := m.files[b]
+	if !oka || !okb {
+		return &fs.PathError{Op: "exchange", Path: path1, Err: fs.ErrNotExist}
+	}
+	m.files[a], m.files[b] = ib, ia
+	return nil
+}
+
+// memSpare is a file of a memFS rewritten in place.
+type memSpare struct {
+	fs  *memFS
+	ino *inode
+}
+
+func (f *memSpare) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.fs.step(); err != nil {
+		if f.fs.calls == f.fs.crashAt {
+			f.writeAt(p[:len(p)/2], off) // torn
+		}
+		return 0, err
+	}
+	f.writeAt(p, off)
+	return len(p), nil
+}
+
+func (f *memSpare) writeAt(p []byte, off int64) {
+	if end := int(off) + len(p); end > len(f.ino.data) {
+		f.ino.data = append(f.ino.data, make([]byte, end-len(f.ino.data))...)
+	}
+	copy(f.ino.data[off:], p)
+}
+
+func (f *memSpare) Truncate(size int64) error {
+	if err := f.fs.step(); err != nil {
+		return err
+	}
+	if int(size) <= len(f.ino.data) {
+		f.ino.data = f.ino.data[:size]
+	} else {
+		f.ino.data = append(f.ino.data, make([]byte, int(size)-len(f.ino.data))...)
+	}
+	return nil
+}
+
+func (f *memSpare) Datasync() error {
+	if err := f.fs.step(); err != nil {
+		return err
+	}
+	if !f.fs.lyingSync {
+		f.ino.synced = bytes.Clone(f.ino.data)
+	}
+	return nil
+}
+
+func (f *memSpare) Close() error { return f.fs.step() }
+
 // memFile is a file of a memFS being written.
 type memFile struct {
 	fs   *memFS
@@ -433,7 +518,7 @@ func checkRecovers(t *testing.T, where string, m *memFS, s *State) {
 		t.Fatalf("%s: Load after the restart's Save: %v", where, err)
 	}
 	for name := range m.files {
-		if name != CheckpointFile && !strings.Contains(name, corruptSuffix) {
+		if name != CheckpointFile && name != SpareFile && !strings.Contains(name, corruptSuffix) {
 			t.Fatalf("%s: %s is left after the restart's first Save", where, name)
 		}
 	}

@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +17,7 @@ import (
 var errStoreClosed = errors.New("the state store is closed")
 
 // Store keeps the state of one state directory on disk, in one checkpoint
-// file (cpu_manager_state) that Save rewrites whole. README.md ("The state
+// file (cpu_manager_state) that Save rewrites whole, and its spare. README.md ("The state
 // directory") describes the files and what survives a crash.
 //
 // A Store owns its directory: NewStore takes an exclusive lock that Close
@@ -38,6 +39,16 @@ type Store struct {
 	tidy bool
 	// enc encodes the state; its buffers are reused by the next Save.
 	enc encoder
+	// spareIdle says that the spare file, if any, is named by nothing but
+	// its own name in the durable directory, so the next Save may rewrite
+	// it in place: the last Save succeeded, including its directory sync.
+	// It is false until a Save of this Store succeeds (a process killed
+	// before its directory sync leaves the names of the running system
+	// ahead of the disk's) and after a Save that failed.
+	spareIdle bool
+	// noExchange says that the file system cannot exchange two names:
+	// every Save writes a new temp file.
+	noExchange bool
 	// refuse, when set, is why Save must not write: Load found a file of
 	// a newer version, which a Save would replace.
 	refuse error
@@ -163,12 +174,19 @@ func (st *Store) Path() string {
 	return filepath.Join(st.dir, CheckpointFile)
 }
 
-// Save makes s the saved state: it encodes the whole state and writes it
-// to a temp file, fsyncs it, renames it over the checkpoint file and
-// fsyncs the directory. When Save returns nil, s is on disk; when it
-// fails, the previous file is left in place, and a later Save can
+// Save makes s the saved state: when Save returns nil, s is on disk;
+// when it fails, the previous file is left in place, and a later Save can
 // succeed. Save refuses an inconsistent state (see Marshal) with an
 // *InconsistentError and then writes nothing. It keeps nothing of s.
+//
+// The file is always rewritten whole. The first Save of a Store, and the
+// one after a Save that failed, writes a new temp file, fsyncs it,
+// renames it over the checkpoint file and fsyncs the directory. The
+// others rewrite the spare file in place, fdatasync it, exchange it with
+// the checkpoint file and fsync the directory: one sync of data and one of
+// the directory, instead of two of each (README.md, "The state
+// directory"). A file system that cannot exchange names gets the first
+// way every time.
 //
 // The first Save that succeeds also deletes the temp files of writes that
 // never finished, if any.
@@ -191,9 +209,11 @@ func (st *Store) Save(s *State) error {
 		_ = st.moveAsideLocked(st.aside)
 	}
 	data := sealCanonical(st.enc.canonical(s))
-	if err := writeFileAtomic(st.fs, st.dir, st.Path(), data); err != nil {
+	if err := st.writeLocked(data); err != nil {
+		st.spareIdle = false
 		return fmt.Errorf("save checkpoint %s: %w", st.Path(), err)
 	}
+	st.spareIdle = true
 	if !st.tidy {
 		if err := removeTempFiles(st.fs, st.dir); err != nil {
 			st.log.WithError(err).Warn("could not delete leftover temp files of the state directory; the next Save will try again")
@@ -202,6 +222,27 @@ func (st *Store) Save(s *State) error {
 		}
 	}
 	return nil
+}
+
+// writeLocked makes data the checkpoint file's content, durably: through
+// the spare file when it is idle and the file system can exchange names,
+// through a new temp file otherwise. Called with mu held.
+func (st *Store) writeLocked(data []byte) error {
+	if st.spareIdle && !st.noExchange {
+		err := writeSpareAndExchange(st.fs, st.dir, st.Path(), filepath.Join(st.dir, SpareFile), data)
+		switch {
+		case errors.Is(err, errNoExchange):
+			st.noExchange = true
+			st.log.WithError(err).Warn("the state directory's file system cannot exchange two names: every checkpoint write creates a new file (one fsync more per write)")
+		case errors.Is(err, fs.ErrNotExist):
+			// The checkpoint file was removed behind the store's back:
+			// there is nothing to exchange with, a new file takes its place.
+			st.log.WithError(err).Warn("the checkpoint file disappeared from the state directory; writing it anew")
+		default:
+			return err
+		}
+	}
+	return writeFileAtomic(st.fs, st.dir, st.Path(), data)
 }
 
 // Close releases the state directory's lock. Every Save is on disk

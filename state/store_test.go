@@ -739,3 +739,73 @@ func TestLoadMovesALeftoverJournalAside(t *testing.T) {
 		})
 	}
 }
+
+// rewrittenFS is the operating system's file system whose ReadFile of the
+// checkpoint file returns, for its first reads, what a read gives when a
+// Save rewrites the file during the read (torn: the first half of one
+// state's bytes and the second half of another's).
+type rewrittenFS struct {
+	osFS
+	torn  [][]byte
+	reads int
+}
+
+func (f *rewrittenFS) ReadFile(path string) ([]byte, error) {
+	f.reads++
+	if filepath.Base(path) == CheckpointFile && len(f.torn) > 0 {
+		data := f.torn[0]
+		f.torn = f.torn[1:]
+		return data, nil
+	}
+	return f.osFS.ReadFile(path)
+}
+
+// TestInspectRereadsAFileRewrittenUnderIt: a read of the checkpoint file
+// that a running plugin rewrote under it (a torn read) is not reported as
+// a corrupt file: Inspect reads it again and gives the state; a file that
+// reads the same twice and fails is corrupt; one that changes at every
+// read is reported as such, never as a state.
+func TestInspectRereadsAFileRewrittenUnderIt(t *testing.T) {
+	dir := t.TempDir()
+	st := quietStore(newStore(dir, osFS{}))
+	want := sampleStateFull(t)
+	if err := st.Save(want); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Marshal(sampleState(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := func(i int) []byte { // differs for each i
+		return append(bytes.Clone(a[:len(a)/2+i]), b[len(b)/2+i:]...)
+	}
+	t.Run("torn once", func(t *testing.T) {
+		fsys := &rewrittenFS{torn: [][]byte{torn(0)}}
+		got, err := inspect(fsys, dir, kepOnline)
+		if err != nil || !got.Equal(want) {
+			t.Fatalf("Inspect after a torn read: %v (the saved state: %v)", err, err == nil && got.Equal(want))
+		}
+	})
+	t.Run("corrupt at rest", func(t *testing.T) {
+		fsys := &rewrittenFS{torn: [][]byte{torn(0), torn(0)}}
+		_, err := inspect(fsys, dir, kepOnline)
+		var cerr *CorruptError
+		if !errors.As(err, &cerr) || cerr.MovedTo != "" || fsys.reads != 2 {
+			t.Fatalf("Inspect of a file that reads the same twice and fails: %v after %d reads, want a *CorruptError after 2", err, fsys.reads)
+		}
+	})
+	t.Run("changing at every read", func(t *testing.T) {
+		fsys := &rewrittenFS{}
+		for i := range 2 * maxInspectReads {
+			fsys.torn = append(fsys.torn, torn(i))
+		}
+		_, err := inspect(fsys, dir, kepOnline)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("the file changed during each of %d reads", maxInspectReads)) {
+			t.Fatalf("Inspect of a file that changes at every read: %v", err)
+		}
+	})
+}
