@@ -418,21 +418,26 @@ func BenchmarkLoad(b *testing.B) {
 }
 
 // roundTripCases are the nodes of BenchmarkRoundTrip (issue 41, step 3):
-// 256 and 512 CPUs, 100 pinned and 100 shared containers.
-var roundTripCases = []loadCase{
-	{
-		name:   "256cpus-200ctrs",
-		spec:   fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 32, ThreadsPerCore: 2, L3PerNUMA: 2},
-		config: "reservedCPUCount: 4",
-		pinned: 100, shared: 100, base: 1, most: 2,
-	},
-	{
-		name:   "512cpus-200ctrs",
-		spec:   fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 64, ThreadsPerCore: 2, L3PerNUMA: 2},
-		config: "reservedCPUCount: 4",
-		pinned: 100, shared: 100, base: 1, most: 4,
-	},
-}
+// 256 and 512 CPUs with 100 pinned containers, alone or beside 100 shared
+// ones (whose cpusets follow the shared pool, so that most replies carry
+// 100 updates).
+var roundTripCases = func() []loadCase {
+	var cases []loadCase
+	for _, shared := range []int{0, 100} {
+		for _, n := range []struct {
+			cores int
+			most  int64
+		}{{32, 2}, {64, 4}} {
+			cases = append(cases, loadCase{
+				name:   fmt.Sprintf("%dcpus-100pinned-%dshared", 2*2*n.cores*2, shared),
+				spec:   fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: n.cores, ThreadsPerCore: 2, L3PerNUMA: 2},
+				config: "reservedCPUCount: 4",
+				pinned: 100, shared: shared, base: 1, most: n.most,
+			})
+		}
+	}
+	return cases
+}()
 
 // BenchmarkRoundTrip measures the NRI round trip of creations and resizes
 // as the runtime sees it on a quiet node (issue 41, step 3): one request
