@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
@@ -138,19 +139,65 @@ func parseCgroupCPUs(text, file string, maxCPU int) (cpuset.CPUSet, error) {
 	return cpus, nil
 }
 
-// readCPUsText reads the text of a container's cpuset.cpus in the hierarchy
+// cpusReader reads containers' cpuset.cpus files with plain system calls
+// into a buffer it reuses. A verification pass reads one file per
+// container it checks — after a reply that updated the shared containers,
+// one per shared container — and os.ReadFile's file object, fstat and
+// fresh buffer cost as much again as the read itself
+// (BenchmarkCPUsFileRead). Not safe for concurrent use.
+type cpusReader struct{ buf []byte }
+
+// read returns the text of a container's cpuset.cpus in the hierarchy
 // cpusetRoot returned and names the file (verification parses each
-// distinct text once).
-func readCPUsText(hierarchy, cgroupsPath string) (text, file string, err error) {
+// distinct text once). A file that does not exist gives an error that
+// wraps fs.ErrNotExist.
+func (r *cpusReader) read(hierarchy, cgroupsPath string) (text, file string, err error) {
 	file, err = cpusetFile(hierarchy, cgroupsPath)
 	if err != nil {
 		return "", "", err
 	}
-	data, err := os.ReadFile(file)
+	data, err := r.readFile(file)
 	if err != nil {
 		return "", file, fmt.Errorf("reading cpuset: %w", err)
 	}
 	return strings.TrimSpace(string(data)), file, nil
+}
+
+// readFile returns the content of the file at path, in r's buffer until
+// the next read.
+func (r *cpusReader) readFile(path string) ([]byte, error) {
+	fd, err := ignoringEINTR(func() (int, error) { return unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0) })
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	if r.buf == nil {
+		r.buf = make([]byte, 4096) // a cgroup file's page
+	}
+	n := 0
+	for {
+		if n == len(r.buf) {
+			r.buf = append(r.buf, make([]byte, len(r.buf))...)
+		}
+		m, err := ignoringEINTR(func() (int, error) { return unix.Read(fd, r.buf[n:]) })
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if m == 0 {
+			return r.buf[:n], nil
+		}
+		n += m
+	}
+}
+
+// ignoringEINTR calls f again while it fails with EINTR.
+func ignoringEINTR(f func() (int, error)) (int, error) {
+	for {
+		n, err := f()
+		if !errors.Is(err, unix.EINTR) {
+			return n, err
+		}
+	}
 }
 
 // describe says what kind of cgroup tree the root is, and returns an

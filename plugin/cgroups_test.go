@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -325,9 +326,85 @@ func allowedCPUs(t *testing.T) cpuset.CPUSet {
 // cgroupCPUs reads a container's cpuset from its cgroup as a verification
 // pass does.
 func cgroupCPUs(r cgroupReader, cgroupsPath string) (cpuset.CPUSet, error) {
-	text, file, err := readCPUsText(r.cpusetRoot(), cgroupsPath)
+	var reader cpusReader
+	text, file, err := reader.read(r.cpusetRoot(), cgroupsPath)
 	if err != nil {
 		return cpuset.New(), err
 	}
 	return parseCgroupCPUs(text, file, cpumask.MaxID)
+}
+
+// TestCPUsReader: the reader gives a file's whole text however long (a
+// fragmented list of 4096 CPUs is several pages), nothing of a longer
+// file read before it, and an error that wraps fs.ErrNotExist and names
+// the file when there is none.
+func TestCPUsReader(t *testing.T) {
+	dir := t.TempDir()
+	var fragmented []string
+	for cpu := 0; cpu < 8192; cpu += 2 {
+		fragmented = append(fragmented, strconv.Itoa(cpu))
+	}
+	long := strings.Join(fragmented, ",")
+	var reader cpusReader // one reader for every case, in order
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"short", "0-3,104-511\n", "0-3,104-511"},
+		{"longer than a page", long + "\n", long},
+		{"short after a long one", "5\n", "5"},
+		{"empty", "\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name)
+			if err := os.MkdirAll(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(path, "cpuset.cpus"), []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			text, file, err := reader.read(dir, "/"+tc.name)
+			if err != nil || text != tc.want || file != filepath.Join(path, "cpuset.cpus") {
+				t.Fatalf("read: %q (%d bytes) from %s, %v; want %d bytes", text[:min(len(text), 40)], len(text), file, err, len(tc.want))
+			}
+		})
+	}
+	_, _, err := reader.read(dir, "/gone")
+	want := "reading cpuset: open " + filepath.Join(dir, "gone", "cpuset.cpus") + ": no such file or directory"
+	if !errors.Is(err, fs.ErrNotExist) || err.Error() != want {
+		t.Fatalf("read of a missing file: %v, want %q wrapping fs.ErrNotExist", err, want)
+	}
+}
+
+// BenchmarkCPUsFileRead measures the read of one container's cpuset.cpus
+// by the reader against os.ReadFile (the baseline, in the same run), on a
+// file of this machine's cgroupfs when there is one and on a regular file.
+func BenchmarkCPUsFileRead(b *testing.B) {
+	regular := filepath.Join(b.TempDir(), "cpuset.cpus")
+	if err := os.WriteFile(regular, []byte("0-3,104-511\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	files := map[string]string{"regular": regular}
+	for _, f := range []string{"/sys/fs/cgroup/cpuset/cpuset.cpus", "/sys/fs/cgroup/cpuset.cpus.effective"} {
+		if _, err := os.Stat(f); err == nil {
+			files["cgroupfs"] = f
+			break
+		}
+	}
+	for name, path := range files {
+		b.Run(name+"/os.ReadFile", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := os.ReadFile(path); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(name+"/cpusReader", func(b *testing.B) {
+			var r cpusReader
+			for b.Loop() {
+				if _, err := r.readFile(path); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

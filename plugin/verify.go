@@ -198,8 +198,9 @@ func (p *Plugin) readCgroups(probes []probe) map[string]cpumask.Mask {
 	actual := make(map[string]cpumask.Mask, len(probes))
 	parsed := map[string]cpumask.Mask{}
 	hierarchy := p.cgroups.cpusetRoot()
+	var reader cpusReader
 	for _, pr := range probes {
-		text, file, err := readCPUsText(hierarchy, pr.path)
+		text, file, err := reader.read(hierarchy, pr.path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			// Not started yet (runc creates the cgroup at start), or gone.
