@@ -10,7 +10,9 @@ import (
 
 // BenchmarkSaveParts times the parts of a Save (BenchmarkCommit times the
 // whole) on the nodes of BenchmarkCommit: the consistency check, the
-// encoding, the durable write of encoded bytes both ways (a new temp file,
+// encoding (of a whole state, and of a state after a commit by the
+// encoder that encoded the one before, which reuses the text of the pods
+// that did not change), the durable write of encoded bytes both ways (a new temp file,
 // a store's first Save; the spare rewritten and exchanged, the others),
 // and the first way without any fsync, which tells the disk's share.
 func BenchmarkSaveParts(b *testing.B) {
@@ -31,6 +33,19 @@ func BenchmarkSaveParts(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			for b.Loop() {
 				_ = marshalCurrent(s)
+			}
+		})
+		b.Run(node.String()+"/MarshalNextCommit", func(b *testing.B) {
+			// A Store's encoder, which encoded the state before: the
+			// states differ by one container's resize, as commits do.
+			e := newCachingEncoder()
+			states := []*State{s, node.resize(s, 0)}
+			_ = e.canonical(states[1])
+			b.SetBytes(int64(len(data)))
+			i := 0
+			for b.Loop() {
+				_ = sealCanonical(e.canonical(states[i%2]))
+				i++
 			}
 		})
 		b.Run(node.String()+"/WriteAtomic", func(b *testing.B) {

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"bytes"
+	"reflect"
 	"slices"
 	"strconv"
 	"time"
@@ -23,6 +25,28 @@ type encoder struct {
 	buf []byte
 	// mask is all zeros between two CPU lists.
 	mask cpumask.Mask
+	// pods, when not nil (newCachingEncoder), keeps the text of each
+	// pod's entries from the last encoding, with the map it encoded: a
+	// pod's map of assignments is never changed once stored in a State
+	// (copy on write, state.go), so the same map is the same text.
+	// Holding the map keeps its address from being reused by another. A
+	// commit changes a pod or two: the others' text is copied, not
+	// encoded again.
+	pods map[string]podText
+	// gen counts the encodings; a pod's text not used by the last one is
+	// dropped.
+	gen uint64
+}
+
+// newCachingEncoder returns an encoder that reuses the text of the pods
+// whose entries did not change since its last encoding (a Store's).
+func newCachingEncoder() encoder { return encoder{pods: map[string]podText{}} }
+
+// podText is the encoded entries of one pod (the object after its key).
+type podText struct {
+	entries map[string]Assignment
+	text    []byte
+	gen     uint64
 }
 
 // canonical returns the canonical encoding of s (diskCheckpoint), with
@@ -49,19 +73,20 @@ func (e *encoder) canonical(s *State) []byte {
 		}
 	}
 	slices.Sort(pods)
+	e.gen++
 	for i, podUID := range pods {
 		e.key(i, `,"entries":{`, podUID)
-		e.buf = append(e.buf, '{')
-		containers := s.entries[podUID]
-		for j, name := range sortedKeys(containers) {
-			a := containers[name]
-			e.key(j, "", name)
-			e.entry(a)
-		}
-		e.buf = append(e.buf, '}')
+		e.podEntries(podUID, s.entries[podUID])
 	}
 	if len(pods) > 0 {
 		e.buf = append(e.buf, '}')
+	}
+	if len(e.pods) > len(pods) {
+		for podUID, t := range e.pods {
+			if t.gen != e.gen {
+				delete(e.pods, podUID)
+			}
+		}
 	}
 
 	for i, id := range sortedKeys(s.containers) {
@@ -117,6 +142,33 @@ func (e *encoder) canonical(s *State) []byte {
 	}
 	e.buf = append(e.buf, zeroChecksumSuffix...)
 	return e.buf
+}
+
+// podEntries appends the object of a pod's entries (container name →
+// entry), from the last encoding's text when the pod's map is the one
+// encoded then.
+func (e *encoder) podEntries(podUID string, containers map[string]Assignment) {
+	if t, ok := e.pods[podUID]; ok && sameMap(t.entries, containers) {
+		e.buf = append(e.buf, t.text...)
+		t.gen = e.gen
+		e.pods[podUID] = t
+		return
+	}
+	start := len(e.buf)
+	e.buf = append(e.buf, '{')
+	for j, name := range sortedKeys(containers) {
+		e.key(j, "", name)
+		e.entry(containers[name])
+	}
+	e.buf = append(e.buf, '}')
+	if e.pods != nil {
+		e.pods[podUID] = podText{entries: containers, text: bytes.Clone(e.buf[start:]), gen: e.gen}
+	}
+}
+
+// sameMap reports whether a and b are the same map (not only equal ones).
+func sameMap(a, b map[string]Assignment) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // entry appends a as encoding/json encodes diskEntry: "init", "delayed"

@@ -158,3 +158,66 @@ func FuzzAppendJSONString(f *testing.F) {
 	f.Add("\u2028<\xff")
 	f.Fuzz(checkJSONString)
 }
+
+// TestCachingEncoderFollowsEveryChange encodes a sequence of states with
+// one caching encoder, as a Store does, each state a change of the one
+// before (commits: resizes, a pod removed, one re-created under the same
+// UID, entries added and removed in a pod, a state loaded from disk,
+// which shares no map with the others), and checks each against
+// encoding/json: a pod's text is reused only when its entries are the
+// same map.
+func TestCachingEncoderFollowsEveryChange(t *testing.T) {
+	node := commitNodes[0]
+	base := node.state()
+	loaded, err := Unmarshal(referenceEncoding(t, base), cpuset.New(makeRange(0, node.cpus-1)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name   string
+		change func(s *State) *State
+	}{
+		{"resize", func(s *State) *State { return node.resize(s, 3) }},
+		{"resize back", func(s *State) *State { return node.resize(s, 3) }},
+		{"unchanged", func(s *State) *State { return s.Clone() }},
+		{"pod removed", func(s *State) *State { c := s.Clone(); c.DeletePod(node.podUID(5)); return c }},
+		{"pod back under its UID", func(s *State) *State {
+			c := s.Clone()
+			c.SetAssignment(node.podUID(5), "app", Assignment{Baseline: cpus(t, "10")})
+			return c
+		}},
+		{"a second container", func(s *State) *State {
+			c := s.Clone()
+			c.SetAssignment(node.podUID(5), "sidecar", Assignment{Baseline: cpus(t, "11")})
+			return c
+		}},
+		{"the second container removed", func(s *State) *State {
+			c := s.Clone()
+			c.DeleteAssignment(node.podUID(5), "sidecar")
+			return c
+		}},
+		{"every pod removed", func(s *State) *State {
+			c := s.Clone()
+			for _, pod := range c.PodUIDs() {
+				c.DeletePod(pod)
+			}
+			return c
+		}},
+		{"the state loaded from disk", func(*State) *State { return loaded }},
+		{"a resize of it", func(s *State) *State { return node.resize(s, 7) }},
+	}
+	e := newCachingEncoder()
+	s := base
+	if got, want := sealCanonical(e.canonical(s)), referenceEncoding(t, s); !bytes.Equal(got, want) {
+		t.Fatal("the first encoding differs from encoding/json's")
+	}
+	for _, step := range steps {
+		s = step.change(s)
+		if got, want := sealCanonical(e.canonical(s)), referenceEncoding(t, s); !bytes.Equal(got, want) {
+			t.Fatalf("after %s: the caching encoder writes\n%.300s\nencoding/json writes\n%.300s", step.name, got, want)
+		}
+		if len(e.pods) != len(s.PodUIDs()) {
+			t.Fatalf("after %s: %d pods' text kept for %d pods", step.name, len(e.pods), len(s.PodUIDs()))
+		}
+	}
+}

@@ -154,7 +154,7 @@ func foreignEntries(dir string) []string {
 // newStore returns the store of state directory dir on fsys, without a
 // lock.
 func newStore(dir string, fsys fileSystem) *Store {
-	return &Store{dir: dir, fs: fsys, now: time.Now, log: logrus.StandardLogger()}
+	return &Store{dir: dir, fs: fsys, now: time.Now, log: logrus.StandardLogger(), enc: newCachingEncoder()}
 }
 
 // SetLogger makes the store log through l (a corrupt checkpoint is logged
