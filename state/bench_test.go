@@ -119,3 +119,21 @@ func BenchmarkClone(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEqual measures the comparison of a state with an equal copy
+// (the worst case: every part compared), which the plugin makes before a
+// commit whose decision copied the state, to skip writing an unchanged
+// one.
+func BenchmarkEqual(b *testing.B) {
+	for _, node := range commitNodes {
+		b.Run(node.String(), func(b *testing.B) {
+			s := node.state()
+			c := s.Clone()
+			for b.Loop() {
+				if !s.Equal(c) {
+					b.Fatal("a copy differs")
+				}
+			}
+		})
+	}
+}

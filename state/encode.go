@@ -2,7 +2,6 @@ package state
 
 import (
 	"bytes"
-	"reflect"
 	"slices"
 	"strconv"
 	"time"
@@ -164,11 +163,6 @@ func (e *encoder) podEntries(podUID string, containers map[string]Assignment) {
 	if e.pods != nil {
 		e.pods[podUID] = podText{entries: containers, text: bytes.Clone(e.buf[start:]), gen: e.gen}
 	}
-}
-
-// sameMap reports whether a and b are the same map (not only equal ones).
-func sameMap(a, b map[string]Assignment) bool {
-	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // entry appends a as encoding/json encodes diskEntry: "init", "delayed"

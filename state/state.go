@@ -3,6 +3,7 @@ package state
 import (
 	"iter"
 	"maps"
+	"reflect"
 	"slices"
 
 	"k8s.io/utils/cpuset"
@@ -73,9 +74,14 @@ func (s *State) Equal(o *State) bool {
 	return s.entriesContain(o) && o.entriesContain(s)
 }
 
-// entriesContain reports whether every assignment of o is in s.
+// entriesContain reports whether every assignment of o is in s. A pod
+// whose map of assignments is the same map in both (a copy shares the
+// maps it did not change) holds the same assignments.
 func (s *State) entriesContain(o *State) bool {
 	for podUID, containers := range o.entries {
+		if sameMap(s.entries[podUID], containers) {
+			continue
+		}
 		for name, a := range containers {
 			b, ok := s.Assignment(podUID, name)
 			if !ok || !a.equal(b) {
@@ -84,6 +90,14 @@ func (s *State) entriesContain(o *State) bool {
 		}
 	}
 	return true
+}
+
+// sameMap reports whether a and b are the same map (not only equal ones).
+// A pod's map of assignments is never changed once stored (SetAssignment
+// and deleteEntry store a new one), so the same map holds the same
+// assignments.
+func sameMap(a, b map[string]Assignment) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // equal reports whether a and b are the same assignment (ReleaseAt the
