@@ -449,3 +449,41 @@ func TestFailingWritesLoggedOnceAMinute(t *testing.T) {
 		t.Errorf("%d error lines after another error and a minute, want 3", got)
 	}
 }
+
+// TestUnchangedStateIsNotWrittenAgain: a decision that copies the state
+// and changes nothing in it (a shared container's creation, the removal
+// of a container its stop already released) writes no checkpoint, and the
+// file still holds the plugin's state; a decision that changes it writes.
+func TestUnchangedStateIsNotWrittenAgain(t *testing.T) {
+	p, store := newTestPlugin(t)
+	ctx := context.Background()
+	saves := 0
+	p.save = func(st *state.State) error { saves++; return store.Save(st) }
+	pod, ctr := guaranteedCtr("a", 1)
+	bePod := &api.PodSandbox{Id: "sb-be", Uid: "uid-be", Name: "be", Namespace: "ns", Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods/besteffort/poduid-be"}}
+	be := &api.Container{Id: "be", PodSandboxId: bePod.Id, Name: "app", Linux: &api.LinuxContainer{Resources: &api.LinuxResources{Cpu: &api.LinuxCPU{Shares: api.UInt64(2)}}}}
+	for _, step := range []struct {
+		name  string
+		event func() error
+		saves int
+	}{
+		{"a pinned container's creation", func() error { _, _, err := p.CreateContainer(ctx, pod, ctr); return err }, 1},
+		{"a shared container's creation", func() error { _, _, err := p.CreateContainer(ctx, bePod, be); return err }, 0},
+		{"the pinned container's stop", func() error { _, err := p.StopContainer(ctx, pod, ctr); return err }, 1},
+		{"its removal", func() error { return p.RemoveContainer(ctx, pod, ctr) }, 0},
+	} {
+		before, saved := saves, p.model.State
+		if err := step.event(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if step.saves == 0 && p.model.State == saved {
+			t.Fatalf("%s kept the state it was given: the test needs a decision that copies it", step.name)
+		}
+		if got := saves - before; got != step.saves {
+			t.Errorf("%s wrote the checkpoint %d times, want %d", step.name, got, step.saves)
+		}
+		if st, err := store.Load(cpuset.New(0, 1, 2, 3)); err != nil || !st.Equal(p.model.State) {
+			t.Fatalf("after %s the file does not hold the plugin's state (%v)", step.name, err)
+		}
+	}
+}
