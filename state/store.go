@@ -17,8 +17,9 @@ import (
 var errStoreClosed = errors.New("the state store is closed")
 
 // Store keeps the state of one state directory on disk, in one checkpoint
-// file (cpu_manager_state) that Save rewrites whole, and its spare. README.md ("The state
-// directory") describes the files and what survives a crash.
+// file (cpu_manager_state) that Save rewrites whole, and its spare.
+// README.md ("The state directory") describes the files and what survives
+// a crash.
 //
 // A Store owns its directory: NewStore takes an exclusive lock that Close
 // releases. It is safe for concurrent use.
@@ -183,10 +184,9 @@ func (st *Store) Path() string {
 // one after a Save that failed, writes a new temp file, fsyncs it,
 // renames it over the checkpoint file and fsyncs the directory. The
 // others rewrite the spare file in place, fdatasync it, exchange it with
-// the checkpoint file and fsync the directory: one sync of data and one of
-// the directory, instead of two of each (README.md, "The state
-// directory"). A file system that cannot exchange names gets the first
-// way every time.
+// the checkpoint file and fsync the directory: no new inode and no new
+// blocks to commit, about half the time (README.md, "Saving"). A file
+// system that cannot exchange names gets the first way every time.
 //
 // The first Save that succeeds also deletes the temp files of writes that
 // never finished, if any.
@@ -233,7 +233,7 @@ func (st *Store) writeLocked(data []byte) error {
 		switch {
 		case errors.Is(err, errNoExchange):
 			st.noExchange = true
-			st.log.WithError(err).Warn("the state directory's file system cannot exchange two names: every checkpoint write creates a new file (one fsync more per write)")
+			st.log.WithError(err).Warn("the state directory's file system cannot exchange two names: every checkpoint write creates a new file (about twice as slow)")
 		case errors.Is(err, fs.ErrNotExist):
 			// The checkpoint file was removed behind the store's back:
 			// there is nothing to exchange with, a new file takes its place.
