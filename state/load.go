@@ -102,8 +102,8 @@ func (st *Store) moveAsideLocked(c *corruption) error {
 // it had just opened can become the spare of the next Save (Store.Save).
 // What such a read gives fails its checksum, so a file that fails is read
 // again, and reported untrusted only when the second read gives the same
-// bytes (a file at rest); after maxInspectReads reads that all differ,
-// Inspect says the file kept changing.
+// bytes (a file at rest); after maxInspectReads attempts that all
+// differ, Inspect says the file kept changing.
 func Inspect(dir string, online cpuset.CPUSet) (*State, error) {
 	return inspect(osFS{}, dir, online)
 }
@@ -126,7 +126,7 @@ func inspect(fsys fileSystem, dir string, online cpuset.CPUSet) (*State, error) 
 			}
 			return nil, &CorruptError{Path: c.path, Reason: c.reason}
 		case errors.As(err, &c) && c.path == path:
-			return nil, fmt.Errorf("inspect %s: the file changed during each of %d reads (%s)", path, read, c.reason)
+			return nil, fmt.Errorf("inspect %s: the file kept changing while it was read (%d attempts; the last read: %s)", path, read, c.reason)
 		case errors.As(err, &c):
 			return nil, &CorruptError{Path: c.path, Reason: c.reason}
 		case errors.Is(err, ErrNoCheckpoint):
@@ -138,8 +138,8 @@ func inspect(fsys fileSystem, dir string, online cpuset.CPUSet) (*State, error) 
 	}
 }
 
-// maxInspectReads bounds the reads of a file that a running plugin keeps
-// rewriting under Inspect (each Save takes a fraction of a millisecond, a
+// maxInspectReads bounds the attempts to read whole a file that a running
+// plugin keeps rewriting under Inspect (each Save takes a fraction of a millisecond, a
 // read of the largest checkpoint less).
 const maxInspectReads = 10
 

@@ -804,7 +804,7 @@ func TestInspectRereadsAFileRewrittenUnderIt(t *testing.T) {
 			fsys.torn = append(fsys.torn, torn(i))
 		}
 		_, err := inspect(fsys, dir, kepOnline)
-		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("the file changed during each of %d reads", maxInspectReads)) {
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("the file kept changing while it was read (%d attempts", maxInspectReads)) {
 			t.Fatalf("Inspect of a file that changes at every read: %v", err)
 		}
 	})
