@@ -103,15 +103,21 @@ func (m *memFS) ReadDir(dir string) ([]string, error) {
 	return slices.Sorted(maps.Keys(m.files)), nil
 }
 
-func (m *memFS) Rename(oldpath, newpath string) error {
+// names counts a call of op on two paths and returns their file names.
+func (m *memFS) names(op, path1, path2 string) (string, string, error) {
 	if err := m.step(); err != nil {
-		return err
+		return "", "", err
 	}
-	from, err := m.name("rename", oldpath)
+	a, err := m.name(op, path1)
 	if err != nil {
-		return err
+		return "", "", err
 	}
-	to, err := m.name("rename", newpath)
+	b, err := m.name(op, path2)
+	return a, b, err
+}
+
+func (m *memFS) Rename(oldpath, newpath string) error {
+	from, to, err := m.names("rename", oldpath, newpath)
 	if err != nil {
 		return err
 	}
@@ -167,14 +173,7 @@ func (m *memFS) OpenSpare(path string) (spareFile, error) {
 }
 
 func (m *memFS) Exchange(path1, path2 string) error {
-	if err := m.step(); err != nil {
-		return err
-	}
-	a, err := m.name("exchange", path1)
-	if err != nil {
-		return err
-	}
-	b, err := m.name("exchange", path2)
+	a, b, err := m.names("exchange", path1, path2)
 	if err != nil {
 		return err
 	}
@@ -223,15 +222,7 @@ func (f *memSpare) Truncate(size int64) error {
 	return nil
 }
 
-func (f *memSpare) Datasync() error {
-	if err := f.fs.step(); err != nil {
-		return err
-	}
-	if !f.fs.lyingSync {
-		f.ino.synced = bytes.Clone(f.ino.data)
-	}
-	return nil
-}
+func (f *memSpare) Datasync() error { return f.fs.sync(f.ino) }
 
 func (f *memSpare) Close() error { return f.fs.step() }
 
@@ -255,12 +246,16 @@ func (f *memFile) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (f *memFile) Sync() error {
-	if err := f.fs.step(); err != nil {
+func (f *memFile) Sync() error { return f.fs.sync(f.ino) }
+
+// sync counts a call that makes ino's content durable (unless the disk
+// lies).
+func (m *memFS) sync(ino *inode) error {
+	if err := m.step(); err != nil {
 		return err
 	}
-	if !f.fs.lyingSync {
-		f.ino.synced = bytes.Clone(f.ino.data)
+	if !m.lyingSync {
+		ino.synced = bytes.Clone(ino.data)
 	}
 	return nil
 }

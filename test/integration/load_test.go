@@ -402,11 +402,7 @@ func BenchmarkLoad(b *testing.B) {
 				b.ReportMetric(float64(percentile(r.all, 50).Nanoseconds()), "p50-ns")
 				b.ReportMetric(float64(percentile(r.all, 99).Nanoseconds()), "p99-ns")
 				b.ReportMetric(float64(r.all[len(r.all)-1].Nanoseconds()), "max-ns")
-				for _, e := range []string{"CreateContainer", "UpdateContainer"} {
-					d := r.latency[e]
-					b.ReportMetric(float64(percentile(d, 50).Nanoseconds()), e+"-p50-ns")
-					b.ReportMetric(float64(percentile(d, 99).Nanoseconds()), e+"-p99-ns")
-				}
+				r.reportRequests(b)
 				b.ReportMetric(float64(r.updates)/float64(r.events), "updates/event")
 				b.ReportMetric(float64(r.unsolicit)/float64(r.events), "unsolicited/event")
 				b.ReportMetric(float64(len(r.refusals)), "refusals")
@@ -452,13 +448,19 @@ func BenchmarkRoundTrip(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				r := runLoad(b, lc, 2000, 1)
 				r.report(b, lc.name)
-				for _, e := range []string{"CreateContainer", "UpdateContainer"} {
-					d := r.latency[e]
-					b.ReportMetric(float64(percentile(d, 50).Nanoseconds()), e+"-p50-ns")
-					b.ReportMetric(float64(percentile(d, 99).Nanoseconds()), e+"-p99-ns")
-				}
+				r.reportRequests(b)
 				b.ReportMetric(float64(len(r.refusals)), "refusals")
 			}
 		})
+	}
+}
+
+// reportRequests reports the p50 and p99 of a load run's creations and
+// resizes as benchmark metrics.
+func (r loadResult) reportRequests(b *testing.B) {
+	for _, e := range []string{"CreateContainer", "UpdateContainer"} {
+		d := r.latency[e]
+		b.ReportMetric(float64(percentile(d, 50).Nanoseconds()), e+"-p50-ns")
+		b.ReportMetric(float64(percentile(d, 99).Nanoseconds()), e+"-p99-ns")
 	}
 }
