@@ -110,15 +110,22 @@ func (o *Oracle) podAround(p *pod, name string, a cpuset.CPUSet, n int) (cpuset.
 // the pod as it leaves it, while the kubelet's state takes the parts one
 // by one (absorbStopped before the running ones) and still has the
 // others' CPUs of before; each of them is judged at its own absorption.
-func (o *Oracle) podAsDecided(p *pod, name string) cpuset.CPUSet {
+// A member the kubelet's state gives CPUs and the plugin has no entry for
+// is a difference, not a member without CPUs: it is an error.
+func (o *Oracle) podAsDecided(p *pod, name string) (cpuset.CPUSet, error) {
 	entries := pluginEntries(o.node.Plugin().Snapshot(), p.uid)
 	others := cpuset.New()
 	for other, c := range p.ctrs {
-		if other != name && c.absorbed {
-			others = others.Union(entries[other].assigned)
+		if other == name || !c.absorbed {
+			continue
 		}
+		e, ok := entries[other]
+		if kubelet, _ := o.kubelet.Entry(p.uid, other); !ok && !kubelet.IsEmpty() {
+			return cpuset.New(), fmt.Errorf("the kubelet's state gives %s CPUs %s and the plugin has no entry for it", other, kubelet)
+		}
+		others = others.Union(e.assigned)
 	}
-	return others
+	return others, nil
 }
 
 // reusable returns the CPUs of p's ordinary init containers' entries that
@@ -652,7 +659,10 @@ func (o *Oracle) absorbResize(p *pod, name string, n int, cpus cpuset.CPUSet, up
 	}
 	others, _ := o.podAround(p, name, old, n)
 	if n < old.Size() {
-		others = o.podAsDecided(p, name)
+		var err error
+		if others, err = o.podAsDecided(p, name); err != nil {
+			return failf("resize of %s to %d CPUs: %v", what, n, err)
+		}
 	}
 	if why := o.placementError(cpus, n, others, others.Union(cpus).Size()); why != "" {
 		return failf("resize of %s to %d CPUs: %s: %s", what, n, cpus, why)
