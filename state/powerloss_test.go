@@ -82,16 +82,25 @@ func (m *memFS) CreateTemp(dir, prefix string) (file, error) {
 	return &memFile{fs: m, path: filepath.Join(dir, name), ino: ino}, nil
 }
 
-func (m *memFS) ReadFile(path string) ([]byte, error) {
+// open counts a call that opens path and returns its file name and
+// inode (nil when there is none).
+func (m *memFS) open(path string) (string, *inode, error) {
 	if err := m.step(); err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	name, err := m.name("open", path)
 	if err != nil {
+		return "", nil, err
+	}
+	return name, m.files[name], nil
+}
+
+func (m *memFS) ReadFile(path string) ([]byte, error) {
+	_, ino, err := m.open(path)
+	if err != nil {
 		return nil, err
 	}
-	ino, ok := m.files[name]
-	if !ok {
+	if ino == nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
 	}
 	return bytes.Clone(ino.data), nil
@@ -161,15 +170,11 @@ func (m *memFS) SyncDir(dir string) error {
 }
 
 func (m *memFS) OpenSpare(path string) (spareFile, error) {
-	if err := m.step(); err != nil {
-		return nil, err
-	}
-	name, err := m.name("open", path)
+	name, ino, err := m.open(path)
 	if err != nil {
 		return nil, err
 	}
-	ino, ok := m.files[name]
-	if !ok {
+	if ino == nil {
 		ino = &inode{}
 		m.files[name] = ino
 	}
