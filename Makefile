@@ -140,8 +140,8 @@ fuzz:
 	  done; done
 
 ## e2e: real containerd + runc on this machine (installs what it needs;
-## test/e2e is a module of its own, so the plugin's module does not depend on
-## CRI and gRPC)
+## test/e2e is a module of its own, so its harness's dependencies stay out of
+## the plugin's module)
 e2e:
 	cd test/e2e && $(GO) test -tags e2e -count=1 -timeout 40m -v -skip '^TestKubernetes$$' . ./harness/
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"debug/buildinfo"
 	"fmt"
 	"net"
@@ -13,9 +12,6 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // The NRI plugin's table in containerd's configuration (versions 2 and 3).
@@ -254,29 +250,6 @@ const (
 	defaultContainerdConfig = "/etc/containerd/config.toml"
 	defaultContainerdSocket = "/run/containerd/containerd.sock"
 )
-
-// criVersion asks the CRI runtime on socket for its name and version.
-func criVersion(socket string) (string, error) {
-	fi, err := os.Stat(socket)
-	if err != nil {
-		return "", err
-	}
-	if fi.Mode()&os.ModeSocket == 0 {
-		return "", fmt.Errorf("not a socket")
-	}
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), doctorTimeout)
-	defer cancel()
-	resp, err := runtimeapi.NewRuntimeServiceClient(conn).Version(ctx, &runtimeapi.VersionRequest{})
-	if err != nil {
-		return "", err
-	}
-	return resp.GetRuntimeName() + " " + resp.GetRuntimeVersion(), nil
-}
 
 // ldflagsVersion finds the version containerd's release build stamps.
 var ldflagsVersion = regexp.MustCompile(`containerd(?:/v2)?/version\.Version=([^\s'"]+)`)

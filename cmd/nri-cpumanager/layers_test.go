@@ -76,3 +76,35 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		}
 	}
 }
+
+// heavyPackages are packages the plugin's binary must not link, each for
+// the resident memory its code and initialisation cost the long-running
+// process (docs/performance.md, "Memory"): a package listed is refused,
+// and, unless exact, every package under it.
+var heavyPackages = []struct {
+	pkg, why string
+	exact    bool
+}{
+	// grpc-go's status and codes packages, which ttrpc uses, are not its
+	// client.
+	{"google.golang.org/grpc", "grpc-go's client and server (with the CRI's generated code, a quarter of the binary): doctor's one CRI call is criversion.go", true},
+	{"k8s.io/cri-api", "the CRI's generated code: doctor's one CRI call is criversion.go", false},
+	{"k8s.io/client-go/kubernetes", "client-go's clientset, whose scheme registers every API group at start: kubeapi uses REST clients of core/v1 and events/v1", false},
+	{"k8s.io/client-go/informers", "client-go's informer factories, which link the clientset", false},
+}
+
+// TestBinaryLinksNoHeavyPackages checks the plugin's dependencies against
+// heavyPackages.
+func TestBinaryLinksNoHeavyPackages(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"cmd/nri-cpumanager").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, h := range heavyPackages {
+			if dep == h.pkg || (!h.exact && strings.HasPrefix(dep, h.pkg+"/")) {
+				t.Errorf("the plugin's binary links %s: %s", dep, h.why)
+			}
+		}
+	}
+}

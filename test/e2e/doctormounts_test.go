@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -44,5 +45,26 @@ func TestEmptyContainerdConfigIsNone(t *testing.T) {
 			t.Fatalf("an empty config.toml gives another configuration than none, from line %d:\nempty: %q\nnone:  %q",
 				i+1, strings.Join(got[i:min(i+5, len(got))], "\n"), strings.Join(want[i:min(i+5, len(want))], "\n"))
 		}
+	}
+}
+
+// TestDoctorAsksContainerdOverCRI runs doctor against a real containerd's
+// CRI socket: its own gRPC call (cmd/nri-cpumanager/criversion.go, written
+// without grpc-go) gets the runtime's name and version from containerd's
+// grpc-go server.
+func TestDoctorAsksContainerdOverCRI(t *testing.T) {
+	env := harness.NewTestEnv(t, harness.EnvOptions{})
+	ctx := harness.Context(t, 5*time.Minute)
+	bin, err := harness.GoBuild(ctx, "", "./cmd/nri-cpumanager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	socket := env.Containerd.Address()
+	// Exit status 1 when something else on this machine is wrong for the
+	// plugin (cgroup v1, say): only the containerd line matters here.
+	out, _ := exec.CommandContext(ctx, bin, "doctor", "--host-root", "/", "--plugin-metrics", "", "--containerd-socket", socket).CombinedOutput()
+	want := regexp.MustCompile(`(?m)^ok +containerd +containerd v?2\.\d+\.\d+\S* \(from its CRI socket ` + regexp.QuoteMeta(socket) + `\)$`)
+	if !want.Match(out) {
+		t.Fatalf("doctor did not read containerd's version from its CRI socket %s; want a line matching %s in:\n%s", socket, want, out)
 	}
 }

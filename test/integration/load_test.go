@@ -33,7 +33,7 @@ type loadCase struct {
 	config         string
 	pinned, shared int
 	base, most     int64
-	// peakRSS bounds the plugin process's peak resident set size.
+	// peakRSS is what the plugin process's peak resident set size stays under.
 	peakRSS int64
 }
 
@@ -43,17 +43,17 @@ var loadCases = []loadCase{
 		spec:   fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 4, CoresPerNUMA: 256, ThreadsPerCore: 2, L3PerNUMA: 4},
 		config: "reservedCPUCount: 8\ntopologyManagerPolicy: best-effort",
 		pinned: 250, shared: 250, base: 4, most: 12,
-		peakRSS: 40 << 20,
+		// Issue 41's target: under 32 MiB with the API client linked.
+		peakRSS: 32 << 20,
 	},
 	{
 		name:   "256cpus-500ctrs",
 		spec:   fakesysfs.Spec{Sockets: 2, NUMAPerSocket: 2, CoresPerNUMA: 32, ThreadsPerCore: 2, L3PerNUMA: 2},
 		config: "reservedCPUCount: 4",
 		pinned: 100, shared: 400, base: 1, most: 2,
-		// 30 MiB before the Kubernetes API's client (client-go, linked
-		// whether kubernetesAPI is on or not) added about 5 MiB of the
-		// binary's pages (docs/performance.md, "The Kubernetes API").
-		peakRSS: 35 << 20,
+		// 35 MiB while doctor's CRI call linked grpc-go and the CRI's
+		// generated code (docs/performance.md, "Memory").
+		peakRSS: 30 << 20,
 	},
 }
 
@@ -378,8 +378,8 @@ func TestLoad(t *testing.T) {
 			if t.Failed() {
 				t.Logf("the plugin's drift warnings:\n%s", strings.Join(r.driftLines, "\n"))
 			}
-			if r.peak > lc.peakRSS {
-				t.Errorf("peak RSS %.1f MiB, want at most %d MiB", float64(r.peak)/(1<<20), lc.peakRSS>>20)
+			if r.peak >= lc.peakRSS {
+				t.Errorf("peak RSS %.1f MiB, want under %d MiB", float64(r.peak)/(1<<20), lc.peakRSS>>20)
 			}
 		})
 	}
