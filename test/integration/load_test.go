@@ -314,6 +314,11 @@ func (r loadResult) report(t testing.TB, name string) {
 	fmt.Fprintf(&b, "  memory at the end: resident %.1f MiB (anonymous %.1f, the binary's and other files' pages %.1f); heap in use %.1f MiB (of %.1f MiB obtained from the OS, %.1f MiB returned), stacks %.1f MiB, all the runtime's %.1f MiB\n",
 		float64(r.status["VmRSS"])/(1<<20), float64(r.status["RssAnon"])/(1<<20), float64(r.status["RssFile"])/(1<<20),
 		mib("go_memstats_heap_inuse_bytes"), mib("go_memstats_heap_sys_bytes"), mib("go_memstats_heap_released_bytes"), mib("go_memstats_stack_inuse_bytes"), mib("go_memstats_sys_bytes"))
+	// The garbage the plugin made (its setup's included): each collection
+	// takes CPU from the requests of its cycle.
+	fmt.Fprintf(&b, "  garbage: %.0f MB allocated (%.1f KB per event), %.0f collections (one per %.0f events)\n",
+		r.plugin["go_memstats_alloc_bytes_total{}"]/1e6, r.plugin["go_memstats_alloc_bytes_total{}"]/1e3/float64(max(r.events, 1)),
+		r.plugin["go_gc_duration_seconds_count{}"], float64(r.events)/max(r.plugin["go_gc_duration_seconds_count{}"], 1))
 	events := slices.Collect(maps.Keys(r.latency))
 	sort.Strings(events)
 	for _, e := range events {
