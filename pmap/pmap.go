@@ -58,6 +58,11 @@ var seed = maphash.MakeSeed()
 // three times faster than FNV-1a on a container id of 64 characters).
 func hash(key string) uint64 { return maphash.String(seed, key) }
 
+// Same reports whether m and o are one version of a map: copies of each
+// other that neither changed since, or both empty. Maps that are not the
+// same version may still hold the same entries.
+func (m *Map[V]) Same(o *Map[V]) bool { return m.root == o.root }
+
 // Len returns the number of keys.
 func (m *Map[V]) Len() int { return m.n }
 

@@ -126,3 +126,31 @@ func BenchmarkSetOnCopy(b *testing.B) {
 		c.Set("new", 1)
 	}
 }
+
+// TestSame: a copy is the same version of its map until either changes;
+// two empty maps are the same; a map changed back to its entries is not
+// the same version, though it holds the same entries.
+func TestSame(t *testing.T) {
+	var a, empty Map[int]
+	if !a.Same(&empty) {
+		t.Error("two empty maps are not the same")
+	}
+	a.Set("x", 1)
+	b := a
+	if !a.Same(&b) || !b.Same(&a) {
+		t.Error("a copy is not the same version")
+	}
+	b.Set("y", 2)
+	if a.Same(&b) {
+		t.Error("a copy changed since is the same version")
+	}
+	b.Delete("y")
+	if a.Same(&b) || b.Len() != 1 || b.Get("x") != 1 {
+		t.Errorf("a map changed back: same %v, %d keys", a.Same(&b), b.Len())
+	}
+	c := a
+	c.Set("x", 1) // the same value again: a new version
+	if a.Same(&c) {
+		t.Error("a map whose key was set again is the same version")
+	}
+}

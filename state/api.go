@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
+	"github.com/nri-cpumanager/nri-cpumanager/pmap"
 )
 
 // PolicyName is the only policy name this plugin writes and accepts.
@@ -139,8 +140,10 @@ type State struct {
 	sharedOutside cpuset.CPUSet
 	// entries maps pod UID → container name → assignment.
 	entries map[string]map[string]Assignment
-	// containers maps a runtime container id to the entry it owns.
-	containers map[string]ContainerRef
+	// containers maps a runtime container id to the entry it owns: a
+	// persistent map, so that a clone costs nothing for the ids a decision
+	// leaves alone (most decisions: a resize changes none).
+	containers pmap.Map[ContainerRef]
 	// pods maps pod UID → pod-level resources last seen in UpdatePodSandbox.
 	pods map[string]PodRecord
 	// holds maps pod UID → CPUs held for the pod.

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
+	"github.com/nri-cpumanager/nri-cpumanager/pmap"
 )
 
 // Save writes the whole state at every commit, so the checkpoint is
@@ -35,6 +36,12 @@ type encoder struct {
 	// gen counts the encodings; a pod's text not used by the last one is
 	// dropped.
 	gen uint64
+	// refs, when refsCached (a caching encoder's), is the map of container
+	// ids the last encoding wrote, and refsText its text: a decision that
+	// leaves the ids alone (a resize) leaves the map the same version.
+	refs       pmap.Map[ContainerRef]
+	refsText   []byte
+	refsCached bool
 }
 
 // newCachingEncoder returns an encoder that reuses the text of the pods
@@ -88,18 +95,7 @@ func (e *encoder) canonical(s *State) []byte {
 		}
 	}
 
-	for i, id := range sortedKeys(s.containers) {
-		ref := s.containers[id]
-		e.key(i, `,"containers":{`, id)
-		e.buf = append(e.buf, `{"podUID":`...)
-		e.buf = appendJSONString(e.buf, ref.PodUID)
-		e.buf = append(e.buf, `,"name":`...)
-		e.buf = appendJSONString(e.buf, ref.Name)
-		e.buf = append(e.buf, '}')
-	}
-	if len(s.containers) > 0 {
-		e.buf = append(e.buf, '}')
-	}
+	e.containerRefs(&s.containers)
 
 	for i, podUID := range sortedKeys(s.pods) {
 		r := s.pods[podUID]
@@ -141,6 +137,31 @@ func (e *encoder) canonical(s *State) []byte {
 	}
 	e.buf = append(e.buf, zeroChecksumSuffix...)
 	return e.buf
+}
+
+// containerRefs appends the "containers" member (container id → entry),
+// from the last encoding's text when the map is the version encoded then.
+func (e *encoder) containerRefs(refs *pmap.Map[ContainerRef]) {
+	if e.refsCached && e.refs.Same(refs) {
+		e.buf = append(e.buf, e.refsText...)
+		return
+	}
+	start := len(e.buf)
+	for i, id := range sortedIDs(refs) {
+		ref := refs.Get(id)
+		e.key(i, `,"containers":{`, id)
+		e.buf = append(e.buf, `{"podUID":`...)
+		e.buf = appendJSONString(e.buf, ref.PodUID)
+		e.buf = append(e.buf, `,"name":`...)
+		e.buf = appendJSONString(e.buf, ref.Name)
+		e.buf = append(e.buf, '}')
+	}
+	if refs.Len() > 0 {
+		e.buf = append(e.buf, '}')
+	}
+	if e.pods != nil { // a caching encoder
+		e.refs, e.refsText, e.refsCached = *refs, append(e.refsText[:0], e.buf[start:]...), true
+	}
 }
 
 // podEntries appends the object of a pod's entries (container name →

@@ -26,7 +26,7 @@ func encodeDisk(s *State) diskCheckpoint {
 		FormatVersion: FormatVersion,
 		DefaultCPUSet: cpumask.Format(s.DefaultCPUSet()),
 		Entries:       make(map[string]map[string]diskEntry, len(s.entries)),
-		Containers:    make(map[string]diskContainerRef, len(s.containers)),
+		Containers:    make(map[string]diskContainerRef, s.containers.Len()),
 		Pods:          make(map[string]diskPod, len(s.pods)),
 		Holds:         make(map[string]diskHold, len(s.holds)),
 	}
@@ -45,7 +45,7 @@ func encodeDisk(s *State) diskCheckpoint {
 		}
 		cp.Entries[podUID] = entries
 	}
-	for id, ref := range s.containers {
+	for id, ref := range s.containers.All() {
 		cp.Containers[id] = diskContainerRef(ref)
 	}
 	for podUID, r := range s.pods {
@@ -162,10 +162,10 @@ func FuzzAppendJSONString(f *testing.F) {
 // TestCachingEncoderFollowsEveryChange encodes a sequence of states with
 // one caching encoder, as a Store does, each state a change of the one
 // before (commits: resizes, a pod removed, one re-created under the same
-// UID, entries added and removed in a pod, a state loaded from disk,
-// which shares no map with the others), and checks each against
-// encoding/json: a pod's text is reused only when its entries are the
-// same map.
+// UID, entries and container ids added and removed, a state loaded from
+// disk, which shares no map with the others), and checks each against
+// encoding/json: a pod's text, or the container ids', is reused only when
+// it encodes the same map.
 func TestCachingEncoderFollowsEveryChange(t *testing.T) {
 	node := commitNodes[0]
 	base := node.state()
@@ -191,6 +191,12 @@ func TestCachingEncoderFollowsEveryChange(t *testing.T) {
 			c.SetAssignment(node.podUID(5), "sidecar", Assignment{Baseline: cpus(t, "11")})
 			return c
 		}},
+		{"the second container's id", func(s *State) *State {
+			c := s.Clone()
+			c.SetContainer("ctr-sidecar", ContainerRef{PodUID: node.podUID(5), Name: "sidecar"})
+			return c
+		}},
+		{"the id removed", func(s *State) *State { c := s.Clone(); c.DeleteContainer("ctr-sidecar"); return c }},
 		{"the second container removed", func(s *State) *State {
 			c := s.Clone()
 			c.DeleteAssignment(node.podUID(5), "sidecar")
@@ -203,6 +209,7 @@ func TestCachingEncoderFollowsEveryChange(t *testing.T) {
 			}
 			return c
 		}},
+		{"every id forgotten", func(s *State) *State { c := s.Clone(); c.DeleteContainers(); return c }},
 		{"the state loaded from disk", func(*State) *State { return loaded }},
 		{"a resize of it", func(s *State) *State { return node.resize(s, 7) }},
 	}

@@ -9,14 +9,14 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
+	"github.com/nri-cpumanager/nri-cpumanager/pmap"
 )
 
 // New returns an empty state whose shared pool is defaultCPUSet.
 func New(defaultCPUSet cpuset.CPUSet) *State {
 	s := &State{
-		entries:    map[string]map[string]Assignment{},
-		containers: map[string]ContainerRef{},
-		pods:       map[string]PodRecord{},
+		entries: map[string]map[string]Assignment{},
+		pods:    map[string]PodRecord{},
 	}
 	s.SetDefaultCPUSet(defaultCPUSet)
 	return s
@@ -32,7 +32,7 @@ func (s *State) Clone() *State {
 		shared:        s.shared,
 		sharedOutside: s.sharedOutside,
 		entries:       maps.Clone(s.entries),
-		containers:    maps.Clone(s.containers),
+		containers:    s.containers,
 		pods:          maps.Clone(s.pods),
 		holds:         maps.Clone(s.holds),
 	}
@@ -41,9 +41,6 @@ func (s *State) Clone() *State {
 	}
 	if c.entries == nil {
 		c.entries = map[string]map[string]Assignment{}
-	}
-	if c.containers == nil {
-		c.containers = map[string]ContainerRef{}
 	}
 	if c.pods == nil {
 		c.pods = map[string]PodRecord{}
@@ -61,7 +58,7 @@ func (s *State) Equal(o *State) bool {
 	if !s.shared.Equal(o.shared) || !cpumask.Equal(s.sharedOutside, o.sharedOutside) {
 		return false
 	}
-	if !maps.Equal(s.containers, o.containers) || !maps.Equal(s.pods, o.pods) {
+	if !sameRefs(&s.containers, &o.containers) || !maps.Equal(s.pods, o.pods) {
 		return false
 	}
 	if !maps.EqualFunc(s.holds, o.holds, func(a, b Hold) bool { return cpumask.Equal(a.CPUs, b.CPUs) && a.Since.Equal(b.Since) }) {
@@ -229,7 +226,7 @@ func (s *State) SetAssignment(podUID, name string, a Assignment) {
 func (s *State) DeleteAssignment(podUID, name string) {
 	s.deleteEntry(podUID, name)
 	ref := ContainerRef{PodUID: podUID, Name: name}
-	maps.DeleteFunc(s.containers, func(_ string, r ContainerRef) bool { return r == ref })
+	s.deleteContainersIf(func(r ContainerRef) bool { return r == ref })
 }
 
 // deleteEntry removes one assignment, and the pod's entry map when it
@@ -255,7 +252,7 @@ func (s *State) DeletePod(podUID string) {
 	delete(s.entries, podUID)
 	delete(s.pods, podUID)
 	delete(s.holds, podUID)
-	maps.DeleteFunc(s.containers, func(_ string, r ContainerRef) bool { return r.PodUID == podUID })
+	s.deleteContainersIf(func(r ContainerRef) bool { return r.PodUID == podUID })
 }
 
 // ExclusiveCPUs returns the union of every container's CPUs (Held: the
@@ -288,39 +285,62 @@ func (s *State) ForEach(fn func(ref ContainerRef, a Assignment)) {
 	}
 }
 
+// deleteContainersIf forgets the runtime container ids whose entry drop
+// says.
+func (s *State) deleteContainersIf(drop func(ContainerRef) bool) {
+	for id, r := range s.containers.All() { // (a walk of the version before)
+		if drop(r) {
+			s.containers.Delete(id)
+		}
+	}
+}
+
+// sameRefs reports whether two maps of container ids hold the same
+// entries.
+func sameRefs(a, b *pmap.Map[ContainerRef]) bool {
+	if a.Same(b) {
+		return true
+	}
+	if a.Len() != b.Len() {
+		return false
+	}
+	for id, r := range a.All() {
+		if o, ok := b.Lookup(id); !ok || o != r {
+			return false
+		}
+	}
+	return true
+}
+
 // SetContainer records that the runtime container id owns the entry ref.
 func (s *State) SetContainer(id string, ref ContainerRef) {
-	if s.containers == nil {
-		s.containers = map[string]ContainerRef{}
-	}
-	s.containers[id] = ref
+	s.containers.Set(id, ref)
 }
 
 // Container returns the entry a runtime container id owns.
 func (s *State) Container(id string) (ContainerRef, bool) {
-	ref, ok := s.containers[id]
-	return ref, ok
+	return s.containers.Lookup(id)
 }
 
 // DeleteContainer forgets a runtime container id; the entry it owned stays.
-func (s *State) DeleteContainer(id string) { delete(s.containers, id) }
+func (s *State) DeleteContainer(id string) { s.containers.Delete(id) }
 
 // DeleteContainers forgets every runtime container id; the entries stay.
-func (s *State) DeleteContainers() { clear(s.containers) }
+func (s *State) DeleteContainers() { s.containers = pmap.Map[ContainerRef]{} }
 
 // ContainerRefs yields every runtime container id with the entry it owns,
 // in no particular order.
-func (s *State) ContainerRefs() iter.Seq2[string, ContainerRef] { return maps.All(s.containers) }
+func (s *State) ContainerRefs() iter.Seq2[string, ContainerRef] { return s.containers.All() }
 
 // NumContainers counts the runtime container ids that own an entry.
-func (s *State) NumContainers() int { return len(s.containers) }
+func (s *State) NumContainers() int { return s.containers.Len() }
 
 // ContainerIDOf returns the runtime container id that owns the entry ref.
 // Should several ids point at it (a state Validate refuses), the smallest
 // one is returned.
 func (s *State) ContainerIDOf(ref ContainerRef) (string, bool) {
 	found, ok := "", false
-	for id, r := range s.containers {
+	for id, r := range s.containers.All() {
 		if r == ref && (!ok || id < found) {
 			found, ok = id, true
 		}

@@ -211,7 +211,7 @@ func TestDeletePod(t *testing.T) {
 	if _, ok := s.PodResources("pod-a"); ok {
 		t.Error("pod-a still has pod resources")
 	}
-	for id, ref := range s.containers {
+	for id, ref := range s.containers.All() {
 		if ref.PodUID == "pod-a" {
 			t.Errorf("container id %q of pod-a still there", id)
 		}

@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/utils/cpuset"
 
 	"github.com/nri-cpumanager/nri-cpumanager/cpumask"
+	"github.com/nri-cpumanager/nri-cpumanager/pmap"
 )
 
 // Validate runs the consistency checks that Load runs on a checkpoint:
@@ -102,8 +104,7 @@ func (s *State) validateText(sorted bool) error {
 			}
 		}
 	}
-	for _, id := range keys(s.containers, sorted) {
-		ref := s.containers[id]
+	for id, ref := range refs(&s.containers, sorted) {
 		for _, err := range []error{check("container id", id), check("pod UID", ref.PodUID), check("container name", ref.Name)} {
 			if err != nil {
 				return err
@@ -143,6 +144,31 @@ func keys[V any](m map[string]V, sorted bool) []string {
 		slices.Sort(ks)
 	}
 	return ks
+}
+
+// refs yields the container ids of m and their entries: in sorted order
+// if sorted, else in m's order.
+func refs(m *pmap.Map[ContainerRef], sorted bool) iter.Seq2[string, ContainerRef] {
+	if !sorted {
+		return m.All()
+	}
+	return func(yield func(string, ContainerRef) bool) {
+		for _, id := range sortedIDs(m) {
+			if !yield(id, m.Get(id)) {
+				return
+			}
+		}
+	}
+}
+
+// sortedIDs returns the container ids of m, sorted.
+func sortedIDs(m *pmap.Map[ContainerRef]) []string {
+	ids := make([]string, 0, m.Len())
+	for id := range m.Keys() {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // maskWithin returns the mask of set and true when set names only CPU ids
@@ -377,9 +403,8 @@ func validateAssignment(ref ContainerRef, a Assignment, online *cpuset.CPUSet) e
 
 // validateContainers checks the container id → entry mapping.
 func (s *State) validateContainers(sorted bool) error {
-	ownerID := make(map[ContainerRef]string, len(s.containers))
-	for _, id := range keys(s.containers, sorted) {
-		ref := s.containers[id]
+	ownerID := make(map[ContainerRef]string, s.containers.Len())
+	for id, ref := range refs(&s.containers, sorted) {
 		if id == "" {
 			return fmt.Errorf("containers has an empty container id (pointing at %s)", ref)
 		}
