@@ -17,8 +17,11 @@ import (
 // thousands of CPUs is a few dozen words), never changed once handed: the
 // shared containers' updates share the pool's.
 type runtimeView struct {
-	// cgroupPath is the container's cgroups path, for verification.
-	cgroupPath string
+	// cgroupPath is the container's cgroups path, for verification, and
+	// file its cpuset file in the hierarchy fileIn (or fileErr), found
+	// once (cpusetFile).
+	cgroupPath, file, fileIn string
+	fileErr                  error
 	// applied is the cpuset last handed to the runtime (when known is
 	// set): what the container runs on once everything sent has landed.
 	applied cpumask.Mask
@@ -81,6 +84,22 @@ const (
 	// handedUnsolicited: an unsolicited update, confirmed by its return.
 	handedUnsolicited
 )
+
+// setCgroupPath records the container's cgroups path ("" when unknown).
+func (v *runtimeView) setCgroupPath(path string) {
+	v.cgroupPath, v.file, v.fileIn, v.fileErr = path, "", "", nil
+}
+
+// cpusetFile returns the container's cpuset file in hierarchy, found once
+// (a path built anew at every read cost a verification pass more than
+// its reads).
+func (v *runtimeView) cpusetFile(hierarchy string) (string, error) {
+	if v.fileIn != hierarchy || hierarchy == "" {
+		v.file, v.fileErr = cpusetFile(hierarchy, v.cgroupPath)
+		v.fileIn = hierarchy
+	}
+	return v.file, v.fileErr
+}
 
 // hand records that cpus were handed to the runtime for the container.
 // What it ran on before stays possible until confirmed.

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -147,20 +148,15 @@ func parseCgroupCPUs(text, file string, maxCPU int) (cpuset.CPUSet, error) {
 // (BenchmarkCPUsFileRead). Not safe for concurrent use.
 type cpusReader struct{ buf []byte }
 
-// read returns the text of a container's cpuset.cpus in the hierarchy
-// cpusetRoot returned and names the file (verification parses each
-// distinct text once). A file that does not exist gives an error that
-// wraps fs.ErrNotExist.
-func (r *cpusReader) read(hierarchy, cgroupsPath string) (text, file string, err error) {
-	file, err = cpusetFile(hierarchy, cgroupsPath)
-	if err != nil {
-		return "", "", err
-	}
+// read returns the text of a container's cpuset.cpus file (cpusetFile),
+// in r's buffer until the next read. A file that does not exist gives an
+// error that wraps fs.ErrNotExist.
+func (r *cpusReader) read(file string) ([]byte, error) {
 	data, err := r.readFile(file)
 	if err != nil {
-		return "", file, fmt.Errorf("reading cpuset: %w", err)
+		return nil, fmt.Errorf("reading cpuset: %w", err)
 	}
-	return strings.TrimSpace(string(data)), file, nil
+	return bytes.TrimSpace(data), nil
 }
 
 // readFile returns the content of the file at path, in r's buffer until

@@ -326,12 +326,16 @@ func allowedCPUs(t *testing.T) cpuset.CPUSet {
 // cgroupCPUs reads a container's cpuset from its cgroup as a verification
 // pass does.
 func cgroupCPUs(r cgroupReader, cgroupsPath string) (cpuset.CPUSet, error) {
-	var reader cpusReader
-	text, file, err := reader.read(r.cpusetRoot(), cgroupsPath)
+	file, err := cpusetFile(r.cpusetRoot(), cgroupsPath)
 	if err != nil {
 		return cpuset.New(), err
 	}
-	return parseCgroupCPUs(text, file, cpumask.MaxID)
+	var reader cpusReader
+	text, err := reader.read(file)
+	if err != nil {
+		return cpuset.New(), err
+	}
+	return parseCgroupCPUs(string(text), file, cpumask.MaxID)
 }
 
 // TestCPUsReader: the reader gives a file's whole text however long (a
@@ -362,13 +366,13 @@ func TestCPUsReader(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(path, "cpuset.cpus"), []byte(tc.content), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			text, file, err := reader.read(dir, "/"+tc.name)
-			if err != nil || text != tc.want || file != filepath.Join(path, "cpuset.cpus") {
-				t.Fatalf("read: %q (%d bytes) from %s, %v; want %d bytes", text[:min(len(text), 40)], len(text), file, err, len(tc.want))
+			text, err := reader.read(filepath.Join(path, "cpuset.cpus"))
+			if err != nil || string(text) != tc.want {
+				t.Fatalf("read: %q (%d bytes), %v; want %d bytes", text[:min(len(text), 40)], len(text), err, len(tc.want))
 			}
 		})
 	}
-	_, _, err := reader.read(dir, "/gone")
+	_, err := reader.read(filepath.Join(dir, "gone", "cpuset.cpus"))
 	want := "reading cpuset: open " + filepath.Join(dir, "gone", "cpuset.cpus") + ": no such file or directory"
 	if !errors.Is(err, fs.ErrNotExist) || err.Error() != want {
 		t.Fatalf("read of a missing file: %v, want %q wrapping fs.ErrNotExist", err, want)

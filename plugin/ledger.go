@@ -79,7 +79,7 @@ func (l *ledger) handed(u policy.Update, kind handKind) {
 // created records a new container: the cpuset of its spec, handed, and
 // its cgroups path.
 func (l *ledger) created(inSpec policy.Update, cgroupPath string) {
-	l.view(inSpec.ContainerID).cgroupPath = cgroupPath
+	l.view(inSpec.ContainerID).setCgroupPath(cgroupPath)
 	l.handed(inSpec, handedInSpec)
 }
 
@@ -174,8 +174,10 @@ func (l *ledger) reply(o outcome, desired desiredFunc) []policy.Update {
 	all := own
 	inFlight := l.inFlightIDs(o.container.ID)
 	if len(l.pending) > 0 || len(inFlight) > 0 {
-		all = own[:len(own):len(own)] // appending copies: the decision keeps its slice
-		inReply := map[string]bool{o.container.ID: true}
+		// A new slice: the decision keeps its own.
+		all = append(make([]policy.Update, 0, len(own)+len(l.pending)+len(inFlight)), own...)
+		inReply := make(map[string]bool, cap(all)+1)
+		inReply[o.container.ID] = true
 		for _, u := range own {
 			inReply[u.ContainerID] = true
 		}
@@ -235,15 +237,22 @@ func (l *ledger) pendingUpdates(desired desiredFunc) []policy.Update {
 // only take CPUs away from what the container runs on first, then the
 // others, each group in the given order.
 func (l *ledger) shrinksFirst(updates []policy.Update) []policy.Update {
-	var shrinking, other []policy.Update
+	ordered := make([]policy.Update, 0, len(updates))
+	shrinks := func(u policy.Update) bool {
+		v := l.views[u.ContainerID]
+		return v != nil && v.known && u.CPUs.IsSubsetOf(v.applied)
+	}
 	for _, u := range updates {
-		if v := l.views[u.ContainerID]; v != nil && v.known && u.CPUs.IsSubsetOf(v.applied) {
-			shrinking = append(shrinking, u)
-		} else {
-			other = append(other, u)
+		if shrinks(u) {
+			ordered = append(ordered, u)
 		}
 	}
-	return append(shrinking, other...)
+	for _, u := range updates {
+		if !shrinks(u) {
+			ordered = append(ordered, u)
+		}
+	}
+	return ordered
 }
 
 // sent is an update handed in an unsolicited update, with what the ledger
@@ -310,7 +319,7 @@ func (l *ledger) finishSend(batch []sent, failed map[string]bool, err error, tra
 // Synchronize's reply sends every container what it should run on.
 func (l *ledger) resync() {
 	for _, v := range l.views {
-		v.cgroupPath = ""
+		v.setCgroupPath("")
 		v.forget()
 	}
 	l.clearPending()
@@ -322,7 +331,7 @@ func (l *ledger) resync() {
 // started) and, unless it exited, the cpuset it runs on.
 func (l *ledger) synced(id, cgroupPath string, started, exited bool, cpus cpumask.Mask) {
 	v := l.view(id)
-	v.cgroupPath = cgroupPath
+	v.setCgroupPath(cgroupPath)
 	v.synchronized(started, cpus)
 	if !exited {
 		v.set(cpus)
@@ -355,17 +364,20 @@ func (l *ledger) appliedTo(id string) cpumask.Mask {
 // probe is a container whose cgroup a verification reads, with what the
 // ledger believed when the read began.
 type probe struct {
-	id, path                  string
+	// file is the container's cpuset file, unless fileErr.
+	id, file                  string
+	fileErr                   error
 	generation, confirmations uint64
 }
 
 // probes returns the containers of ids a verification reads: all of them
 // with a known cgroup (the periodic pass), or after an event those handed
 // an update since they were last read, those marked due, and those
-// mustRead names (an unconfirmed shrink). It also returns the number of
-// events delivered so far.
-func (l *ledger) probes(ids []string, all bool, mustRead func(id string) bool) ([]probe, uint64) {
-	var probes []probe
+// mustRead names (an unconfirmed shrink), in dst's array, with their
+// cpuset files in hierarchy. It also returns the number of events
+// delivered so far.
+func (l *ledger) probes(dst []probe, hierarchy string, ids []string, all bool, mustRead func(id string) bool) ([]probe, uint64) {
+	probes := dst[:0]
 	for _, id := range ids {
 		v := l.views[id]
 		if v == nil || v.cgroupPath == "" {
@@ -374,7 +386,8 @@ func (l *ledger) probes(ids []string, all bool, mustRead func(id string) bool) (
 		if !all && !mustRead(id) && !v.due && v.checked == v.generation {
 			continue
 		}
-		probes = append(probes, probe{id: id, path: v.cgroupPath, generation: v.generation, confirmations: v.confirmations})
+		file, err := v.cpusetFile(hierarchy)
+		probes = append(probes, probe{id: id, file: file, fileErr: err, generation: v.generation, confirmations: v.confirmations})
 	}
 	return probes, l.seq
 }

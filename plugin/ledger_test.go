@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -128,7 +129,7 @@ func TestLedgerProbesAndReads(t *testing.T) {
 	ids := []string{"a", "b", "c", "nocgroup"}
 	l.view("nocgroup")
 	probesOf := func(all bool, named string) []string {
-		probes, _ := l.probes(ids, all, func(id string) bool { return id == named })
+		probes, _ := l.probes(nil, "/sys/fs/cgroup", ids, all, func(id string) bool { return id == named })
 		var out []string
 		for _, pr := range probes {
 			out = append(out, pr.id)
@@ -138,7 +139,7 @@ func TestLedgerProbesAndReads(t *testing.T) {
 	if got := probesOf(true, ""); !slices.Equal(got, []string{"a", "b", "c"}) {
 		t.Errorf("periodic pass reads %v, want a b c", got)
 	}
-	probes, seq := l.probes(ids, true, func(string) bool { return false })
+	probes, seq := l.probes(nil, "/sys/fs/cgroup", ids, true, func(string) bool { return false })
 	for _, pr := range probes {
 		if got := l.judgeRead(pr, mask(1), seq, true); got != readConsistent {
 			t.Errorf("%s read as handed: %v, want consistent", pr.id, got)
@@ -152,11 +153,11 @@ func TestLedgerProbesAndReads(t *testing.T) {
 	if got := probesOf(false, "c"); !slices.Equal(got, []string{"a", "c"}) {
 		t.Errorf("after a reply to a and c named, reads %v, want a c", got)
 	}
-	probes, seq = l.probes([]string{"a"}, false, func(string) bool { return false })
+	probes, seq = l.probes(nil, "/sys/fs/cgroup", []string{"a"}, false, func(string) bool { return false })
 	if got := l.judgeRead(probes[0], mask(1), seq, false); got != readAgain {
 		t.Errorf("a read on its earlier cpuset before the reply is known applied: %v, want read again", got)
 	}
-	probes, seq = l.probes([]string{"b"}, true, func(string) bool { return false })
+	probes, seq = l.probes(nil, "/sys/fs/cgroup", []string{"b"}, true, func(string) bool { return false })
 	if got := l.judgeRead(probes[0], mask(3), seq, true); got != readDrifted || !l.appliedTo("b").Equal(mask(3)) {
 		t.Errorf("b read on a cpuset never handed: %v, ledger %s; want drifted, 3", got, l.appliedTo("b"))
 	}
@@ -222,5 +223,49 @@ func TestLedgerReplyLeavesOutTheEventsOwnContainer(t *testing.T) {
 	}
 	if len(o.decision.Others) != 2 || o.decision.Others[1].ContainerID != "new" {
 		t.Errorf("the decision's updates changed: %+v", o.decision.Others)
+	}
+}
+
+// TestLedgerProbesNameCpusetFiles: a probe names the container's cpuset
+// file in the hierarchy of its pass, in either driver's form, follows a
+// new cgroups path (a Synchronize's) and another hierarchy, and carries
+// the error of a path that leaves the cgroup tree.
+func TestLedgerProbesNameCpusetFiles(t *testing.T) {
+	now := time.Now()
+	l := testLedger(&now)
+	l.synced("a", "/kubepods/pod1/a", true, false, mask(1))
+	l.synced("b", "kubepods-pod2.slice:cri-containerd:b", true, false, mask(1))
+	l.synced("bad", "/kubepods/../../etc", true, false, mask(1))
+	files := func(hierarchy string) map[string]string {
+		t.Helper()
+		probes, _ := l.probes(nil, hierarchy, []string{"a", "b", "bad"}, true, func(string) bool { return false })
+		got := map[string]string{}
+		for _, pr := range probes {
+			got[pr.id] = pr.file
+			if pr.fileErr != nil {
+				got[pr.id] = "error: " + pr.fileErr.Error()
+			}
+		}
+		return got
+	}
+	bad := `error: cgroups path "/kubepods/../../etc" leaves the cgroup tree`
+	want := map[string]string{
+		"a":   "/sys/fs/cgroup/cpuset/kubepods/pod1/a/cpuset.cpus",
+		"b":   "/sys/fs/cgroup/cpuset/kubepods.slice/kubepods-pod2.slice/cri-containerd-b.scope/cpuset.cpus",
+		"bad": bad,
+	}
+	for range 2 { // the second pass from what the views found
+		if got := files("/sys/fs/cgroup/cpuset"); !maps.Equal(got, want) {
+			t.Fatalf("files: %v, want %v", got, want)
+		}
+	}
+	l.synced("a", "/kubepods/pod1/a2", true, false, mask(1))
+	want = map[string]string{
+		"a":   "/sys/fs/cgroup/kubepods/pod1/a2/cpuset.cpus",
+		"b":   "/sys/fs/cgroup/kubepods.slice/kubepods-pod2.slice/cri-containerd-b.scope/cpuset.cpus",
+		"bad": bad,
+	}
+	if got := files("/sys/fs/cgroup"); !maps.Equal(got, want) {
+		t.Fatalf("after a new path and another hierarchy: %v, want %v", got, want)
 	}
 }

@@ -173,6 +173,9 @@ type Plugin struct {
 	save    func(*state.State) error
 	metrics *Metrics
 	cgroups cgroupReader
+	// verifier is the verification passes' (verify), under verifierMu.
+	verifierMu sync.Mutex
+	verifier   verifier
 	// limits bound the values taken from NRI payloads.
 	limits payloadLimits
 

@@ -300,8 +300,8 @@ func TestReadBeforeAConfirmationIsNotDrift(t *testing.T) {
 		Cpu: &api.LinuxCPU{Shares: api.UInt64(2048), Quota: api.Int64(200000), Period: api.UInt64(100000)}}); err != nil {
 		t.Fatal(err)
 	}
-	probes, seq := p.probes(false)
-	read := p.readCgroups(probes) // before the runtime applied the target
+	probes, seq := p.probes(nil, filepath.Clean(p.cgroups.cpusetRoot()), false)
+	read := p.readCgroups(&verifier{}, probes) // before the runtime applied the target
 	if err := p.PostUpdateContainer(ctx, pod, ctr); err != nil {
 		t.Fatal(err)
 	}

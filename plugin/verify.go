@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"path/filepath"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -167,40 +168,66 @@ func (p *Plugin) maintain(what string, level logrus.Level, decide func(*policy.M
 // not exist yet (created, not started), or whose cgroup v2 cpuset.cpus runc
 // has not written yet (empty before the start), is skipped silently.
 func (p *Plugin) verify(all bool) {
-	probes, seq := p.probes(all)
-	p.judgeReads(probes, p.readCgroups(probes), seq, all)
+	p.verifierMu.Lock()
+	defer p.verifierMu.Unlock()
+	v := &p.verifier
+	hierarchy := filepath.Clean(p.cgroups.cpusetRoot())
+	var seq uint64
+	v.probes, seq = p.probes(v.probes, hierarchy, all)
+	p.judgeReads(v.probes, p.readCgroups(v, v.probes), seq, all)
 	if p.opts.OnVerified != nil {
 		p.opts.OnVerified()
 	}
 }
 
-// probes returns the containers a verification reads (ledger.probes),
-// and the number of events delivered so far.
-func (p *Plugin) probes(all bool) ([]probe, uint64) {
+// verifier is what a verification pass reuses from the last one: its
+// reader's buffer, its probes, and the maps of what it read (cleared).
+// Passes run one at a time (Plugin.verifierMu); after a reply that updated
+// every shared container, a pass reads all of them, and new slices and
+// maps for each made a large part of the plugin's garbage.
+type verifier struct {
+	reader cpusReader
+	probes []probe
+	// actual maps a container to the cpuset read; parsed maps a text read
+	// to its cpuset (each distinct text is parsed once).
+	actual, parsed map[string]cpumask.Mask
+}
+
+// probes returns the containers a verification reads (ledger.probes) in
+// dst's array, their cpuset files in hierarchy (clean), and the number of
+// events delivered so far.
+func (p *Plugin) probes(dst []probe, hierarchy string, all bool) ([]probe, uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	running := make([]string, 0, p.model.Containers.Len())
-	for _, id := range p.model.SortedContainerIDs() {
+	ids := p.model.SortedContainerIDs() // a new slice: filtered in place
+	running := ids[:0]
+	for _, id := range ids {
 		if !p.model.Containers.Get(id).Stopped {
 			running = append(running, id)
 		}
 	}
-	return p.ledger.probes(running, all, func(id string) bool {
+	return p.ledger.probes(dst, hierarchy, running, all, func(id string) bool {
 		_, releasing := p.model.Releasing[id]
 		return releasing
 	})
 }
 
-// readCgroups reads the probes' cpusets, without the plugin's lock. The
-// shared containers' files all hold the shared pool: each distinct text is
-// parsed once (a pool of thousands of CPUs is a big set).
-func (p *Plugin) readCgroups(probes []probe) map[string]cpumask.Mask {
-	actual := make(map[string]cpumask.Mask, len(probes))
-	parsed := map[string]cpumask.Mask{}
-	hierarchy := p.cgroups.cpusetRoot()
-	var reader cpusReader
+// readCgroups reads the probes' cpusets with v's reader and maps, without
+// the plugin's lock. The shared containers' files all hold the shared
+// pool: each distinct text is parsed once (a pool of thousands of CPUs is
+// a big set). The map it returns is v's, until v's next pass.
+func (p *Plugin) readCgroups(v *verifier, probes []probe) map[string]cpumask.Mask {
+	if v.actual == nil {
+		v.actual, v.parsed = map[string]cpumask.Mask{}, map[string]cpumask.Mask{}
+	}
+	clear(v.actual)
+	clear(v.parsed)
 	for _, pr := range probes {
-		text, file, err := reader.read(hierarchy, pr.path)
+		if pr.fileErr != nil {
+			p.log.WithError(pr.fileErr).WithField("id", pr.id).Warn("cannot read the container's cpuset from its cgroup")
+			continue
+		}
+		text, err := v.reader.read(pr.file)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			// Not started yet (runc creates the cgroup at start), or gone.
@@ -209,19 +236,19 @@ func (p *Plugin) readCgroups(probes []probe) map[string]cpumask.Mask {
 			p.log.WithError(err).WithField("id", pr.id).Warn("cannot read the container's cpuset from its cgroup")
 			continue
 		}
-		cpus, ok := parsed[text]
+		cpus, ok := v.parsed[string(text)]
 		if !ok {
-			set, err := parseCgroupCPUs(text, file, p.limits.maxCPU)
+			set, err := parseCgroupCPUs(string(text), pr.file, p.limits.maxCPU)
 			if err != nil {
 				p.log.WithError(err).WithField("id", pr.id).Warn("cannot parse the container's cgroup cpuset")
 				continue
 			}
 			cpus = maskOf(set)
-			parsed[text] = cpus
+			v.parsed[string(text)] = cpus
 		}
-		actual[pr.id] = cpus
+		v.actual[pr.id] = cpus
 	}
-	return actual
+	return v.actual
 }
 
 // judgeReads judges what was read (ledger.judgeRead): seq is the number
