@@ -323,7 +323,8 @@ func (r loadResult) report(t testing.TB, name string) {
 	sort.Strings(events)
 	for _, e := range events {
 		d := r.latency[e]
-		fmt.Fprintf(&b, "  %-22s n=%-5d p50=%-10v p99=%-10v max=%v\n", e, len(d), percentile(d, 50), percentile(d, 99), d[len(d)-1])
+		over := len(d) - sort.Search(len(d), func(i int) bool { return d[i] > 2*time.Millisecond })
+		fmt.Fprintf(&b, "  %-22s n=%-5d p50=%-10v p99=%-10v max=%-10v over 2 ms: %d\n", e, len(d), percentile(d, 50), percentile(d, 99), d[len(d)-1], over)
 	}
 	fmt.Fprintf(&b, "  %-22s n=%-5d p50=%-10v p99=%-10v max=%v", "all", len(r.all), percentile(r.all, 50), percentile(r.all, 99), r.all[len(r.all)-1])
 	// The plugin's own share (its handler, commit included), from its
@@ -334,13 +335,16 @@ func (r loadResult) report(t testing.TB, name string) {
 		if count == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\n  plugin %-15s mean %.2f ms, %v over 10 ms, %v over 100 ms", e,
+		fmt.Fprintf(&b, "\n  plugin %-15s mean %.2f ms, %v over 1 ms, %v over 2.5 ms, %v over 10 ms, %v over 100 ms", e,
 			r.plugin[fmt.Sprintf(h, "sum", "")]/count*1000,
+			count-r.plugin[fmt.Sprintf(h, "bucket", `,le="0.001"`)], count-r.plugin[fmt.Sprintf(h, "bucket", `,le="0.0025"`)],
 			count-r.plugin[fmt.Sprintf(h, "bucket", `,le="0.01"`)], count-r.plugin[fmt.Sprintf(h, "bucket", `,le="0.1"`)])
 	}
 	if count := r.plugin["nri_cpumanager_checkpoint_write_duration_seconds_count{}"]; count > 0 {
-		fmt.Fprintf(&b, "\n  checkpoint writes       mean %.2f ms, %v over 10 ms, %v over 100 ms",
+		fmt.Fprintf(&b, "\n  checkpoint writes       mean %.2f ms, %v over 1 ms, %v over 2.5 ms, %v over 10 ms, %v over 100 ms",
 			r.plugin["nri_cpumanager_checkpoint_write_duration_seconds_sum{}"]/count*1000,
+			count-r.plugin[`nri_cpumanager_checkpoint_write_duration_seconds_bucket{le="0.001"}`],
+			count-r.plugin[`nri_cpumanager_checkpoint_write_duration_seconds_bucket{le="0.0025"}`],
 			count-r.plugin[`nri_cpumanager_checkpoint_write_duration_seconds_bucket{le="0.01"}`],
 			count-r.plugin[`nri_cpumanager_checkpoint_write_duration_seconds_bucket{le="0.1"}`])
 	}
