@@ -168,6 +168,14 @@ func (p *Plugin) maintain(what string, level logrus.Level, decide func(*policy.M
 // not exist yet (created, not started), or whose cgroup v2 cpuset.cpus runc
 // has not written yet (empty before the start), is skipped silently.
 func (p *Plugin) verify(all bool) {
+	p.verifyPass(all)
+	if p.opts.OnVerified != nil {
+		p.opts.OnVerified()
+	}
+}
+
+// verifyPass is verify's pass, with the verifier's buffers.
+func (p *Plugin) verifyPass(all bool) {
 	p.verifierMu.Lock()
 	defer p.verifierMu.Unlock()
 	v := &p.verifier
@@ -175,9 +183,6 @@ func (p *Plugin) verify(all bool) {
 	var seq uint64
 	v.probes, seq = p.probes(v.probes, hierarchy, all)
 	p.judgeReads(v.probes, p.readCgroups(v, v.probes), seq, all)
-	if p.opts.OnVerified != nil {
-		p.opts.OnVerified()
-	}
 }
 
 // verifier is what a verification pass reuses from the last one: its
