@@ -94,7 +94,7 @@ func (v *runtimeView) setCgroupPath(path string) {
 // (a path built anew at every read cost a verification pass more than
 // its reads).
 func (v *runtimeView) cpusetFile(hierarchy string) (string, error) {
-	if v.fileIn != hierarchy || hierarchy == "" {
+	if v.fileIn != hierarchy { // "" after setCgroupPath: never a hierarchy (a clean path)
 		v.file, v.fileErr = cpusetFile(hierarchy, v.cgroupPath)
 		v.fileIn = hierarchy
 	}

@@ -237,21 +237,20 @@ func (l *ledger) pendingUpdates(desired desiredFunc) []policy.Update {
 // only take CPUs away from what the container runs on first, then the
 // others, each group in the given order.
 func (l *ledger) shrinksFirst(updates []policy.Update) []policy.Update {
-	ordered := make([]policy.Update, 0, len(updates))
-	shrinks := func(u policy.Update) bool {
-		v := l.views[u.ContainerID]
-		return v != nil && v.known && u.CPUs.IsSubsetOf(v.applied)
-	}
+	// The shrinks fill the slice from the front, the others from the
+	// back (reversed after): each update is judged once.
+	ordered := make([]policy.Update, len(updates))
+	front, back := 0, len(updates)
 	for _, u := range updates {
-		if shrinks(u) {
-			ordered = append(ordered, u)
+		if v := l.views[u.ContainerID]; v != nil && v.known && u.CPUs.IsSubsetOf(v.applied) {
+			ordered[front] = u
+			front++
+		} else {
+			back--
+			ordered[back] = u
 		}
 	}
-	for _, u := range updates {
-		if !shrinks(u) {
-			ordered = append(ordered, u)
-		}
-	}
+	slices.Reverse(ordered[front:])
 	return ordered
 }
 

@@ -269,3 +269,22 @@ func TestLedgerProbesNameCpusetFiles(t *testing.T) {
 		t.Fatalf("after a new path and another hierarchy: %v, want %v", got, want)
 	}
 }
+
+// TestShrinksFirstKeepsEachGroupsOrder: the updates that only take CPUs
+// away come first, then the others, each group in the order given.
+func TestShrinksFirstKeepsEachGroupsOrder(t *testing.T) {
+	now := time.Now()
+	l := testLedger(&now)
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		l.synced(id, "/"+id, true, false, mask(1, 2))
+	}
+	// b and d shrink to CPU 1; a, c and e grow to 3; f is not known.
+	in := []policy.Update{upd("a", 3), upd("b", 1), upd("c", 3), upd("f", 1), upd("d", 1), upd("e", 3)}
+	var got []string
+	for _, u := range l.shrinksFirst(in) {
+		got = append(got, u.ContainerID)
+	}
+	if want := []string{"b", "d", "a", "c", "f", "e"}; !slices.Equal(got, want) {
+		t.Fatalf("shrinksFirst: %v, want %v", got, want)
+	}
+}
